@@ -17,10 +17,13 @@ from __future__ import annotations
 import io
 import json
 import struct
+from dataclasses import dataclass
 from typing import Any
 
 import fastavro
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.errors import TidemarkError
 
@@ -235,24 +238,33 @@ def _read_header(view: memoryview) -> int:
     return count
 
 
-def _record_spans(view: memoryview, count: int) -> tuple[list[int], list[int]]:
-    """Start offset and length of each record datum; the length prefixes chain sequentially."""
+def _record_spans(view: memoryview, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end offset (int64) of each record datum.
+
+    The length prefixes form a sequential chain, so this is the one per-record Python loop of the
+    vectorized decoder (~0.15 us per record); everything after it runs column-at-a-time.
+    """
     unpack, end = _INT32.unpack_from, len(view)
-    starts: list[int] = [0] * count
-    lengths: list[int] = [0] * count
+    starts: list[int] = []
+    append = starts.append
     pos = _HEADER.size
-    for i in range(count):
-        if pos + 4 > end:
-            raise AvroCodecError(f"Avro data block truncated in the length prefix of record {i}")
-        (length,) = unpack(view, pos)
-        pos += 4
-        if length < 0 or pos + length > end:
-            raise AvroCodecError(f"Avro data block record {i} has length {length}, beyond the content end")
-        starts[i], lengths[i] = pos, length
-        pos += length
+    try:
+        for _ in range(count):
+            append(pos + 4)
+            pos += 4 + unpack(view, pos)[0]
+    except struct.error as exc:
+        raise AvroCodecError(f"Avro data block truncated in the length prefix of record {len(starts) - 1}") from exc
     if pos != end:
-        raise AvroCodecError(f"Avro data block has {end - pos} trailing bytes after {count} records")
-    return starts, lengths
+        raise AvroCodecError(f"Avro data block records span {pos} bytes but the content has {end}")
+    begin = np.array(starts, dtype=np.int64)
+    ends = np.empty_like(begin)
+    ends[:-1] = begin[1:] - 4
+    if count:
+        ends[-1] = end
+    bad = np.flatnonzero(ends < begin)
+    if bad.size:
+        raise AvroCodecError(f"Avro data block record {int(bad[0])} has a negative length")
+    return begin, ends
 
 
 # --------------------------------------------------------------------------- fastavro fallback
@@ -316,9 +328,9 @@ def _encode_fastavro(table: pa.Table, avro_schema: dict) -> bytes:
 
 def _decode_fastavro(view: memoryview, count: int, avro_schema: dict, target: pa.Schema) -> pa.Table:
     parsed = _parse_for_fastavro(avro_schema)
-    starts, lengths = _record_spans(view, count)
+    starts, ends = _record_spans(view, count)
     rows = []
-    for i, (start, length) in enumerate(zip(starts, lengths)):
+    for i, (start, length) in enumerate(zip(starts.tolist(), (ends - starts).tolist())):
         datum = io.BytesIO(view[start : start + length])
         try:
             rows.append(fastavro.schemaless_reader(datum, parsed, None))
@@ -330,6 +342,411 @@ def _decode_fastavro(view: memoryview, count: int, avro_schema: dict, target: pa
         return pa.Table.from_pylist(rows, schema=target)
     except (pa.ArrowException, ValueError, TypeError) as exc:
         raise AvroCodecError(f"decoded Avro records do not convert to arrow: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- vectorized plan
+
+
+@dataclass(frozen=True)
+class _FieldPlan:
+    """How one top-level field is laid out in each datum, for the column-at-a-time codec."""
+
+    name: str
+    kind: str  # Avro base type: boolean | int | long | float | double | bytes | string | decimal
+    arrow_type: pa.DataType
+    null_code: int | None  # union branch varint byte of the null branch; None when the field is not a union
+    value_code: int
+
+
+_VECTOR_KINDS = {"boolean", "int", "long", "float", "double", "bytes", "string"}
+
+
+def _plain_kind(avro_type: Any) -> str | None:
+    """Vectorizable base kind of a non-union type, or None when only fastavro handles it."""
+    if isinstance(avro_type, str):
+        return avro_type if avro_type in _VECTOR_KINDS else None
+    if not isinstance(avro_type, dict) or avro_type.get("type") not in _VECTOR_KINDS:
+        return None
+    if avro_type.get("logicalType") == "decimal":
+        # decimal256 needs > 16-byte unscaled values; keep that rare case on fastavro.
+        return "decimal" if avro_type["type"] == "bytes" and int(avro_type["precision"]) <= 38 else None
+    return avro_type["type"]
+
+
+def _field_plan(field: pa.Field, avro_type: Any) -> _FieldPlan | None:
+    if not isinstance(avro_type, list):
+        kind = _plain_kind(avro_type)
+        return None if kind is None else _FieldPlan(field.name, kind, field.type, None, 0)
+    if len(avro_type) != 2 or "null" not in avro_type:
+        return None
+    null_index = avro_type.index("null")
+    kind = _plain_kind(avro_type[1 - null_index])
+    if kind is None:
+        return None
+    # A union index is a zigzag varint: branch 0 -> byte 0x00, branch 1 -> byte 0x02.
+    return _FieldPlan(field.name, kind, field.type, 2 * null_index, 2 * (1 - null_index))
+
+
+def _vector_plan(avro_schema: dict, target: pa.Schema) -> list[_FieldPlan] | None:
+    """Per-field plans when every field is a flat primitive (or [null, primitive]); else None."""
+    plans = []
+    for field, avro_field in zip(target, avro_schema.get("fields", [])):
+        plan = _field_plan(field, avro_field["type"])
+        if plan is None:
+            return None
+        plans.append(plan)
+    return plans
+
+
+# --------------------------------------------------------------------------- vectorized decoding
+
+_U64 = np.uint64
+
+
+def _zigzag_decode(raw: np.ndarray) -> np.ndarray:
+    return ((raw >> _U64(1)) ^ (_U64(0) - (raw & _U64(1)))).view(np.int64)
+
+
+def _check_room(pos: np.ndarray, ends: np.ndarray, width: int | np.ndarray, what: str) -> None:
+    bad = np.flatnonzero(pos + width > ends)
+    if bad.size:
+        raise AvroCodecError(f"Avro datum truncated while reading {what} (record #{int(bad[0])} of the field's records)")
+
+
+def _read_varints(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Raw (un-zigzagged) varints at `pos`: returns values and the advanced positions.
+
+    Only records whose varint continues are touched in each round, so short varints (string
+    lengths) cost one gather while 6-byte timestamps cost six.
+    """
+    _check_room(pos, ends, 1, what)
+    byte = data[pos]
+    raw = (byte & 0x7F).astype(_U64)
+    size = np.ones(pos.shape, dtype=np.int64)
+    active = np.flatnonzero(byte & 0x80)
+    shift = 7
+    while active.size:
+        if shift >= 70:
+            raise AvroCodecError(f"Avro varint longer than 10 bytes while reading {what}")
+        at = pos[active] + size[active]
+        _check_room(at, ends[active], 1, what)
+        byte = data[at]
+        raw[active] |= (byte & 0x7F).astype(_U64) << _U64(shift)
+        size[active] += 1
+        active = active[(byte & 0x80) != 0]
+        shift += 7
+    return raw, pos + size
+
+
+def _read_fixed(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, width: int, what: str) -> np.ndarray:
+    _check_room(pos, ends, width, what)
+    return data[pos[:, None] + np.arange(width)]
+
+
+def _read_lengths(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Byte-string lengths and the positions of their first byte; checks they stay in the record."""
+    raw, pos = _read_varints(data, pos, ends, what)
+    lengths = _zigzag_decode(raw)
+    if lengths.size and lengths.min() < 0:
+        raise AvroCodecError(f"Avro datum has a negative length while reading {what}")
+    _check_room(pos, ends, lengths, what)
+    return lengths, pos
+
+
+def _gather_bytes(content: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -> tuple[pa.Buffer, np.ndarray]:
+    """Concatenate content[starts[i]:starts[i]+lengths[i]] in C++ (pyarrow take).
+
+    The slices are ordered and disjoint, so alternating [string, gap] offsets form a valid
+    large_binary array over the whole content; taking its even elements copies just the strings.
+    """
+    n = starts.size
+    offsets = np.empty(2 * n + 1, dtype=np.int64)
+    offsets[0 : 2 * n : 2] = starts
+    offsets[1 : 2 * n : 2] = starts + lengths
+    offsets[2 * n] = offsets[2 * n - 1] if n else 0
+    spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(offsets), content])
+    picked = pc.take(spans, pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    value_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=value_offsets[1:])
+    data_buffer = picked.buffers()[2] or pa.py_buffer(b"")
+    return data_buffer, value_offsets
+
+
+def _validity(valid: np.ndarray | None) -> pa.Buffer | None:
+    return None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def _binary_array(plan: _FieldPlan, content: pa.Buffer, starts: np.ndarray, lengths: np.ndarray,
+                  valid: np.ndarray | None) -> pa.Array:
+    data_buffer, offsets = _gather_bytes(content, starts, lengths)
+    large = offsets[-1] >= 2**31
+    base = pa.large_string() if plan.kind == "string" else pa.large_binary()
+    dtype = base if large else (pa.string() if plan.kind == "string" else pa.binary())
+    offsets = offsets if large else offsets.astype(np.int32)
+    null_count = -1 if valid is None else int(starts.size - np.count_nonzero(valid))
+    array = pa.Array.from_buffers(dtype, starts.size, [_validity(valid), pa.py_buffer(offsets), data_buffer],
+                                  null_count=max(null_count, 0))
+    if plan.kind == "string":
+        try:
+            array.validate(full=True)  # UTF-8 check: Avro strings must be valid UTF-8
+        except pa.ArrowInvalid as exc:
+            raise AvroCodecError(f"field {plan.name!r} holds a string that is not valid UTF-8") from exc
+    return array.cast(plan.arrow_type) if large else array
+
+
+def _decimal_values(data: np.ndarray, pos: np.ndarray, lengths: np.ndarray, what: str) -> np.ndarray:
+    """Big-endian two's-complement byte strings -> 16-byte little-endian decimal128 rows."""
+    if lengths.size and lengths.max() > 16:
+        raise AvroCodecError(f"{what}: decimal of {int(lengths.max())} bytes does not fit decimal128")
+    little = np.arange(16)
+    source = pos[:, None] + lengths[:, None] - 1 - little  # little-endian byte t sits at end - 1 - t
+    inside = little < lengths[:, None]
+    raw = data[np.where(inside, source, 0)]
+    negative = (lengths > 0) & (data[np.where(lengths > 0, pos, 0)] >= 0x80)
+    fill = np.where(negative, 0xFF, 0).astype(np.uint8)[:, None]
+    return np.where(inside, raw, fill).astype(np.uint8)
+
+
+def _decode_values(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, plan: _FieldPlan
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Values of one field for the records at `pos`, and the positions after them."""
+    what = f"field {plan.name!r}"
+    if plan.kind in ("int", "long"):
+        raw, pos = _read_varints(data, pos, ends, what)
+        values = _zigzag_decode(raw)
+        if plan.kind == "int":
+            if values.size and (values.min() < -(2**31) or values.max() >= 2**31):
+                raise AvroCodecError(f"{what}: Avro int out of the 32-bit range")
+            values = values.astype(np.int32)
+        return values, pos
+    if plan.kind in ("float", "double"):
+        width = 4 if plan.kind == "float" else 8
+        rows = _read_fixed(data, pos, ends, width, what)
+        return rows.view("<f4" if width == 4 else "<f8").ravel(), pos + width
+    if plan.kind == "boolean":
+        _check_room(pos, ends, 1, what)
+        values = data[pos]
+        if values.size and values.max() > 1:
+            raise AvroCodecError(f"{what}: boolean byte {int(values.max())} is neither 0 nor 1")
+        return values.astype(bool), pos + 1
+    lengths, pos = _read_lengths(data, pos, ends, what)  # decimal
+    return _decimal_values(data, pos, lengths, what), pos + lengths
+
+
+def _union_branches(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, plan: _FieldPlan) -> np.ndarray:
+    """Per-record "has a value" mask from the union branch byte."""
+    _check_room(pos, ends, 1, f"field {plan.name!r}")
+    code = data[pos]
+    valid = code == plan.value_code
+    if not np.all(valid | (code == plan.null_code)):
+        bad = int(code[~(valid | (code == plan.null_code))][0])
+        raise AvroCodecError(f"field {plan.name!r}: union branch byte {bad:#04x} is not a branch of [null, T]")
+    return valid
+
+
+def _decode_field(data: np.ndarray, content: pa.Buffer, pos: np.ndarray, ends: np.ndarray,
+                  plan: _FieldPlan) -> pa.Array:
+    """Decode one field for all records; advances `pos` in place."""
+    n = pos.size
+    valid = None
+    if plan.null_code is not None:
+        valid = _union_branches(data, pos, ends, plan)
+        pos += 1
+        if valid.all():
+            valid = None
+    rows = None if valid is None else np.flatnonzero(valid)
+    at = pos if rows is None else pos[rows]
+    at_ends = ends if rows is None else ends[rows]
+    if plan.kind in ("string", "bytes"):
+        lengths, at = _read_lengths(data, at, at_ends, f"field {plan.name!r}")
+        starts, all_lengths = pos.copy(), np.zeros(n, dtype=np.int64)
+        _scatter(starts, rows, at)
+        _scatter(all_lengths, rows, lengths)
+        _scatter(pos, rows, at + lengths)
+        return _binary_array(plan, content, starts, all_lengths, valid)
+    values, at = _decode_values(data, at, at_ends, plan)
+    _scatter(pos, rows, at)
+    full = values if rows is None else _expand(values, rows, n)
+    if plan.kind == "boolean":
+        full = np.packbits(full, bitorder="little")
+    null_count = 0 if valid is None else n - rows.size
+    return pa.Array.from_buffers(plan.arrow_type, n, [_validity(valid), pa.py_buffer(np.ascontiguousarray(full))],
+                                 null_count=null_count)
+
+
+def _scatter(target: np.ndarray, rows: np.ndarray | None, values: np.ndarray) -> None:
+    if rows is None:
+        target[:] = values
+    else:
+        target[rows] = values
+
+
+def _expand(values: np.ndarray, rows: np.ndarray, n: int) -> np.ndarray:
+    full = np.zeros((n,) + values.shape[1:], dtype=values.dtype)
+    full[rows] = values
+    return full
+
+
+def _decode_vectorized(view: memoryview, count: int, plans: list[_FieldPlan], target: pa.Schema) -> pa.Table:
+    starts, ends = _record_spans(view, count)
+    data = np.frombuffer(view, dtype=np.uint8)
+    content = pa.py_buffer(view)
+    pos = starts.copy()
+    columns = [_decode_field(data, content, pos, ends, plan) for plan in plans]
+    bad = np.flatnonzero(pos != ends)
+    if bad.size:
+        i = int(bad[0])
+        raise AvroCodecError(f"Avro data block record {i} decodes to {int(pos[i] - starts[i])} of its "
+                             f"{int(ends[i] - starts[i])} bytes")
+    return pa.Table.from_arrays(columns, schema=target)
+
+
+# --------------------------------------------------------------------------- vectorized encoding
+
+
+@dataclass
+class _Piece:
+    """Bytes one field contributes to every datum: either the first `lengths[i]` bytes of row i of
+    `matrix`, or element i of the binary array `values`."""
+
+    lengths: np.ndarray
+    matrix: np.ndarray | None = None
+    values: pa.Array | None = None
+
+
+def _zigzag_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Avro varint bytes (rows, up to 10 wide) and byte counts for int64 values."""
+    v = values.astype(np.int64, copy=False)
+    raw = ((v << 1) ^ (v >> 63)).view(_U64)
+    sizes = np.ones(raw.shape, dtype=np.int64)
+    for k in range(1, 10):
+        sizes += raw >= _U64(1) << _U64(7 * k)
+    width = int(sizes.max()) if sizes.size else 1
+    matrix = np.empty((raw.size, width), dtype=np.uint8)
+    for k in range(width):
+        group = ((raw >> _U64(7 * k)) & _U64(0x7F)).astype(np.uint8)
+        matrix[:, k] = group | np.where(sizes > k + 1, 0x80, 0).astype(np.uint8)
+    return matrix, sizes
+
+
+def _numpy_values(array: pa.Array, dtype: Any) -> np.ndarray:
+    """Value buffer of a fixed-width arrow array as numpy (null slots hold arbitrary values)."""
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=array.offset + len(array))[array.offset :]
+
+
+def _valid_mask(array: pa.Array) -> np.ndarray:
+    if array.null_count == 0:
+        return np.ones(len(array), dtype=bool)
+    return array.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _decimal_pieces(array: pa.Array, valid: np.ndarray) -> list[_Piece]:
+    """fastavro's decimal bytes: (|unscaled|.bit_length() + 8) // 8 big-endian two's-complement bytes."""
+    little = _numpy_values(array, np.dtype((np.uint8, 16)))
+    negative = little[:, 15] >= 0x80
+    magnitude = np.where(negative[:, None], ~little, little).astype(np.uint16)
+    # two's-complement negate = invert + 1, with the carry rippling through the low bytes
+    carry = negative.astype(np.uint16)
+    for t in range(16):
+        magnitude[:, t] += carry
+        carry = magnitude[:, t] >> 8
+        magnitude[:, t] &= 0xFF
+    nonzero = magnitude != 0
+    top = np.where(nonzero.any(axis=1), 15 - np.argmax(nonzero[:, ::-1], axis=1), -1)
+    top_byte = magnitude[np.arange(little.shape[0]), np.maximum(top, 0)]
+    bit_length = np.where(top >= 0, 8 * top + _BIT_LENGTH[top_byte], 0)
+    sizes = (bit_length + 8) // 8
+    big = np.take_along_axis(little, np.clip(sizes[:, None] - 1 - np.arange(16), 0, 15), axis=1)
+    header, header_sizes = _zigzag_varints(sizes)
+    return [_Piece(header_sizes * valid, matrix=header), _Piece(sizes * valid, matrix=big)]
+
+
+_BIT_LENGTH = np.array([int(i).bit_length() for i in range(256)], dtype=np.int64)
+
+
+def _value_pieces(array: pa.Array, plan: _FieldPlan, valid: np.ndarray) -> list[_Piece]:
+    n = len(array)
+    if plan.kind in ("string", "bytes"):
+        offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=array.offset + n + 1)[array.offset :]
+        lengths = np.diff(offsets).astype(np.int64) * valid
+        header, header_sizes = _zigzag_varints(lengths)
+        return [_Piece(header_sizes * valid, matrix=header),
+                _Piece(lengths, values=array.cast(pa.large_binary()))]
+    if plan.kind in ("int", "long"):
+        matrix, sizes = _zigzag_varints(_numpy_values(array, np.int32 if plan.kind == "int" else np.int64))
+        return [_Piece(sizes * valid, matrix=matrix)]
+    if plan.kind in ("float", "double"):
+        dtype = "<f4" if plan.kind == "float" else "<f8"
+        matrix = np.ascontiguousarray(_numpy_values(array, dtype)).view(np.uint8).reshape(n, -1)
+        return [_Piece(matrix.shape[1] * valid.astype(np.int64), matrix=matrix)]
+    if plan.kind == "boolean":
+        bits = np.unpackbits(np.frombuffer(array.buffers()[1], dtype=np.uint8), bitorder="little")
+        matrix = bits[array.offset : array.offset + n].reshape(n, 1)
+        return [_Piece(valid.astype(np.int64), matrix=matrix)]
+    return _decimal_pieces(array, valid)
+
+
+def _field_pieces(array: pa.Array, plan: _FieldPlan) -> list[_Piece]:
+    valid = _valid_mask(array)
+    pieces = []
+    if plan.null_code is not None:
+        codes = np.where(valid, plan.value_code, plan.null_code).astype(np.uint8).reshape(-1, 1)
+        pieces.append(_Piece(np.ones(len(array), dtype=np.int64), matrix=codes))
+    return pieces + _value_pieces(array, plan, valid)
+
+
+def _compact(pieces: list[_Piece]) -> pa.Array:
+    """One large_binary element per record: the used bytes of consecutive matrix pieces."""
+    matrix = np.hstack([p.matrix for p in pieces])
+    used = np.hstack([np.arange(p.matrix.shape[1]) < p.lengths[:, None] for p in pieces])
+    data = matrix[used]
+    offsets = np.zeros(matrix.shape[0] + 1, dtype=np.int64)
+    np.cumsum(sum(p.lengths for p in pieces), out=offsets[1:])
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), matrix.shape[0],
+                                            [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _segments(pieces: list[_Piece]) -> list[pa.Array]:
+    """Merge runs of matrix pieces; binary pieces stay as their own segment."""
+    segments, run = [], []
+    for piece in pieces:
+        if piece.matrix is not None:
+            run.append(piece)
+            continue
+        if run:
+            segments.append(_compact(run))
+            run = []
+        segments.append(piece.values)
+    if run:
+        segments.append(_compact(run))
+    return segments
+
+
+def _interleave(head: bytes, segments: list[pa.Array], n: int) -> bytes:
+    """head + for each record, its element of every segment in order (one C++ take)."""
+    stacked = pa.concat_arrays([pa.array([head], pa.large_binary())] + segments)
+    order = np.empty(1 + n * len(segments), dtype=np.int64)
+    order[0] = 0
+    order[1:] = (1 + np.arange(n)[:, None] + n * np.arange(len(segments))[None, :]).ravel()
+    taken = pc.take(stacked, pa.array(order))
+    total = int(np.frombuffer(taken.buffers()[1], dtype=np.int64)[-1])
+    return taken.buffers()[2].slice(0, total).to_pybytes()
+
+
+def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> bytes:
+    n = table.num_rows
+    head = _HEADER.pack(BLOCK_CONTENT_VERSION, n)
+    if n == 0:
+        return head
+    pieces = []
+    for plan in plans:
+        pieces.extend(_field_pieces(table.column(plan.name).combine_chunks(), plan))
+    record_lengths = sum(p.lengths for p in pieces)
+    if record_lengths.max() >= 2**31:
+        raise AvroCodecError("an Avro record exceeds 2 GiB")
+    prefix = record_lengths.astype(">i4").view(np.uint8).reshape(n, 4)
+    pieces.insert(0, _Piece(np.full(n, 4, dtype=np.int64), matrix=prefix))
+    return _interleave(head, _segments(pieces), n)
 
 
 # --------------------------------------------------------------------------- public codec
@@ -355,8 +772,12 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
 def encode_data_block_content(table: pa.Table, avro_schema: dict) -> bytes:
     """Full AVRO_DATA_BLOCK content: version 3, record count, length-prefixed Avro datums."""
     avro_schema = _as_schema_dict(avro_schema)
-    table = _conform(table, avro_to_arrow_schema(avro_schema))
-    return _encode_fastavro(table, avro_schema)
+    target = avro_to_arrow_schema(avro_schema)
+    table = _conform(table, target)
+    plans = _vector_plan(avro_schema, target)
+    if plans is None:
+        return _encode_fastavro(table, avro_schema)
+    return _encode_vectorized(table, plans)
 
 
 def decode_data_block_content(content: bytes | memoryview, avro_schema: dict) -> pa.Table:
@@ -365,4 +786,7 @@ def decode_data_block_content(content: bytes | memoryview, avro_schema: dict) ->
     target = avro_to_arrow_schema(avro_schema)
     view = _content_view(content)
     count = _read_header(view)
-    return _decode_fastavro(view, count, avro_schema, target)
+    plans = _vector_plan(avro_schema, target)
+    if plans is None:
+        return _decode_fastavro(view, count, avro_schema, target)
+    return _decode_vectorized(view, count, plans, target)

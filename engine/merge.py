@@ -132,7 +132,7 @@ def merge_log_items(items: Iterable[LogItem], merge_mode: str, ordering_field: s
         winner = _last_per_key(key_codes, seq)
         kills = np.zeros(len(winner), bool)
         ordering = None
-    data = pa.concat_tables([_conform(t, schema) for t in tables]) if tables else schema.empty_table()
+    data = pa.concat_tables([conform_to_schema(t, schema) for t in tables]) if tables else schema.empty_table()
     rows_idx = src[winner]
     if data.num_rows:
         rows = data.take(pa.array(np.where(rows_idx < 0, 0, rows_idx)))  # delete winners get a dummy row
@@ -182,7 +182,7 @@ def _event_time_winners(key_codes: np.ndarray, seq: np.ndarray, ordering: pa.Arr
     return winners, kills
 
 
-def _conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
+def conform_to_schema(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """Project/cast a block's rows onto the slice's read schema (schema evolution: missing -> null)."""
     cols = []
     for f in schema:
@@ -205,7 +205,7 @@ def apply_to_base(batch: pa.Table, winners: LogWinners, merge_mode: str, orderin
     """Resolve one batch of base rows against the log winners."""
     shadowed = np.zeros(winners.size, bool)
     if winners.size == 0 or batch.num_rows == 0:
-        return BaseResolution(_conform(batch, schema), shadowed)
+        return BaseResolution(conform_to_schema(batch, schema), shadowed)
     match = pc.index_in(batch.column(RECORD_KEY), value_set=winners.keys)
     has = np.asarray(match.is_valid().to_numpy(zero_copy_only=False), bool)
     idx = np.asarray(match.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
@@ -219,7 +219,7 @@ def apply_to_base(batch: pa.Table, winners: LogWinners, merge_mode: str, orderin
         shadowed[idx[base_wins]] = True
     else:
         log_wins = has
-    return BaseResolution(_conform(batch.filter(pa.array(~log_wins)), schema), shadowed)
+    return BaseResolution(conform_to_schema(batch.filter(pa.array(~log_wins)), schema), shadowed)
 
 
 def remaining_log_rows(winners: LogWinners, shadowed: np.ndarray) -> pa.Table:

@@ -16,6 +16,8 @@ from typing import Callable, Mapping
 from engine.errors import ConfigError, TableNotFoundError, UnsupportedTableError
 
 HOODIE_DIR = ".hoodie"
+INDEX_TYPE_KEY = "tidemark.index.type"
+BUCKET_INDEX = "BUCKET_XXHASH64"
 PROPERTIES_FILE = "hoodie.properties"
 
 EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
@@ -88,7 +90,7 @@ TABLE_KEYS = {
     "hoodie.datasource.write.hive_style_partitioning", "hoodie.datasource.write.partitionpath.urlencode",
     "hoodie.datasource.write.drop.partition.columns", "hoodie.table.keygenerator.class",
     "hoodie.archivelog.folder", "hoodie.database.name", "hoodie.table.checksum", "hoodie.table.create.schema",
-    "hoodie.index.type", "hoodie.populate.meta.fields", "hoodie.table.base.file.format",
+    "hoodie.index.type", "hoodie.populate.meta.fields", INDEX_TYPE_KEY, "hoodie.bucket.index.num.buckets", "hoodie.table.base.file.format",
     "hoodie.table.log.file.format",
 }
 
@@ -212,11 +214,12 @@ class TableConfig:
 
     @property
     def num_buckets(self) -> int:
+        # Fixed when the table is created: changing it would route existing keys to other file groups.
         return int(self.props.get("hoodie.bucket.index.num.buckets", WRITE_SETTINGS["hoodie.bucket.index.num.buckets"][1]))
 
     @property
     def uses_bucket_index(self) -> bool:
-        return self.props.get("hoodie.index.type") == "BUCKET"
+        return self.props.get(INDEX_TYPE_KEY) == BUCKET_INDEX
 
     def setting(self, key: str, overrides: Mapping[str, str] | None = None) -> object:
         """A write setting: per-call override, else the table's stored value, else the default, parsed."""
@@ -295,7 +298,10 @@ def new_table_props(*, name: str, record_keys: list[str], partition_fields: list
         "hoodie.archivelog.folder": "archived",
         "hoodie.database.name": database,
         "hoodie.table.checksum": table_checksum(database, name),
-        "hoodie.index.type": "BUCKET",
+        # Our bucket index hashes keys with Spark's xxhash64, not Java's String.hashCode, so it is
+        # recorded under Tidemark's own key: a Java writer must not mistake it for its BUCKET index.
+        INDEX_TYPE_KEY: BUCKET_INDEX,
+        "hoodie.bucket.index.num.buckets": str((settings or {}).get("hoodie.bucket.index.num.buckets", "4")),
         "hoodie.populate.meta.fields": "true",
         "hoodie.table.base.file.format": "PARQUET",
         "hoodie.table.log.file.format": "HOODIE_LOG",

@@ -38,8 +38,8 @@ def _driver_java_options(master: str) -> str:
         return ""
     archive = _cds_archive()
     if archive.exists() and archive.stat().st_size > 0:
-        return f"-XX:SharedArchiveFile={archive} -Xshare:auto"
-    return f"-XX:ArchiveClassesAtExit={archive}"
+        return f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
+    return f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
 
 
 def master_url() -> str:
@@ -52,11 +52,15 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
+        # Executors' Python must be this interpreter (the venv), not whatever `python3` is on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         master = master_url() if cores is None else f"local[{cores}]"
         builder = (
             SparkSession.builder.master(master)
             .appName(app_name)
             .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", os.environ.get("TIDEMARK_SHUFFLE_PARTITIONS", "8"))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.session.timeZone", "UTC")

@@ -1,0 +1,78 @@
+"""`spark.read.format("tidemark")`: a PySpark Python data source over Tidemark/Hudi tables.
+
+    spark.read.format("tidemark").option("query", "read_optimized").load(path)
+
+The driver plans the read (one input partition per file slice); executors merge their slices and
+yield Arrow record batches, so no row passes through Python one at a time.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from engine.errors import ConfigError
+
+
+class SlicePartition(InputPartition):
+    def __init__(self, index: int, plan_query: str, context, refs) -> None:
+        super().__init__(index)
+        self.query = plan_query
+        self.context = context
+        self.refs = refs
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
+class TidemarkReader(DataSourceReader):
+    def __init__(self, path: str, query: str, schema: StructType) -> None:
+        from engine.query import plan_read
+
+        self.plan = plan_read(path, query)
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        refs = list(self.plan.slices)
+        if not refs:
+            return [SlicePartition(0, self.plan.query, self.plan.context, [])]
+        return [SlicePartition(i, self.plan.query, self.plan.context, [r]) for i, r in enumerate(refs)]
+
+    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from engine.slice_reader import read_slice
+
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        for ref in partition.refs:
+            for table in read_slice(ref, partition.context, partition.query):
+                yield from table.cast(target).to_batches()
+
+
+class TidemarkDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "tidemark"
+
+    def _path_and_query(self) -> tuple[str, str]:
+        path = self.options.get("path")
+        if not path:
+            raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
+        return path, self.options.get("query", "snapshot")
+
+    def schema(self) -> StructType:
+        from engine.properties import load_table_config
+        from engine.schema import table_read_schema
+        from engine.timeline import Timeline
+
+        path, _ = self._path_and_query()
+        return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path)))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        path, query = self._path_and_query()
+        return TidemarkReader(path, query, schema)

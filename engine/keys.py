@@ -1,0 +1,50 @@
+"""Key generation on Spark: record key and partition path columns the way Java's key generators build them.
+
+Simple key: the field's value as a string. Complex key (several fields): `f1:v1,f2:v2`
+(ComplexKeyGenerator). Partition path: values joined by `/`, `field=value` when hive-style; a null
+partition value becomes `__HIVE_DEFAULT_PARTITION__` as in Java.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from engine.properties import TableConfig
+from engine.schema import arrow_schema
+
+DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NULL_KEY, EMPTY_KEY = "__null__", "__empty__"
+
+
+def record_key_column(cfg: TableConfig) -> Column:
+    fields = cfg.record_key_fields
+    if len(fields) == 1:
+        return F.col(fields[0]).cast("string")
+    parts = []
+    for name in fields:
+        value = F.col(name).cast("string")
+        value = F.when(value.isNull(), F.lit(NULL_KEY)).when(value == "", F.lit(EMPTY_KEY)).otherwise(value)
+        parts.append(F.concat(F.lit(f"{name}:"), value))
+    return F.concat_ws(",", *parts)
+
+
+def partition_path_column(cfg: TableConfig) -> Column:
+    if not cfg.partition_fields:
+        return F.lit("")
+    parts = []
+    for name in cfg.partition_fields:
+        value = F.coalesce(F.col(name).cast("string"), F.lit(DEFAULT_PARTITION))
+        parts.append(F.concat(F.lit(f"{name}="), value) if cfg.hive_style else value)
+    return F.concat_ws("/", *parts)
+
+
+def arrow_schema_of(df: DataFrame) -> pa.Schema:
+    """The Arrow schema Spark hands to mapInArrow for this DataFrame."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(df.schema, timezone="UTC")
+
+
+def avro_record_arrow_schema(avro_schema: dict) -> pa.Schema:
+    return arrow_schema(avro_schema)

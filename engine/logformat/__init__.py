@@ -1,0 +1,42 @@
+"""HoodieLogFormat v1 log files: encode blocks, scan their headers fast, decode them fully.
+
+Modules: blocks (vocabulary and result types), encode (framing and writers), deletes (delete-block content),
+scan (header-only scan), read (full decode).
+"""
+
+from engine.logformat.blocks import (
+    MAX_EVENT_TIME_ATTR,
+    MIN_EVENT_TIME_ATTR,
+    BlockInfo,
+    BlockType,
+    CommandBlock,
+    CorruptBlock,
+    DataBlock,
+    DeleteBlock,
+    HeaderKey,
+    LogFileContents,
+    LogFileScan,
+)
+from engine.logformat.encode import append_blocks, encode_data_block, encode_delete_block, encode_rollback_block
+from engine.logformat.read import read_log_file
+from engine.logformat.scan import scan_log_file
+
+__all__ = [
+    "MAX_EVENT_TIME_ATTR",
+    "MIN_EVENT_TIME_ATTR",
+    "BlockInfo",
+    "BlockType",
+    "CommandBlock",
+    "CorruptBlock",
+    "DataBlock",
+    "DeleteBlock",
+    "HeaderKey",
+    "LogFileContents",
+    "LogFileScan",
+    "append_blocks",
+    "encode_data_block",
+    "encode_delete_block",
+    "encode_rollback_block",
+    "read_log_file",
+    "scan_log_file",
+]

@@ -1,0 +1,160 @@
+"""Header-only scan of a log file: find every block, validate its framing, never decode content.
+
+Per block this does one pread that covers the previous block's trailer, the MAGIC after it and this block's header
+(facts §1.1: Java's isBlockCorrupt checks blockLength against the trailing int64 and requires MAGIC or EOF next).
+A block failing any check becomes a CorruptBlock and the scan resumes at the next MAGIC, as Java does.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from engine.logformat.blocks import (
+    LOG_FORMAT_VERSION,
+    MAGIC,
+    MAGIC_LEN,
+    MIN_BLOCK_LENGTH,
+    PREFIX_LEN,
+    BlockInfo,
+    BlockType,
+    CorruptBlock,
+    LogFileScan,
+)
+
+HEAD_CHUNK = 8192  # covers a typical header (schema JSON of a few KB); larger headers cost one extra pread
+RESYNC_CHUNK = 1 << 20
+MAX_HEADER_ENTRIES = 64  # Java has 9 ordinals; anything bigger is garbage, not a header
+_LONG = struct.Struct(">q")
+_BLOCK_TYPES = {t.value: t for t in BlockType}
+
+
+class _BadBlock(Exception):
+    """Internal: the block at hand failed a check; the message becomes CorruptBlock.reason."""
+
+
+class _Window:
+    """Bytes of the file starting at `start`, extended on demand with pread."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.fd, self.size = fd, size
+        self.start, self.buf = 0, b""
+
+    def load(self, start: int, length: int) -> None:
+        self.start, self.buf = start, os.pread(self.fd, length, start)
+
+    def get(self, offset: int, length: int) -> bytes:
+        """`length` bytes at absolute `offset` (fewer only at EOF); one pread when the window misses."""
+        length = max(0, min(length, self.size - offset))
+        lo = offset - self.start
+        if lo < 0 or lo + length > len(self.buf):
+            self.load(offset, max(length, HEAD_CHUNK))
+            lo = 0
+        return self.buf[lo : lo + length]
+
+
+def scan_log_file(path: str) -> LogFileScan:
+    """All blocks of a log file from their headers alone; corrupt regions are reported, not raised."""
+    blocks: list[BlockInfo] = []
+    corrupt: list[CorruptBlock] = []
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        win = _Window(fd, size)
+        win.load(0, HEAD_CHUNK)
+        pos = 0
+        # Java treats fewer than 6 remaining bytes as EOF (readFully of the MAGIC hits EOF).
+        while size - pos >= MAGIC_LEN:
+            try:
+                info = _read_block(win, path, pos)
+            except _BadBlock as bad:
+                nxt = _next_magic(fd, size, pos + 1)
+                corrupt.append(CorruptBlock(path, pos, f"{bad} (block at offset {pos} of {path})", nxt))
+                pos = nxt
+                continue
+            blocks.append(info)
+            pos = info.offset + info.size
+    finally:
+        os.close(fd)
+    return LogFileScan(path, blocks, corrupt)
+
+
+def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:
+    head = win.get(pos, PREFIX_LEN)
+    if head[:MAGIC_LEN] != MAGIC:
+        raise _BadBlock("no MAGIC")
+    if len(head) < PREFIX_LEN:
+        raise _BadBlock(f"truncated: file ends {win.size - pos} bytes into the block prefix")
+    (block_length,) = _LONG.unpack_from(head, MAGIC_LEN)
+    end = pos + PREFIX_LEN + block_length
+    if block_length < MIN_BLOCK_LENGTH:
+        raise _BadBlock(f"blockLength {block_length} is smaller than the minimum {MIN_BLOCK_LENGTH}")
+    if end > win.size:
+        raise _BadBlock(f"truncated: blockLength {block_length} exceeds file size {win.size}")
+    # Parse the header while the window still holds it; report framing (trailer) failures first, like Java.
+    try:
+        parsed, head_error = _read_head(win, pos, end, block_length), None
+    except _BadBlock as exc:
+        parsed, head_error = None, exc
+    _check_trailer(win, end, block_length)
+    if head_error is not None:
+        raise head_error
+    block_type, headers, content_offset, content_length = parsed
+    return BlockInfo(path, pos, end - pos, block_type, headers, content_offset, content_length)
+
+
+def _read_head(win: _Window, pos: int, end: int, block_length: int) -> tuple[BlockType, dict[int, str], int, int]:
+    version, type_id = struct.unpack(">ii", win.get(pos + PREFIX_LEN, 8))
+    if version != LOG_FORMAT_VERSION:
+        raise _BadBlock(f"log format version {version}, expected {LOG_FORMAT_VERSION}")
+    block_type = _BLOCK_TYPES.get(type_id)
+    if block_type is None:
+        raise _BadBlock(f"unknown block type {type_id}")
+    headers, after = _read_headers(win, pos + PREFIX_LEN + 8, end)
+    (content_length,) = _LONG.unpack(win.get(after, 8))
+    content_offset = after + 8
+    # Content, the footer's int32 count and the trailer must fit inside the block.
+    if content_length < 0 or content_offset + content_length + 4 + 8 > end:
+        raise _BadBlock(f"contentLength {content_length} does not fit in blockLength {block_length}")
+    return block_type, headers, content_offset, content_length
+
+
+def _check_trailer(win: _Window, end: int, block_length: int) -> None:
+    """Trailer == blockLength + 6, then MAGIC or EOF. For big blocks this pread also prefetches the next header."""
+    tail = win.get(end - 8, 8 + MAGIC_LEN)
+    (total,) = _LONG.unpack_from(tail, 0)
+    if total != block_length + MAGIC_LEN:
+        raise _BadBlock(f"trailer mismatch: trailing size {total} != blockLength {block_length} + 6")
+    if win.size - end >= MAGIC_LEN and tail[8 : 8 + MAGIC_LEN] != MAGIC:
+        raise _BadBlock(f"no MAGIC or EOF after the block end at offset {end}")
+
+
+def _read_headers(win: _Window, offset: int, end: int) -> tuple[dict[int, str], int]:
+    (count,) = struct.unpack(">i", win.get(offset, 4))
+    if not 0 <= count <= MAX_HEADER_ENTRIES:
+        raise _BadBlock(f"implausible header entry count {count}")
+    offset += 4
+    headers: dict[int, str] = {}
+    for _ in range(count):
+        key, length = struct.unpack(">ii", win.get(offset, 8))
+        offset += 8
+        if length < 0 or offset + length > end:
+            raise _BadBlock(f"header entry {key} length {length} runs past the block end")
+        try:
+            headers[key] = win.get(offset, length).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _BadBlock(f"header entry {key} is not UTF-8: {exc}") from None
+        offset += length
+    return headers, offset
+
+
+def _next_magic(fd: int, size: int, start: int) -> int:
+    """Offset of the next MAGIC at or after `start`, or EOF (Java's scanForNextAvailableBlockOffset)."""
+    pos = start
+    while pos < size:
+        chunk = os.pread(fd, RESYNC_CHUNK + MAGIC_LEN - 1, pos)
+        hit = chunk.find(MAGIC)
+        if hit >= 0:
+            return pos + hit
+        pos += RESYNC_CHUNK
+    return size

@@ -513,3 +513,47 @@ def test_cdc_block_is_a_clear_error(tmp_path: Path) -> None:
     assert scan_log_file(path).blocks[0].block_type == BlockType.CDC_DATA
     with pytest.raises(TidemarkError, match="unsupported log block type CDC_DATA"):
         read_log_file(path)
+
+
+# ---------------------------------------------------------------------------------------------------- hudi 0.5.0 oracle
+
+
+@pytest.mark.parametrize("fmt", ["avro", "parquet"])
+def test_hudi_reads_our_blocks(tmp_path: Path, fmt: str) -> None:
+    """Replace the fixture's log with our data block (with tidemark attributes) plus an event-time delete."""
+    from hudi import HudiReadOptions, HudiTableBuilder
+
+    base = unzip("v6_trips_8i1u", tmp_path)
+    [log] = log_files(base)
+    java = read_log_file(str(log)).blocks[0]
+    victim = "334e26e9-8355-45cc-97c6-c31daf0df330"  # rider-A, in the same file group's base file
+    instant = java.info.instant_time  # a completed deltacommit: hudi skips blocks of unknown instants
+    schema = json.loads(java.info.schema_json)
+    log.write_bytes(
+        encode_data_block(java.records, schema, instant, fmt=fmt, min_event_time=MIN_T, max_event_time=MAX_T)
+        + encode_delete_block([victim], ["city=san_francisco"], instant, [99_999_999_999_999], avro_schema=schema)
+    )
+    snapshot = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(base)).build().read(HudiReadOptions()))
+    rows = {r["_hoodie_record_key"]: r for r in snapshot.to_pylist()}
+    assert len(rows) == 7 and victim not in rows
+    assert rows["9909a8b1-2d15-4d3d-8ec9-efc48c536a00"]["fare"] == 25.0
+
+
+def test_mixed_null_and_long_ordering_from_java(tmp_path: Path) -> None:
+    content = _delete_content([_item("a", 0, b""), _item("b", 3, _varint(42))])
+    path = write(tmp_path / "d.log", frame_block(BlockType.DELETE, {0: "1"}, content))
+    deletes = read_log_file(path).blocks[0].deletes
+    assert deletes.schema.field("ordering_value").type == pa.int64()
+    assert deletes.column("ordering_value").to_pylist() == [None, 42]
+    assert deletes.column("always_wins").to_pylist() == [True, False]
+
+
+def test_headers_larger_than_one_read_window(tmp_path: Path, table: pa.Table, schema: dict) -> None:
+    big = dict(schema, doc="x" * 50_000)  # header far beyond the scanner's first pread
+    blocks = [encode_data_block(table.slice(0, 5), big, f"2025010100000000{i}", min_event_time=i) for i in (1, 2)]
+    path = write(tmp_path / "b.log", *blocks, encode_rollback_block("20250101000000003", "20250101000000002"))
+    scan = scan_log_file(path)
+    assert scan.corrupt == []
+    assert [(b.instant_time, b.min_event_time) for b in scan.blocks] == [("20250101000000001", 1), ("20250101000000002", 2), ("20250101000000003", None)]  # fmt: skip
+    assert len(scan.blocks[1].schema_json) > 50_000
+    assert [b.records.num_rows for b in read_log_file(path).blocks[:2]] == [5, 5]

@@ -428,11 +428,18 @@ def _read_varints(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, what: str
     while active.size:
         if shift >= 70:
             raise AvroCodecError(f"Avro varint longer than 10 bytes while reading {what}")
-        at = pos[active] + size[active]
-        _check_room(at, ends[active], 1, what)
-        byte = data[at]
-        raw[active] |= (byte & 0x7F).astype(_U64) << _U64(shift)
-        size[active] += 1
+        if active.size == pos.size:  # every varint continues (timestamps): skip the fancy indexing
+            at = pos + size
+            _check_room(at, ends, 1, what)
+            byte = data[at]
+            raw |= (byte & 0x7F).astype(_U64) << _U64(shift)
+            size += 1
+        else:
+            at = pos[active] + size[active]
+            _check_room(at, ends[active], 1, what)
+            byte = data[at]
+            raw[active] |= (byte & 0x7F).astype(_U64) << _U64(shift)
+            size[active] += 1
         active = active[(byte & 0x80) != 0]
         shift += 7
     return raw, pos + size
@@ -465,7 +472,8 @@ def _gather_bytes(content: pa.Buffer, starts: np.ndarray, lengths: np.ndarray) -
     offsets[1 : 2 * n : 2] = starts + lengths
     offsets[2 * n] = offsets[2 * n - 1] if n else 0
     spans = pa.LargeBinaryArray.from_buffers(pa.large_binary(), 2 * n, [None, pa.py_buffer(offsets), content])
-    picked = pc.take(spans, pa.array(np.arange(0, 2 * n, 2, dtype=np.int64)))
+    index_type = np.int32 if 2 * n < 2**31 else np.int64
+    picked = pc.take(spans, pa.array(np.arange(0, 2 * n, 2, dtype=index_type)))
     value_offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=value_offsets[1:])
     data_buffer = picked.buffers()[2] or pa.py_buffer(b"")
@@ -722,15 +730,29 @@ def _segments(pieces: list[_Piece]) -> list[pa.Array]:
     return segments
 
 
-def _interleave(head: bytes, segments: list[pa.Array], n: int) -> bytes:
-    """head + for each record, its element of every segment in order (one C++ take)."""
-    stacked = pa.concat_arrays([pa.array([head], pa.large_binary())] + segments)
-    order = np.empty(1 + n * len(segments), dtype=np.int64)
-    order[0] = 0
-    order[1:] = (1 + np.arange(n)[:, None] + n * np.arange(len(segments))[None, :]).ravel()
-    taken = pc.take(stacked, pa.array(order))
-    total = int(np.frombuffer(taken.buffers()[1], dtype=np.int64)[-1])
-    return taken.buffers()[2].slice(0, total).to_pybytes()
+def _join_records(segments: list[pa.Array]) -> bytes:
+    """For each record, its element of every segment in order, all records back to back.
+
+    binary_join_element_wise with an empty separator concatenates row-wise in one C++ pass, so the
+    result's data buffer is already the block content (null strings count as empty).
+    """
+    separator = pa.scalar(b"", pa.large_binary())
+    joined = pc.binary_join_element_wise(*segments, separator, null_handling="replace", null_replacement="")
+    offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64, count=len(joined) + 1)
+    return joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+
+
+def _prefix_piece(head: bytes, record_lengths: np.ndarray) -> _Piece:
+    """The int32 BE length before each datum; record 0 also carries the 8-byte block header, so the
+    joined bytes are the whole content without another copy."""
+    n = record_lengths.size
+    matrix = np.zeros((n, 12), dtype=np.uint8)
+    matrix[:, :4] = record_lengths.astype(">i4").view(np.uint8).reshape(n, 4)
+    matrix[0, 8:] = matrix[0, :4]
+    matrix[0, :8] = np.frombuffer(head, dtype=np.uint8)
+    lengths = np.full(n, 4, dtype=np.int64)
+    lengths[0] = 12
+    return _Piece(lengths, matrix=matrix)
 
 
 def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> bytes:
@@ -744,9 +766,8 @@ def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> bytes:
     record_lengths = sum(p.lengths for p in pieces)
     if record_lengths.max() >= 2**31:
         raise AvroCodecError("an Avro record exceeds 2 GiB")
-    prefix = record_lengths.astype(">i4").view(np.uint8).reshape(n, 4)
-    pieces.insert(0, _Piece(np.full(n, 4, dtype=np.int64), matrix=prefix))
-    return _interleave(head, _segments(pieces), n)
+    pieces.insert(0, _prefix_piece(head, record_lengths))
+    return _join_records(_segments(pieces))
 
 
 # --------------------------------------------------------------------------- public codec

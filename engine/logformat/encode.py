@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.avro_codec import encode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat.deletes import encode_delete_content
 from engine.logformat.blocks import (
@@ -87,8 +88,6 @@ def encode_data_block(
         HeaderKey.SCHEMA: schema_header(avro_schema, min_event_time, max_event_time),
     }
     if fmt == "avro":
-        from engine.avro_codec import encode_data_block_content
-
         return frame_block(BlockType.AVRO_DATA, headers, encode_data_block_content(table, avro_schema))
     if fmt == "parquet":
         return frame_block(BlockType.PARQUET_DATA, headers, _parquet_bytes(table))

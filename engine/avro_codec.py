@@ -153,6 +153,8 @@ class _ArrowTypeMapper:
         if isinstance(avro_type, str):
             if avro_type in _PRIMITIVE_TO_ARROW:
                 return _PRIMITIVE_TO_ARROW[avro_type]
+            if avro_type == "null":
+                return pa.null()
             for key in (avro_type, f"{namespace}.{avro_type}"):
                 if key in self.named:
                     return self.named[key]
@@ -189,7 +191,7 @@ class _ArrowTypeMapper:
         fields = []
         for f in avro_type.get("fields", []):
             dtype, nullable = self.map(f["type"], f"{where}.{f['name']}" if where else f["name"], ns)
-            fields.append(pa.field(f["name"], dtype, nullable=nullable))
+            fields.append(pa.field(f["name"], dtype, nullable=nullable or dtype == pa.null()))
         struct = pa.struct(fields)
         self.named[full] = struct
         return struct
@@ -270,9 +272,19 @@ def _record_spans(view: memoryview, count: int) -> tuple[np.ndarray, np.ndarray]
 # --------------------------------------------------------------------------- fastavro fallback
 
 
+def _without_uuid(avro_type: Any) -> Any:
+    """Drop logicalType uuid: arrow keeps it as a string, while fastavro would return uuid.UUID."""
+    if isinstance(avro_type, list):
+        return [_without_uuid(t) for t in avro_type]
+    if not isinstance(avro_type, dict):
+        return avro_type
+    cleaned = {k: _without_uuid(v) for k, v in avro_type.items() if not (k == "logicalType" and v == "uuid")}
+    return cleaned
+
+
 def _parse_for_fastavro(avro_schema: dict) -> Any:
     try:
-        return fastavro.parse_schema(avro_schema, _write_hint=False)
+        return fastavro.parse_schema(_without_uuid(avro_schema), _write_hint=False)
     except Exception as exc:  # fastavro raises several unrelated types for bad schemas
         raise AvroCodecError(f"invalid Avro schema: {exc}") from exc
 

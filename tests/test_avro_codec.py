@@ -384,3 +384,41 @@ def test_decode_java_written_block(tmp_path: Path) -> None:
     assert row["ts"] == 1695046462179
     # our encoder reproduces Java's bytes exactly
     assert encode_data_block_content(table, avro) == content
+
+
+def test_more_logical_types_vectorized_and_fallback() -> None:
+    """time-*, local-timestamp-*, uuid (vectorized); fixed decimal and a null-typed field (fastavro)."""
+    flat = {"type": "record", "name": "r", "fields": [
+        {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "tu", "type": ["null", {"type": "long", "logicalType": "time-micros"}]},
+        {"name": "lts", "type": ["null", {"type": "long", "logicalType": "local-timestamp-micros"}]},
+        {"name": "u", "type": {"type": "string", "logicalType": "uuid"}},
+    ]}
+    rows = [
+        {"tm": dt.time(1, 2, 3, 4000), "tu": dt.time(23, 59, 59, 999999), "lts": dt.datetime(2020, 1, 2, 3, 4, 5, 6),
+         "u": "9909a8b1-2d15-4d3d-8ec9-efc48c536a00"},
+        {"tm": dt.time(0, 0), "tu": None, "lts": None, "u": "not-a-uuid"},
+    ]
+    schema = avro_to_arrow_schema(flat)
+    assert schema.field("tm").type == pa.time32("ms") and schema.field("lts").type == pa.timestamp("us")
+    table = pa.Table.from_pylist(rows, schema=schema)
+    content = encode_data_block_content(table, flat)
+    assert decode_data_block_content(content, flat).equals(table)
+    parsed = fastavro.parse_schema(flat)
+    expected = struct.pack(">ii", 3, len(rows))
+    for row in rows:
+        datum = io.BytesIO()
+        fastavro.schemaless_writer(datum, parsed, row)
+        expected += struct.pack(">i", datum.tell()) + datum.getvalue()
+    assert content == expected
+
+    fallback = {"type": "record", "name": "f", "fields": [
+        {"name": "fx", "type": ["null", {"type": "fixed", "name": "D", "size": 8, "logicalType": "decimal",
+                                         "precision": 12, "scale": 2}]},
+        {"name": "nothing", "type": "null"},
+    ]}
+    schema = avro_to_arrow_schema(fallback)
+    assert schema.field("fx").type == pa.decimal128(12, 2) and schema.field("nothing").type == pa.null()
+    table = pa.Table.from_pylist([{"fx": decimal.Decimal("-12.34")}, {"fx": None}], schema=schema)
+    decoded = decode_data_block_content(encode_data_block_content(table, fallback), fallback)
+    assert decoded.to_pylist() == [{"fx": decimal.Decimal("-12.34"), "nothing": None}, {"fx": None, "nothing": None}]

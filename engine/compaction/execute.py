@@ -1,0 +1,448 @@
+"""Executing a compaction plan on Spark: new base files, carried-over logs, `<C>.commit`.
+
+Driver: pick the pending plan, move it to inflight, ship one small picklable `OpTask` per operation to
+the executors, then commit the write stats and publish the RO completion/freshness times.
+Executors: stream the old base batch by batch against the merged winners of the chosen logs, write the
+new base `<fid>_<token>_<C>.parquet` incrementally (temp file under `.hoodie/.temp/<C>/`, then rename),
+and carry the remaining logs into slice C (symlink or byte copy). Every step is idempotent, so a crashed
+run is finished by simply running it again.
+"""
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine import eventtime, logformat
+from engine.compaction.freshness_math import compute_ro_times
+from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
+from engine.compaction.plan import EXACT_SPILL_VERSION, X_CARRY_OVER, X_EXACT, X_STRATEGY, X_THRESHOLD
+from engine.errors import TidemarkError
+from engine.fsview import FileSlice, FileSystemView, LogFile
+from engine.merge import (DataItem, DeleteItem, LogItem, apply_to_base, conform_to_schema, merge_log_items,
+                          remaining_log_rows)
+from engine.naming import LogFileName, parse_base_file_name, parse_log_file_name
+from engine.properties import load_table_config, save_table_config
+from engine.schema import schema_with_meta, table_read_schema
+from engine.slice_reader import iter_base, read_slice_logs
+from engine.timeline import (COMPACTION, State, Timeline, commit_metadata_json, complete, transition_to_inflight,
+                             write_stat)
+
+RO_COMPLETION_KEY = "tidemark.ro.completion.time"
+RO_FRESHNESS_KEY = "tidemark.ro.freshness.time"
+RO_THRESHOLD_KEY = "tidemark.ro.threshold"
+RO_INSTANT_KEY = "tidemark.ro.compaction.instant"
+FILE_NAME_COL = "_hoodie_file_name"
+
+
+class CompactionError(TidemarkError):
+    """A compaction could not run or commit; the plan stays pending (re-run or roll it back)."""
+
+
+@dataclass(frozen=True)
+class OpTask:
+    """One compaction operation, as shipped to an executor (small, picklable)."""
+
+    base_path: str
+    instant: str
+    partition_path: str
+    file_id: str
+    base_instant: str
+    base_file: str | None                # absolute path of the old base
+    log_paths: tuple[str, ...]           # the chosen prefix, in log order
+    links: tuple[tuple[str, str], ...]   # (new name in slice C, target name), in log order
+    carry_mode: str
+    exact: bool
+    threshold_ms: int | None
+    schema: pa.Schema                    # read schema, meta fields first
+    log_avro_schema: str                 # schema_with_meta JSON for the exact-mode spill log
+    merge_mode: str
+    ordering_field: str | None
+    event_field: str | None
+    committed: frozenset[str]
+    row_group_rows: int
+    compression: str
+
+
+@dataclass
+class CompactionResult:
+    instant: str
+    threshold_ms: int | None
+    stats: list[dict] = field(default_factory=list)
+    carry_over: list[dict] = field(default_factory=list)
+    spill_logs: list[str] = field(default_factory=list)
+    ro_completion_ms: int | None = None
+    ro_freshness_ms: int | None = None
+
+    @property
+    def base_files(self) -> list[str]:
+        return [s["path"] for s in self.stats]
+
+    @property
+    def records_written(self) -> int:
+        return sum(s["numWrites"] for s in self.stats)
+
+
+# ------------------------------------------------------------------------------------------- driver
+
+def run_compaction(base_path: str, instant: str | None = None, spark=None) -> CompactionResult:
+    """Execute the single pending compaction (or `instant`) and commit it."""
+    cfg = load_table_config(base_path)
+    timeline = Timeline.load(base_path)
+    pending = _pick(timeline, instant)
+    c = pending.timestamp
+    plan = timeline.read_compaction_plan(c)
+    extra = plan.get("extraMetadata") or {}
+    if pending.state is State.REQUESTED:
+        transition_to_inflight(base_path, c, COMPACTION)
+    tasks = _tasks(cfg, timeline, c, plan, extra)
+    if spark is None:
+        from engine.spark import get_spark
+
+        spark = get_spark()
+    try:
+        outs = spark.sparkContext.parallelize(tasks, len(tasks)).map(execute_operation).collect() if tasks else []
+    except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
+        raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
+                              "back with rollback_compaction") from exc
+    return _commit(cfg, Timeline.load(base_path), c, extra, tasks, outs)
+
+
+def _pick(timeline: Timeline, instant: str | None):
+    pending = timeline.pending_compactions()
+    if instant is not None:
+        match = [i for i in pending if i.timestamp == instant]
+        if not match:
+            done = timeline.is_completed(instant)
+            raise CompactionError(f"compaction {instant} is {'already completed' if done else 'not pending'}")
+        return match[0]
+    if not pending:
+        raise CompactionError(f"{timeline.base_path}: no pending compaction to run")
+    if len(pending) > 1:
+        names = ", ".join(i.timestamp for i in pending)
+        raise CompactionError(f"several compactions are pending ({names}); name the one to run")
+    return pending[0]
+
+
+def _tasks(cfg, timeline: Timeline, c: str, plan: dict, extra: dict) -> list[OpTask]:
+    schema = table_read_schema(cfg, timeline)
+    view = FileSystemView(cfg.base_path, timeline)
+    # Plan-time committed instants: all writes before C (the trigger refused pending ones).
+    committed = frozenset(t for t in view.committed_instants if t < c)
+    threshold = extra.get(X_THRESHOLD)
+    avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
+    out = []
+    for op in plan.get("operations") or []:
+        part = op.get("partitionPath") or ""
+        pdir = view.partition_dir(part)
+        base = os.path.join(pdir, op["dataFilePath"]) if op.get("dataFilePath") else None
+        out.append(OpTask(
+            base_path=cfg.base_path, instant=c, partition_path=part, file_id=op["fileId"],
+            base_instant=op.get("baseInstantTime") or "", base_file=base,
+            log_paths=tuple(os.path.join(pdir, n) for n in op.get("deltaFilePaths") or []),
+            links=tuple((s["symlink"], s["target"]) for s in op.get("symlinkOperations") or []),
+            carry_mode=extra.get(X_CARRY_OVER, "symlink"), exact=extra.get(X_EXACT) == "true",
+            threshold_ms=int(threshold) if threshold else None, schema=schema, log_avro_schema=avro,
+            merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
+            committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
+            compression=str(cfg.setting("hoodie.parquet.compression.codec"))))
+    return out
+
+
+def _commit(cfg, timeline: Timeline, c: str, extra: dict, tasks: list[OpTask], outs: list[dict]) -> CompactionResult:
+    threshold = int(extra[X_THRESHOLD]) if extra.get(X_THRESHOLD) else None
+    result = CompactionResult(c, threshold)
+    by_partition: dict[str, list[dict]] = {}
+    for out in outs:
+        by_partition.setdefault(out["stat"]["partitionPath"], []).append(out["stat"])
+        result.stats.append(out["stat"])
+        result.carry_over.extend(out["carry"])
+        if out.get("spill"):
+            result.spill_logs.append(out["spill"])
+    compacted_max = max((o["stat"]["maxEventTime"] for o in outs if o["stat"]["maxEventTime"] is not None),
+                        default=None)
+    previous = (_int_or_none(cfg.props.get(RO_COMPLETION_KEY)), _int_or_none(cfg.props.get(RO_FRESHNESS_KEY)))
+    remaining = _remaining_log_mins(cfg, timeline, c, tasks)
+    completion, freshness = compute_ro_times(threshold, remaining, compacted_max, previous)
+    result.ro_completion_ms, result.ro_freshness_ms = completion, freshness
+    meta_extra = {
+        X_THRESHOLD: extra.get(X_THRESHOLD, ""), X_STRATEGY: extra.get(X_STRATEGY, ""),
+        X_CARRY_OVER: json.dumps(result.carry_over), X_EXACT: extra.get(X_EXACT, "false"),
+        "tidemark.roCompletionTime": _str(completion), "tidemark.roFreshnessTime": _str(freshness),
+    }
+    schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
+    complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
+                                                                compacted=True, extra=meta_extra))
+    _publish(cfg.base_path, c, threshold, completion, freshness)
+    return result
+
+
+def _remaining_log_mins(cfg, timeline: Timeline, c: str, tasks: list[OpTask]) -> list[int | None]:
+    """Min event times of the logs left in the latest slices once C completes."""
+    view = FileSystemView(cfg.base_path, timeline)
+    compacted = {(t.partition_path, t.file_id) for t in tasks}
+    slices = [s for s in view.latest_slices() if (s.partition_path, s.file_id) not in compacted and s.log_files]
+    aliases = {}
+    for t in tasks:
+        slices.append(_slice_c_logs(view, t.partition_path, t.file_id, c))
+        aliases.update({(t.partition_path, link): target for link, target in t.links})
+    times = resolve_log_event_times(view, timeline, slices, cfg=cfg, extra_committed={c}, aliases=aliases)
+    return [t.min_ms for t in times.values()]
+
+
+def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str) -> FileSlice:
+    """Slice C of one file group as readers will see it after the commit: carried, spill and new logs."""
+    pdir = view.partition_dir(partition)
+    logs = []
+    for name in os.listdir(pdir):
+        parsed = parse_log_file_name(name)
+        if parsed and parsed.file_id == file_id and parsed.base_instant == c:
+            path = os.path.join(pdir, name)
+            logs.append(LogFile(name, path, file_id, c, parsed.version, parsed.write_token, os.path.getsize(path)))
+    logs.sort(key=lambda lf: lf.sort_key)
+    return FileSlice(partition, file_id, c, None, logs)
+
+
+def _publish(base_path: str, c: str, threshold: int | None, completion: int | None, freshness: int | None) -> None:
+    """RO freshness for readers and tools, in hoodie.properties (unknown keys are ignored by Java/hudi-rs)."""
+    cfg = load_table_config(base_path)
+    cfg.props[RO_COMPLETION_KEY] = _str(completion)
+    cfg.props[RO_FRESHNESS_KEY] = _str(freshness)
+    cfg.props[RO_THRESHOLD_KEY] = _str(threshold)
+    cfg.props[RO_INSTANT_KEY] = c
+    save_table_config(cfg)
+
+
+def _str(v: int | None) -> str:
+    return "" if v is None else str(v)
+
+
+def _int_or_none(v: str | None) -> int | None:
+    return int(v) if v not in (None, "") else None
+
+
+# ----------------------------------------------------------------------------------------- executors
+
+def execute_operation(task: OpTask) -> dict:
+    """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
+    token = _task_token()
+    pdir = os.path.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
+    temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)
+    os.makedirs(temp_dir, exist_ok=True)
+    logs = read_slice_logs(task.log_paths, task.committed)
+    items, spill_rows = (_split_exact(logs.items, task) if task.exact else (logs.items, None))
+    name = f"{task.file_id}_{token}_{task.instant}.parquet"
+    tmp = os.path.join(temp_dir, name)
+    counts = _write_base(task, items, tmp, name)
+    _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
+    os.replace(tmp, os.path.join(pdir, name))
+    spill = _write_spill(task, spill_rows, pdir, temp_dir, token) if spill_rows is not None else None
+    carry = _carry_over(task, pdir, temp_dir)
+    stat = _stat(task, name, os.path.getsize(os.path.join(pdir, name)), logs.items, counts)
+    return {"stat": stat, "carry": carry, "spill": spill}
+
+
+def _task_token() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+
+
+def _event_millis(t: pa.Table, column: str | None) -> np.ndarray:
+    """Event time per row as float millis (NaN when unknown, which counts as ≤ T: it goes to the base)."""
+    if column is None or column not in t.column_names:
+        return np.full(t.num_rows, np.nan)
+    return eventtime.millis_array(t.column(column))
+
+
+def _split_exact(items: list[LogItem], task: OpTask) -> tuple[list[LogItem], pa.Table]:
+    """Exact mode: the base gets base + (log records ≤ T, all deletes); the final winners > T spill to a log.
+
+    The spill holds winners of the *whole* log merge, so a key deleted after a late (> T) update stays
+    deleted, and one re-inserted after a delete comes back: base + spill replays to the same snapshot.
+    """
+    winners = merge_log_items(items, task.merge_mode, task.ordering_field, task.schema)
+    et = _event_millis(winners.rows, task.event_field)
+    late = ~winners.is_delete & (et > task.threshold_ms)
+    spill = winners.rows.filter(pa.array(late))
+    base_items: list[LogItem] = []
+    for item in items:
+        if isinstance(item, DeleteItem):
+            base_items.append(item)
+            continue
+        keep = ~(_event_millis(item.records, task.event_field) > task.threshold_ms)
+        base_items.append(DataItem(item.records.filter(pa.array(keep))))
+    return base_items, spill
+
+
+@dataclass
+class _Counts:
+    rows: int = 0
+    base_rows: int = 0
+    base_kept: int = 0
+    from_logs: int = 0
+    min_et: int | None = None
+    max_et: int | None = None
+
+
+def _merged(task: OpTask, items: list[LogItem], counts: _Counts) -> Iterator[pa.Table]:
+    """merge_slice, unrolled so the stats can count superseded base rows."""
+    winners = merge_log_items(items, task.merge_mode, task.ordering_field, task.schema)
+    shadowed = np.zeros(winners.size, bool)
+    for batch in iter_base(task.base_file, task.schema):
+        res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
+        shadowed |= res.shadowed
+        counts.base_rows += batch.num_rows
+        counts.base_kept += res.kept.num_rows
+        if res.kept.num_rows:
+            yield res.kept
+    rest = remaining_log_rows(winners, shadowed)
+    counts.from_logs = rest.num_rows
+    if rest.num_rows:
+        yield conform_to_schema(rest, task.schema)
+
+
+def _write_base(task: OpTask, items: list[LogItem], tmp: str, name: str) -> _Counts:
+    """Stream the merged rows into `tmp`, row groups of at most `row_group_rows`, never the whole slice."""
+    counts = _Counts()
+    codec = "NONE" if task.compression == "none" else task.compression
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    keys = [None, None]
+    with pq.ParquetWriter(tmp, task.schema, compression=codec) as writer:
+        for t in _merged(task, items, counts):
+            t = _with_file_name(t, name)
+            _track(t, task, counts, keys)
+            pending.append(t)
+            pending_rows += t.num_rows
+            if pending_rows >= task.row_group_rows:
+                pending_rows = _flush(writer, pending, task.row_group_rows, final=False)
+        _flush(writer, pending, task.row_group_rows, final=True)
+        if keys[0] is not None:
+            writer.add_key_value_metadata({"hoodie_min_record_key": keys[0], "hoodie_max_record_key": keys[1]})
+    return counts
+
+
+def _flush(writer: pq.ParquetWriter, pending: list[pa.Table], group: int, final: bool) -> int:
+    """Write full row groups from `pending` (everything when final); keep the remainder buffered."""
+    table = pa.concat_tables(pending) if pending else None
+    pending.clear()
+    if table is None or table.num_rows == 0:
+        return 0
+    full = table.num_rows if final else (table.num_rows // group) * group
+    for start in range(0, full, group):
+        writer.write_table(table.slice(start, min(group, full - start)), row_group_size=group)
+    if full < table.num_rows:
+        pending.append(table.slice(full))
+    return table.num_rows - full
+
+
+def _with_file_name(t: pa.Table, name: str) -> pa.Table:
+    i = t.schema.get_field_index(FILE_NAME_COL)
+    return t.set_column(i, t.schema.field(i), pa.array([name] * t.num_rows, pa.string())) if i >= 0 else t
+
+
+def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list) -> None:
+    counts.rows += t.num_rows
+    if task.event_field and task.event_field in t.column_names:
+        lo, hi = eventtime.bounds(t.column(task.event_field))
+        counts.min_et = lo if counts.min_et is None else (counts.min_et if lo is None else min(counts.min_et, lo))
+        counts.max_et = hi if counts.max_et is None else (counts.max_et if hi is None else max(counts.max_et, hi))
+    mm = pc.min_max(t.column("_hoodie_record_key"))
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is not None:
+        keys[0] = lo if keys[0] is None else min(keys[0], lo)
+        keys[1] = hi if keys[1] is None else max(keys[1], hi)
+
+
+def _write_spill(task: OpTask, rows: pa.Table, pdir: str, temp_dir: str, token: str) -> str | None:
+    """Exact mode: late winners as log version 1 of slice C; its block instant is C (read once C completes)."""
+    _remove_stale(pdir, lambda n: _is_log_of(n, task.file_id, task.instant, EXACT_SPILL_VERSION))
+    if rows.num_rows == 0:
+        return None
+    name = LogFileName(task.file_id, task.instant, EXACT_SPILL_VERSION, token).name
+    lo, hi = eventtime.bounds(rows.column(task.event_field)) if task.event_field else (None, None)
+    block = logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, "avro", lo, hi)
+    tmp = os.path.join(temp_dir, name)
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    logformat.append_blocks(tmp, [block])
+    os.replace(tmp, os.path.join(pdir, name))
+    return f"{task.partition_path}/{name}" if task.partition_path else name
+
+
+def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict]:
+    """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept."""
+    out = []
+    for link, target in task.links:
+        dest = os.path.join(pdir, link)
+        if task.carry_mode == "symlink":
+            _ensure_symlink(dest, target)
+        else:
+            _ensure_copy(os.path.join(pdir, target), dest, os.path.join(temp_dir, link))
+        out.append({"partitionPath": task.partition_path, "fileId": task.file_id, "symlink": link,
+                    "target": target, "mode": task.carry_mode})
+    return out
+
+
+def _ensure_symlink(dest: str, target: str) -> None:
+    if os.path.islink(dest):
+        if os.readlink(dest) == target:
+            return
+        raise TidemarkError(f"{dest}: exists and links to {os.readlink(dest)!r}, not {target!r}")
+    if os.path.exists(dest):
+        raise TidemarkError(f"{dest}: exists and is not the planned symlink to {target!r}")
+    os.symlink(target, dest)  # relative: the link keeps working if the table directory moves
+
+
+def _ensure_copy(src: str, dest: str, tmp: str) -> None:
+    if os.path.lexists(dest):
+        if not os.path.islink(dest) and filecmp.cmp(src, dest, shallow=False):
+            return
+        raise TidemarkError(f"{dest}: exists and differs from {src}, the log it should copy")
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dest)  # readers never see a half-copied log
+
+
+def _remove_stale(pdir: str, predicate) -> None:
+    """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible)."""
+    for n in os.listdir(pdir):
+        if predicate(n):
+            os.unlink(os.path.join(pdir, n))
+
+
+def _is_base_of(name: str, file_id: str, instant: str) -> bool:
+    parsed = parse_base_file_name(name)
+    return parsed is not None and parsed.file_id == file_id and parsed.instant == instant
+
+
+def _is_log_of(name: str, file_id: str, instant: str, version: int) -> bool:
+    parsed = parse_log_file_name(name)
+    return (parsed is not None and parsed.file_id == file_id and parsed.base_instant == instant
+            and parsed.version == version)
+
+
+def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Counts) -> dict:
+    log_records = sum(i.records.num_rows if isinstance(i, DataItem) else len(i.keys) for i in items)
+    log_size = sum(os.path.getsize(p) for p in task.log_paths)
+    rel = f"{task.partition_path}/{name}" if task.partition_path else name
+    superseded = counts.base_rows - counts.base_kept
+    stat = write_stat(
+        file_id=task.file_id, path=rel, partition_path=task.partition_path,
+        prev_commit=task.base_instant or "null", num_writes=counts.rows, num_update_writes=superseded,
+        num_inserts=counts.from_logs, total_write_bytes=size, file_size_in_bytes=size,
+        total_log_records=log_records, total_log_files_compacted=len(task.log_paths),
+        total_log_size_compacted=log_size, total_updated_records_compacted=superseded,
+        min_event_time=counts.min_et, max_event_time=counts.max_et)
+    stat["prevBaseFile"] = os.path.basename(task.base_file) if task.base_file else None
+    stat["baseFile"] = name
+    return stat

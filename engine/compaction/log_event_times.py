@@ -1,0 +1,162 @@
+"""Min/max event time of each log file, as cheaply as the file allows.
+
+Sources, tried in order per log (facts §1.7, §5.3.4):
+1. ``header``: the tidemark event-time attributes in the SCHEMA header of every committed data block,
+   read by a header-only scan (no content decoded). Tidemark-written logs always have them.
+2. ``write_stats``: ``minEventTime``/``maxEventTime`` of the write stats naming the log in completed
+   deltacommits (Java leaves them null unless an event-time field is configured; our writer fills them).
+3. ``decoded``: decode the log once and take min/max of the table's event-time field. Java tables have no
+   event-time field, so their ordering (precombine) field is used instead and read as epoch millis.
+4. ``none``: nothing known (e.g. a log holding only deletes). Strategies treat None as "must compact",
+   which is always safe: compacting more than needed never breaks the RO guarantee.
+Only blocks of committed instants count: blocks of failed writes are invisible to every reader.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Mapping
+
+import pyarrow as pa
+
+from engine import eventtime, logformat
+from engine.fsview import FileSlice, FileSystemView
+from engine.logformat import BlockType
+from engine.properties import TableConfig, load_table_config
+from engine.timeline import DELTACOMMIT, Timeline
+
+SOURCES = ("header", "write_stats", "decoded", "none")
+_DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
+
+
+@dataclass(frozen=True)
+class LogEventTime:
+    min_ms: int | None
+    max_ms: int | None
+    source: str  # one of SOURCES
+
+
+def event_time_column(cfg: TableConfig) -> str | None:
+    """The field holding record event time: the configured one, else (Java tables) the ordering field."""
+    return cfg.event_time_field or cfg.ordering_field
+
+
+def write_stat_event_times(timeline: Timeline) -> dict[tuple[str, str], tuple[int | None, int | None, bool]]:
+    """(partition, log name) -> (min, max, complete) over every completed deltacommit stat naming that log.
+
+    `complete` is False when some stat for the log had no minEventTime (Java appends to a log across
+    commits; one unknown stat makes the whole log unknown).
+    """
+    out: dict[tuple[str, str], tuple[int | None, int | None, bool]] = {}
+    for inst in timeline.completed():
+        if inst.action != DELTACOMMIT:
+            continue
+        meta = timeline.read_commit_metadata(inst)
+        for partition, stats in (meta.get("partitionToWriteStats") or {}).items():
+            for stat in stats or []:
+                names = set(stat.get("logFiles") or [])
+                if stat.get("path"):
+                    names.add(os.path.basename(stat["path"]))
+                for name in names:
+                    _fold_stat(out, (partition or "", name), stat.get("minEventTime"), stat.get("maxEventTime"))
+    return out
+
+
+def _fold_stat(out: dict, key: tuple[str, str], lo: int | None, hi: int | None) -> None:
+    cur_lo, cur_hi, ok = out.get(key, (None, None, True))
+    if lo is None:
+        out[key] = (cur_lo, cur_hi, False)
+        return
+    out[key] = (_min(cur_lo, int(lo)), _max(cur_hi, int(hi) if hi is not None else int(lo)), ok)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: Iterable[FileSlice], *,
+                            cfg: TableConfig | None = None, extra_committed: Iterable[str] = (),
+                            aliases: Mapping[tuple[str, str], str] | None = None) -> dict[str, LogEventTime]:
+    """log path -> LogEventTime for every log of `slices`.
+
+    `extra_committed` adds instants to treat as committed (the compaction about to commit, whose exact-mode
+    spill log carries its instant); `aliases` maps a carried-over log (partition, name) to the name of the
+    log it copies, so its write stats are found under the original name.
+    """
+    cfg = cfg or load_table_config(view.base_path)
+    committed = frozenset(view.committed_instants) | frozenset(extra_committed)
+    stats: dict | None = None
+    out: dict[str, LogEventTime] = {}
+    for sl in slices:
+        for lf in sl.log_files:
+            found = _from_header(lf.path, committed)
+            if found is None:
+                if stats is None:
+                    stats = write_stat_event_times(timeline)
+                found = _from_stats(stats, sl.partition_path, lf.name, lf.path, aliases or {})
+            if found is None:
+                found = _from_content(lf.path, committed, event_time_column(cfg))
+            out[lf.path] = found
+    return out
+
+
+def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) -> list[logformat.BlockInfo]:
+    rolled_back = {b.target_instant_time for b in scan.blocks
+                   if b.block_type is BlockType.COMMAND and b.instant_time in committed}
+    return [b for b in scan.blocks if b.block_type is not BlockType.COMMAND
+            and b.instant_time in committed and b.instant_time not in rolled_back]
+
+
+def _from_header(path: str, committed: frozenset[str]) -> LogEventTime | None:
+    """Header attributes, if every committed block is a data block carrying them."""
+    blocks = _committed_blocks(logformat.scan_log_file(path), committed)
+    if not blocks or any(b.block_type not in _DATA_TYPES or b.min_event_time is None for b in blocks):
+        return None
+    lo = min(b.min_event_time for b in blocks)
+    hi = max((b.max_event_time for b in blocks if b.max_event_time is not None), default=lo)
+    return LogEventTime(lo, hi, "header")
+
+
+def _from_stats(stats: dict, partition: str, name: str, path: str,
+                aliases: Mapping[tuple[str, str], str]) -> LogEventTime | None:
+    candidates = [name, aliases.get((partition, name))]
+    if os.path.islink(path):  # a carried-over symlink: its stats are under the target's name
+        candidates.append(os.path.basename(os.path.realpath(path)))
+    for cand in candidates:
+        hit = stats.get((partition, cand)) if cand else None
+        if hit is not None and hit[2] and hit[0] is not None:
+            return LogEventTime(hit[0], hit[1], "write_stats")
+    return None
+
+
+def _from_content(path: str, committed: frozenset[str], field: str | None) -> LogEventTime:
+    """Decode the log once; min/max of `field` over committed data blocks. Delete-only logs give `none`."""
+    if field is None:
+        return LogEventTime(None, None, "none")
+    contents = logformat.read_log_file(path, columns=[field])
+    rolled_back = {b.info.target_instant_time for b in contents.blocks
+                   if isinstance(b, logformat.CommandBlock) and b.info.instant_time in committed}
+    columns: list[pa.Array] = []
+    has_deletes = False
+    for block in contents.blocks:
+        inst = block.info.instant_time
+        if inst not in committed or inst in rolled_back:
+            continue
+        if isinstance(block, logformat.DeleteBlock):
+            has_deletes = True
+        elif isinstance(block, logformat.DataBlock) and field in block.records.column_names:
+            columns.append(block.records.column(field).combine_chunks())
+    lows, highs = [], []
+    for col in columns:
+        lo, hi = eventtime.bounds(col)
+        if lo is not None:
+            lows.append(lo)
+            highs.append(hi)
+    if not lows or has_deletes:
+        # Deletes have no event time of their own: the log's minimum is unknown (None = must compact).
+        return LogEventTime(None, max(highs) if highs else None, "none" if not lows else "decoded")
+    return LogEventTime(min(lows), max(highs), "decoded")

@@ -206,7 +206,9 @@ def pending_log_reservations(timeline: Timeline) -> dict[tuple[str, str], tuple[
         for op in plan.get("operations") or []:
             links = op.get("symlinkOperations") or []
             versions = [parse_log_file_name(os.path.basename(s["symlink"])).version for s in links if s.get("symlink")]
-            out[(op.get("partitionPath") or "", op["fileId"])] = (inst.timestamp, max(versions, default=0))
+            # Exact-mode plans (tidemark.exact) also reserve version 1 for the compaction's spill log.
+            floor = 1 if (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true" else 0
+            out[(op.get("partitionPath") or "", op["fileId"])] = (inst.timestamp, max(versions, default=floor))
     return out
 
 

@@ -422,3 +422,13 @@ def test_more_logical_types_vectorized_and_fallback() -> None:
     table = pa.Table.from_pylist([{"fx": decimal.Decimal("-12.34")}, {"fx": None}], schema=schema)
     decoded = decode_data_block_content(encode_data_block_content(table, fallback), fallback)
     assert decoded.to_pylist() == [{"fx": decimal.Decimal("-12.34"), "nothing": None}, {"fx": None, "nothing": None}]
+
+
+@pytest.mark.parametrize("values", [[0], [1, -1], [2**40, -(2**40), 5], [2**63 - 1], [-(2**63), 0, 300]])
+def test_varints_at_the_end_of_the_content(values: list[int]) -> None:
+    """The last varint of a block has fewer than 8 bytes after it: the byte-wise path must take over."""
+    avro = {"type": "record", "name": "r", "fields": [{"name": "v", "type": "long"}]}
+    table = pa.table({"v": pa.array(values, pa.int64())})
+    content = encode_data_block_content(table, avro)
+    assert content == fastavro_content(table, avro)
+    assert decode_data_block_content(content, avro).column("v").to_pylist() == values

@@ -1,0 +1,233 @@
+"""Event-time partial compaction end to end on Spark: RO guarantee, snapshot unchanged (ours and hudi 0.5.0),
+symlink and copy carry-over, exact mode, writes during a pending plan, rollback."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from engine import logformat
+from engine.compaction import (CompactionResult, RollbackRefused, resolve_log_event_times, rollback_compaction,
+                               run_compaction, schedule_compaction)
+from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, execute_operation
+from engine.errors import CompactionRefused
+from engine.fsview import FileSystemView
+from engine.logformat import BlockType
+from engine.properties import load_table_config
+from engine.query import read_arrow
+from engine.table import create_table
+from engine.timeline import COMPACTION, Timeline, transition_to_inflight
+from engine.write import write_dataframe
+from tests.oracle import hudi_read, rows_by_key
+
+E = 1_700_000_000_000          # epoch millis of the test's "day"
+T = E + 2600                   # the threshold used throughout
+
+# (op, ids, ts) in write order; ts is both the ordering and the event-time field.
+HISTORY = [
+    ("upsert", [(i, E + 1000 + i) for i in range(20)]),
+    ("upsert", [(i, E + 2000) for i in range(5)] + [(i, E + 2700) for i in range(7, 13)]),  # straddles T
+    ("delete", [(5, E + 2500), (6, E + 2500)]),
+    ("upsert", [(0, E + 3000), (1, E + 3000), (20, E + 3000), (21, E + 3000)]),
+    ("upsert", [(5, E + 4000), (2, E + 4000)]),   # 5 comes back after its delete
+]
+
+
+def region(i: int) -> str:
+    return "eu" if i % 3 else "us"
+
+
+def frame(rows: list[tuple[int, int]]) -> pa.Table:
+    return pa.table({"id": [f"k{i:02d}" for i, _ in rows], "region": [region(i) for i, _ in rows],
+                     "ts": pa.array([ts for _, ts in rows], pa.int64()),
+                     "note": [f"n{i}@{ts - E}" for i, ts in rows]})
+
+
+def write(spark, path, op, rows) -> None:
+    data = frame(rows)
+    if op == "delete":
+        data = data.select(["id", "region", "ts"])
+    write_dataframe(str(path), spark.createDataFrame(data), op)
+
+
+def events(history) -> dict[str, list[tuple[str, int]]]:
+    out: dict[str, list[tuple[str, int]]] = {}
+    for op, rows in history:
+        for i, ts in rows:
+            out.setdefault(f"k{i:02d}", []).append((op, ts))
+    return out
+
+
+def as_of(history, threshold=None) -> dict[str, int]:
+    """key -> ts of the state as of `threshold` (all events if None); deleted keys are absent."""
+    state = {}
+    for key, evs in events(history).items():
+        seen = [e for e in evs if threshold is None or e[1] <= threshold]
+        if seen and seen[-1][0] == "upsert":
+            state[key] = seen[-1][1]
+    return state
+
+
+def ts_by_key(table: pa.Table) -> dict[str, int]:
+    keys = table.column("_hoodie_record_key").to_pylist()
+    assert len(set(keys)) == len(keys), "duplicate keys"
+    return dict(zip(keys, table.column("ts").to_pylist()))
+
+
+def snapshots(path) -> tuple[dict, dict]:
+    return rows_by_key(read_arrow(str(path), "snapshot")), rows_by_key(hudi_read(path, "snapshot"))
+
+
+@pytest.fixture(scope="module")
+def templates(spark, tmp_path_factory):
+    """One table per (merge mode, partitioned) with HISTORY written; tests work on copies."""
+    root = tmp_path_factory.mktemp("templates")
+    made = {}
+    for mode, partitioned in [("event_time", True), ("commit_time", False), ("event_time", False),
+                              ("commit_time", True)]:
+        path = root / f"{mode}_{'part' if partitioned else 'flat'}"
+        create_table(str(path), name="t", record_keys=["id"], partition_fields=["region"] if partitioned else [],
+                     ordering_field="ts", event_time_field="ts", merge_mode=mode)
+        for op, rows in HISTORY:
+            write(spark, path, op, rows)
+        made[(mode, partitioned)] = path
+    return made
+
+
+@pytest.fixture
+def table(templates, tmp_path):
+    def copy(mode: str, partitioned: bool):
+        dest = tmp_path / f"{mode}_{partitioned}"
+        shutil.copytree(templates[(mode, partitioned)], dest, symlinks=True)
+        return dest
+    return copy
+
+
+def assert_no_log_at_or_before(path, threshold: int) -> None:
+    """The strategy's post-condition, by header scan: every log left in the latest slices is after T."""
+    view = FileSystemView(str(path))
+    slices = view.latest_slices()
+    for sl in slices:
+        for lf in sl.log_files:
+            scan = logformat.scan_log_file(lf.path)
+            for block in scan.blocks:
+                if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                    assert block.min_event_time is not None and block.min_event_time > threshold, lf.name
+    for path_, t in resolve_log_event_times(view, view.timeline, slices).items():
+        assert t.min_ms is not None and t.min_ms > threshold, (path_, t)
+
+
+def assert_ro_guarantee(ro: dict[str, int], history, threshold: int) -> None:
+    """Each key: its latest version ≤ T or a later one; a delete ≤ T applied unless the key came back."""
+    for key, evs in events(history).items():
+        versions = {ts for op, ts in evs if op == "upsert"}
+        if key in ro:
+            assert ro[key] in versions, (key, ro[key])
+        seen = [e for e in evs if e[1] <= threshold]
+        if not seen:
+            continue
+        op, ts = seen[-1]
+        if op == "upsert":
+            assert key in ro and ro[key] >= ts, (key, ro.get(key), ts)
+        else:
+            assert key not in ro or ro[key] > ts, (key, ro[key])
+
+
+@pytest.mark.parametrize("mode,partitioned,carry", [
+    ("event_time", True, "symlink"), ("commit_time", False, "copy"),
+    ("event_time", False, "copy"), ("commit_time", True, "symlink"),
+])
+def test_partial_compaction_keeps_snapshot_and_fills_ro(spark, table, mode, partitioned, carry):
+    path = table(mode, partitioned)
+    before = snapshots(path)
+    assert read_arrow(str(path), "read_optimized").num_rows == 0   # only logs so far: RO starts empty
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over=carry)
+    assert plan.written and plan.operations
+    assert plan.plan["extraMetadata"]["tidemark.threshold"] == str(T)
+    remaining = [s for op in plan.operations for s in op["symlinkOperations"]]
+    assert remaining, "the history leaves logs after T, so something must be carried over"
+    result = run_compaction(str(path), spark=spark)
+    assert isinstance(result, CompactionResult) and result.instant == plan.instant
+
+    assert snapshots(path) == before                           # ours and hudi 0.5.0, unchanged
+    assert before[0] == before[1]
+    ours_ro, hudi_ro = read_arrow(str(path), "read_optimized"), hudi_read(path, "read_optimized")
+    assert rows_by_key(ours_ro) == rows_by_key(hudi_ro)
+    assert_ro_guarantee(ts_by_key(ours_ro), HISTORY, T)
+    assert_no_log_at_or_before(path, T)
+
+    for entry in result.carry_over:                            # carried logs exist in the right form
+        dest = os.path.join(str(path), entry["partitionPath"], entry["symlink"])
+        assert os.path.islink(dest) == (carry == "symlink") and os.path.isfile(dest)
+    cfg = load_table_config(str(path))
+    assert int(cfg.props[RO_COMPLETION_KEY]) >= T
+    assert int(cfg.props[RO_FRESHNESS_KEY]) == max(ts_by_key(ours_ro).values())
+    meta = Timeline.load(str(path)).read_commit_metadata(Timeline.load(str(path)).last_completed())
+    assert meta["operationType"] == "COMPACT" and meta["extraMetadata"]["tidemark.threshold"] == str(T)
+
+
+def test_exact_mode_ro_is_the_as_of_view(spark, table):
+    path = table("event_time", True)
+    before = snapshots(path)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink", exact=True)
+    assert all(s["symlink"].split(".log.")[1].split("_")[0] != "1" for op in plan.operations
+               for s in op["symlinkOperations"]), "version 1 is reserved for the spill log"
+    result = run_compaction(str(path), spark=spark)
+    assert result.spill_logs, "W2 mixes records on both sides of T in one log"
+    assert snapshots(path) == before
+    assert ts_by_key(read_arrow(str(path), "read_optimized")) == as_of(HISTORY, T)
+    assert ts_by_key(hudi_read(path, "read_optimized")) == as_of(HISTORY, T)
+    assert_no_log_at_or_before(path, T)
+
+
+def test_second_plan_refused_and_writes_during_pending_plan_survive(spark, table):
+    path = table("commit_time", False)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
+    with pytest.raises(CompactionRefused, match=plan.instant) as refused:
+        schedule_compaction(str(path), threshold_ms=T)
+    assert refused.value.blocking_instant == plan.instant
+    late = [("upsert", [(10, E + 5000), (30, E + 900)]), ("delete", [(11, E + 5000)])]
+    for op, rows in late:
+        write(spark, path, op, rows)
+    result = run_compaction(str(path), spark=spark)
+    expected = as_of(HISTORY + late)
+    ours, theirs = snapshots(path)
+    assert {k: v["ts"] for (_, k), v in ours.items()} == expected
+    assert {k: v["ts"] for (_, k), v in theirs.items()} == expected
+    # The late record (event time 900 < T) sits in a log of slice C, so the promise cannot grow past T.
+    assert result.ro_completion_ms == T
+
+
+def test_rollback_restores_pre_plan_state(spark, table):
+    path = table("event_time", True)
+    before = snapshots(path)
+    files_before = sorted(os.path.relpath(os.path.join(r, f), path) for r, _, fs in os.walk(path) for f in fs
+                          if ".hoodie" not in r)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over="copy")
+    # A crashed run: every operation executed, nothing committed.
+    transition_to_inflight(str(path), plan.instant, COMPACTION)
+    cfg = load_table_config(str(path))
+    timeline = Timeline.load(str(path))
+    for task in _tasks(cfg, timeline, plan.instant, timeline.read_compaction_plan(plan.instant),
+                       plan.plan["extraMetadata"]):
+        execute_operation(task)
+    assert snapshots(path) == before  # an uncommitted compaction is invisible
+    result = rollback_compaction(str(path), plan.instant)
+    assert result.deleted_files and result.removed_instant_files
+    files_after = sorted(os.path.relpath(os.path.join(r, f), path) for r, _, fs in os.walk(path) for f in fs
+                         if ".hoodie" not in r)
+    assert files_after == files_before
+    assert snapshots(path) == before
+    assert not Timeline.load(str(path)).pending_compactions()
+
+    again = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
+    write(spark, path, "upsert", [(3, E + 6000)])   # lands in slice C: rolling back would orphan it
+    with pytest.raises(RollbackRefused, match="orphaned"):
+        rollback_compaction(str(path), again.instant)
+    run_compaction(str(path), spark=spark)
+    with pytest.raises(RollbackRefused, match="completed"):
+        rollback_compaction(str(path), again.instant)
+    ours, theirs = snapshots(path)
+    assert ours == theirs and ours[(region(3), "k03")]["ts"] == E + 6000

@@ -97,9 +97,9 @@ def compaction_records(timeline: Timeline) -> list[CompactionRecord]:
     return out
 
 
-def last_completed_event_time_compaction(timeline: Timeline) -> CompactionRecord | None:
+def last_completed_event_time_compaction(records: list[CompactionRecord]) -> CompactionRecord | None:
     """The latest completed compaction that recorded an event-time threshold (the RO guarantee's source)."""
-    done = [r for r in compaction_records(timeline) if r.commit is not None and _millis(r.setting(THRESHOLD)) is not None]
+    done = [r for r in records if r.commit is not None and _millis(r.setting(THRESHOLD)) is not None]
     return done[-1] if done else None
 
 

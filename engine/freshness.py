@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from engine import eventtime, logformat
-from engine.compaction_history import RO_COMPLETION, RO_FRESHNESS, THRESHOLD, last_completed_event_time_compaction
+from engine.compaction_history import (RO_COMPLETION, RO_FRESHNESS, THRESHOLD, compaction_records,
+                                       last_completed_event_time_compaction)
 from engine.fsview import FileSystemView
 from engine.logformat import BlockType
 from engine.properties import TableConfig, load_table_config
@@ -81,20 +82,38 @@ def _int(value: str | None) -> int | None:
 
 def ro_state(timeline: Timeline, cfg: TableConfig) -> RoState | None:
     """The last completed event-time compaction's promise; hoodie.properties if its commit is not on the timeline."""
-    record = last_completed_event_time_compaction(timeline)
-    if record is not None:
-        threshold = _int(record.setting(THRESHOLD))
-        assert threshold is not None  # last_completed_event_time_compaction only returns thresholded ones
-        # Without an explicit completion time, T itself is the promise (everything ≤ T was compacted).
-        completion = _int(record.commit_extra.get(RO_COMPLETION))
-        return RoState(record.timestamp, threshold, threshold if completion is None else completion,
-                       _int(record.commit_extra.get(RO_FRESHNESS)), "commit")
+    records = compaction_records(timeline)
+    record = last_completed_event_time_compaction(records)
+    if record is None:
+        return _state_from_properties(cfg)
+    threshold = _int(record.setting(THRESHOLD))
+    assert threshold is not None  # last_completed_event_time_compaction only returns thresholded ones
+    completion = _int(record.commit_extra.get(RO_COMPLETION))
+    freshness = _int(record.commit_extra.get(RO_FRESHNESS))
+    later = [r for r in records if r.commit is not None and r.timestamp > record.timestamp]
+    if later:
+        # A later compaction of another strategy republished the RO times: what it measured is the current
+        # truth above T (it may have compacted more), but it cannot take back T itself — data ≤ T still in a
+        # log is late data, reported as such below.
+        completion = _int(later[-1].commit_extra.get(RO_COMPLETION))
+        freshness = _max(freshness, _int(later[-1].commit_extra.get(RO_FRESHNESS)))
+    # Without a published completion time, T itself is the promise (everything ≤ T was compacted).
+    completion_ms = threshold if completion is None else max(threshold, completion)
+    return RoState(record.timestamp, threshold, completion_ms, freshness, "commit")
+
+
+def _state_from_properties(cfg: TableConfig) -> RoState | None:
     threshold = _int(cfg.props.get(PROP_THRESHOLD))
     if threshold is None:
         return None
     completion = _int(cfg.props.get(PROP_COMPLETION))
-    return RoState(cfg.props.get(PROP_INSTANT) or None, threshold, threshold if completion is None else completion,
-                   _int(cfg.props.get(PROP_FRESHNESS)), "properties")
+    completion_ms = threshold if completion is None else max(threshold, completion)
+    return RoState(cfg.props.get(PROP_INSTANT) or None, threshold, completion_ms, _int(cfg.props.get(PROP_FRESHNESS)),
+                   "properties")
+
+
+def _max(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
 
 
 # ------------------------------------------------------------------------------------------ late data

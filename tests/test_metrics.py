@@ -83,3 +83,20 @@ def test_prometheus_text(base_table) -> None:
     assert prometheus_text(again, 'fre"sh') == text
     assert "tidemark_min_event_time_seconds" not in prometheus_text({**m, "min_event_time": None,
                                                                      "min_event_time_ms": None}, "t")
+
+
+def test_real_compaction_end_to_end(base_table, spark_session, tmp_path) -> None:  # noqa: F811
+    from engine.compaction import run_compaction, schedule_compaction
+
+    path = copy_table(base_table, tmp_path / "t")
+    scheduled = schedule_compaction(path, strategy="event_time", threshold_ms=T, carry_over="copy")
+    assert backlog_metrics(path)["pending_compaction_instants"] == [scheduled.instant]
+    run_compaction(path, spark=spark_session)
+    m = backlog_metrics(path)
+    # The copies named with the compaction instant are the remaining logs; the originals stay in the old slice.
+    copies = [p for p in _logs_on_disk(path) if f"_{scheduled.instant}.log." in os.path.basename(p)]
+    assert len(copies) == 2 and not any(os.path.islink(p) for p in copies)
+    assert m["remaining_log_files"] == 2 and m["carried_over_log_files"] == 0
+    assert m["remaining_log_bytes"] == sum(os.path.getsize(p) for p in copies)
+    assert m["min_event_time"] == "2013-06-02T01:00:00.000Z" and m["pending_compactions"] == 0
+    assert m["log_event_time_sources"]["header"] == 2

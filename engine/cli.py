@@ -130,8 +130,8 @@ def cmd_compactions_show(args: argparse.Namespace) -> int:
         if not rows:
             return "no compactions on the active timeline"
         head = f"{'instant':<18} {'state':<10} {'threshold':<25} {'groups':>6} {'compacted':>9} {'carried':>7}"
-        lines = [f"{r['instant']:<18} {r['state']:<10} {str(r.get('threshold')):<25} {r.get('file_groups', 0):>6} "
-                 f"{r.get('logs_compacted', 0):>9} {r.get('logs_carried', 0):>7}" for r in rows]
+        lines = [f"{r['instant']:<18} {r['state']:<10} {str(r.get('threshold')):<25} {r.get('file_groups') or 0:>6} "
+                 f"{r.get('logs_compacted') or 0:>9} {r.get('logs_carried') or 0:>7}" for r in rows]
         return "\n".join([head, *lines])
 
     _emit(list_compactions(args.path), args.json, render)

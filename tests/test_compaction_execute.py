@@ -6,6 +6,7 @@ import os
 import shutil
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine import logformat
@@ -15,7 +16,7 @@ from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _task
 from engine.errors import CompactionRefused
 from engine.fsview import FileSystemView
 from engine.logformat import BlockType
-from engine.properties import load_table_config
+from engine.properties import load_table_config, save_table_config
 from engine.query import read_arrow
 from engine.table import create_table
 from engine.timeline import COMPACTION, Timeline, transition_to_inflight
@@ -231,3 +232,38 @@ def test_rollback_restores_pre_plan_state(spark, table):
         rollback_compaction(str(path), again.instant)
     ours, theirs = snapshots(path)
     assert ours == theirs and ours[(region(3), "k03")]["ts"] == E + 6000
+
+
+def test_consecutive_compactions_link_to_real_files(spark, table):
+    path = table("commit_time", True)
+    cfg = load_table_config(str(path))
+    cfg.props["hoodie.parquet.max.row.group.rows"] = "2"
+    save_table_config(cfg)
+    before = snapshots(path)
+    first = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
+    r1 = run_compaction(str(path), spark=spark)
+    second = schedule_compaction(str(path), threshold_ms=E + 3500, carry_over="symlink")
+    assert second.written
+    for op in second.operations:
+        pdir = os.path.join(str(path), op["partitionPath"])
+        for s in op["symlinkOperations"]:
+            target = os.path.join(pdir, s["target"])
+            assert os.path.isfile(target) and not os.path.islink(target), "links must not chain"
+            assert first.instant not in s["target"]
+    r2 = run_compaction(str(path), spark=spark)
+    assert snapshots(path) == before
+    ro = ts_by_key(read_arrow(str(path), "read_optimized"))
+    assert_ro_guarantee(ro, HISTORY, E + 3500)
+    assert ts_by_key(hudi_read(path, "read_optimized")) == ro
+    assert_no_log_at_or_before(path, E + 3500)
+    assert r2.ro_freshness_ms >= r1.ro_freshness_ms and r2.ro_completion_ms >= E + 3500
+    run_compaction(str(path), spark=spark) if schedule_compaction(str(path), strategy="unbounded").written else None
+    assert snapshots(path) == before
+    assert rows_by_key(read_arrow(str(path), "read_optimized")) == before[0]
+    groups = []
+    for sl in FileSystemView(str(path)).latest_slices():   # streamed writer: row groups ≤ the configured size
+        meta = pq.ParquetFile(sl.base_file.path).metadata
+        groups += [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert all(meta.row_group(i).num_rows <= 2 for i in range(meta.num_row_groups))
+        assert meta.metadata[b"hoodie_min_record_key"] <= meta.metadata[b"hoodie_max_record_key"]
+    assert len(groups) > len(FileSystemView(str(path)).latest_slices())   # some file needed several groups

@@ -47,11 +47,17 @@ class ScheduledPlan:
 
 
 def schedule_compaction(base_path: str, *, strategy: str | None = "event_time", threshold_ms: int | None = None,
-                        data_latency_ms: int | None = None, carry_over: str | None = "symlink", exact: bool = False,
-                        settings: Mapping[str, str] | None = None) -> ScheduledPlan:
-    """Plan compaction C of `base_path` and write `C.compaction.requested` (unless there is nothing to do)."""
+                        data_latency_ms: int | None = None, carry_over: str | None = "symlink",
+                        exact: bool | None = False, settings: Mapping[str, str] | None = None) -> ScheduledPlan:
+    """Plan compaction C of `base_path` and write `C.compaction.requested` (unless there is nothing to do).
+
+    `strategy`, `carry_over` and `exact` given as None come from the table settings
+    (hoodie.compaction.strategy / .carry.over.mode / .exact.event.time).
+    """
     cfg = load_table_config(base_path)
     settings = validate_settings(dict(settings or {}))
+    if exact is None:
+        exact = bool(cfg.setting("hoodie.compaction.exact.event.time", settings))
     strategy = strategy or str(cfg.setting("hoodie.compaction.strategy", settings))
     carry_over = carry_over or str(cfg.setting("hoodie.compaction.carry.over.mode", settings))
     if carry_over not in CARRY_OVER_MODES:

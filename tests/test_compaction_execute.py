@@ -169,10 +169,11 @@ def test_partial_compaction_keeps_snapshot_and_fills_ro(spark, table, mode, part
     assert meta["operationType"] == "COMPACT" and meta["extraMetadata"]["tidemark.threshold"] == str(T)
 
 
-def test_exact_mode_ro_is_the_as_of_view(spark, table):
-    path = table("event_time", True)
+@pytest.mark.parametrize("mode,partitioned,carry", [("event_time", True, "symlink"), ("commit_time", False, "copy")])
+def test_exact_mode_ro_is_the_as_of_view(spark, table, mode, partitioned, carry):
+    path = table(mode, partitioned)
     before = snapshots(path)
-    plan = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink", exact=True)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over=carry, exact=True)
     assert all(s["symlink"].split(".log.")[1].split("_")[0] != "1" for op in plan.operations
                for s in op["symlinkOperations"]), "version 1 is reserved for the spill log"
     result = run_compaction(str(path), spark=spark)
@@ -181,6 +182,7 @@ def test_exact_mode_ro_is_the_as_of_view(spark, table):
     assert ts_by_key(read_arrow(str(path), "read_optimized")) == as_of(HISTORY, T)
     assert ts_by_key(hudi_read(path, "read_optimized")) == as_of(HISTORY, T)
     assert_no_log_at_or_before(path, T)
+    assert not os.path.exists(os.path.join(str(path), ".hoodie", ".temp", plan.instant))
 
 
 def test_second_plan_refused_and_writes_during_pending_plan_survive(spark, table):

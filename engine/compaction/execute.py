@@ -182,6 +182,7 @@ def _commit(cfg, timeline: Timeline, c: str, extra: dict, tasks: list[OpTask], o
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
     _publish(cfg.base_path, c, threshold, completion, freshness)
+    shutil.rmtree(os.path.join(cfg.base_path, ".hoodie", ".temp", c), ignore_errors=True)
     return result
 
 

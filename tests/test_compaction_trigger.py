@@ -54,7 +54,8 @@ def test_completed_compaction_does_not_block(trips):
 
 def test_pending_clustering_blocks(trips):
     ts = "20250401000000001"
-    tl.create_requested(trips, ts, "replacecommit", am.write_avro_instant(_REQUESTED_REPLACE, {"operationType": "cluster"}))
+    plan = am.write_avro_instant(_REQUESTED_REPLACE, {"operationType": "cluster"})
+    tl.create_requested(trips, ts, "replacecommit", plan)
     err = refused(trips)
     assert err.blocking_instant == ts and "clustering" in str(err)
 

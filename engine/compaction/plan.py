@@ -113,7 +113,8 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
     if name == "event_time":
         return strategy_for(name, threshold_ms=threshold)
     if name == "size":
-        return strategy_for(name, threshold_bytes=int(cfg.setting("hoodie.compaction.logfile.size.threshold", settings)),
+        threshold_bytes = int(cfg.setting("hoodie.compaction.logfile.size.threshold", settings))
+        return strategy_for(name, threshold_bytes=threshold_bytes,
                             target_io_mb=int(cfg.setting("hoodie.compaction.target.io", settings)))
     return strategy_for(name)
 

@@ -1,0 +1,115 @@
+"""Write throughput end-to-end through `write_dataframe` (Avro and Parquet log blocks) vs the pyarrow floor.
+
+    python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3]
+
+Input: N synthetic records (anchors' schema) staged once as a Parquet file; each timed run is
+`write_dataframe(fresh_table, spark.read.parquet(input), "upsert")` on Spark local[CORES] (input read,
+routing, shuffle, dedupe, block encoding, log files, commit). The floor is `pq.write_table` of the same
+records with the 5 meta columns on one thread. Rates are records/s per core; ratio = ours / floor.
+SparkSession start is excluded from the write timings and reported separately, in fresh processes,
+with and without the JVM class-data archive (TIDEMARK_NO_CDS=1).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+
+from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, with_meta_columns
+
+TARGET_PER_CORE = 500_000
+SETTINGS = {"hoodie.bucket.index.num.buckets": "4"}
+START_SNIPPET = ("import time; t = time.perf_counter(); from engine.spark import get_spark; "
+                 "get_spark(cores={cores}); print(time.perf_counter() - t)")
+
+
+def spark_start_s(cores: int, cds: bool) -> float:
+    """SparkSession start (import + JVM + session) in a fresh interpreter."""
+    env = dict(os.environ)
+    env.pop("TIDEMARK_NO_CDS", None)
+    if not cds:
+        env["TIDEMARK_NO_CDS"] = "1"
+    out = subprocess.run([sys.executable, "-c", START_SNIPPET.format(cores=cores)], env=env, check=True,
+                         capture_output=True, text=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def spark_start(cores: int, repeats: int) -> dict:
+    spark_start_s(cores, cds=True)  # builds the archive on first use on this machine; not counted
+    with_cds = median_time(lambda: spark_start_s(cores, True), repeats)
+    without = median_time(lambda: spark_start_s(cores, False), repeats)
+    return {"with_cds": with_cds, "without_cds": without,
+            "speedup": round(without["median_s"] / with_cds["median_s"], 2)}
+
+
+def new_table(path: str, block_format: str) -> None:
+    from engine.table import create_table
+
+    shutil.rmtree(path, ignore_errors=True)
+    create_table(path, name="bench_write", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+                 event_time_field="event_time", merge_mode="event_time", hive_style=True,
+                 settings={**SETTINGS, "hoodie.logfile.data.block.format": block_format})
+
+
+def engine_write(spark, input_path: str, table_path: str, block_format: str, n: int, cores: int,
+                 repeats: int) -> dict:
+    from engine.write import write_dataframe
+
+    def run() -> None:
+        result = write_dataframe(table_path, spark.read.parquet(input_path), "upsert")
+        assert result.records_written == n, (result.records_written, n)
+
+    warm = timed(lambda: (new_table(table_path, block_format), run()))[0]  # python workers, JIT; not counted
+    t = median_time(run, repeats, setup=lambda: new_table(table_path, block_format))
+    size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(table_path) for f in fs)
+    return {**t, "warmup_s": round(warm, 3), "records_per_s_per_core": round(rate(n, t["median_s"], cores)),
+            "table_bytes": size}
+
+
+def pyarrow_floor(n_table, path: str, repeats: int) -> dict:
+    table = with_meta_columns(n_table)
+    t = median_time(lambda: pq.write_table(table, path, compression="snappy"), repeats)
+    return {**t, "records_per_s_per_core": round(rate(table.num_rows, t["median_s"], 1)),
+            "file_bytes": os.path.getsize(path)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies --records")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--start-repeat", type=int, default=3, help="fresh-process Spark starts per variant (0: skip)")
+    args = ap.parse_args()
+    n = max(1, int(args.records * args.scale))
+    work = scratch_dir("tm-bench-write-")
+    try:
+        data = records(n)
+        input_path = stage_parquet(data, work)
+        log(f"bench_write: {n} records staged in {work}")
+        floor = pyarrow_floor(data, os.path.join(work, "floor.parquet"), args.repeat)
+        start = spark_start(args.cores, args.start_repeat) if args.start_repeat > 0 else None
+        from engine.spark import get_spark
+
+        session_s, spark = timed(lambda: get_spark(cores=args.cores))
+        ours = {fmt: engine_write(spark, input_path, os.path.join(work, f"t_{fmt}"), fmt, n, args.cores, args.repeat)
+                for fmt in ("avro", "parquet")}
+        emit("bench_write", {
+            "records": n, "cores": args.cores, "operation": "upsert", "repeat": args.repeat,
+            "avro": ours["avro"], "parquet": ours["parquet"], "pyarrow_floor": floor,
+            "ratio_avro_vs_floor": round(ours["avro"]["records_per_s_per_core"] / floor["records_per_s_per_core"], 3),
+            "ratio_parquet_vs_floor": round(ours["parquet"]["records_per_s_per_core"] / floor["records_per_s_per_core"], 3),
+            "target_records_per_s_per_core": TARGET_PER_CORE,
+            "meets_target": {f: ours[f]["records_per_s_per_core"] >= TARGET_PER_CORE for f in ours},
+            "spark_session_start_in_process_s": round(session_s, 3), "spark_session_start_fresh": start,
+        })
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -148,7 +148,7 @@ def test_schedule_writes_a_plan_with_metrics_and_metadata(trips):
 
 def test_nothing_to_compact_writes_no_plan(trips):
     sp = schedule_compaction(trips, threshold_ms=LOG_TS - 1)
-    assert not sp.written and sp.operations == [] and "no plan written" in sp.message
+    assert not sp.written and sp.operations == [] and sp.instant is None and "no plan written" in sp.message
     assert Timeline.load(trips).pending_compactions() == []
 
 

@@ -90,6 +90,13 @@ class CompactionResult:
     def records_written(self) -> int:
         return sum(s["numWrites"] for s in self.stats)
 
+    def to_dict(self) -> dict:
+        """A JSON-friendly summary (CLI output)."""
+        return {"instant": self.instant, "threshold_ms": self.threshold_ms, "base_files": self.base_files,
+                "records_written": self.records_written, "logs_carried_over": len(self.carry_over),
+                "spill_logs": self.spill_logs, "ro_completion_ms": self.ro_completion_ms,
+                "ro_freshness_ms": self.ro_freshness_ms}
+
 
 # ------------------------------------------------------------------------------------------- driver
 

@@ -38,7 +38,7 @@ X_SOURCES = "tidemark.eventTimeSources"
 
 @dataclass
 class ScheduledPlan:
-    instant: str
+    instant: str | None            # None when nothing was scheduled (no instant exists on the timeline)
     threshold_ms: int | None
     operations: list[dict] = field(default_factory=list)
     plan: dict = field(default_factory=dict)
@@ -76,6 +76,7 @@ def schedule_compaction(base_path: str, *, strategy: str | None = "event_time", 
     ops = strat.plan([_candidate(s, times) for s in slices])
     result = ScheduledPlan(instant, threshold)
     if not ops:
+        result.instant = None
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
         return result
     if carry_over == "symlink" and any(op.to_remain for op in ops):

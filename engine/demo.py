@@ -200,7 +200,10 @@ def write_batch(path: str, spark, rows: pa.Table, operation: str,
 
 def run_demo(path: str, spark, batches: int = 12, limit: int | None = None,
              batch_hours: int = DEFAULT_BATCH_HOURS, block_format: str = "avro") -> dict:
-    """Create the flights table at `path` and stream `batches` windows into it."""
+    """Create the flights table at `path` and stream `batches` windows into it.
+
+    Returns {"path", "instants", "writes" (one line per deltacommit), "rows_written", "flights"}.
+    """
     create_demo_table(path, {"hoodie.logfile.data.block.format": block_format})
     table = load_flights(limit)
     instants, log = [], []
@@ -208,7 +211,7 @@ def run_demo(path: str, spark, batches: int = 12, limit: int | None = None,
     for label, batch, op in demo_batches(table, batch_hours, batches):
         instant = write_batch(path, spark, batch, op)
         instants.append(instant)
-        log.append({"label": label, "operation": op, "rows": batch.num_rows, "instant": instant})
+        log.append(f"{instant} {op:<6} {batch.num_rows:>6} rows  {label}")
         rows += batch.num_rows
     return {"path": path, "instants": instants, "writes": log, "rows_written": rows,
             "flights": table.num_rows}

@@ -146,3 +146,18 @@ def test_bad_input_is_refused_clearly(spark, tmp_path):
         write_dataframe(path, spark.createDataFrame(batch(range(2), 1)), "upsert", {"hoodie.nope": "1"})
     with pytest.raises(TableNotFoundError):
         write_dataframe(str(tmp_path / "missing"), spark.createDataFrame(batch(range(2), 1)), "upsert")
+
+
+def test_delete_with_timestamp_ordering_field(spark, tmp_path):
+    """A delete carrying a timestamp ordering value compares in the data's own unit (ours and hudi)."""
+    path = str(tmp_path / "t")
+    create_table(path, name="t", record_keys=["id"], ordering_field="updated", event_time_field="updated")
+    ts = lambda h: dt.datetime(2024, 1, 1, h, tzinfo=dt.timezone.utc)  # noqa: E731
+    data = pa.table({"id": ["a", "b"], "updated": pa.array([ts(1), ts(5)], pa.timestamp("us", tz="UTC")),
+                     "v": [1, 2]})
+    write_dataframe(path, spark.createDataFrame(data), "upsert")
+    dels = pa.table({"id": ["a", "b"], "updated": pa.array([ts(3), ts(3)], pa.timestamp("us", tz="UTC"))})
+    write_dataframe(path, spark.createDataFrame(dels), "delete")
+    # a (updated 01:00) is older than the delete (03:00) and goes; b (05:00) is newer and stays.
+    assert sorted(read_arrow(path).column("id").to_pylist()) == ["b"]
+    assert sorted(hudi_read(path).column("id").to_pylist()) == ["b"]

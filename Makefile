@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: setup
+	rm -rf demo-data/flights
 	$(BIN)/python -m engine demo demo-data/flights
-	$(BIN)/python -m engine show demo-data/flights
+	$(BIN)/python -m engine compaction schedule demo-data/flights --strategy event_time \
+	  --threshold 2013-01-20T00:00:00Z
+	$(BIN)/python -m engine compaction run demo-data/flights
+	$(BIN)/python -m engine freshness demo-data/flights
+	$(BIN)/python -m engine metrics demo-data/flights
 
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadfile tests

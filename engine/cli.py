@@ -273,6 +273,9 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         print(f"tidemark: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # `tidemark ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -33,13 +33,18 @@ def _cds_archive() -> Path:
     return cache_dir() / f"spark-cds-{hashlib.sha1(key.encode()).hexdigest()[:12]}.jsa"
 
 
+LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
+
+
 def _driver_java_options(master: str) -> str:
+    logging = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     if not master.startswith("local") or os.environ.get("TIDEMARK_NO_CDS"):
-        return ""
+        return logging
     archive = _cds_archive()
+    quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
     if archive.exists() and archive.stat().st_size > 0:
-        return f"-XX:SharedArchiveFile={archive} -Xshare:auto -Xlog:cds=off -Xlog:cds+dynamic=off"
-    return f"-XX:ArchiveClassesAtExit={archive} -Xlog:cds=off -Xlog:cds+dynamic=off"
+        return f"{logging} -XX:SharedArchiveFile={archive} -Xshare:auto {quiet}"
+    return f"{logging} -XX:ArchiveClassesAtExit={archive} {quiet}"
 
 
 def master_url() -> str:
@@ -55,6 +60,8 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         # Executors' Python must be this interpreter (the venv), not whatever `python3` is on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if master_url().startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no hostname-lookup warning, loopback only
         master = master_url() if cores is None else f"local[{cores}]"
         builder = (
             SparkSession.builder.master(master)
@@ -68,10 +75,8 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
             .config("spark.python.worker.reuse", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
         )
-        java_opts = _driver_java_options(master)
-        if java_opts:
-            # spark.driver.extraJavaOptions is read before the JVM starts in local mode via the launcher.
-            builder = builder.config("spark.driver.extraJavaOptions", java_opts)
+        # Read by the launcher before the driver JVM starts (local mode), so CDS and logging apply.
+        builder = builder.config("spark.driver.extraJavaOptions", _driver_java_options(master))
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         _register_datasource(spark)

@@ -1,0 +1,266 @@
+"""Compaction throughput: run_compaction through Spark vs a plain-Python floor doing the same work.
+
+    python -m bench.bench_compaction_throughput [--scale 1.0] [--base 2000000] [--upserts 1000000]
+                                                [--variants 1,8] [--cores 1,2] [--repeat 3] [--keep DIR]
+
+Tables (built with Spark, excluded from timings): `--base` records written with write_dataframe and turned
+into base files by an unbounded compaction, then `--upserts` updates of existing keys written in 4
+deltacommits. Variant 1 = one file group (1 bucket, 1 partition); variant 8 = 4 buckets x 2 partitions.
+
+Timed, medians of `--repeat`, on a fresh copy of the pristine table each time (copy + schedule untimed):
+- ours: schedule_compaction(strategy="unbounded") then run_compaction(path, spark=spark) timed, in a fresh
+  subprocess per core count (get_spark(cores=N); session start and a warm-up job excluded);
+- floor, in this process, no Spark: per file group pq.read_table(base) (1 thread), read_log_file of the
+  logs (engine.avro_codec vectorized decode), pyarrow/numpy merge (latest seq per key wins, base rows of
+  updated keys dropped), pq.write_table (snappy). `floor_1p`: file groups one after another; `floor_2p`:
+  two worker processes (variant 8 only).
+Ratio = ours / floor (target <= 1.5 for 1 core vs floor_1p).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from bench.common import (emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, upsert_keys)
+
+TARGET_RATIO = 1.5
+UPSERT_WRITES = 4
+VARIANTS = {1: (1, 1), 8: (4, 2)}      # file groups -> (buckets, partitions)
+
+
+# ------------------------------------------------------------------------------------------ build
+
+def build(spark, path: str, work: str, n_base: int, n_up: int, file_groups: int) -> dict:
+    from engine.compaction import run_compaction, schedule_compaction
+    from engine.table import create_table
+    from engine.write import write_dataframe
+
+    buckets, partitions = VARIANTS[file_groups]
+    create_table(path, name="bench_compact", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+                 event_time_field="event_time", merge_mode="event_time", hive_style=True,
+                 settings={"hoodie.bucket.index.num.buckets": str(buckets)})
+
+    def rows(t: pa.Table) -> pa.Table:   # 1 partition: every record in region "eu"
+        return t if partitions > 1 else t.set_column(1, "region", pa.array(["eu"] * t.num_rows, pa.string()))
+
+    def write(t: pa.Table, name: str) -> None:
+        write_dataframe(path, spark.read.parquet(stage_parquet(rows(t), work, f"{name}.parquet")), "upsert")
+
+    write(records(n_base, seq=0), "base")
+    plan = schedule_compaction(path, strategy="unbounded")
+    run_compaction(path, plan.instant, spark)
+    keys = upsert_keys(n_base, n_up)
+    step = -(-len(keys) // UPSERT_WRITES)
+    for i in range(UPSERT_WRITES):
+        chunk = keys[i * step:(i + 1) * step]
+        write(records(len(chunk), keys=chunk, seq=i + 1, seed=100 + i), f"upsert{i}")
+    return layout(path)
+
+
+def layout(path: str) -> dict:
+    from engine.query import plan_read
+
+    slices = plan_read(path, "snapshot").slices
+    logs = [p for s in slices for p in s.log_paths]
+    bases = [s.base_path for s in slices if s.base_path]
+    mb = lambda paths: round(sum(os.path.getsize(p) for p in paths) / 2**20, 1)  # noqa: E731
+    return {"file_groups": len(slices), "base_files": len(bases), "base_mb": mb(bases), "log_files": len(logs),
+            "log_mb": mb(logs)}
+
+
+# ------------------------------------------------------------------------------------------ floor
+
+def slices_of(path: str) -> list[tuple[str, tuple[str, ...]]]:
+    from engine.query import plan_read
+
+    return [(s.base_path, s.log_paths) for s in plan_read(path, "snapshot").slices]
+
+
+PHASES: dict[str, float] = {}   # floor phase seconds, summed over the slices of the last floor() call
+
+
+def floor_slice(base_path: str, log_paths: tuple[str, ...], out: str) -> int:
+    """Read base, decode logs, vectorized merge (latest seq per key wins), write: no Spark, no engine merge."""
+    from engine.logformat import DataBlock, read_log_file
+
+    t0 = time.perf_counter()
+    base = pq.read_table(base_path, use_threads=False)
+    t1 = time.perf_counter()
+    blocks = [b.records for p in log_paths for b in read_log_file(p).blocks if isinstance(b, DataBlock)]
+    t2 = time.perf_counter()
+    logs = pa.concat_tables(blocks)
+    codes = pc.dictionary_encode(logs.column("_hoodie_record_key")).combine_chunks().indices.to_numpy()
+    seq = logs.column("seq").to_numpy()
+    order = np.lexsort((np.arange(len(codes)), seq, codes))
+    last = np.ones(len(order), bool)
+    last[:-1] = codes[order][1:] != codes[order][:-1]
+    winners = logs.take(pa.array(np.sort(order[last])))
+    updated = pc.is_in(base.column("_hoodie_record_key"), value_set=winners.column("_hoodie_record_key"))
+    merged = pa.concat_tables([base.filter(pc.invert(updated)), winners.cast(base.schema)])
+    t3 = time.perf_counter()
+    pq.write_table(merged, out, compression="snappy", row_group_size=1_000_000)
+    t4 = time.perf_counter()
+    for k, v in (("read_base", t1 - t0), ("decode_logs", t2 - t1), ("merge", t3 - t2), ("write", t4 - t3)):
+        PHASES[k] = PHASES.get(k, 0.0) + v
+    return merged.num_rows
+
+
+def _floor_job(args: tuple) -> int:
+    return floor_slice(*args)
+
+
+def floor(path: str, out_dir: str, pool: ProcessPoolExecutor | None = None) -> int:
+    """All file groups one after another, or spread over `pool` (started and warmed beforehand, untimed)."""
+    jobs = [(b, logs, os.path.join(out_dir, f"floor-{i}.parquet")) for i, (b, logs) in enumerate(slices_of(path))]
+    if pool is None:
+        return sum(_floor_job(j) for j in jobs)
+    return sum(pool.map(_floor_job, jobs))
+
+
+def _warm(_: object = None) -> int:
+    import engine.logformat  # noqa: F401 - import in the pool's processes before timing
+
+    return os.getpid()
+
+
+# ------------------------------------------------------------------------------------------ ours (worker)
+
+def fresh_copy(pristine: str, dest: str) -> str:
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(pristine, dest, symlinks=True)
+    return dest
+
+
+def worker(pristine: str, scratch: str, cores: int, repeat: int) -> None:
+    """Subprocess: start Spark with `cores`, then time run_compaction on fresh copies of the table."""
+    from engine.compaction import run_compaction, schedule_compaction
+    from engine.spark import get_spark
+
+    start_s, spark = timed(lambda: get_spark(cores=cores))
+    # Warm-up: start the Python workers and import the compaction code there (excluded, like session start).
+    warm_s = timed(lambda: spark.sparkContext.parallelize(range(cores), cores)
+                   .map(lambda _: __import__("engine.compaction.execute").__name__).collect())[0]
+    runs, written = [], []
+    for r in range(repeat):
+        path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
+        plan = schedule_compaction(path, strategy="unbounded")
+        seconds, result = timed(lambda: run_compaction(path, plan.instant, spark))
+        runs.append(round(seconds, 4))
+        written.append(result.records_written)
+        shutil.rmtree(path, ignore_errors=True)
+    spark.stop()
+    print(json.dumps({"cores": cores, "spark_start_s": round(start_s, 2), "warmup_s": round(warm_s, 2),
+                      "median_s": sorted(runs)[len(runs) // 2], "runs_s": runs, "records_written": written[0],
+                      "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+
+
+def run_worker(pristine: str, scratch: str, cores: int, repeat: int) -> dict:
+    cmd = [sys.executable, "-m", "bench.bench_compaction_throughput", "--worker", pristine, "--scratch", scratch,
+           "--worker-cores", str(cores), "--repeat", str(repeat)]
+    proc = subprocess.run(cmd, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          capture_output=True, text=True)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"cores": cores, "error": f"exit {proc.returncode}", "stderr_tail": proc.stderr.splitlines()[-8:]}
+    return json.loads(lines[-1])
+
+
+# ------------------------------------------------------------------------------------------ main
+
+def measure(pristine: str, work: str, n_in: int, n_out_expected: int, cores: list[int], repeat: int,
+            file_groups: int) -> dict:
+    out_dir = os.path.join(work, "floor-out")
+    os.makedirs(out_dir, exist_ok=True)
+    floor(pristine, out_dir)                                    # warm page cache and imports
+    res: dict = {"floor_1p": median_time(lambda: floor(pristine, out_dir), repeat)}
+    PHASES.clear()
+    rows = floor(pristine, out_dir)
+    res["floor_1p_phases_s"] = {k: round(v, 3) for k, v in PHASES.items()}
+    if file_groups > 1:
+        with ProcessPoolExecutor(2) as pool:
+            list(pool.map(_warm, range(4)))
+            floor(pristine, out_dir, pool)
+            res["floor_2p"] = median_time(lambda: floor(pristine, out_dir, pool), repeat)
+    shutil.rmtree(out_dir, ignore_errors=True)
+    log(f"  floor {res}")
+    for n in cores:
+        res[f"ours_{n}core"] = run_worker(pristine, work, n, repeat)
+        log(f"  ours {n} core(s): {res[f'ours_{n}core']}")
+    f1 = res["floor_1p"]["median_s"]
+    res["floor_rows"] = rows
+    res["rows_match"] = all(res[f"ours_{n}core"].get("records_written") == rows for n in cores)
+    for n in cores:
+        ours = res[f"ours_{n}core"].get("median_s")
+        if ours:
+            res[f"ratio_ours_{n}core_vs_floor_1p"] = round(ours / f1, 3)
+            res[f"input_rec_per_s_ours_{n}core"] = round(rate(n_in, ours))
+            if "floor_2p" in res:
+                res[f"ratio_ours_{n}core_vs_floor_2p"] = round(ours / res["floor_2p"]["median_s"], 3)
+    if 1 in cores and 2 in cores and res["ours_1core"].get("median_s") and res["ours_2core"].get("median_s"):
+        res["speedup_2_vs_1_core"] = round(res["ours_1core"]["median_s"] / res["ours_2core"]["median_s"], 3)
+    res["input_rec_per_s_floor_1p"] = round(rate(n_in, f1))
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies --base and --upserts")
+    ap.add_argument("--base", type=int, default=2_000_000)
+    ap.add_argument("--upserts", type=int, default=1_000_000)
+    ap.add_argument("--variants", default="1,8", help="file-group variants to run: 1 and/or 8")
+    ap.add_argument("--cores", default="1,2", help="Spark core counts, one subprocess each")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--keep", help="build the tables in this directory and keep them")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--scratch", help=argparse.SUPPRESS)
+    ap.add_argument("--worker-cores", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.worker, args.scratch, args.worker_cores, args.repeat)
+        return
+    n_base, n_up = int(args.base * args.scale), int(args.upserts * args.scale)
+    variants = [int(v) for v in args.variants.split(",") if v]
+    cores = [int(c) for c in args.cores.split(",") if c]
+    work = args.keep or scratch_dir("tm-bench-compact-")
+    result: dict = {"base_records": n_base, "upsert_records": n_up, "input_records": n_base + n_up}
+    try:
+        from engine.spark import get_spark
+
+        spark = get_spark(cores=2)
+        tables = {}
+        for fg in variants:
+            path = os.path.join(work, f"table-{fg}fg")
+            build_s, lay = timed(lambda: build(spark, path, os.path.join(work, f"stage-{fg}"), n_base, n_up, fg))
+            log(f"bench_compaction_throughput: {fg} file group(s) built in {build_s:.1f}s: {lay}")
+            tables[fg] = (path, lay, build_s)
+            shutil.rmtree(os.path.join(work, f"stage-{fg}"), ignore_errors=True)
+        spark.stop()
+        time.sleep(1)
+        for fg in variants:
+            path, lay, build_s = tables[fg]
+            log(f"bench_compaction_throughput: measuring {fg} file group(s)")
+            m = measure(path, work, n_base + n_up, n_base, cores, args.repeat, fg)
+            result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1), **m}
+        head = result.get("fg1") or result.get(f"fg{variants[0]}")
+        ratio = head.get("ratio_ours_1core_vs_floor_1p")
+        result["target_ratio"] = TARGET_RATIO
+        result["meets_target"] = ratio is not None and ratio <= TARGET_RATIO
+        emit("bench_compaction_throughput", result)
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

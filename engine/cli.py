@@ -39,13 +39,11 @@ def cmd_create(args: argparse.Namespace) -> int:
 
 def cmd_write(args: argparse.Namespace) -> int:
     from engine.properties import load_table_config, parse_config_args
-    from engine.spark import get_spark
-    from engine.write import read_input, write_dataframe
+    from engine.write import write_file
 
     settings = parse_config_args(args.config)
     load_table_config(args.path)  # fail fast, before Spark starts, when there is no table
-    spark = get_spark()
-    result = write_dataframe(args.path, read_input(spark, args.input), args.operation, settings)
+    result = write_file(args.path, args.input, args.operation, settings)
     _emit({"instant": result.instant, "records": result.records_written, "log_files": result.log_files},
           args.json, lambda d: d["instant"])
     return 0

@@ -39,6 +39,12 @@ def partition_path_column(cfg: TableConfig) -> Column:
     return F.concat_ws("/", *parts)
 
 
+def bucket_column(key: Column, num_buckets: int) -> Column:
+    """Bucket of a record key: pmod(murmur3_32(key, seed 42), n) — Spark's `hash`, which
+    `engine.bucket_hash` reproduces without Spark so both write paths route keys identically."""
+    return F.pmod(F.hash(key), F.lit(num_buckets)).cast("int")
+
+
 def arrow_schema_of(df: DataFrame) -> pa.Schema:
     """The Arrow schema Spark hands to mapInArrow for this DataFrame."""
     from pyspark.sql.pandas.types import to_arrow_schema

@@ -17,7 +17,7 @@ from engine.errors import ConfigError, TableNotFoundError, UnsupportedTableError
 
 HOODIE_DIR = ".hoodie"
 INDEX_TYPE_KEY = "tidemark.index.type"
-BUCKET_INDEX = "BUCKET_XXHASH64"
+BUCKET_INDEX = "BUCKET_MURMUR3"
 PROPERTIES_FILE = "hoodie.properties"
 
 EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
@@ -298,7 +298,7 @@ def new_table_props(*, name: str, record_keys: list[str], partition_fields: list
         "hoodie.archivelog.folder": "archived",
         "hoodie.database.name": database,
         "hoodie.table.checksum": table_checksum(database, name),
-        # Our bucket index hashes keys with Spark's xxhash64, not Java's String.hashCode, so it is
+        # Our bucket index hashes keys with Spark's murmur3 `hash`, not Java's String.hashCode, so it is
         # recorded under Tidemark's own key: a Java writer must not mistake it for its BUCKET index.
         INDEX_TYPE_KEY: BUCKET_INDEX,
         "hoodie.bucket.index.num.buckets": str((settings or {}).get("hoodie.bucket.index.num.buckets", "4")),

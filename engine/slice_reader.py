@@ -52,8 +52,10 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                     until: str | None = None) -> SliceLogs:
     """Decode the slice's logs; keep blocks of committed instants not rolled back (and ≤ `until`)."""
     contents = [logformat.read_log_file(p) for p in log_paths]
+    # Like Java's log record reader, rollback command blocks count whatever their own instant: the
+    # rollback action that wrote them is not a write instant.
     rolled_back = {b.info.target_instant_time for c in contents for b in c.blocks
-                   if isinstance(b, logformat.CommandBlock) and b.info.instant_time in committed}
+                   if isinstance(b, logformat.CommandBlock)}
     items: list[LogItem] = []
     corrupt: list[logformat.CorruptBlock] = []
     read = skipped = 0

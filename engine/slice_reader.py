@@ -16,7 +16,6 @@ from engine.merge import DataItem, DeleteItem, LogItem, conform_to_schema, merge
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
-BATCH_ROWS = 262_144
 
 
 @dataclass(frozen=True)
@@ -81,14 +80,18 @@ def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
                       d.column("always_wins").combine_chunks())
 
 
-def iter_base(path: str | None, schema: pa.Schema, batch_rows: int = BATCH_ROWS) -> Iterator[pa.Table]:
-    """Stream a base file by record batches so a large base never sits in memory whole."""
+def iter_base(path: str | None, schema: pa.Schema) -> Iterator[pa.Table]:
+    """Stream a base file one row group at a time, so a large base never sits in memory whole.
+
+    Row groups (not smaller batches) are the unit because the merge looks every batch's keys up in
+    the log winners' hash set, whose build cost is paid once per batch.
+    """
     if path is None:
         return
     pf = pq.ParquetFile(path)
     names = [f.name for f in schema if f.name in pf.schema_arrow.names]
-    for batch in pf.iter_batches(batch_size=batch_rows, columns=names, use_threads=False):
-        yield pa.Table.from_batches([batch])
+    for i in range(pf.metadata.num_row_groups):
+        yield pf.read_row_group(i, columns=names, use_threads=False)
 
 
 def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iterator[pa.Table]:

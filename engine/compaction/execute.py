@@ -320,43 +320,23 @@ def _merged(task: OpTask, items: list[LogItem], counts: _Counts) -> Iterator[pa.
 
 
 def _write_base(task: OpTask, items: list[LogItem], tmp: str, name: str) -> _Counts:
-    """Stream the merged rows into `tmp`, row groups of at most `row_group_rows`, never the whole slice."""
+    """Stream the merged rows into `tmp` batch by batch (row groups ≤ `row_group_rows`), never the slice."""
     counts = _Counts()
     codec = "NONE" if task.compression == "none" else task.compression
-    pending: list[pa.Table] = []
-    pending_rows = 0
     keys = [None, None]
     with pq.ParquetWriter(tmp, task.schema, compression=codec) as writer:
         for t in _merged(task, items, counts):
             t = _with_file_name(t, name)
             _track(t, task, counts, keys)
-            pending.append(t)
-            pending_rows += t.num_rows
-            if pending_rows >= task.row_group_rows:
-                pending_rows = _flush(writer, pending, task.row_group_rows, final=False)
-        _flush(writer, pending, task.row_group_rows, final=True)
+            writer.write_table(t, row_group_size=task.row_group_rows)
         if keys[0] is not None:
             writer.add_key_value_metadata({"hoodie_min_record_key": keys[0], "hoodie_max_record_key": keys[1]})
     return counts
 
 
-def _flush(writer: pq.ParquetWriter, pending: list[pa.Table], group: int, final: bool) -> int:
-    """Write full row groups from `pending` (everything when final); keep the remainder buffered."""
-    table = pa.concat_tables(pending) if pending else None
-    pending.clear()
-    if table is None or table.num_rows == 0:
-        return 0
-    full = table.num_rows if final else (table.num_rows // group) * group
-    for start in range(0, full, group):
-        writer.write_table(table.slice(start, min(group, full - start)), row_group_size=group)
-    if full < table.num_rows:
-        pending.append(table.slice(full))
-    return table.num_rows - full
-
-
 def _with_file_name(t: pa.Table, name: str) -> pa.Table:
     i = t.schema.get_field_index(FILE_NAME_COL)
-    return t.set_column(i, t.schema.field(i), pa.array([name] * t.num_rows, pa.string())) if i >= 0 else t
+    return t.set_column(i, t.schema.field(i), pa.repeat(pa.scalar(name), t.num_rows)) if i >= 0 else t
 
 
 def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list) -> None:

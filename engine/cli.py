@@ -1,6 +1,7 @@
 """The `tidemark` command: a thin caller of the engine. Parsing and rendering only.
 
-Exit codes: 0 ok, 1 error (message on stderr), 2 usage error, 3 compaction refused by the trigger.
+Exit codes: 0 ok, 1 error (message on stderr), 2 usage error, 3 refused (compaction trigger, or a clean
+blocked by a table service in flight).
 """
 from __future__ import annotations
 
@@ -112,6 +113,30 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     data = result if isinstance(result, dict) else {"rolled_back": args.instant}
     _emit(data, args.json, _kv_lines)
     return 0
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    from engine.clean import KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, CleanRefused, run_clean
+
+    policy = KEEP_LATEST_FILE_VERSIONS if args.retain_versions is not None else KEEP_LATEST_COMMITS
+    try:
+        result = run_clean(args.path, retain_commits=args.retain_commits, retain_versions=args.retain_versions,
+                           policy=policy, dry_run=args.dry_run)
+    except CleanRefused as refused:
+        print(json.dumps({"refused": str(refused), "blocking_instant": refused.blocking_instant}) if args.json
+              else f"refused: {refused}", file=sys.stdout if args.json else sys.stderr)
+        return EXIT_REFUSED
+
+    def render(d: dict) -> str:
+        lines = [d["message"] or f"deleted {d['total_deleted']} files"]
+        lines += [f"  would delete {p}/{n}" if d["dry_run"] else f"  deleted {p}/{n}"
+                  for p, names in (d["plan"]["files_to_delete"] if d["dry_run"] else d["deleted"]).items()
+                  for n in names]
+        lines += [f"  error: {e}" for e in d["plan"]["errors"]]
+        return "\n".join(lines)
+
+    _emit(result.to_dict(), args.json, render)
+    return EXIT_ERROR if result.plan.errors else 0
 
 
 def cmd_compaction_show(args: argparse.Namespace) -> int:
@@ -244,6 +269,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--instant", required=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_rollback)
+
+    p = sub.add_parser("clean", help="delete file slices no longer needed (keeps carried-over link targets)")
+    p.add_argument("path")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--retain-commits", type=int, help="KEEP_LATEST_COMMITS (default policy): commits to keep")
+    g.add_argument("--retain-versions", type=int, help="KEEP_LATEST_FILE_VERSIONS: slices per file group")
+    p.add_argument("--dry-run", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_clean)
 
     comps = sub.add_parser("compactions", help="list compactions")
     cssub = comps.add_subparsers(dest="action", required=True)

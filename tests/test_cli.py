@@ -55,3 +55,44 @@ def test_errors_go_to_stderr_with_nonzero_exit(tmp_path, capsys):
     pq.write_table(pa.table({"id": ["x"]}), tmp_path / "x.parquet")
     code, _, err = run(capsys, "write", str(tmp_path / "missing"), "--input", str(tmp_path / "x.parquet"))
     assert code == 1 and "no Hudi table" in err
+
+
+def test_compaction_cli_flow(spark, tmp_path, capsys):
+    table = str(tmp_path / "c")
+    assert run(capsys, "create", table, "--name", "c", "--record-key", "id", "--ordering-field", "seq",
+               "--event-time-field", "ts", "--config", "hoodie.bucket.index.num.buckets=1")[0] == 0
+    for i, day in enumerate(["01", "02", "03"]):
+        src = tmp_path / f"b{i}.jsonl"
+        src.write_text("".join(f'{{"id":"k{k}","seq":{i},"ts":"2024-01-{day}T0{k}:00:00Z"}}\n' for k in range(3)))
+        assert run(capsys, "write", table, "--input", str(src))[0] == 0
+    code, out, err = run(capsys, "compaction", "schedule", table, "--threshold", "2024-01-02T12:00:00Z", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["threshold"] == "2024-01-02T12:00:00.000Z" and len(plan["operations"]) == 1
+    assert len(plan["operations"][0]["deltaFilePaths"]) == 2
+    code, out, _ = run(capsys, "compaction", "schedule", table, "--threshold", "2024-01-03T00:00:00Z", "--json")
+    refused = json.loads(out)
+    assert code == 3 and refused["blocking_instant"] == plan["instant"] and plan["instant"] in refused["refused"]
+    code, out, err = run(capsys, "compaction", "run", table, "--json")
+    assert code == 0, err
+    code, out, _ = run(capsys, "compactions", "show", table, "--json")
+    (row,) = json.loads(out)
+    assert row["state"] == "completed" and row["logs_compacted"] == 2 and row["logs_carried"] == 1
+    code, out, _ = run(capsys, "compaction", "show", table, "--instant", plan["instant"], "--json")
+    assert json.loads(out)["operations"][0]["carried_logs"][0]["mode"] == "symlink"
+    code, out, _ = run(capsys, "freshness", table, "--json")
+    fresh = json.loads(out)
+    assert fresh["threshold"] == "2024-01-02T12:00:00.000Z" and fresh["late_records"] == 0
+    assert fresh["ro_completion_time"] == "2024-01-02T23:59:59.999Z"
+    assert fresh["ro_freshness_time"] == "2024-01-02T02:00:00.000Z"
+    code, out, _ = run(capsys, "metrics", table, "--json")
+    metrics = json.loads(out)
+    assert metrics["min_event_time"] == "2024-01-03T00:00:00.000Z" and metrics["remaining_log_files"] == 1
+    assert metrics["file_slices_with_logs"] == 1 and metrics["pending_compactions"] == 0
+    code, out, _ = run(capsys, "clean", table, "--retain-commits", "1", "--dry-run", "--json")
+    dry = json.loads(out)
+    assert code == 0 and dry["dry_run"] and dry["plan"]["errors"] == []
+    ro = {r["id"]: r["seq"] for r in hudi_read(table, "read_optimized").to_pylist()}
+    assert ro == {"k0": 1, "k1": 1, "k2": 1}
+    code, _, err = run(capsys, "compaction", "schedule", table, "--threshold", "yesterday")
+    assert code == 1 and "malformed time 'yesterday'" in err

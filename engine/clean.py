@@ -26,6 +26,7 @@ from engine import avro_models
 from engine.compaction_history import carried_over_entries, compaction_records
 from engine.errors import ConfigError, TidemarkError
 from engine.fsview import FileGroup, FileSlice, FileSystemView
+from engine.locking import table_lock
 from engine.naming import new_instant_time, parse_log_file_name
 from engine.properties import load_table_config
 from engine.timeline import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
@@ -354,6 +355,15 @@ def _join(base_path: str, partition: str, name: str) -> str:
 def run_clean(base_path: str, *, retain_commits: int | None = None, policy: str = KEEP_LATEST_COMMITS,
               retain_versions: int | None = None, dry_run: bool = False) -> CleanResult:
     """Plan and execute a clean as instant R. A dry run only plans (errors are reported, not raised)."""
+    if dry_run:
+        return _run_clean(base_path, retain_commits, policy, retain_versions, dry_run)
+    # Under the table lock: a compaction scheduled mid-clean could otherwise link to a file being deleted.
+    with table_lock(base_path, "clean"):
+        return _run_clean(base_path, retain_commits, policy, retain_versions, dry_run)
+
+
+def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_versions: int | None,
+               dry_run: bool) -> CleanResult:
     timeline = Timeline.load(base_path)
     _check_runnable(timeline)
     resumed = [] if dry_run else [_finish_pending(base_path, inst) for inst in _pending_cleans(timeline)]

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import eventtime, logformat
+from engine.locking import publish_no_clobber
 from engine.merge import DataItem, merge_log_items
 from engine.naming import LogFileName, new_file_id
 from engine.properties import EVENT_TIME_ORDERING
@@ -194,7 +195,7 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
         tmp = os.path.join(temp_dir, name)
         logformat.append_blocks(tmp, [b.data for b in file_blocks])
         final_rel = f"{partition}/{name}" if partition else name
-        os.replace(tmp, os.path.join(job.base_path, final_rel))
+        publish_no_clobber(tmp, os.path.join(job.base_path, final_rel))
         stats.append(_stat(job, partition, target, final_rel, name, file_blocks, counts))
     return stats
 

@@ -32,6 +32,7 @@ from pyspark.sql import functions as F
 from engine import keys, log_writer, routing
 from engine.errors import TidemarkError
 from engine.fsview import FileSystemView
+from engine.locking import table_lock
 from engine.log_writer import BUCKET_COL, KEY_COL, PART_COL, Target, WriteJob
 from engine.naming import bucket_of_file_id, new_instant_time, parse_log_file_name, write_token
 from engine.properties import TableConfig, load_table_config, validate_settings
@@ -140,6 +141,12 @@ def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) ->
 def _commit_protocol(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
                      run: Callable[[WriteJob], list[dict]]) -> WriteResult:
     """requested -> inflight -> run the tasks -> completed; a failure deletes the instant."""
+    with table_lock(cfg.base_path, f"{operation} into {cfg.name}"):
+        return _locked_commit(cfg, operation, incoming, settings, run)
+
+
+def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
+                   run: Callable[[WriteJob], list[dict]]) -> WriteResult:
     base_path = cfg.base_path
     timeline = Timeline.load(base_path)
     schema_json = _table_schema(cfg, timeline, incoming, operation)

@@ -21,6 +21,7 @@ from engine.compaction.strategy import (CompactionStrategy, LogCandidate, Planne
 from engine.compaction.trigger import check_event_time_trigger
 from engine.errors import ConfigError, TidemarkError
 from engine.fsview import FileSlice, FileSystemView
+from engine.locking import table_lock
 from engine.naming import LogFileName, instant_to_millis, new_instant_time
 from engine.properties import TableConfig, load_table_config, validate_settings
 from engine.timeline import COMPACTION, Timeline, create_requested
@@ -62,6 +63,14 @@ def schedule_compaction(base_path: str, *, strategy: str | None = "event_time", 
     carry_over = carry_over or str(cfg.setting("hoodie.compaction.carry.over.mode", settings))
     if carry_over not in CARRY_OVER_MODES:
         raise ConfigError(f"unknown carry-over mode {carry_over!r}; use symlink or copy")
+    with table_lock(base_path, f"schedule a compaction of {cfg.name}"):
+        return _schedule_locked(cfg, strategy, threshold_ms, data_latency_ms, carry_over, exact, settings)
+
+
+def _schedule_locked(cfg, strategy: str, threshold_ms: int | None, data_latency_ms: int | None,
+                     carry_over: str, exact: bool, settings: Mapping[str, str]) -> ScheduledPlan:
+    """Trigger check through written plan, under the table lock so no write can slip in between."""
+    base_path = cfg.base_path
     timeline = Timeline.load(base_path)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # Serial scheduling for every strategy: the RO guarantees below assume one compaction at a time.

@@ -7,6 +7,7 @@ yield Arrow record batches, so no row passes through Python one at a time.
 """
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import pyarrow as pa
@@ -31,17 +32,18 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 
 class TidemarkReader(DataSourceReader):
-    def __init__(self, path: str, query: str, schema: StructType) -> None:
+    def __init__(self, path: str, query: str, schema: StructType, tasks: int) -> None:
         from engine.query import plan_read
 
         self.plan = plan_read(path, query)
         self.schema = schema
+        self.tasks = tasks
 
     def partitions(self) -> list[InputPartition]:
-        refs = list(self.plan.slices)
-        if not refs:
-            return [SlicePartition(0, self.plan.query, self.plan.context, [])]
-        return [SlicePartition(i, self.plan.query, self.plan.context, [r]) for i, r in enumerate(refs)]
+        from engine.query import balance
+
+        groups = balance(self.plan.slices, self.tasks) or [[]]
+        return [SlicePartition(i, self.plan.query, self.plan.context, g) for i, g in enumerate(groups)]
 
     def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
@@ -75,4 +77,11 @@ class TidemarkDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         path, query = self._path_and_query()
-        return TidemarkReader(path, query, schema)
+        return TidemarkReader(path, query, schema, self._tasks())
+
+    def _tasks(self) -> int:
+        """Read tasks: option("partitions"), else two per core of this machine."""
+        raw = self.options.get("partitions") or str(2 * (os.cpu_count() or 1))
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError(f"option partitions={raw!r} must be a positive integer")
+        return int(raw)

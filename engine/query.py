@@ -7,7 +7,7 @@ freshness checks) without starting Spark.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 
@@ -29,8 +29,24 @@ class ReadPlan:
 
 
 def slice_ref(sl: FileSlice) -> SliceRef:
+    size = (sl.base_file.size if sl.base_file else 0) + sum(lf.size for lf in sl.log_files)
     return SliceRef(sl.partition_path, sl.file_id, sl.base_instant,
-                    sl.base_file.path if sl.base_file else None, tuple(lf.path for lf in sl.log_files))
+                    sl.base_file.path if sl.base_file else None, tuple(lf.path for lf in sl.log_files), size)
+
+
+def balance(refs: Sequence[SliceRef], tasks: int) -> list[list[SliceRef]]:
+    """Greedy largest-first packing of slices into at most `tasks` groups of similar byte size.
+
+    Each Spark task of a Python data source has a fixed cost, so small slices share a task while a
+    large slice still gets one of its own.
+    """
+    groups: list[list[SliceRef]] = [[] for _ in range(max(1, min(tasks, len(refs))))]
+    loads = [0] * len(groups)
+    for ref in sorted(refs, key=lambda r: -r.size):
+        i = loads.index(min(loads))
+        groups[i].append(ref)
+        loads[i] += ref.size
+    return [g for g in groups if g]
 
 
 def plan_read(base_path: str, query: str = "snapshot") -> ReadPlan:

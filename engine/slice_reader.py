@@ -35,6 +35,7 @@ class SliceRef:
     base_instant: str
     base_path: str | None
     log_paths: tuple[str, ...] = field(default_factory=tuple)
+    size: int = 0   # bytes of base + logs, to balance slices across tasks
 
 
 @dataclass

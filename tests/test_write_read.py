@@ -161,3 +161,14 @@ def test_delete_with_timestamp_ordering_field(spark, tmp_path):
     # a (updated 01:00) is older than the delete (03:00) and goes; b (05:00) is newer and stays.
     assert sorted(read_arrow(path).column("id").to_pylist()) == ["b"]
     assert sorted(hudi_read(path).column("id").to_pylist()) == ["b"]
+
+
+def test_balance_packs_small_slices_and_keeps_big_ones_apart():
+    from engine.query import balance
+    from engine.slice_reader import SliceRef
+
+    refs = [SliceRef("", f"f{i}", "1", None, (), size) for i, size in enumerate([100, 5, 5, 5, 90, 5])]
+    groups = balance(refs, 3)
+    assert len(groups) == 3 and sorted(len(g) for g in groups) == [1, 1, 4]
+    assert sorted(sum(r.size for r in g) for g in groups) == [20, 90, 100]
+    assert balance(refs[:1], 8) == [[refs[0]]] and balance([], 4) == []

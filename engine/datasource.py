@@ -48,8 +48,10 @@ class TidemarkReader(DataSourceReader):
     def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from engine.arrow_pool import use_returning_pool
         from engine.slice_reader import read_slice
 
+        use_returning_pool()
         target = to_arrow_schema(self.schema, timezone="UTC")
         for ref in partition.refs:
             for table in read_slice(ref, partition.context, partition.query):

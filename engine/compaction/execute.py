@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import eventtime, logformat
+from engine.arrow_pool import use_returning_pool
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import EXACT_SPILL_VERSION, X_CARRY_OVER, X_EXACT, X_STRATEGY, X_THRESHOLD
@@ -241,6 +242,7 @@ def _int_or_none(v: str | None) -> int | None:
 
 def execute_operation(task: OpTask) -> dict:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
+    use_returning_pool()
     token = _task_token()
     pdir = os.path.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)

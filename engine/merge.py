@@ -16,7 +16,7 @@ Semantics, matching Java Hudi and hudi-rs on table version 6:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -219,7 +219,8 @@ def apply_to_base(batch: pa.Table, winners: LogWinners, merge_mode: str, orderin
         shadowed[idx[base_wins]] = True
     else:
         log_wins = has
-    return BaseResolution(conform_to_schema(batch.filter(pa.array(~log_wins)), schema), shadowed)
+    kept = batch.filter(pa.array(~log_wins)) if log_wins.any() else batch  # no copy when nothing is replaced
+    return BaseResolution(conform_to_schema(kept, schema), shadowed)
 
 
 def remaining_log_rows(winners: LogWinners, shadowed: np.ndarray) -> pa.Table:
@@ -234,12 +235,27 @@ def merge_slice(base_batches: Iterable[pa.Table], items: Sequence[LogItem], merg
     if merge_mode not in (EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING):
         raise ValueError(f"unknown merge mode {merge_mode}")
     winners = merge_log_items(items, merge_mode, ordering_field, schema)
+    return merge_with_winners(base_batches, winners, merge_mode, ordering_field, schema)
+
+
+def merge_with_winners(base_batches: Iterable[pa.Table], winners: LogWinners, merge_mode: str,
+                       ordering_field: str | None, schema: pa.Schema) -> Iterator[pa.Table]:
+    """Phase 2 alone, for callers that size the base batches by the number of winners."""
     shadowed = np.zeros(winners.size, bool)
     for batch in base_batches:
         res = apply_to_base(batch, winners, merge_mode, ordering_field, schema)
         shadowed |= res.shadowed
-        if res.kept.num_rows:
-            yield res.kept
+        kept = res.kept
+        del batch, res  # only one base batch alive at a time
+        if kept.num_rows:
+            yield kept
+        del kept
     rest = remaining_log_rows(winners, shadowed)
     if rest.num_rows:
         yield rest
+
+
+def base_batch_rows(winners: int) -> int:
+    """Rows per base batch: small batches bound memory, but each batch rebuilds the hash set of the
+    winners' keys, so with many winners the batch grows with them."""
+    return max(262_144, winners)

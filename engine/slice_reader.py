@@ -12,7 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import logformat
-from engine.merge import DataItem, DeleteItem, LogItem, conform_to_schema, merge_slice
+from engine.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
+                          merge_with_winners)
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -81,18 +82,16 @@ def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
                       d.column("always_wins").combine_chunks())
 
 
-def iter_base(path: str | None, schema: pa.Schema) -> Iterator[pa.Table]:
-    """Stream a base file one row group at a time, so a large base never sits in memory whole.
-
-    Row groups (not smaller batches) are the unit because the merge looks every batch's keys up in
-    the log winners' hash set, whose build cost is paid once per batch.
-    """
+def iter_base(path: str | None, schema: pa.Schema, batch_rows: int = 262_144) -> Iterator[pa.Table]:
+    """Stream a base file in batches of `batch_rows`, one row group at a time, so a large base never
+    sits in memory whole (the reader decodes a row group's pages incrementally)."""
     if path is None:
         return
     pf = pq.ParquetFile(path)
     names = [f.name for f in schema if f.name in pf.schema_arrow.names]
     for i in range(pf.metadata.num_row_groups):
-        yield pf.read_row_group(i, columns=names, use_threads=False)
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[i], columns=names, use_threads=False):
+            yield pa.Table.from_batches([batch])
 
 
 def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iterator[pa.Table]:
@@ -102,6 +101,7 @@ def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iter
             yield conform_to_schema(t, ctx.schema)
         return
     logs = read_slice_logs(ref.log_paths, ctx.committed)
-    yield from merge_slice(iter_base(ref.base_path, ctx.schema), logs.items, ctx.merge_mode,
-                           ctx.ordering_field, ctx.schema)
+    winners = merge_log_items(logs.items, ctx.merge_mode, ctx.ordering_field, ctx.schema)
+    base = iter_base(ref.base_path, ctx.schema, base_batch_rows(winners.size))
+    yield from merge_with_winners(base, winners, ctx.merge_mode, ctx.ordering_field, ctx.schema)
 

@@ -28,8 +28,8 @@ from engine.compaction.log_event_times import event_time_column, resolve_log_eve
 from engine.compaction.plan import EXACT_SPILL_VERSION, X_CARRY_OVER, X_EXACT, X_STRATEGY, X_THRESHOLD
 from engine.errors import TidemarkError
 from engine.fsview import FileSlice, FileSystemView, LogFile
-from engine.merge import (DataItem, DeleteItem, LogItem, apply_to_base, conform_to_schema, merge_log_items,
-                          remaining_log_rows)
+from engine.merge import (DataItem, DeleteItem, LogItem, apply_to_base, base_batch_rows, conform_to_schema,
+                          merge_log_items, remaining_log_rows)
 from engine.naming import LogFileName, parse_base_file_name, parse_log_file_name
 from engine.properties import load_table_config, save_table_config
 from engine.schema import schema_with_meta, table_read_schema
@@ -308,13 +308,17 @@ def _merged(task: OpTask, items: list[LogItem], counts: _Counts) -> Iterator[pa.
     """merge_slice, unrolled so the stats can count superseded base rows."""
     winners = merge_log_items(items, task.merge_mode, task.ordering_field, task.schema)
     shadowed = np.zeros(winners.size, bool)
-    for batch in iter_base(task.base_file, task.schema):
+    for batch in iter_base(task.base_file, task.schema, base_batch_rows(winners.size)):
         res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
         shadowed |= res.shadowed
         counts.base_rows += batch.num_rows
         counts.base_kept += res.kept.num_rows
-        if res.kept.num_rows:
-            yield res.kept
+        kept = res.kept
+        # Drop our references before the next row group is read, so only one is ever alive.
+        del batch, res
+        if kept.num_rows:
+            yield kept
+        del kept
     rest = remaining_log_rows(winners, shadowed)
     counts.from_logs = rest.num_rows
     if rest.num_rows:
@@ -331,6 +335,7 @@ def _write_base(task: OpTask, items: list[LogItem], tmp: str, name: str) -> _Cou
             t = _with_file_name(t, name)
             _track(t, task, counts, keys)
             writer.write_table(t, row_group_size=task.row_group_rows)
+            del t  # not alive while the generator reads the next row group
         if keys[0] is not None:
             writer.add_key_value_metadata({"hoodie_min_record_key": keys[0], "hoodie_max_record_key": keys[1]})
     return counts

@@ -11,6 +11,7 @@ from typing import Iterator, Sequence
 
 import pyarrow as pa
 
+from engine import integrity
 from engine.errors import ConfigError
 from engine.fsview import FileSlice, FileSystemView
 from engine.properties import load_table_config
@@ -60,6 +61,8 @@ def plan_read(base_path: str, query: str = "snapshot") -> ReadPlan:
     slices = view.latest_slices()
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
+    else:
+        integrity.warn_skipped(integrity.corrupt_blocks(lf.path for s in slices for lf in s.log_files))
     return ReadPlan(query, ctx, tuple(slice_ref(s) for s in slices))
 
 

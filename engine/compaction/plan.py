@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from engine import avro_models
+from engine import avro_models, integrity
 from engine.compaction.log_event_times import LogEventTime, resolve_log_event_times
 from engine.compaction.strategy import (CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate,
                                         strategy_for)
@@ -88,6 +88,7 @@ def _schedule_locked(cfg, strategy: str, threshold_ms: int | None, data_latency_
         result.instant = None
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
         return result
+    integrity.refuse_to_compact(lf.path for op in ops for lf in op.to_compact)
     if carry_over == "symlink" and any(op.to_remain for op in ops):
         _check_symlinks(base_path)
     first_version = EXACT_SPILL_VERSION + 1 if exact else 1

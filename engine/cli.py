@@ -70,7 +70,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from engine.spark import get_spark
 
     summary = run_demo(args.path, get_spark(), batches=args.batches, limit=args.limit)
-    _emit(summary, args.json, _kv_lines)
+
+    def render(d: dict) -> str:
+        head = f"loaded {d.get('rows_written')} rows of {d.get('flights')} flights into {d.get('path')}"
+        return "\n".join([head, *[f"  {w}" for w in d.get("writes", [])]])
+
+    _emit(summary, args.json, render)
     return 0
 
 
@@ -100,9 +105,17 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from engine.compaction import run_compaction
 
-    result = run_compaction(args.path, instant=args.instant)
-    data = result.to_dict() if hasattr(result, "to_dict") else dict(vars(result))
-    _emit(data, args.json, _kv_lines)
+    from engine.eventtime import iso
+
+    data = run_compaction(args.path, instant=args.instant).to_dict()
+
+    def render(d: dict) -> str:
+        return (f"compaction {d['instant']} committed: {len(d['base_files'])} base files, "
+                f"{d['records_written']} records, {d['logs_carried_over']} logs carried over, "
+                f"{len(d['spill_logs'])} exact-mode spill logs\n"
+                f"RO completion time {iso(d['ro_completion_ms'])}, RO freshness time {iso(d['ro_freshness_ms'])}")
+
+    _emit(data, args.json, render)
     return 0
 
 

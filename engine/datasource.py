@@ -87,3 +87,30 @@ class TidemarkDataSource(DataSource):
         if not raw.isdigit() or int(raw) < 1:
             raise ConfigError(f"option partitions={raw!r} must be a positive integer")
         return int(raw)
+
+
+def load_table(spark, path: str, query: str = "snapshot"):
+    """A query as a DataFrame, the fastest way Spark can run it.
+
+    Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on
+    Spark's native Parquet reader (JVM, vectorised, no Python worker). Snapshot rows need the merge, so
+    they come from the `tidemark` Python data source.
+    """
+    from engine.query import plan_read
+
+    plan = plan_read(path, query)
+    schema = spark_schema(plan.context.schema)
+    if query != "read_optimized":
+        return spark.read.format("tidemark").option("query", query).load(path)
+    bases = [ref.base_path for ref in plan.slices if ref.base_path]
+    if not bases:
+        return spark.createDataFrame([], schema)
+    # mergeSchema: base files written before a column was added lack it; it reads as null.
+    df = spark.read.option("mergeSchema", "true").parquet(*bases)
+    return df.select([df[f.name] if f.name in df.columns else _null_column(f) for f in schema.fields])
+
+
+def _null_column(field):
+    from pyspark.sql import functions as F
+
+    return F.lit(None).cast(field.dataType).alias(field.name)

@@ -21,12 +21,13 @@ def export_query(base_path: str, query: str, output: str, use_spark: bool = True
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     if not use_spark:
         return _write_stream(output, plan.context.schema, iter_arrow(plan))
+    from engine.datasource import load_table
     from engine.spark import get_spark
 
     spark = get_spark()
     tmp = tempfile.mkdtemp(prefix=".tidemark-export-", dir=os.path.dirname(os.path.abspath(output)))
     try:
-        spark.read.format("tidemark").option("query", query).load(base_path).write.mode("overwrite").parquet(tmp)
+        load_table(spark, base_path, query).write.mode("overwrite").parquet(tmp)
         parts = sorted(glob.glob(os.path.join(tmp, "part-*.parquet")))
         schema = pq.read_schema(parts[0]) if parts else plan.context.schema
         return _write_stream(output, schema, (pq.ParquetFile(p).read(use_threads=False) for p in parts))

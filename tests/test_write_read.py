@@ -172,3 +172,26 @@ def test_balance_packs_small_slices_and_keeps_big_ones_apart():
     assert len(groups) == 3 and sorted(len(g) for g in groups) == [1, 1, 4]
     assert sorted(sum(r.size for r in g) for g in groups) == [20, 90, 100]
     assert balance(refs[:1], 8) == [[refs[0]]] and balance([], 4) == []
+
+
+def test_load_table_reads_ro_natively_and_snapshot_through_the_source(spark, tmp_path):
+    from engine.compaction import run_compaction, schedule_compaction
+    from engine.datasource import load_table
+
+    path = str(tmp_path / "t")
+    create_table(path, name="t", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+                 event_time_field="event_time", hive_style=True)
+    from engine.errors import TidemarkError
+
+    with pytest.raises(TidemarkError, match="has no schema yet"):
+        load_table(spark, path, "read_optimized")
+    write_dataframe(path, spark.createDataFrame(batch(range(40), seq=1)), "upsert")
+    schedule_compaction(path, strategy="unbounded")
+    run_compaction(path, spark=spark)
+    extra = batch(range(30, 50), seq=2).append_column("channel", pa.array(["web"] * 20))
+    write_dataframe(path, spark.createDataFrame(extra), "upsert")
+    ro = rows_by_key(load_table(spark, path, "read_optimized").toArrow())
+    assert ro == rows_by_key(read_arrow(path, "read_optimized")) == rows_by_key(hudi_read(path, "read_optimized"))
+    assert len(ro) == 40 and all(r["channel"] is None for r in ro.values())
+    snap = rows_by_key(load_table(spark, path, "snapshot").toArrow())
+    assert snap == rows_by_key(read_arrow(path)) and len(snap) == 50

@@ -105,12 +105,6 @@ def load_table(spark, path: str, query: str = "snapshot"):
     bases = [ref.base_path for ref in plan.slices if ref.base_path]
     if not bases:
         return spark.createDataFrame([], schema)
-    # mergeSchema: base files written before a column was added lack it; it reads as null.
-    df = spark.read.option("mergeSchema", "true").parquet(*bases)
-    return df.select([df[f.name] if f.name in df.columns else _null_column(f) for f in schema.fields])
-
-
-def _null_column(field):
-    from pyspark.sql import functions as F
-
-    return F.lit(None).cast(field.dataType).alias(field.name)
+    # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
+    # older base file lacks (added by schema evolution) as null.
+    return spark.read.schema(schema).parquet(*bases)

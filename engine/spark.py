@@ -11,6 +11,7 @@ import hashlib
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -36,15 +37,34 @@ def _cds_archive() -> Path:
 LOG4J_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 
+def _adopt_finished_archive(archive: Path) -> None:
+    """Promote an archive a finished JVM dumped under its own name (`<archive>.<pid>.tmp`).
+
+    Each first-time JVM dumps to a private name, so two processes starting Spark at once (parallel
+    tests, two CLI calls) never write one file together; the JVM writes at exit, so a dump counts as
+    finished once its writer process is gone and the file has not changed for a while.
+    """
+    for tmp in archive.parent.glob(archive.name + ".*.tmp"):
+        pid = tmp.name[len(archive.name) + 1:-len(".tmp")]
+        settled = time.time() - tmp.stat().st_mtime > 30  # the JVM may outlive its Python parent briefly
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and settled:
+            if tmp.stat().st_size > 0 and not archive.exists():
+                os.replace(tmp, archive)
+            else:
+                tmp.unlink(missing_ok=True)
+
+
 def _driver_java_options(master: str) -> str:
     logging = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     if not master.startswith("local") or os.environ.get("TIDEMARK_NO_CDS"):
         return logging
     archive = _cds_archive()
+    _adopt_finished_archive(archive)
     quiet = "-Xlog:cds=off -Xlog:cds+dynamic=off"
     if archive.exists() and archive.stat().st_size > 0:
         return f"{logging} -XX:SharedArchiveFile={archive} -Xshare:auto {quiet}"
-    return f"{logging} -XX:ArchiveClassesAtExit={archive} {quiet}"
+    # The JVM is a child of this process, so our pid names the dump; it is adopted by a later start.
+    return f"{logging} -XX:ArchiveClassesAtExit={archive}.{os.getpid()}.tmp {quiet}"
 
 
 def master_url() -> str:

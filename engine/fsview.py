@@ -155,7 +155,11 @@ class FileSystemView:
         if not visible:
             return None
         latest = visible[-1]
-        if latest.base_instant in self._pending_compactions and latest.base_file is None and len(visible) > 1:
+        # A log-only slice under an instant that is not a committed write is either logs written during a
+        # pending compaction C, or strays of a compaction rolled back or never planned: either way they
+        # continue the previous slice and must not shadow it.
+        continuation = latest.base_instant in self._pending_compactions or latest.base_instant not in self._committed
+        if continuation and latest.base_file is None and len(visible) > 1:
             prev = visible[-2]
             return FileSlice(prev.partition_path, prev.file_id, prev.base_instant, prev.base_file,
                              prev.log_files + latest.log_files)

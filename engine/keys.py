@@ -14,6 +14,14 @@ from engine.properties import TableConfig
 from engine.schema import arrow_schema
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+def check_partition_path(partition: str) -> None:
+    """Refuse partition values that would put files outside their partition folder (or the table)."""
+    parts = partition.split("/") if partition else []
+    if partition.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in partition:
+        raise ValueError(f"partition path {partition!r} is not a safe relative folder; partition values must not "
+                         "be empty segments, '.', '..' or contain '/' or '\\'")
 NULL_KEY, EMPTY_KEY = "__null__", "__empty__"
 
 
@@ -34,7 +42,9 @@ def partition_path_column(cfg: TableConfig) -> Column:
         return F.lit("")
     parts = []
     for name in cfg.partition_fields:
-        value = F.coalesce(F.col(name).cast("string"), F.lit(DEFAULT_PARTITION))
+        raw = F.col(name).cast("string")
+        # Java writes null and empty partition values as the default partition.
+        value = F.when(raw.isNull() | (raw == ""), F.lit(DEFAULT_PARTITION)).otherwise(raw)
         parts.append(F.concat(F.lit(f"{name}="), value) if cfg.hive_style else value)
     return F.concat_ws("/", *parts)
 

@@ -17,6 +17,8 @@ from typing import Iterator
 from engine.errors import TidemarkError
 
 LOCK_FILE = ".tidemark.lock"
+# Held for a whole compaction run (long), so it is not the table lock: writers go on meanwhile.
+COMPACTION_LOCK_FILE = ".tidemark.compaction.lock"
 
 
 class TableLocked(TidemarkError):
@@ -24,10 +26,11 @@ class TableLocked(TidemarkError):
 
 
 @contextlib.contextmanager
-def table_lock(base_path: str, purpose: str, timeout_s: float | None = None) -> Iterator[None]:
+def table_lock(base_path: str, purpose: str, timeout_s: float | None = None,
+               lock_file: str = LOCK_FILE) -> Iterator[None]:
     """Hold the table's lock; wait up to `timeout_s` (env TIDEMARK_LOCK_TIMEOUT, default 600 s)."""
     timeout = float(os.environ.get("TIDEMARK_LOCK_TIMEOUT", "600")) if timeout_s is None else timeout_s
-    path = os.path.join(base_path, ".hoodie", LOCK_FILE)
+    path = os.path.join(base_path, ".hoodie", lock_file)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         deadline = time.monotonic() + timeout

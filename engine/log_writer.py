@@ -6,6 +6,7 @@ Arrow tables carrying the routing columns, outputs are HoodieWriteStat dicts, on
 from __future__ import annotations
 
 import os
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterator, Mapping
 
@@ -14,9 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import eventtime, logformat
+from engine.keys import check_partition_path
 from engine.locking import publish_no_clobber
 from engine.merge import DataItem, merge_log_items
-from engine.naming import LogFileName, new_file_id
+from engine.naming import LogFileName
 from engine.properties import EVENT_TIME_ORDERING
 from engine.schema import arrow_schema
 from engine.table import write_partition_metadata
@@ -54,6 +56,13 @@ class WriteJob:
     targets: Mapping[tuple[str, int], Target] = field(default_factory=dict)
 
 
+def group_file_id(instant: str, partition: str, bucket: int) -> str:
+    """The file id a new (partition, bucket) gets in this write — the same in every attempt of a task, so
+    a retried or speculative task rewrites the same file group instead of creating a second one."""
+    tail = str(uuid.uuid5(uuid.NAMESPACE_URL, f"tidemark:{instant}/{partition}/{bucket}"))
+    return f"{bucket:08d}{tail[8:]}-0"
+
+
 def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict]:
     """Write every (partition, bucket) group of routed rows; returns their write stats."""
     if table.column(KEY_COL).null_count:
@@ -65,8 +74,10 @@ def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict]:
 
 
 def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
+    check_partition_path(partition)
     write_partition_metadata(job.base_path, partition, job.instant)
-    target = job.targets.get((partition, bucket)) or Target(new_file_id(bucket), job.instant, 1)
+    target = job.targets.get((partition, bucket)) or Target(group_file_id(job.instant, partition, bucket),
+                                                            job.instant, 1)
     return _write_group(job, partition, target, rows, token)
 
 

@@ -60,7 +60,9 @@ def partition_paths(routing: Routing, table: pa.Table) -> pa.Array:
         return pa.repeat(pa.scalar(""), table.num_rows)
     parts = []
     for name in routing.partition_fields:
-        value = pc.fill_null(_as_string(table.column(name)), DEFAULT_PARTITION)
+        raw = _as_string(table.column(name))
+        # Java writes null and empty partition values as the default partition.
+        value = pc.if_else(pc.fill_null(pc.equal(raw, ""), True), DEFAULT_PARTITION, raw)
         parts.append(pc.binary_join_element_wise(f"{name}=", value, "") if routing.hive_style else value)
     return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
 

@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from engine import keys, log_writer, routing
+from engine import keys, log_writer, recovery, routing
 from engine.errors import TidemarkError
 from engine.fsview import FileSystemView
 from engine.locking import table_lock
@@ -37,8 +37,7 @@ from engine.log_writer import BUCKET_COL, KEY_COL, PART_COL, Target, WriteJob
 from engine.naming import bucket_of_file_id, new_instant_time, parse_log_file_name, write_token
 from engine.properties import TableConfig, load_table_config, validate_settings
 from engine.schema import evolve_schema, schema_with_meta, table_avro_schema
-from engine.timeline import (Timeline, commit_metadata_json, complete, create_requested, delete_instant_files,
-                             transition_to_inflight)
+from engine.timeline import Timeline, commit_metadata_json, complete, create_requested, transition_to_inflight
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE"}
 STAT_SCHEMA = "stat string"
@@ -148,6 +147,7 @@ def _commit_protocol(cfg: TableConfig, operation: str, incoming: pa.Schema, sett
 def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
                    run: Callable[[WriteJob], list[dict]]) -> WriteResult:
     base_path = cfg.base_path
+    recovery.rollback_failed_writes(base_path)
     timeline = Timeline.load(base_path)
     schema_json = _table_schema(cfg, timeline, incoming, operation)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
@@ -157,12 +157,13 @@ def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settin
     try:
         stats = run(job)
     except Exception as exc:
-        # Whatever the tasks wrote is named by an instant that never completes, so readers skip it;
-        # dropping the instant keeps the timeline free for the next writer and for compaction.
-        delete_instant_files(base_path, instant, "deltacommit")
+        # Whatever the tasks wrote is named by an instant that never completes, so readers skip it; rolling
+        # it back (its logs, then its instant) keeps the timeline free for the next writer and compaction.
+        recovery.rollback_failed_writes(base_path)
         raise WriteError(f"write {instant} failed and was rolled back: {_root_cause(exc)}") from exc
     finally:
         shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", instant), ignore_errors=True)
+    recovery.reconcile_attempts(base_path, stats)
     by_partition: dict[str, list[dict]] = {}
     for s in stats:
         by_partition.setdefault(s["partitionPath"], []).append(s)

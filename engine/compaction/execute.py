@@ -28,6 +28,7 @@ from engine.compaction.log_event_times import event_time_column, resolve_log_eve
 from engine.compaction.plan import EXACT_SPILL_VERSION, X_CARRY_OVER, X_EXACT, X_STRATEGY, X_THRESHOLD
 from engine.errors import TidemarkError
 from engine.fsview import FileSlice, FileSystemView, LogFile
+from engine.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.merge import (DataItem, DeleteItem, LogItem, apply_to_base, base_batch_rows, conform_to_schema,
                           merge_log_items, remaining_log_rows)
 from engine.naming import LogFileName, parse_base_file_name, parse_log_file_name
@@ -102,7 +103,16 @@ class CompactionResult:
 # ------------------------------------------------------------------------------------------- driver
 
 def run_compaction(base_path: str, instant: str | None = None, spark=None) -> CompactionResult:
-    """Execute the single pending compaction (or `instant`) and commit it."""
+    """Execute the single pending compaction (or `instant`) and commit it.
+
+    One run at a time per table (the compaction lock): two runs of one plan would delete each other's
+    base files. Writers are not blocked: they go to slice C meanwhile.
+    """
+    with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
+        return _run_locked(base_path, instant, spark)
+
+
+def _run_locked(base_path: str, instant: str | None, spark) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)

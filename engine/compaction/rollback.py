@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from engine.compaction.plan import EXACT_SPILL_VERSION, X_EXACT
 from engine.errors import TidemarkError
+from engine.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.naming import parse_base_file_name, parse_log_file_name
 from engine.timeline import COMMIT, COMPACTION, Timeline, delete_instant_files
 
@@ -29,7 +30,17 @@ class RollbackResult:
 
 
 def rollback_compaction(base_path: str, instant: str) -> RollbackResult:
-    """Undo pending compaction `instant`: its outputs and its plan. Logs it only carried are untouched."""
+    """Undo pending compaction `instant`: its outputs and its plan. Logs it only carried are untouched.
+
+    Holds the table lock (no writer may route into slice C while it disappears) and the compaction lock
+    (a run of the same plan must not be writing files we are deleting; we do not wait for one).
+    """
+    with table_lock(base_path, f"roll back compaction {instant}"), \
+            table_lock(base_path, f"roll back compaction {instant}", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
+        return _rollback_locked(base_path, instant)
+
+
+def _rollback_locked(base_path: str, instant: str) -> RollbackResult:
     timeline = Timeline.load(base_path)
     _check_pending(timeline, instant)
     plan = timeline.read_compaction_plan(instant)

@@ -99,7 +99,8 @@ def compaction_records(timeline: Timeline) -> list[CompactionRecord]:
 
 def last_completed_event_time_compaction(records: list[CompactionRecord]) -> CompactionRecord | None:
     """The latest completed compaction that recorded an event-time threshold (the RO guarantee's source)."""
-    done = [r for r in records if r.commit is not None and _millis(r.setting(THRESHOLD)) is not None]
+    done = [r for r in records if r.commit is not None and _millis(r.setting(THRESHOLD)) is not None
+            and r.setting(STRATEGY) == "event_time"]
     return done[-1] if done else None
 
 

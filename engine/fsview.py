@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from engine.errors import TidemarkError
 from engine.naming import parse_base_file_name, parse_log_file_name
 from engine.timeline import Timeline
 
@@ -87,7 +88,26 @@ class FileSystemView:
         self.timeline = timeline or Timeline.load(base_path)
         self._committed = {i.timestamp for i in self.timeline.completed() if i.action in WRITE_ACTIONS}
         self._pending_compactions = {i.timestamp for i in self.timeline.pending_compactions()}
+        self._planned_outputs = self._pending_plan_outputs()
         self._groups: dict[tuple[str, str], FileGroup] | None = None
+        self.dangling_links: list[str] = []   # carried-over log links whose target is gone
+
+    def _pending_plan_outputs(self) -> set[str]:
+        """Log names pending compactions create in their slice: carry-overs and exact-mode spill logs."""
+        names: set[str] = set()
+        for ts in self._pending_compactions:
+            plan = self.timeline.read_compaction_plan(ts)
+            exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
+            for op in plan.get("operations") or []:
+                names.update(s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink"))
+                if exact:
+                    names.update(self._spill_names(op, ts))
+        return names
+
+    def _spill_names(self, op: dict, instant: str) -> list[str]:
+        directory = self.partition_dir(op.get("partitionPath") or "")
+        prefix = f".{op['fileId']}_{instant}.log.1_"   # the exact-mode spill log is version 1 of slice C
+        return [n for n in os.listdir(directory) if n.startswith(prefix)] if os.path.isdir(directory) else []
 
     @property
     def committed_instants(self) -> set[str]:
@@ -112,6 +132,8 @@ class FileSystemView:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if not entry.is_file():   # follows symlinks: carried-over logs are links
+                    if entry.is_symlink() and parse_log_file_name(entry.name) is not None:
+                        self.dangling_links.append(entry.path)
                     continue
                 self._add_file(partition, entry, slices)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
@@ -141,6 +163,13 @@ class FileSystemView:
         if slice_.base_file is None or name > slice_.base_file.name:
             slice_.base_file = bf
 
+    def check_links(self) -> None:
+        """Refuse to go on when a carried-over log link dangles: its records would silently be missing."""
+        self.file_groups()
+        if self.dangling_links:
+            raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
+                                + ", ".join(f"{p} -> {os.readlink(p)}" for p in self.dangling_links))
+
     def latest_slices(self) -> list[FileSlice]:
         """The slice each reader should use per file group (pending compactions folded in)."""
         out: list[FileSlice] = []
@@ -161,8 +190,10 @@ class FileSystemView:
         continuation = latest.base_instant in self._pending_compactions or latest.base_instant not in self._committed
         if continuation and latest.base_file is None and len(visible) > 1:
             prev = visible[-2]
+            # Carry-overs (and the exact-mode spill) a pending plan already made repeat prev's records.
+            own = [lf for lf in latest.log_files if lf.name not in self._planned_outputs]
             return FileSlice(prev.partition_path, prev.file_id, prev.base_instant, prev.base_file,
-                             prev.log_files + latest.log_files)
+                             prev.log_files + own)
         return latest
 
     def _slice_visible(self, sl: FileSlice) -> bool:

@@ -56,6 +56,7 @@ def plan_read(base_path: str, query: str = "snapshot") -> ReadPlan:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
+    view.check_links()
     ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
                       ordering_field=cfg.ordering_field, committed=frozenset(view.committed_instants))
     slices = view.latest_slices()

@@ -100,3 +100,22 @@ def test_partition_values_are_safe(spark, tmp_path):
         write_dataframe(path, spark.createDataFrame(rows(["c"], 1, part=[".."])))
     assert not os.path.exists(tmp_path / ".hoodie_partition_metadata")
     assert sorted(read_arrow(path).column("id").to_pylist()) == ["a", "b"]
+
+
+def test_dangling_carried_link_fails_reads_and_scheduling_loudly(spark, tmp_path):
+    from engine.compaction import run_compaction
+    from engine.errors import TidemarkError
+
+    path = str(tmp_path / "t")
+    new_table(path)
+    for day, ids in ((1, ["a"]), (5, ["b"])):
+        data = rows(ids, 1).set_column(2, "ts", pa.array([dt.datetime(2024, 1, day)], TS))
+        write_dataframe(path, spark.createDataFrame(data))
+    schedule_compaction(path, threshold_ms=int(dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc).timestamp() * 1000))
+    run_compaction(path, spark=spark)
+    (link,) = [os.path.join(path, n) for n in os.listdir(path) if os.path.islink(os.path.join(path, n))]
+    os.unlink(os.path.realpath(link))
+    with pytest.raises(TidemarkError, match="missing target"):
+        read_arrow(path)
+    with pytest.raises(TidemarkError, match="missing target"):
+        schedule_compaction(path, strategy="unbounded")

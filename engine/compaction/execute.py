@@ -189,7 +189,10 @@ def _commit(cfg, timeline: Timeline, c: str, extra: dict, tasks: list[OpTask], o
                         default=None)
     previous = (_int_or_none(cfg.props.get(RO_COMPLETION_KEY)), _int_or_none(cfg.props.get(RO_FRESHNESS_KEY)))
     remaining = _remaining_log_mins(cfg, timeline, c, tasks)
-    completion, freshness = compute_ro_times(threshold, remaining, compacted_max, previous)
+    # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
+    # table's data latency) may leave older data in logs of slices it did not pick.
+    promised = threshold if extra.get(X_STRATEGY) == "event_time" else None
+    completion, freshness = compute_ro_times(promised, remaining, compacted_max, previous)
     result.ro_completion_ms, result.ro_freshness_ms = completion, freshness
     meta_extra = {
         X_THRESHOLD: extra.get(X_THRESHOLD, ""), X_STRATEGY: extra.get(X_STRATEGY, ""),
@@ -199,7 +202,8 @@ def _commit(cfg, timeline: Timeline, c: str, extra: dict, tasks: list[OpTask], o
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
-    _publish(cfg.base_path, c, threshold, completion, freshness)
+    if promised is not None:  # only an event-time compaction sets the table's published guarantee
+        _publish(cfg.base_path, c, promised, completion, freshness)
     shutil.rmtree(os.path.join(cfg.base_path, ".hoodie", ".temp", c), ignore_errors=True)
     return result
 

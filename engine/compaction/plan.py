@@ -55,6 +55,9 @@ def schedule_compaction(base_path: str, *, strategy: str | None = "event_time", 
     `strategy`, `carry_over` and `exact` given as None come from the table settings
     (hoodie.compaction.strategy / .carry.over.mode / .exact.event.time).
     """
+    for name, value in (("threshold_ms", threshold_ms), ("data_latency_ms", data_latency_ms)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ConfigError(f"{name} must be an integer number of milliseconds, got {value!r}")
     cfg = load_table_config(base_path)
     settings = validate_settings(dict(settings or {}))
     if exact is None:
@@ -80,6 +83,7 @@ def _schedule_locked(cfg, strategy: str, threshold_ms: int | None, data_latency_
         raise ConfigError("exact mode needs an event-time threshold (threshold_ms or a data latency)")
     strat = _make_strategy(cfg, strategy, threshold, settings)
     view = FileSystemView(base_path, timeline)
+    view.check_links()
     slices = [s for s in view.latest_slices() if s.log_files]
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
     ops = strat.plan([_candidate(s, times) for s in slices])
@@ -142,7 +146,13 @@ def carry_target(view: FileSystemView, partition: str, log: LogCandidate) -> str
     """Name (relative to the partition dir) of the real file behind a log: a carried link points at it."""
     if not os.path.islink(log.path):
         return log.name
-    return os.path.relpath(os.path.realpath(log.path), view.partition_dir(partition))
+    # Resolve both sides: a table opened through a symlinked path must still get links inside itself.
+    pdir = os.path.realpath(view.partition_dir(partition))
+    target = os.path.relpath(os.path.realpath(log.path), pdir)
+    if target.startswith(".."):
+        raise TidemarkError(f"{log.path} resolves outside its partition ({target}); carried-over logs must "
+                            "stay inside the table")
+    return target
 
 
 def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_version: int) -> dict:

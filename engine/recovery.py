@@ -22,17 +22,20 @@ from engine.timeline import Timeline, delete_instant_files
 
 def reconcile_attempts(base_path: str, stats: Iterable[dict]) -> list[str]:
     """Delete logs that duplicate a committed log's (file group, version) under another attempt's token."""
-    removed: list[str] = []
+    committed_by_dir: dict[str, dict[tuple[str, str, int], str]] = {}
     for stat in stats:
-        rel = stat["path"]
-        committed = parse_log_file_name(os.path.basename(rel))
-        if committed is None:
-            continue
-        directory = os.path.join(base_path, os.path.dirname(rel))
+        log = parse_log_file_name(os.path.basename(stat["path"]))
+        if log is not None:
+            directory = os.path.join(base_path, os.path.dirname(stat["path"]))
+            committed_by_dir.setdefault(directory, {})[(log.file_id, log.base_instant, log.version)] = log.write_token
+    removed: list[str] = []
+    for directory, committed in committed_by_dir.items():   # one listing per partition
         for name in os.listdir(directory):
             other = parse_log_file_name(name)
-            if (other is not None and other.file_id == committed.file_id and other.version == committed.version
-                    and other.base_instant == committed.base_instant and other.write_token != committed.write_token):
+            if other is None:
+                continue
+            token = committed.get((other.file_id, other.base_instant, other.version))
+            if token is not None and other.write_token != token:
                 os.unlink(os.path.join(directory, name))
                 removed.append(os.path.join(directory, name))
     return removed

@@ -174,12 +174,13 @@ class FileSystemView:
         """The slice each reader should use per file group (pending compactions folded in)."""
         out: list[FileSlice] = []
         for group in self.file_groups():
-            sl = self._latest_visible(group)
+            sl = self.latest_of(group)
             if sl is not None:
                 out.append(sl)
         return out
 
-    def _latest_visible(self, group: FileGroup) -> FileSlice | None:
+    def latest_of(self, group: FileGroup) -> FileSlice | None:
+        """The slice readers use for one file group (None when nothing in it is visible)."""
         visible = [s for s in group.slices if self._slice_visible(s)]
         if not visible:
             return None
@@ -202,9 +203,3 @@ class FileSystemView:
         # Log-only slice: a first write of a new file group, or logs written under a compaction
         # instant (pending or completed). Its blocks are filtered by instant when read.
         return bool(sl.log_files)
-
-    def latest_slice_of(self, partition: str, file_id: str) -> FileSlice | None:
-        for group in self.file_groups():
-            if group.partition_path == partition and group.file_id == file_id:
-                return self._latest_visible(group)
-        return None

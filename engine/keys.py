@@ -11,7 +11,6 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from engine.properties import TableConfig
-from engine.schema import arrow_schema
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -60,7 +59,3 @@ def arrow_schema_of(df: DataFrame) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, timezone="UTC")
-
-
-def avro_record_arrow_schema(avro_schema: dict) -> pa.Schema:
-    return arrow_schema(avro_schema)

@@ -228,7 +228,7 @@ def plan_targets(cfg: TableConfig, timeline: Timeline) -> dict[tuple[str, int], 
         bucket = bucket_of_file_id(group.file_id)
         if bucket is None:
             continue
-        latest = view.latest_slice_of(group.partition_path, group.file_id)
+        latest = view.latest_of(group)
         if latest is None:
             continue
         base_instant = latest.base_instant

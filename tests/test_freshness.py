@@ -15,13 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine import avro_models, keys, logformat
+from engine import avro_models, logformat
 from engine.eventtime import parse_time
 from engine.freshness import freshness_report
 from engine.fsview import FileSystemView
 from engine.naming import LogFileName, new_instant_time
 from engine.properties import load_table_config, save_table_config
-from engine.schema import schema_with_meta, table_read_schema
+from engine.schema import arrow_schema, schema_with_meta, table_read_schema
 from engine.slice_reader import ReadContext, SliceRef, read_slice
 from engine.table import create_table
 from engine.timeline import (COMPACTION, DELTACOMMIT, State, Timeline, commit_metadata_json, complete, create_requested,
@@ -148,7 +148,7 @@ def write_headerless_block(path: str, partition: str, rid: str, event_iso: str) 
     row = {"_hoodie_commit_time": instant, "_hoodie_commit_seqno": f"{instant}_0_0", "_hoodie_record_key": rid,
            "_hoodie_partition_path": partition, "_hoodie_file_name": sl.file_id, "id": rid, "region": partition,
            "ts": _ts(event_iso), "val": "x"}
-    record = pa.Table.from_pylist([row], schema=keys.avro_record_arrow_schema(schema))
+    record = pa.Table.from_pylist([row], schema=arrow_schema(schema))
     logformat.append_blocks(os.path.join(path, partition, name),
                             [logformat.encode_data_block(record, schema, instant)])  # no min/max attrs
     stat = write_stat(file_id=sl.file_id, path=f"{partition}/{name}", partition_path=partition, num_writes=1,

@@ -32,7 +32,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import (emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, upsert_keys)
+from bench.common import (emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed,
+                          upsert_keys)
 
 TARGET_RATIO = 1.5
 UPSERT_WRITES = 4
@@ -65,18 +66,7 @@ def build(spark, path: str, work: str, n_base: int, n_up: int, file_groups: int)
     for i in range(UPSERT_WRITES):
         chunk = keys[i * step:(i + 1) * step]
         write(records(len(chunk), keys=chunk, seq=i + 1, seed=100 + i), f"upsert{i}")
-    return layout(path)
-
-
-def layout(path: str) -> dict:
-    from engine.query import plan_read
-
-    slices = plan_read(path, "snapshot").slices
-    logs = [p for s in slices for p in s.log_paths]
-    bases = [s.base_path for s in slices if s.base_path]
-    mb = lambda paths: round(sum(os.path.getsize(p) for p in paths) / 2**20, 1)  # noqa: E731
-    return {"file_groups": len(slices), "base_files": len(bases), "base_mb": mb(bases), "log_files": len(logs),
-            "log_mb": mb(logs)}
+    return table_layout(path)
 
 
 # ------------------------------------------------------------------------------------------ floor

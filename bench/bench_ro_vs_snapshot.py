@@ -23,7 +23,7 @@ import shutil
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.common import T0_MS, emit, log, median_time, records, scratch_dir, stage_parquet, timed
+from bench.common import T0_MS, emit, log, median_time, records, scratch_dir, stage_parquet, table_layout, timed
 
 TARGET_RATIO = 5.0
 
@@ -43,15 +43,8 @@ def build(spark, path: str, work: str, n: int, batches: int) -> dict:
     threshold = T0_MS + (batches // 2) * step * 1000 - 1
     plan = schedule_compaction(path, strategy="event_time", threshold_ms=threshold, carry_over="symlink")
     secs, res = timed(lambda: run_compaction(path, plan.instant, spark))
-    from engine.query import plan_read
-
-    snap = plan_read(path, "snapshot").slices
-    mb = lambda ps: round(sum(os.path.getsize(p) for p in ps) / 2**20, 1)  # noqa: E731
-    logs = [p for s in snap for p in s.log_paths]
-    bases = [s.base_path for s in snap if s.base_path]
     return {"threshold_ms": threshold, "compaction_s": round(secs, 2), "base_rows": res.records_written,
-            "ro_completion_ms": res.ro_completion_ms, "file_groups": len(snap), "base_files": len(bases),
-            "base_mb": mb(bases), "log_files": len(logs), "log_mb": mb(logs)}
+            "ro_completion_ms": res.ro_completion_ms, **table_layout(path)}
 
 
 def spark_read(spark, path: str, query: str, threshold: int | None = None) -> None:

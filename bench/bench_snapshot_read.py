@@ -18,7 +18,8 @@ import shutil
 
 import pyarrow as pa
 
-from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, upsert_keys
+from bench.common import (emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed,
+                          upsert_keys)
 
 TARGET_RATIO = 2.0
 UPSERT_WRITES = 4
@@ -64,24 +65,12 @@ def build_table(spark, path: str, work: str, n_base: int, n_upserts: int, block_
     keys = upsert_keys(n_base, n_upserts)
     for i, chunk in enumerate(_split(keys, UPSERT_WRITES)):
         write(spark, path, records(len(chunk), keys=chunk, seq=i + 1, seed=100 + i), work, f"upsert{i}")
-    return {"compaction": compaction, **table_files(path)}
+    return {"compaction": compaction, **table_layout(path)}
 
 
 def _split(keys, parts: int) -> list:
     step = -(-len(keys) // parts)
     return [keys[i:i + step] for i in range(0, len(keys), step)]
-
-
-def table_files(path: str) -> dict:
-    """Files of the latest slices, i.e. what a snapshot reads (older compacted logs are not counted)."""
-    from engine.query import plan_read
-
-    slices = plan_read(path, "snapshot").slices
-    logs = [p for s in slices for p in s.log_paths]
-    bases = [s.base_path for s in slices if s.base_path]
-    mb = lambda paths: round(sum(os.path.getsize(p) for p in paths) / 2**20, 1)  # noqa: E731
-    return {"file_groups": len(slices), "log_files": len(logs), "log_mb": mb(logs), "base_files": len(bases),
-            "base_mb": mb(bases)}
 
 
 def spark_snapshot(spark, path: str) -> None:

@@ -161,3 +161,18 @@ def emit(bench: str, result: dict[str, Any]) -> dict[str, Any]:
 def log(message: str) -> None:
     """Progress to stderr so stdout stays one JSON line."""
     print(message, file=sys.stderr, flush=True)
+
+
+def table_layout(path: str) -> dict:
+    """Files of the table's latest slices, i.e. what a snapshot reads (older compacted logs not counted)."""
+    from engine.query import plan_read
+
+    slices = plan_read(path, "snapshot").slices
+    logs = [p for s in slices for p in s.log_paths]
+    bases = [s.base_path for s in slices if s.base_path]
+
+    def mb(paths: list[str]) -> float:
+        return round(sum(os.path.getsize(p) for p in paths) / 2**20, 1)
+
+    return {"file_groups": len(slices), "base_files": len(bases), "base_mb": mb(bases), "log_files": len(logs),
+            "log_mb": mb(logs)}

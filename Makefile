@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test bench demo clean
+.PHONY: setup run lint test bench demo clean
 
 setup: $(STAMP)
 
@@ -13,16 +13,33 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# The control plane's state (SQLite database, filesystem broker, demo tables) unless DATABASE_URL /
+# CELERY_BROKER_URL point elsewhere; TIDEMARK_TABLE_ROOTS defaults to $(STATE)/tables.
+STATE ?= $(CURDIR)/state
+export TIDEMARK_STATE_DIR ?= $(STATE)
+
+# migrate, load + register the flights demo table (once), create the demo users (passwords printed),
+# then web + worker + beat in one terminal (Ctrl-C stops all three).
 run: setup
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py tidemark_demo
+	$(BIN)/python manage.py tidemark_users
+	$(BIN)/python -m tasks.supervisor
+
+# the engine alone, no control plane: stream the demo, compact it up to 2013-01-20, print its freshness
+demo: setup
 	rm -rf demo-data/flights
 	$(BIN)/python -m engine demo demo-data/flights
-	$(BIN)/python -m engine compaction schedule demo-data/flights --strategy event_time \
-	  --threshold 2013-01-20T00:00:00Z
+	$(BIN)/python -m engine compaction schedule demo-data/flights --threshold 2013-01-20T00:00:00Z
 	$(BIN)/python -m engine compaction run demo-data/flights
 	$(BIN)/python -m engine freshness demo-data/flights
 	$(BIN)/python -m engine metrics demo-data/flights
 
-test: setup
+lint: setup
+	$(BIN)/ruff check engine tests bench webapp tasks
+	$(BIN)/mypy
+
+test: lint
 	$(BIN)/python -m pytest -n 2 --dist loadfile tests
 
 bench: setup

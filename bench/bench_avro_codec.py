@@ -1,4 +1,4 @@
-"""Avro data-block codec: vectorized engine.avro_codec vs fastavro per-record, side by side.
+"""Avro data-block codec: vectorized engine.logformat.avro_codec vs fastavro per-record, side by side.
 
 Run: python -m bench.bench_avro_codec [--records N] [--repeat R]
 Prints one JSON line with records/s for each path and the speed-up ratios.
@@ -17,7 +17,7 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from engine.avro_codec import arrow_to_avro_schema, decode_data_block_content, encode_data_block_content
+from engine.logformat.avro_codec import arrow_to_avro_schema, decode_data_block_content, encode_data_block_content
 
 
 def make_table(n: int, seed: int = 42) -> pa.Table:

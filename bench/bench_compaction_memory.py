@@ -42,12 +42,12 @@ def wide_note(n: int, chars: int, rng: np.random.Generator) -> pa.Array:
 
 
 def build(path: str, n_rows: int, note_chars: int, n_updates: int, n_inserts: int, row_group: int) -> dict:
-    from engine import eventtime
+    from engine.config import eventtime
     from engine.logformat import append_blocks
-    from engine.naming import LogFileName, new_file_id
-    from engine.schema import table_read_schema
-    from engine.properties import load_table_config
-    from engine.timeline import Timeline, write_stat
+    from engine.io.naming import LogFileName, new_file_id
+    from engine.config.schema import table_read_schema
+    from engine.config.properties import load_table_config
+    from engine.timeline.instants import Timeline, write_stat
 
     t = DirectTable(path, buckets=1, name="bench_mem")
     t.create()
@@ -219,11 +219,11 @@ def worker(path: str) -> None:
     """Subprocess: local[1] Spark, run the pending compaction; the parent measures memory from /proc."""
     import resource
 
-    from engine.compaction import run_compaction
+    from engine import Table
     from engine.spark import get_spark
 
     start_s, spark = timed(lambda: get_spark(cores=1))
-    seconds, res = timed(lambda: run_compaction(path, spark=spark))
+    seconds, res = timed(lambda: Table.open(path).run_compaction())
     time.sleep(0.3)   # let the parent's poller take a last sample of the (reused) worker
     spark.stop()
     ru = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
@@ -248,7 +248,7 @@ def main() -> None:
     if args.worker:
         worker(args.worker)
         return
-    from engine.compaction import schedule_compaction
+    from engine import Table
 
     n_rows = int(args.rows * args.scale)
     work = args.keep or scratch_dir("tm-bench-mem-")
@@ -257,7 +257,7 @@ def main() -> None:
         build_s, lay = timed(lambda: build(path, n_rows, args.note_chars, max(1, int(args.updates * args.scale)),
                                            max(1, int(args.inserts * args.scale)), args.row_group))
         log(f"bench_compaction_memory: built in {build_s:.1f}s: {lay}")
-        plan = schedule_compaction(path, strategy="unbounded")
+        plan = Table.open(path).schedule_compaction(strategy="unbounded")
         run = run_compaction_subprocess(path)
         procs = run.get("procs", {})
         ex = max((p["peak_rss_mb"] for p in procs.get("executor_python", [])), default=None)

@@ -28,9 +28,7 @@ import os
 import shutil
 from dataclasses import dataclass, field
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from bench.common import T0_MS, emit, log, median_time, records, scratch_dir, timed, with_meta_columns
 
@@ -53,8 +51,8 @@ class DirectTable:
     settings: dict = field(default_factory=dict)
 
     def create(self) -> None:
-        from engine.schema import schema_with_meta, table_avro_schema
-        from engine.table import create_table
+        from engine.config.schema import schema_with_meta, table_avro_schema
+        from engine.config.layout import create_table
 
         create_table(self.path, name=self.name, record_keys=["id"], partition_fields=["region"], ordering_field="seq",
                      event_time_field="event_time", merge_mode="event_time", hive_style=True,
@@ -64,14 +62,14 @@ class DirectTable:
         self.log_schema = schema_with_meta(self.schema)
 
     def new_instant(self) -> str:
-        from engine.naming import new_instant_time
-        from engine.timeline import Timeline
+        from engine.io.naming import new_instant_time
+        from engine.timeline.instants import Timeline
 
         latest = max((i.timestamp for i in Timeline.load(self.path).instants), default=None)
         return new_instant_time(after=latest)
 
     def begin(self) -> str:
-        from engine.timeline import create_requested, transition_to_inflight
+        from engine.timeline.instants import create_requested, transition_to_inflight
 
         instant = self.new_instant()
         create_requested(self.path, instant, "deltacommit")
@@ -79,7 +77,7 @@ class DirectTable:
         return instant
 
     def commit(self, instant: str, stats: list[dict]) -> None:
-        from engine.timeline import commit_metadata_json, complete
+        from engine.timeline.instants import commit_metadata_json, complete
 
         by_partition: dict[str, list[dict]] = {}
         for s in stats:
@@ -88,14 +86,15 @@ class DirectTable:
                  commit_metadata_json(by_partition, schema=self.schema_json, operation_type="UPSERT"))
 
     def partition_dir(self, partition: str, instant: str) -> str:
-        from engine.table import write_partition_metadata
+        from engine.config.layout import write_partition_metadata
 
         write_partition_metadata(self.path, partition, instant)
         return os.path.join(self.path, partition)
 
     def log_block(self, rows: pa.Table, instant: str, file_id: str) -> bytes:
         """One Avro data block of `rows` (bench.common.records columns) with meta columns and event-time header."""
-        from engine import eventtime, logformat
+        from engine import logformat
+        from engine.config import eventtime
 
         lo, hi = eventtime.bounds(rows.column("event_time"))
         full = with_meta_columns(rows, instant, file_id)
@@ -104,7 +103,7 @@ class DirectTable:
     @staticmethod
     def log_stat(partition: str, file_id: str, base_instant: str, name: str, version: int, size: int,
                  n: int, lo: int | None, hi: int | None) -> dict:
-        from engine.timeline import write_stat
+        from engine.timeline.instants import write_stat
 
         return write_stat(file_id=file_id, path=f"{partition}/{name}", partition_path=partition,
                           prev_commit=base_instant, num_writes=n, total_write_bytes=size, min_event_time=lo,
@@ -116,7 +115,7 @@ class DirectTable:
 def build_table(path: str, partitions: int, groups: int, versions: int, blocks: int, n_records: int) -> dict:
     """partitions x groups file groups, `versions` deltacommits, one log per group per deltacommit."""
     from engine.logformat import append_blocks
-    from engine.naming import LogFileName, new_file_id
+    from engine.io.naming import LogFileName, new_file_id
 
     t = DirectTable(path, buckets=groups)
     t.create()
@@ -135,7 +134,7 @@ def build_table(path: str, partitions: int, groups: int, versions: int, blocks: 
         lo = T0_MS + v * per_log * 1000
         hi = T0_MS + ((v + 1) * per_log - 1) * 1000 + 999
         stats = []
-        for (p, g), fid in fids.items():
+        for (p, _g), fid in fids.items():
             pdir = t.partition_dir(p, first_instant)
             name = LogFileName(fid, first_instant, v + 1, "0-0-0").name
             shutil.copyfile(template, os.path.join(pdir, name))
@@ -150,9 +149,9 @@ def build_table(path: str, partitions: int, groups: int, versions: int, blocks: 
 # ------------------------------------------------------------------------------------------ timed work
 
 def listing(path: str):
-    from engine.fsview import FileSystemView
-    from engine.properties import load_table_config
-    from engine.timeline import Timeline
+    from engine.read.fsview import FileSystemView
+    from engine.config.properties import load_table_config
+    from engine.timeline.instants import Timeline
 
     cfg = load_table_config(path)
     timeline = Timeline.load(path)
@@ -168,7 +167,8 @@ def plan_by_headers(path: str) -> dict:
 
 
 def plan_by_decoding(path: str) -> dict[str, tuple[int | None, int | None]]:
-    from engine import eventtime, logformat
+    from engine import logformat
+    from engine.config import eventtime
 
     cfg, _, view, slices = listing(path)
     field_name = cfg.event_time_field
@@ -189,9 +189,9 @@ def plan_by_decoding(path: str) -> dict[str, tuple[int | None, int | None]]:
 
 
 def schedule(path: str, threshold: int):
-    from engine.compaction import schedule_compaction
+    from engine import Table
 
-    return schedule_compaction(path, strategy="event_time", threshold_ms=threshold, carry_over="symlink")
+    return Table.open(path).schedule_compaction(strategy="event_time", threshold=threshold, carry_over="symlink")
 
 
 def unschedule(path: str, instant: str | None) -> None:

@@ -8,10 +8,10 @@ into base files by an unbounded compaction, then `--upserts` updates of existing
 deltacommits. Variant 1 = one file group (1 bucket, 1 partition); variant 8 = 4 buckets x 2 partitions.
 
 Timed, medians of `--repeat`, on a fresh copy of the pristine table each time (copy + schedule untimed):
-- ours: schedule_compaction(strategy="unbounded") then run_compaction(path, spark=spark) timed, in a fresh
+- ours: Table.schedule_compaction(strategy="unbounded") then Table.run_compaction() timed, in a fresh
   subprocess per core count (get_spark(cores=N); session start and a warm-up job excluded);
 - floor, in this process, no Spark: per file group pq.read_table(base) (1 thread), read_log_file of the
-  logs (engine.avro_codec vectorized decode), pyarrow/numpy merge (latest seq per key wins, base rows of
+  logs (engine.logformat.avro_codec vectorized decode), pyarrow/numpy merge (latest seq per key wins, base rows of
   updated keys dropped), pq.write_table (snappy). `floor_1p`: file groups one after another; `floor_2p`:
   two worker processes (variant 8 only).
 Ratio = ours / floor (target <= 1.5 for 1 core vs floor_1p).
@@ -43,24 +43,22 @@ VARIANTS = {1: (1, 1), 8: (4, 2)}      # file groups -> (buckets, partitions)
 # ------------------------------------------------------------------------------------------ build
 
 def build(spark, path: str, work: str, n_base: int, n_up: int, file_groups: int) -> dict:
-    from engine.compaction import run_compaction, schedule_compaction
-    from engine.table import create_table
-    from engine.write import write_dataframe
+    from engine import Table
 
     buckets, partitions = VARIANTS[file_groups]
-    create_table(path, name="bench_compact", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
-                 event_time_field="event_time", merge_mode="event_time", hive_style=True,
-                 settings={"hoodie.bucket.index.num.buckets": str(buckets)})
+    table = Table.create(path, name="bench_compact", record_keys=["id"], partition_fields=["region"],
+                         ordering_field="seq", event_time_field="event_time", merge_mode="event_time",
+                         hive_style=True, settings={"hoodie.bucket.index.num.buckets": str(buckets)})
 
     def rows(t: pa.Table) -> pa.Table:   # 1 partition: every record in region "eu"
         return t if partitions > 1 else t.set_column(1, "region", pa.array(["eu"] * t.num_rows, pa.string()))
 
     def write(t: pa.Table, name: str) -> None:
-        write_dataframe(path, spark.read.parquet(stage_parquet(rows(t), work, f"{name}.parquet")), "upsert")
+        table.write(spark.read.parquet(stage_parquet(rows(t), work, f"{name}.parquet")), "upsert")
 
     write(records(n_base, seq=0), "base")
-    plan = schedule_compaction(path, strategy="unbounded")
-    run_compaction(path, plan.instant, spark)
+    plan = table.schedule_compaction(strategy="unbounded")
+    table.run_compaction(plan.instant)
     keys = upsert_keys(n_base, n_up)
     step = -(-len(keys) // UPSERT_WRITES)
     for i in range(UPSERT_WRITES):
@@ -72,7 +70,7 @@ def build(spark, path: str, work: str, n_base: int, n_up: int, file_groups: int)
 # ------------------------------------------------------------------------------------------ floor
 
 def slices_of(path: str) -> list[tuple[str, tuple[str, ...]]]:
-    from engine.query import plan_read
+    from engine.read.query import plan_read
 
     return [(s.base_path, s.log_paths) for s in plan_read(path, "snapshot").slices]
 
@@ -134,7 +132,7 @@ def fresh_copy(pristine: str, dest: str) -> str:
 
 def worker(pristine: str, scratch: str, cores: int, repeat: int) -> None:
     """Subprocess: start Spark with `cores`, then time run_compaction on fresh copies of the table."""
-    from engine.compaction import run_compaction, schedule_compaction
+    from engine import Table
     from engine.spark import get_spark
 
     start_s, spark = timed(lambda: get_spark(cores=cores))
@@ -144,8 +142,9 @@ def worker(pristine: str, scratch: str, cores: int, repeat: int) -> None:
     runs, written = [], []
     for r in range(repeat):
         path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
-        plan = schedule_compaction(path, strategy="unbounded")
-        seconds, result = timed(lambda: run_compaction(path, plan.instant, spark))
+        table = Table.open(path)
+        plan = table.schedule_compaction(strategy="unbounded")
+        seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
         runs.append(round(seconds, 4))
         written.append(result.records_written)
         shutil.rmtree(path, ignore_errors=True)
@@ -231,7 +230,7 @@ def main() -> None:
         tables = {}
         for fg in variants:
             path = os.path.join(work, f"table-{fg}fg")
-            build_s, lay = timed(lambda: build(spark, path, os.path.join(work, f"stage-{fg}"), n_base, n_up, fg))
+            build_s, lay = timed(lambda p=path, g=fg: build(spark, p, os.path.join(work, f"stage-{g}"), n_base, n_up, g))
             log(f"bench_compaction_throughput: {fg} file group(s) built in {build_s:.1f}s: {lay}")
             tables[fg] = (path, lay, build_s)
             shutil.rmtree(os.path.join(work, f"stage-{fg}"), ignore_errors=True)

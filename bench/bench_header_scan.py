@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from engine.avro_codec import arrow_to_avro_schema
+from engine.logformat.avro_codec import arrow_to_avro_schema
 from engine.logformat import encode_data_block, read_log_file, scan_log_file
 
 BASE_INSTANT = 20250101000000000

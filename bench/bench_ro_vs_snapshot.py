@@ -11,7 +11,7 @@ first half of the batches lands in base files and the second half stays in (carr
 Timed (medians of `--repeat`, warm, Spark session started and one warm-up query each, excluded):
 - Spark: `format("tidemark").option("query", q).load(p)` + noop write, for q = read_optimized, snapshot,
   and snapshot filtered to event_time <= T (the same rows the RO view holds);
-- in-process: engine.query.read_arrow(p, q) for the same three.
+- in-process: Table.open(p).read(q, local=True) for the same three.
 Ratio = snapshot / RO (target >= 5x); the row counts of RO and filtered snapshot are checked equal.
 """
 from __future__ import annotations
@@ -20,7 +20,6 @@ import argparse
 import os
 import shutil
 
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from bench.common import T0_MS, emit, log, median_time, records, scratch_dir, stage_parquet, table_layout, timed
@@ -29,22 +28,20 @@ TARGET_RATIO = 5.0
 
 
 def build(spark, path: str, work: str, n: int, batches: int) -> dict:
-    from engine.compaction import run_compaction, schedule_compaction
-    from engine.table import create_table
-    from engine.write import write_dataframe
+    from engine import Table
 
-    create_table(path, name="bench_ro", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
-                 event_time_field="event_time", merge_mode="event_time", hive_style=True,
-                 settings={"hoodie.bucket.index.num.buckets": "4"})
+    table = Table.create(path, name="bench_ro", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+                         event_time_field="event_time", merge_mode="event_time", hive_style=True,
+                         settings={"hoodie.bucket.index.num.buckets": "4"})
     step = n // batches
     for b in range(batches):
         t = records(step, first_key=b * step, seq=b, seed=b)
-        write_dataframe(path, spark.read.parquet(stage_parquet(t, work, f"batch{b}.parquet")), "upsert")
+        table.write(spark.read.parquet(stage_parquet(t, work, f"batch{b}.parquet")), "upsert")
     threshold = T0_MS + (batches // 2) * step * 1000 - 1
-    plan = schedule_compaction(path, strategy="event_time", threshold_ms=threshold, carry_over="symlink")
-    secs, res = timed(lambda: run_compaction(path, plan.instant, spark))
+    plan = table.schedule_compaction(strategy="event_time", threshold=threshold, carry_over="symlink")
+    secs, res = timed(lambda: table.run_compaction(plan.instant))
     return {"threshold_ms": threshold, "compaction_s": round(secs, 2), "base_rows": res.records_written,
-            "ro_completion_ms": res.ro_completion_ms, **table_layout(path)}
+            "ro_completion_ms": res.to_dict()["ro_completion_time_ms"], **table_layout(path)}
 
 
 def spark_read(spark, path: str, query: str, threshold: int | None = None) -> None:
@@ -57,8 +54,8 @@ def spark_read(spark, path: str, query: str, threshold: int | None = None) -> No
 
 
 def spark_native_ro(spark, path: str, count: bool = False) -> int | None:
-    """RO through engine.datasource.load_table: Spark's native Parquet reader on the latest base files."""
-    from engine.datasource import load_table
+    """RO through engine.read.datasource.load_table: Spark's native Parquet reader on the latest base files."""
+    from engine.read.datasource import load_table
 
     df = load_table(spark, path, "read_optimized")
     if count:
@@ -77,11 +74,11 @@ def spark_count(spark, path: str, query: str, threshold: int | None = None) -> i
 
 
 def arrow_read(path: str, query: str, threshold: int | None = None) -> int:
-    from engine.query import read_arrow
+    from engine import Table
 
-    t = read_arrow(path, query)
+    t = Table.open(path).read(query, local=True).table
     if threshold is not None:
-        from engine.eventtime import to_millis
+        from engine.config.eventtime import to_millis
 
         # Spark-written tables store event_time as timestamp-micros: compare in epoch millis.
         t = t.filter(pc.less_equal(to_millis(t.column("event_time")), threshold))
@@ -116,8 +113,8 @@ def main() -> None:
         spark_t, arrow_t = {}, {}
         for k, (q, t) in cases.items():
             spark_read(spark, path, q, t)                                           # warm-up
-            spark_t[k] = median_time(lambda: spark_read(spark, path, q, t), args.repeat)
-            arrow_t[k] = median_time(lambda: arrow_read(path, q, t), args.repeat)
+            spark_t[k] = median_time(lambda q=q, t=t: spark_read(spark, path, q, t), args.repeat)
+            arrow_t[k] = median_time(lambda q=q, t=t: arrow_read(path, q, t), args.repeat)
             log(f"  {k}: spark {spark_t[k]} in-process {arrow_t[k]}")
         native_rows = spark_native_ro(spark, path, count=True)                       # warm-up + check
         res["ro_native_rows_equal"] = native_rows == rows["ro"]

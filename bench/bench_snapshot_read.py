@@ -7,7 +7,7 @@ Table (the anchors' shape): 4 buckets x 2 partitions = 8 file groups; `--base` r
 compacted into base files with an unbounded compaction (engine.compaction), then `--upserts` updates of
 existing keys written in 4 deltacommits (8 x 4 = 32 log files). If compaction is unavailable the table
 stays logs-only and the output says so. Timed (medians): Spark `format("tidemark")` snapshot with a noop
-write (session already started, one warm-up run), `read_arrow` in-process, and hudi 0.5.0's
+write (session already started, one warm-up run), `Table.read(local=True)` in-process, and hudi 0.5.0's
 `HudiTableBuilder...read()` on the same table; ratio = ours / hudi (target ≤ 2).
 """
 from __future__ import annotations
@@ -27,34 +27,33 @@ SETTINGS = {"hoodie.bucket.index.num.buckets": "4"}
 
 
 def create(path: str, block_format: str) -> None:
-    from engine.table import create_table
+    from engine import Table
 
-    create_table(path, name="bench_read", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+    Table.create(path, name="bench_read", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
                  event_time_field="event_time", merge_mode="event_time", hive_style=True,
                  settings={**SETTINGS, "hoodie.logfile.data.block.format": block_format})
 
 
 def write(spark, path: str, table: pa.Table, work: str, name: str) -> None:
-    from engine.write import write_dataframe
+    from engine import Table
 
-    write_dataframe(path, spark.read.parquet(stage_parquet(table, work, f"{name}.parquet")), "upsert")
+    Table.open(path).write(spark.read.parquet(stage_parquet(table, work, f"{name}.parquet")), "upsert")
 
 
 def compact(spark, path: str) -> dict:
     """Unbounded compaction of everything written so far; {'status': ...} says whether it happened."""
-    try:
-        from engine.compaction import run_compaction, schedule_compaction
-    except ImportError as exc:
-        return {"status": f"pending: engine.compaction unavailable ({exc}); table is logs-only"}
-    seconds, result = timed(lambda: _schedule_and_run(spark, path, schedule_compaction, run_compaction))
+    seconds, result = timed(lambda: _schedule_and_run(path))
     return {"status": "done", "seconds": round(seconds, 3), **result}
 
 
-def _schedule_and_run(spark, path: str, schedule, run) -> dict:
-    plan = schedule(path, strategy="unbounded")
-    if not plan.written:
+def _schedule_and_run(path: str) -> dict:
+    from engine import Table
+
+    table = Table.open(path)
+    plan = table.schedule_compaction(strategy="unbounded")
+    if plan.instant is None:
         return {"message": plan.message}
-    done = run(path, plan.instant, spark)
+    done = table.run_compaction(plan.instant)
     return {"instant": plan.instant, "base_files": len(done.base_files), "records": done.records_written}
 
 
@@ -84,9 +83,9 @@ def hudi_snapshot(path: str) -> int:
 
 
 def in_process(path: str) -> int:
-    from engine.query import read_arrow
+    from engine import Table
 
-    return read_arrow(path, "snapshot").num_rows
+    return Table.open(path).read("snapshot", local=True).rows
 
 
 def measure(spark, path: str, repeats: int) -> dict:

@@ -48,23 +48,24 @@ def spark_start(cores: int, repeats: int) -> dict:
 
 
 def new_table(path: str, block_format: str) -> None:
-    from engine.table import create_table
+    from engine import Table
 
     shutil.rmtree(path, ignore_errors=True)
-    create_table(path, name="bench_write", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+    Table.create(path, name="bench_write", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
                  event_time_field="event_time", merge_mode="event_time", hive_style=True,
                  settings={**SETTINGS, "hoodie.logfile.data.block.format": block_format})
 
 
 def engine_write(spark, input_path: str, table_path: str, block_format: str, n: int, cores: int,
                  repeats: int, path_kind: str) -> dict:
-    from engine.write import write_dataframe, write_parquet
+    from engine import Table
 
     def run() -> None:
+        table = Table.open(table_path)
         if path_kind == "dataframe":
-            result = write_dataframe(table_path, spark.read.parquet(input_path), "upsert")
+            result = table.write(spark.read.parquet(input_path), "upsert")
         else:
-            result = write_parquet(table_path, [input_path], "upsert", spark=spark)
+            result = table.write([input_path], "upsert")
         assert result.records_written == n, (result.records_written, n)
 
     warm = timed(lambda: (new_table(table_path, block_format), run()))[0]  # python workers, JIT; not counted

@@ -165,7 +165,7 @@ def log(message: str) -> None:
 
 def table_layout(path: str) -> dict:
     """Files of the table's latest slices, i.e. what a snapshot reads (older compacted logs not counted)."""
-    from engine.query import plan_read
+    from engine.read.query import plan_read
 
     slices = plan_read(path, "snapshot").slices
     logs = [p for s in slices for p in s.log_paths]

@@ -1,0 +1,17 @@
+"""Tidemark: event-time partial compaction for Apache Hudi Merge-On-Read tables.
+
+The public API is `Table` (engine.table); see the README's "Python API" section.
+"""
+from engine.errors import Refused, TableNotFoundError, TidemarkError
+from engine.lock import FileLock, TableLock
+from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
+                            CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
+                            RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
+from engine.table import Table
+
+__all__ = [
+    "BacklogMetrics", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
+    "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
+    "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
+    "TideBucket", "WriteResult",
+]

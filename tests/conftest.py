@@ -1,16 +1,23 @@
 """Shared fixtures: one SparkSession per test process, Java fixture unzipping, the hudi 0.5.0 oracle."""
 from __future__ import annotations
 
-import os
-import shutil
-import zipfile
-from pathlib import Path
-
 import pytest
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "hudi"
-if not FIXTURES.is_dir():  # CI clones the repo with shared/ beside it; a local checkout may differ
-    FIXTURES = Path(os.environ.get("TIDEMARK_FIXTURES", "/work/shared/fixtures/hudi"))
+from tests.support.fixtures import FIXTURES, unzip_fixture
+
+__all__ = ["FIXTURES", "unzip_fixture"]
+
+# The control-plane stack (database, live server, Celery worker) for tests/tasks and tests/webapp; pytest
+# only honours `pytest_plugins` in the top-level conftest.
+pytest_plugins = ["tests.support.stack"]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items) -> None:
+    """Tests on the live stack run after every pytest-django test of their process: the stack re-points
+    this process's Django at its own database, which a later `db` test must never see."""
+    items.sort(key=lambda item: "stack_env" in getattr(item, "fixturenames", ()))
+
 
 
 @pytest.fixture(scope="session")
@@ -21,15 +28,10 @@ def spark():
     yield session
 
 
-def unzip_fixture(name: str, dest: Path) -> Path:
-    """Unzip a Java-written fixture table into dest and return the table's base path."""
-    with zipfile.ZipFile(FIXTURES / f"{name}.zip") as zf:
-        zf.extractall(dest)
-    shutil.rmtree(dest / "__MACOSX", ignore_errors=True)
-    candidates = [p.parent.parent for p in dest.rglob(".hoodie/hoodie.properties")
-                  if "metadata" not in p.parts]
-    assert candidates, f"fixture {name} has no table"
-    return min(candidates, key=lambda p: len(p.parts))
+@pytest.fixture(scope="module")
+def spark_session(spark):
+    """The session's Spark under the name module-scoped fixtures use."""
+    return spark
 
 
 @pytest.fixture

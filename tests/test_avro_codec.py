@@ -1,4 +1,4 @@
-"""engine.avro_codec: byte identity with fastavro, round trips, fallback, garbage, a Java-written block."""
+"""engine.logformat.avro_codec: byte identity with fastavro, round trips, fallback, garbage, a Java-written block."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine.avro_codec import (
+from engine.logformat.avro_codec import (
     AvroCodecError,
     arrow_to_avro_schema,
     avro_to_arrow_schema,
@@ -24,7 +24,9 @@ from engine.avro_codec import (
 )
 from engine.errors import TidemarkError
 
-FIXTURE_ZIP = Path("/work/shared/fixtures/hudi/v6_trips_8i1u.zip")
+from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+
+FIXTURE_ZIP = FIXTURES / "v6_trips_8i1u.zip"
 JAVA_LOG = "city=san_francisco/.d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0_20250331030642808.log.1_0-26-85"
 
 UNICODE = ["", "a", "héllo", "日本語テキスト", "emoji 🚀🌊", "x" * 300, "tab\tnew\nline", "\u0000nul"]

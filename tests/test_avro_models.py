@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import io
 import zipfile
-from pathlib import Path
 
 import fastavro
 import pytest
 
-from engine import avro_models as am
+from engine.timeline import avro_models as am
 
-FIXTURE = Path("/work/shared/fixtures/hudi/v8_trips_8i3u1d.zip")
+from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+
+FIXTURE = FIXTURES / "v8_trips_8i3u1d.zip"
 PLAN_MEMBER = "v8_trips_8i3u1d/.hoodie/timeline/20251220210129235.compaction.requested"
 MDT_PLAN_MEMBER = "v8_trips_8i3u1d/.hoodie/metadata/.hoodie/timeline/20251220210130942.compaction.requested"
 

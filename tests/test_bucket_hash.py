@@ -1,4 +1,4 @@
-"""engine.bucket_hash must agree with Spark's hash()/pmod() on every key, or the pure-pyarrow write
+"""engine.index.bucket_hash must agree with Spark's hash()/pmod() on every key, or the pure-pyarrow write
 path and the Spark path would route the same record to different bucket file groups."""
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from engine import bucket_hash
-from engine.bucket_hash import bucket_ids, spark_hash_strings
+from engine.index import bucket_hash
+from engine.index.bucket_hash import bucket_ids, spark_hash_strings
 
 NUM_BUCKETS = (1, 4, 7, 256)
 _ASCII = [chr(c) for c in range(32, 127)]

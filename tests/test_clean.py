@@ -8,17 +8,17 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from engine import avro_models
-from engine.clean import (KEEP_LATEST_FILE_VERSIONS, CleanRefused, _earliest_to_retain, _plan_record, plan_clean,
+from engine.timeline import avro_models
+from engine.services.clean import (KEEP_LATEST_FILE_VERSIONS, CleanRefused, _earliest_to_retain, _plan_record, plan_clean,
                           run_clean)
 from engine.compaction import run_compaction, schedule_compaction
-from engine.fsview import FileSystemView
-from engine.naming import new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.query import read_arrow
-from engine.table import create_table
-from engine.timeline import (CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested,
+from engine.read.fsview import FileSystemView
+from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
+from engine.read.query import read_arrow
+from engine.config.layout import create_table
+from engine.timeline.instants import (CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested,
                              transition_to_inflight)
-from engine.write import write_dataframe
+from engine.write.pipeline import write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
 E = 1_700_000_000_000
@@ -250,7 +250,7 @@ def test_interrupted_clean_is_finished_with_a_recheck(table):
     path, inst = table
     plan = plan_clean(str(path), retain_commits=1)
     ts = new_instant_time(after=Timeline.load(str(path)).instants[-1].timestamp)   # crashed: plan only
-    record = _plan_record(plan)
+    record = _plan_record(plan).to_avro()
     for infos in record["filePathsToBeDeletedPerPartition"].values():   # Java writes qualified paths
         for info in infos:
             info["filePath"] = "file:" + info["filePath"]
@@ -271,3 +271,27 @@ def test_earliest_commit_to_retain_never_passes_a_pending_write():
     pending = Instant("20240101000002500", COMPACTION, State.REQUESTED)
     timeline = Timeline("/nowhere", sorted([*done, pending]))
     assert _earliest_to_retain(timeline, 1).timestamp == "20240101000002000"   # the last commit before it
+
+
+def test_clean_after_rolling_back_a_linked_compaction_keeps_what_readers_need(tmp_path):
+    """A rolled-back symlink compaction hands its file groups back to the older slices: cleaning then
+    must neither touch them nor leave a live link dangling."""
+    from engine.compaction import run_compaction, schedule_compaction
+    from engine.services.rollback import rollback
+    from tests.inline_spark import InlineSpark
+    from tests.table_model import E, HISTORY, model_of, new_table, read_optimized, snapshot
+
+    path = str(tmp_path / "t")
+    new_table(path)
+    schedule_compaction(path, threshold_ms=E + 1003, carry_over="symlink")
+    run_compaction(path, spark=InlineSpark())
+    ro = read_optimized(path)
+    second = schedule_compaction(path, threshold_ms=E + 3200, carry_over="symlink").instant
+    run_compaction(path, spark=InlineSpark())
+    rollback(path, second)
+    for policy, kwargs in (("KEEP_LATEST_COMMITS", {"retain_commits": 1}), (KEEP_LATEST_FILE_VERSIONS,
+                                                                            {"retain_versions": 1})):
+        run_clean(path, policy=policy, **kwargs)
+        assert snapshot(path) == model_of(HISTORY) and read_optimized(path) == ro
+        links = [os.path.join(path, n) for n in os.listdir(path) if os.path.islink(os.path.join(path, n))]
+        assert links and all(os.path.exists(link) for link in links)

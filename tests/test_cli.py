@@ -29,7 +29,7 @@ def test_create_write_show_read(spark, tmp_path, capsys):
     code, out, err = run(capsys, "write", table, "--input", str(csv), "--json")
     assert code == 0, err
     first = json.loads(out)
-    assert len(first["instant"]) == 17 and first["records"] == 2
+    assert len(first["instant"]) == 17 and first["records_written"] == 2
     code, out, _ = run(capsys, "write", table, "--input", str(jsonl))
     assert code == 0 and out.strip() > first["instant"]
     code, out, _ = run(capsys, "show", table, "--json")
@@ -69,17 +69,18 @@ def test_compaction_cli_flow(spark, tmp_path, capsys):
     assert code == 0, err
     plan = json.loads(out)
     assert plan["threshold"] == "2024-01-02T12:00:00.000Z" and len(plan["operations"]) == 1
-    assert len(plan["operations"][0]["deltaFilePaths"]) == 2
+    assert len(plan["operations"][0]["logs_compacted"]) == 2
     code, out, _ = run(capsys, "compaction", "schedule", table, "--threshold", "2024-01-03T00:00:00Z", "--json")
     refused = json.loads(out)
-    assert code == 3 and refused["blocking_instant"] == plan["instant"] and plan["instant"] in refused["refused"]
+    assert code == 3 and refused["blocking_instant"] == plan["instant"] and refused["refused"] == "pending_compaction"
+    assert plan["instant"] in refused["message"]
     code, out, err = run(capsys, "compaction", "run", table, "--json")
     assert code == 0, err
     code, out, _ = run(capsys, "compactions", "show", table, "--json")
     (row,) = json.loads(out)
     assert row["state"] == "completed" and row["logs_compacted"] == 2 and row["logs_carried"] == 1
     code, out, _ = run(capsys, "compaction", "show", table, "--instant", plan["instant"], "--json")
-    assert json.loads(out)["operations"][0]["carried_logs"][0]["mode"] == "symlink"
+    assert json.loads(out)["operations"][0]["logs_carried"][0]["mode"] == "symlink"
     code, out, _ = run(capsys, "freshness", table, "--json")
     fresh = json.loads(out)
     assert fresh["threshold"] == "2024-01-02T12:00:00.000Z" and fresh["late_records"] == 0
@@ -91,8 +92,8 @@ def test_compaction_cli_flow(spark, tmp_path, capsys):
     assert metrics["file_slices_with_logs"] == 1 and metrics["pending_compactions"] == 0
     code, out, _ = run(capsys, "clean", table, "--retain-commits", "1", "--dry-run", "--json")
     dry = json.loads(out)
-    assert code == 0 and dry["dry_run"] and dry["plan"]["errors"] == []
+    assert code == 0 and dry["dry_run"] and dry["errors"] == []
     ro = {r["id"]: r["seq"] for r in hudi_read(table, "read_optimized").to_pylist()}
     assert ro == {"k0": 1, "k1": 1, "k2": 1}
     code, _, err = run(capsys, "compaction", "schedule", table, "--threshold", "yesterday")
-    assert code == 1 and "malformed time 'yesterday'" in err
+    assert code == 1 and "malformed --threshold 'yesterday'" in err

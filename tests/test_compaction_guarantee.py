@@ -8,9 +8,9 @@ import pytest
 
 from engine.compaction import run_compaction, schedule_compaction
 from engine.errors import ConfigError
-from engine.freshness import freshness_report
-from engine.table import create_table
-from engine.write import write_dataframe
+from engine.observe.freshness import freshness_report
+from engine.config.layout import create_table
+from engine.write.pipeline import write_dataframe
 
 TS = pa.timestamp("ms", tz="UTC")
 

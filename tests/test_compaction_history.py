@@ -6,15 +6,20 @@ import os
 
 import pytest
 
-from engine.compaction_history import describe_compaction, list_compactions
+from engine.compaction.history import describe_compaction, list_compactions
 from engine.errors import TidemarkError
-from engine.fsview import FileSystemView
-from engine.timeline import COMPACTION, Timeline, transition_to_inflight
-from tests.test_freshness import T, build_table, copy_table, simulate_run, simulate_schedule, spark_session  # noqa: F401
+from engine.read.fsview import FileSystemView
+from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
+from tests.support.event_time_tables import T, build_table, copy_table, simulate_run, simulate_schedule
+
+
+def _list(path: str) -> list[dict]:
+    """The history as JSON-ready dicts (ISO-8601 times), as the CLI and the API print it."""
+    return [c.to_dict() for c in list_compactions(path)]
 
 
 @pytest.fixture(scope="module")
-def base_table(spark_session, tmp_path_factory) -> tuple[str, str, str]:  # noqa: F811
+def base_table(spark_session, tmp_path_factory) -> tuple[str, str, str]:
     path = str(tmp_path_factory.mktemp("history") / "t")
     w1, w2 = build_table(spark_session, path)
     return path, w1, w2
@@ -26,7 +31,7 @@ def _logs_by_partition(path: str) -> dict[str, list[str]]:
 
 
 def test_no_compactions(base_table) -> None:
-    assert list_compactions(base_table[0]) == []
+    assert _list(base_table[0]) == []
 
 
 def test_requested_inflight_completed(base_table, tmp_path) -> None:
@@ -34,7 +39,7 @@ def test_requested_inflight_completed(base_table, tmp_path) -> None:
     logs = _logs_by_partition(path)
     instant, _ = simulate_schedule(path, T)
 
-    [row] = list_compactions(path)
+    [row] = _list(path)
     assert row == {
         "instant": instant, "scheduled_at": row["scheduled_at"], "state": "requested",
         "threshold": "2013-06-01T00:00:00.000Z", "strategy": "event_time", "carry_over": "symlink", "exact": False,
@@ -42,23 +47,23 @@ def test_requested_inflight_completed(base_table, tmp_path) -> None:
         "ro_completion_time": None, "ro_freshness_time": None,
     }
     transition_to_inflight(path, instant, COMPACTION)
-    assert [r["state"] for r in list_compactions(path)] == ["inflight"]
+    assert [r["state"] for r in _list(path)] == ["inflight"]
 
     simulate_run(path, instant, completion_ms=T + 1, freshness_ms=T - 1)
-    [row] = list_compactions(path)
+    [row] = _list(path)
     assert row["state"] == "completed" and row["records_written"] == 3  # a, b (eu) and c (us)
     assert row["ro_completion_time"] == "2013-06-01T00:00:00.001Z"
     assert row["ro_freshness_time"] == "2013-05-31T23:59:59.999Z"
     assert (row["file_groups"], row["logs_compacted"], row["logs_carried"]) == (2, 2, 2)
 
-    detail = describe_compaction(path, instant)
+    detail = describe_compaction(path, instant).to_dict()
     ops = {op["partition"]: op for op in detail["operations"]}
     assert set(ops) == {"eu", "us"}
     for part, op in ops.items():
-        assert op["compacted_logs"] == [logs[part][0]]
-        [carried] = op["carried_logs"]
+        assert op["logs_compacted"] == [logs[part][0]]
+        [carried] = op["logs_carried"]
         assert carried["target"] == logs[part][1] and carried["mode"] == "symlink"
-        assert os.readlink(os.path.join(path, part, carried["symlink"])) == carried["target"]
+        assert os.readlink(os.path.join(path, part, carried["name"])) == carried["target"]
         assert os.path.isfile(os.path.join(path, part, op["new_base_file"]))
     assert (ops["eu"]["records_written"], ops["us"]["records_written"]) == (2, 1)
     json.dumps(detail)
@@ -72,19 +77,19 @@ def test_describe_refuses_non_compactions(base_table) -> None:
         describe_compaction(path, "yesterday")
 
 
-def test_real_compactions_listed_oldest_first(base_table, spark_session, tmp_path) -> None:  # noqa: F811
+def test_real_compactions_listed_oldest_first(base_table, spark_session, tmp_path) -> None:
     from engine.compaction import run_compaction, schedule_compaction
-    from tests.test_freshness import write_rows
+    from tests.support.event_time_tables import write_rows
 
     path = copy_table(base_table[0], tmp_path / "t")
     first = schedule_compaction(path, strategy="event_time", threshold_ms=T, carry_over="copy")
-    assert [(r["instant"], r["state"], r["carry_over"]) for r in list_compactions(path)] == \
+    assert [(r["instant"], r["state"], r["carry_over"]) for r in _list(path)] == \
         [(first.instant, "requested", "copy")]
     run_compaction(path, spark=spark_session)
     write_rows(spark_session, path, {"eu": [("p", "2013-06-10T00:00:00Z")]})
     second = schedule_compaction(path, strategy="event_time", threshold_ms=T + 86_400_000 * 30, carry_over="symlink")
 
-    rows = list_compactions(path)
+    rows = _list(path)
     assert [(r["instant"], r["state"]) for r in rows] == [(first.instant, "completed"), (second.instant, "requested")]
     done, pending = rows
     assert done["records_written"] == 3 and done["logs_compacted"] == 2 and done["logs_carried"] == 2
@@ -92,8 +97,8 @@ def test_real_compactions_listed_oldest_first(base_table, spark_session, tmp_pat
     # Second plan: eu has the copied W2 log and the new log, us has the copied W2 log; nothing left to carry.
     assert pending["threshold"] == "2013-07-01T00:00:00.000Z"
     assert (pending["file_groups"], pending["logs_compacted"], pending["logs_carried"]) == (2, 3, 0)
-    for op in describe_compaction(path, first.instant)["operations"]:
-        [carried] = op["carried_logs"]
-        copy = os.path.join(path, op["partition"], carried["symlink"])
+    for op in describe_compaction(path, first.instant).to_dict()["operations"]:
+        [carried] = op["logs_carried"]
+        copy = os.path.join(path, op["partition"], carried["name"])
         assert carried["mode"] == "copy" and os.path.isfile(copy) and not os.path.islink(copy)
     assert Timeline.load(path).pending_compactions()[0].timestamp == second.instant

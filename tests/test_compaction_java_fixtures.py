@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from engine.compaction import resolve_log_event_times, run_compaction, schedule_compaction
-from engine.fsview import FileSystemView
-from engine.query import read_arrow
-from engine.timeline import Timeline
-from tests.conftest import unzip_fixture
+from engine.read.fsview import FileSystemView
+from engine.read.query import read_arrow
+from engine.timeline.instants import Timeline
+from tests.support.fixtures import unzip_fixture
 from tests.oracle import hudi_read, rows_by_key
 
 FIXTURES_WITH_LOGS = ["v6_trips_8i1u", "v6_nonpartitioned", "v6_complexkeygen_hivestyle",

@@ -11,10 +11,10 @@ from engine.compaction import (EventTimeBasedCompactionStrategy, LogCandidate, S
                                strategy_for)
 from engine.compaction import plan as plan_mod
 from engine.errors import ConfigError, TidemarkError
-from engine.fsview import FileSystemView
-from engine.naming import instant_to_millis
-from engine.timeline import Timeline
-from tests.conftest import unzip_fixture
+from engine.read.fsview import FileSystemView
+from engine.io.naming import instant_to_millis
+from engine.timeline.instants import Timeline
+from tests.support.fixtures import unzip_fixture
 
 MB = 1024 * 1024
 LOG_TS = 1695046462179  # `ts` of the single update in v6_trips_8i1u's log

@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine import avro_models as am
-from engine import timeline as tl
+from engine.timeline import avro_models as am
+from engine.timeline import instants as tl
 from engine.compaction import check_event_time_trigger, schedule_compaction
 from engine.errors import CompactionRefused
-from engine.timeline import Timeline
-from tests.conftest import unzip_fixture
+from engine.timeline.instants import Timeline
+from tests.support.fixtures import unzip_fixture
 
 NEW = "20300101000000000"
 _REQUESTED_REPLACE = {

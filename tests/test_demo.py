@@ -8,7 +8,7 @@ import pyarrow.compute as pc
 import pytest
 
 from engine.demo import COLUMNS, TS, demo_batches, load_flights, run_demo
-from engine.query import read_arrow
+from engine.read.query import read_arrow
 from tests.oracle import hudi_read
 
 LIMIT, BATCHES, HOURS = 2500, 3, 6

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 
 from engine.errors import ConfigError
-from engine.eventtime import bounds, iso, parse_time, to_millis
+from engine.config.eventtime import bounds, iso, parse_time, to_millis
 
 
 def test_to_millis_of_each_supported_type():
@@ -24,3 +24,39 @@ def test_bounds_iso_and_parse():
     assert parse_time("1357016400000") == 1357016400000
     with pytest.raises(ConfigError, match="malformed time 'yesterday'"):
         parse_time("yesterday")
+
+
+def test_naive_strings_are_utc_and_offsets_are_honoured():
+    from engine.config.eventtime import parse_iso_strings
+
+    values = pa.array(["2013-01-01T05:00:00Z", "2013-01-01T05:00:00", "2013-01-01T06:00:00+01:00",
+                       "2013-01-01 05:00:00", None])
+    assert to_millis(values).to_pylist() == [1357016400000] * 4 + [None]
+    assert parse_iso_strings(values, "us").type == pa.timestamp("us", tz="UTC")
+    assert parse_time("2013-01-01T06:00:00+01:00") == 1357016400000
+
+
+def test_unparseable_strings_name_the_value():
+    from engine.errors import InputError
+
+    with pytest.raises(InputError, match="cannot parse 'soon' as an ISO-8601 time"):
+        to_millis(pa.array(["2013-01-01T05:00:00Z", "soon"]))
+
+
+@pytest.mark.parametrize("text", ["100000000000000000000", "253402300800000", "-62135596800001", "1e20"])
+def test_times_outside_years_1_to_9999_are_refused(text):
+    with pytest.raises(ConfigError, match=text.replace("+", r"\+")):
+        parse_time(text, "--threshold")
+
+
+def test_thresholds_start_in_1970_and_rendering_never_overflows():
+    from engine.config.eventtime import MAX_MS, check_range, check_threshold
+    from engine.errors import InputError
+
+    assert check_threshold(0) == 0 and check_threshold(MAX_MS) == MAX_MS
+    with pytest.raises(ConfigError, match="threshold -5 is out of range"):
+        check_threshold(-5)
+    with pytest.raises(ConfigError, match="event time 253402300800000 is out of range"):
+        iso(MAX_MS + 1)
+    with pytest.raises(InputError, match="outside years 0001..9999"):
+        check_range(pa.array([MAX_MS + 1], pa.int64()), "ts")

@@ -9,11 +9,11 @@ import pytest
 
 from engine.compaction import schedule_compaction
 from engine.errors import CorruptLogBlockError
-from engine.fsview import FileSystemView
-from engine.integrity import CorruptLogBlockWarning
-from engine.query import read_arrow
-from engine.table import create_table
-from engine.write import write_dataframe
+from engine.read.fsview import FileSystemView
+from engine.services.integrity import CorruptLogBlockWarning
+from engine.read.query import read_arrow
+from engine.config.layout import create_table
+from engine.write.pipeline import write_dataframe
 
 
 def test_corrupt_block_is_reported_and_never_compacted(spark, tmp_path):

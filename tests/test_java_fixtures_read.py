@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import UnsupportedTableError
-from engine.query import read_arrow
+from engine.read.query import read_arrow
 from tests.oracle import hudi_read, rows_by_key
 
 V6 = ["v6_trips_8i1u", "v6_nonpartitioned", "v6_complexkeygen_hivestyle", "v6_simplekeygen_nonhivestyle"]

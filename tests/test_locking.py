@@ -8,7 +8,7 @@ import time
 import pytest
 
 from engine.errors import TidemarkError
-from engine.locking import TableLocked, publish_no_clobber, table_lock
+from engine.io.locking import TableLocked, publish_no_clobber, table_lock
 
 
 def _hold(base: str, ready, release) -> None:

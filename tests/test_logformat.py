@@ -13,8 +13,8 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-import engine.avro_codec as avro_codec
-from engine.avro_codec import arrow_to_avro_schema
+import engine.logformat.avro_codec as avro_codec
+from engine.logformat.avro_codec import arrow_to_avro_schema
 from engine.errors import TidemarkError
 from engine.logformat import (
     MAX_EVENT_TIME_ATTR,
@@ -33,7 +33,7 @@ from engine.logformat import (
 )
 from engine.logformat.encode import frame_block, schema_header
 
-FIXTURES = Path("/work/shared/fixtures/hudi")
+from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
 MIN_T, MAX_T = 1_700_000_000_000, 1_700_000_299_000
 
 
@@ -319,7 +319,7 @@ def test_every_v6_fixture_log_scans_and_reads(tmp_path: Path) -> None:
         [block] = contents.blocks
         assert contents.corrupt == []
         assert block.records.num_rows == expected[name][1]
-        assert block.records.column_names[:5] == ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]  # fmt: skip
+        assert block.records.column_names[:5] == ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path", "_hoodie_file_name"]  # fmt: skip  # noqa: E501
         assert block.records.column("_hoodie_commit_time").to_pylist() == [scan.blocks[0].instant_time]
         if name == "v6_trips_8i1u":
             row = block.records.to_pylist()[0]
@@ -554,6 +554,6 @@ def test_headers_larger_than_one_read_window(tmp_path: Path, table: pa.Table, sc
     path = write(tmp_path / "b.log", *blocks, encode_rollback_block("20250101000000003", "20250101000000002"))
     scan = scan_log_file(path)
     assert scan.corrupt == []
-    assert [(b.instant_time, b.min_event_time) for b in scan.blocks] == [("20250101000000001", 1), ("20250101000000002", 2), ("20250101000000003", None)]  # fmt: skip
+    assert [(b.instant_time, b.min_event_time) for b in scan.blocks] == [("20250101000000001", 1), ("20250101000000002", 2), ("20250101000000003", None)]  # fmt: skip  # noqa: E501
     assert len(scan.blocks[1].schema_json) > 50_000
     assert [b.records.num_rows for b in read_log_file(path).blocks[:2]] == [5, 5]

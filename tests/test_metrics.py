@@ -8,9 +8,14 @@ import re
 
 import pytest
 
-from engine.eventtime import parse_time
-from engine.metrics import backlog_metrics, prometheus_text
-from tests.test_freshness import T, build_table, copy_table, simulate_run, simulate_schedule, spark_session  # noqa: F401
+from engine.config.eventtime import parse_time
+from engine.observe.metrics import backlog_metrics, prometheus_text
+from tests.support.event_time_tables import T, build_table, copy_table, simulate_run, simulate_schedule
+
+
+def _metrics(path: str) -> dict:
+    """The metrics as JSON-ready dict (ISO times plus min_event_time_ms), as the CLI and the API print them."""
+    return backlog_metrics(path).to_dict()
 
 
 def _logs_on_disk(path: str) -> list[str]:
@@ -18,14 +23,14 @@ def _logs_on_disk(path: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def base_table(spark_session, tmp_path_factory) -> str:  # noqa: F811
+def base_table(spark_session, tmp_path_factory) -> str:
     path = str(tmp_path_factory.mktemp("metrics") / "t")
     build_table(spark_session, path)
     return path
 
 
 def test_metrics_before_compaction_match_disk(base_table) -> None:
-    m = backlog_metrics(base_table)
+    m = _metrics(base_table)
     logs = _logs_on_disk(base_table)
     assert len(logs) == 4  # two writes x two partitions, a new log version per write
     assert m["file_slices"] == 2 and m["file_slices_with_logs"] == 2
@@ -42,13 +47,13 @@ def test_metrics_before_compaction_match_disk(base_table) -> None:
 def test_pending_then_completed_compaction(base_table, tmp_path) -> None:
     path = copy_table(base_table, tmp_path / "t")
     instant, _ = simulate_schedule(path, T)
-    m = backlog_metrics(path)
+    m = _metrics(path)
     # Scheduled but not run: nothing left the logs yet.
     assert m["pending_compactions"] == 1 and m["pending_compaction_instants"] == [instant]
     assert m["remaining_log_files"] == 4 and m["min_event_time"] == "2013-05-31T10:00:00.000Z"
 
     simulate_run(path, instant)
-    m = backlog_metrics(path)
+    m = _metrics(path)
     links = [p for p in _logs_on_disk(path) if os.path.islink(p)]
     assert len(links) == 2  # W2's logs carried into slice C
     assert m["pending_compactions"] == 0
@@ -61,7 +66,7 @@ def test_pending_then_completed_compaction(base_table, tmp_path) -> None:
 
 
 def test_prometheus_text(base_table) -> None:
-    m = backlog_metrics(base_table)
+    m = _metrics(base_table)
     text = prometheus_text(m, 'fre"sh')
     lines = text.splitlines()
     assert text.endswith("\n")
@@ -85,14 +90,14 @@ def test_prometheus_text(base_table) -> None:
                                                                      "min_event_time_ms": None}, "t")
 
 
-def test_real_compaction_end_to_end(base_table, spark_session, tmp_path) -> None:  # noqa: F811
+def test_real_compaction_end_to_end(base_table, spark_session, tmp_path) -> None:
     from engine.compaction import run_compaction, schedule_compaction
 
     path = copy_table(base_table, tmp_path / "t")
     scheduled = schedule_compaction(path, strategy="event_time", threshold_ms=T, carry_over="copy")
-    assert backlog_metrics(path)["pending_compaction_instants"] == [scheduled.instant]
+    assert _metrics(path)["pending_compaction_instants"] == [scheduled.instant]
     run_compaction(path, spark=spark_session)
-    m = backlog_metrics(path)
+    m = _metrics(path)
     # The copies named with the compaction instant are the remaining logs; the originals stay in the old slice.
     copies = [p for p in _logs_on_disk(path) if f"_{scheduled.instant}.log." in os.path.basename(p)]
     assert len(copies) == 2 and not any(os.path.islink(p) for p in copies)

@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 import re
 import zipfile
-from pathlib import Path
 
 import pytest
 
-from engine import naming
-from engine.naming import (
+from engine.io import naming
+from engine.io.naming import (
     BaseFileName,
     LogFileName,
     bucket_of_file_id,
@@ -23,7 +22,7 @@ from engine.naming import (
     write_token,
 )
 
-FIXTURES = Path("/work/shared/fixtures/hudi")
+from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
 ZIPS = sorted(FIXTURES.glob("*.zip"))
 
 

@@ -8,18 +8,18 @@ import os
 import pyarrow as pa
 import pytest
 
-from engine import log_writer
+from engine.write import log_writer
 from engine.compaction import schedule_compaction
-from engine.fsview import FileSystemView
+from engine.read.fsview import FileSystemView
 from engine.logformat import append_blocks, encode_data_block
-from engine.naming import LogFileName, new_instant_time
-from engine.properties import load_table_config
-from engine.query import read_arrow
-from engine.recovery import reconcile_attempts
-from engine.schema import schema_with_meta
-from engine.table import create_table
-from engine.timeline import Timeline, create_requested, transition_to_inflight
-from engine.write import WriteError, _make_job, write_dataframe
+from engine.io.naming import LogFileName, new_instant_time
+from engine.config.properties import load_table_config
+from engine.read.query import read_arrow
+from engine.services.recovery import reconcile_attempts
+from engine.config.schema import schema_with_meta
+from engine.config.layout import create_table
+from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
+from engine.write.pipeline import WriteError, _make_job, write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
 TS = pa.timestamp("ms", tz="UTC")
@@ -65,10 +65,13 @@ def test_crashed_writer_is_rolled_back_by_the_next_write(spark, tmp_path):
     schema = schema_with_meta(json.loads(timeline.latest_schema()))
     orphan = os.path.join(path, LogFileName(sl.file_id, sl.base_instant, 2, "0-9-0").name)
     append_blocks(orphan, [encode_data_block(read_arrow(path).slice(0, 1), schema, dead)])
-    write_dataframe(path, spark.createDataFrame(rows(["c"], 1)))
-    assert not os.path.exists(orphan)
+    write_dataframe(path, spark.createDataFrame(rows(["c"], 1)))   # no heartbeat file: a dead writer
     assert not [f for f in os.listdir(os.path.join(path, ".hoodie")) if f.startswith(dead)]
+    # As Java (v6): the failed log stays, masked by a rollback command block in a new log version.
+    (rollback_log,) = [n for n in os.listdir(path) if n.endswith("_1-0-1")]
+    assert os.path.exists(orphan) and "log.3_" in rollback_log
     assert sorted(read_arrow(path).column("id").to_pylist()) == ["a", "b", "c"]
+    assert rows_by_key(read_arrow(path)) == rows_by_key(hudi_read(path))
     assert schedule_compaction(path, strategy="unbounded").instant is not None  # the trigger is free again
 
 
@@ -119,3 +122,54 @@ def test_dangling_carried_link_fails_reads_and_scheduling_loudly(spark, tmp_path
         read_arrow(path)
     with pytest.raises(TidemarkError, match="missing target"):
         schedule_compaction(path, strategy="unbounded")
+
+
+def test_recover_rolls_back_or_finishes_every_orphan_and_is_idempotent(tmp_path, monkeypatch):
+    """Case 11: one table left with an interrupted clean, rollback, compaction run and write, plus temp files."""
+    import time
+
+    from engine.io import faults
+    from engine.compaction import run_compaction
+    from engine.services.clean import run_clean
+    from engine.services.recovery import recover
+    from engine.services.rollback import rollback
+    from tests.inline_spark import InlineSpark
+    from tests.table_model import E, HISTORY, LAST_WRITE, model_of, new_table, snapshot, write
+
+    def crash(fault, operation):
+        monkeypatch.setenv(faults.ENV, f"{fault}:raise")
+        with pytest.raises(faults.InjectedFault):
+            operation()
+        monkeypatch.delenv(faults.ENV)
+
+    path = str(tmp_path / "t")
+    new_table(path)
+    schedule_compaction(path, strategy="unbounded")
+    run_compaction(path, spark=InlineSpark())
+    write(path, *LAST_WRITE)
+    crash("clean:deleted", lambda: run_clean(path, retain_commits=1))
+    plan = schedule_compaction(path, threshold_ms=E + 3200, carry_over="copy").instant
+    crash("execute:tasks", lambda: run_compaction(path, spark=InlineSpark()))
+    crash("write:reconciled", lambda: write(path, "upsert", [(7, E + 9000)]))
+    (dead,) = [i.timestamp for i in Timeline.load(path).pending() if i.action == "deltacommit"]
+    # Any later writer, scheduler or cleaner would finish this rollback too (one rollback per instant).
+    crash("rollback:files_removed", lambda: rollback(path, dead))
+    stale = os.path.join(path, ".hoodie", ".temp-0123")
+    open(stale, "wb").close()
+    os.utime(stale, (time.time() - 3600,) * 2)
+    pending = {i.action for i in Timeline.load(path).pending()}
+    assert pending == {"clean", "rollback", "compaction", "deltacommit"}
+    before_files = set(os.listdir(path))
+
+    result = recover(path)
+    assert [r["instant"] for r in result.resumed_rollbacks] == [dead]
+    assert result.rolled_back_writes == [] and result.reverted_compactions == [plan]
+    assert len(result.finished_cleans) == 1 and stale in result.removed_files
+    assert [(i.timestamp, i.state.value) for i in Timeline.load(path).pending()] == [(plan, "requested")]
+    assert not os.path.exists(stale) and not os.listdir(os.path.join(path, ".hoodie", ".temp"))
+    assert not [n for n in os.listdir(path) if n.endswith(".parquet") and plan in n]   # partial outputs gone
+    assert set(os.listdir(path)) <= before_files | {n for n in os.listdir(path) if n.endswith("_1-0-1")}
+    assert snapshot(path) == model_of(HISTORY + [LAST_WRITE])
+    assert not recover(path).changed                       # idempotent
+    run_compaction(path, spark=InlineSpark())
+    assert snapshot(path) == model_of(HISTORY + [LAST_WRITE])

@@ -10,12 +10,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from engine import avro_models as am
-from engine import timeline as tl
+from engine.timeline import avro_models as am
+from engine.timeline import instants as tl
 from engine.errors import TableNotFoundError, UnsupportedTableError
-from engine.timeline import Instant, State, Timeline
+from engine.timeline.instants import Instant, State, Timeline
 
-FIXTURES = Path("/work/shared/fixtures/hudi")
+from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
 TRIPS_SCHEMA_FIELDS = ["ts", "uuid", "rider", "driver", "fare", "city"]
 
 

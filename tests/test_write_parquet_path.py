@@ -7,11 +7,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine import write as write_mod
-from engine.fsview import FileSystemView
-from engine.query import read_arrow
-from engine.table import create_table
-from engine.write import write_dataframe, write_file, write_parquet
+from engine.write import pipeline as write_mod
+from engine.read.fsview import FileSystemView
+from engine.read.query import read_arrow
+from engine.config.layout import create_table
+from engine.errors import InputError
+from engine.write.pipeline import write_dataframe, write_file, write_parquet
 from tests.oracle import hudi_read, rows_by_key
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -79,5 +80,5 @@ def test_parquet_inputs_must_agree(spark, tmp_path):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     pq.write_table(rows(range(3), 1), a)
     pq.write_table(rows(range(3), 1).drop_columns(["v"]), b)
-    with pytest.raises(write_mod.WriteError, match="disagree on their schema"):
+    with pytest.raises(InputError, match="disagree on their schema"):
         write_parquet(path, [str(a), str(b)])

@@ -8,9 +8,10 @@ import random
 import pyarrow as pa
 import pytest
 
-from engine.query import read_arrow
-from engine.table import create_table
-from engine.write import WriteError, write_dataframe
+from engine.read.query import read_arrow
+from engine.config.layout import create_table
+from engine.errors import InputError
+from engine.write.pipeline import WriteError, write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
@@ -136,7 +137,7 @@ def test_spark_data_source_matches_in_process_read(spark, tmp_path):
 def test_bad_input_is_refused_clearly(spark, tmp_path):
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], ordering_field="seq", event_time_field="event_time")
-    with pytest.raises(WriteError, match="lacks column"):
+    with pytest.raises(InputError, match="lacks column"):
         write_dataframe(path, spark.createDataFrame(pa.table({"id": ["a"]})), "upsert")
     with pytest.raises(WriteError, match="unknown operation"):
         write_dataframe(path, spark.createDataFrame(batch(range(2), 1)), "merge")
@@ -164,8 +165,8 @@ def test_delete_with_timestamp_ordering_field(spark, tmp_path):
 
 
 def test_balance_packs_small_slices_and_keeps_big_ones_apart():
-    from engine.query import balance
-    from engine.slice_reader import SliceRef
+    from engine.read.query import balance
+    from engine.read.slice_reader import SliceRef
 
     refs = [SliceRef("", f"f{i}", "1", None, (), size) for i, size in enumerate([100, 5, 5, 5, 90, 5])]
     groups = balance(refs, 3)
@@ -176,7 +177,7 @@ def test_balance_packs_small_slices_and_keeps_big_ones_apart():
 
 def test_load_table_reads_ro_natively_and_snapshot_through_the_source(spark, tmp_path):
     from engine.compaction import run_compaction, schedule_compaction
-    from engine.datasource import load_table
+    from engine.read.datasource import load_table
 
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], partition_fields=["region"], ordering_field="seq",

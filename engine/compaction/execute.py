@@ -9,6 +9,7 @@ run is finished by simply running it again.
 """
 from __future__ import annotations
 
+import contextlib
 import filecmp
 import json
 import os
@@ -21,27 +22,31 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine import eventtime, logformat
-from engine.arrow_pool import use_returning_pool
+from engine import logformat
+from engine.config import eventtime
+from engine.io.arrow_pool import use_returning_pool
+from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
-from engine.compaction.plan import EXACT_SPILL_VERSION, X_CARRY_OVER, X_EXACT, X_STRATEGY, X_THRESHOLD
+from engine.compaction.plan import CARRY_FORWARD_VERSION
+from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
 from engine.errors import TidemarkError
-from engine.fsview import FileSlice, FileSystemView, LogFile
-from engine.locking import COMPACTION_LOCK_FILE, table_lock
-from engine.merge import (DataItem, DeleteItem, LogItem, apply_to_base, base_batch_rows, conform_to_schema,
-                          merge_log_items, remaining_log_rows)
-from engine.naming import LogFileName, parse_base_file_name, parse_log_file_name
-from engine.properties import load_table_config, save_table_config
-from engine.schema import schema_with_meta, table_read_schema
-from engine.slice_reader import iter_base, read_slice_logs
-from engine.timeline import (COMPACTION, State, Timeline, commit_metadata_json, complete, transition_to_inflight,
+from engine.read.fsview import FileSlice, FileSystemView, LogFile
+from engine.io.faults import fault_point
+from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
+from engine.lock import TableLock, ensure_held, holding
+from engine.progress import Progress, counted
+from engine.config.properties import EVENT_TIME_ORDERING
+from engine.read.merge import (DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows,
+                               conform_to_schema, remaining_log_rows)
+from engine.io.naming import LogFileName, parse_base_file_name, parse_log_file_name
+from engine.config.properties import (RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INSTANT_KEY, RO_THRESHOLD_KEY,
+                                      load_table_config, save_table_config)
+from engine.config.schema import schema_with_meta, table_read_schema
+from engine.read.slice_reader import iter_base, read_slice_logs
+from engine.timeline.instants import (COMPACTION, State, Timeline, commit_metadata_json, complete, transition_to_inflight,
                              write_stat)
 
-RO_COMPLETION_KEY = "tidemark.ro.completion.time"
-RO_FRESHNESS_KEY = "tidemark.ro.freshness.time"
-RO_THRESHOLD_KEY = "tidemark.ro.threshold"
-RO_INSTANT_KEY = "tidemark.ro.compaction.instant"
 FILE_NAME_COL = "_hoodie_file_name"
 
 
@@ -72,6 +77,7 @@ class OpTask:
     committed: frozenset[str]
     row_group_rows: int
     compression: str
+    delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
 
 
 @dataclass
@@ -102,36 +108,55 @@ class CompactionResult:
 
 # ------------------------------------------------------------------------------------------- driver
 
-def run_compaction(base_path: str, instant: str | None = None, spark=None) -> CompactionResult:
+def run_compaction(base_path: str, instant: str | None = None, spark=None, lock: TableLock | None = None,
+                   on_progress: Progress | None = None) -> CompactionResult:
     """Execute the single pending compaction (or `instant`) and commit it.
 
     One run at a time per table (the compaction lock): two runs of one plan would delete each other's
     base files. Writers are not blocked: they go to slice C meanwhile.
     """
-    with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
-        return _run_locked(base_path, instant, spark)
+    with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE), \
+            (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
+        return _run_locked(base_path, instant, spark, on_progress)
 
 
-def _run_locked(base_path: str, instant: str | None, spark) -> CompactionResult:
+def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
     c = pending.timestamp
-    plan = timeline.read_compaction_plan(c)
-    extra = plan.get("extraMetadata") or {}
+    plan = timeline.compaction_plan(c)
     if pending.state is State.REQUESTED:
         transition_to_inflight(base_path, c, COMPACTION)
-    tasks = _tasks(cfg, timeline, c, plan, extra)
+    fault_point("execute", "inflight")
+    tasks = _tasks(cfg, timeline, c, plan)
     if spark is None:
         from engine.spark import get_spark
 
         spark = get_spark()
     try:
-        outs = spark.sparkContext.parallelize(tasks, len(tasks)).map(execute_operation).collect() if tasks else []
+        outs = _execute_all(spark.sparkContext, tasks, on_progress)
     except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
                               "back with rollback_compaction") from exc
-    return _commit(cfg, Timeline.load(base_path), c, extra, tasks, outs)
+    fault_point("execute", "tasks")
+    return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
+
+
+def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[dict]:
+    """One Spark task per file group; each finished group counts towards the progress."""
+    if not tasks:
+        return []
+
+    def run(acc) -> list[dict]:
+        def one(task: OpTask) -> dict:
+            out = execute_operation(task)
+            acc.add(1)
+            return out
+
+        return sc.parallelize(tasks, len(tasks)).map(one).collect()
+
+    return counted(sc, run, on_progress, len(tasks), "file groups")
 
 
 def _pick(timeline: Timeline, instant: str | None):
@@ -150,33 +175,48 @@ def _pick(timeline: Timeline, instant: str | None):
     return pending[0]
 
 
-def _tasks(cfg, timeline: Timeline, c: str, plan: dict, extra: dict) -> list[OpTask]:
+def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[OpTask]:
     schema = table_read_schema(cfg, timeline)
     view = FileSystemView(cfg.base_path, timeline)
     # Plan-time committed instants: all writes before C (the trigger refused pending ones).
     committed = frozenset(t for t in view.committed_instants if t < c)
-    threshold = extra.get(X_THRESHOLD)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
+    bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
     out = []
-    for op in plan.get("operations") or []:
-        part = op.get("partitionPath") or ""
+    for op in plan.operations:
+        part = op.partition_path
         pdir = view.partition_dir(part)
-        base = os.path.join(pdir, op["dataFilePath"]) if op.get("dataFilePath") else None
+        base = os.path.join(pdir, op.data_file) if op.data_file else None
         out.append(OpTask(
-            base_path=cfg.base_path, instant=c, partition_path=part, file_id=op["fileId"],
-            base_instant=op.get("baseInstantTime") or "", base_file=base,
-            log_paths=tuple(os.path.join(pdir, n) for n in op.get("deltaFilePaths") or []),
-            links=tuple((s["symlink"], s["target"]) for s in op.get("symlinkOperations") or []),
-            carry_mode=extra.get(X_CARRY_OVER, "symlink"), exact=extra.get(X_EXACT) == "true",
-            threshold_ms=int(threshold) if threshold else None, schema=schema, log_avro_schema=avro,
+            base_path=cfg.base_path, instant=c, partition_path=part, file_id=op.file_id,
+            base_instant=op.base_instant, base_file=base,
+            log_paths=tuple(os.path.join(pdir, n) for n in op.delta_files),
+            links=tuple((s.symlink, s.target) for s in op.carried),
+            carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
+            threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
             committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
-            compression=str(cfg.setting("hoodie.parquet.compression.codec"))))
+            compression=str(cfg.setting("hoodie.parquet.compression.codec")),
+            delete_bounds=tuple(bounds.get((part, op.file_id), ()))))
     return out
 
 
-def _commit(cfg, timeline: Timeline, c: str, extra: dict, tasks: list[OpTask], outs: list[dict]) -> CompactionResult:
-    threshold = int(extra[X_THRESHOLD]) if extra.get(X_THRESHOLD) else None
+def _delete_event_bounds(timeline: Timeline) -> dict[tuple[str, str], list[tuple[str, int | None, int | None]]]:
+    """(partition, file id) -> (instant, min, max event time) of each deltacommit that deleted in the group:
+    exact mode tells a delete's event time from its write when the delete itself does not carry it."""
+    out: dict[tuple[str, str], list[tuple[str, int | None, int | None]]] = {}
+    for inst in timeline.completed():
+        if inst.action != "deltacommit":
+            continue
+        for stat in timeline.commit_metadata(inst).write_stats:
+            if stat.num_deletes and stat.file_id:
+                out.setdefault(stat.key, []).append((inst.timestamp, stat.min_event_time, stat.max_event_time))
+    return out
+
+
+def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: list[OpTask],
+            outs: list[dict]) -> CompactionResult:
+    threshold = plan.settings.threshold_ms
     result = CompactionResult(c, threshold)
     by_partition: dict[str, list[dict]] = {}
     for out in outs:
@@ -188,22 +228,25 @@ def _commit(cfg, timeline: Timeline, c: str, extra: dict, tasks: list[OpTask], o
     compacted_max = max((o["stat"]["maxEventTime"] for o in outs if o["stat"]["maxEventTime"] is not None),
                         default=None)
     previous = (_int_or_none(cfg.props.get(RO_COMPLETION_KEY)), _int_or_none(cfg.props.get(RO_FRESHNESS_KEY)))
-    remaining = _remaining_log_mins(cfg, timeline, c, tasks)
+    # A carry-forward log is judged by what its executor carried, not by its blocks: the deletes it
+    # replays are already in the base, only its late records (and withheld winners) are not.
+    remaining = _remaining_log_mins(cfg, timeline, c, tasks) + [o["carry_min"] for o in outs
+                                                                 if o.get("spill") and o.get("carry_min") is not None]
     # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
     # table's data latency) may leave older data in logs of slices it did not pick.
-    promised = threshold if extra.get(X_STRATEGY) == "event_time" else None
+    promised = threshold if plan.promises_threshold else None
     completion, freshness = compute_ro_times(promised, remaining, compacted_max, previous)
     result.ro_completion_ms, result.ro_freshness_ms = completion, freshness
-    meta_extra = {
-        X_THRESHOLD: extra.get(X_THRESHOLD, ""), X_STRATEGY: extra.get(X_STRATEGY, ""),
-        X_CARRY_OVER: json.dumps(result.carry_over), X_EXACT: extra.get(X_EXACT, "false"),
-        "tidemark.roCompletionTime": _str(completion), "tidemark.roFreshnessTime": _str(freshness),
-    }
+    meta_extra = compaction_commit_extra(plan.settings, [CarriedEntry.from_json(e) for e in result.carry_over],
+                                         completion, freshness)
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
+    ensure_held(f"committing compaction {c}")
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
+    fault_point("execute", "completed")
     if promised is not None:  # only an event-time compaction sets the table's published guarantee
         _publish(cfg.base_path, c, promised, completion, freshness)
+    fault_point("execute", "published")
     shutil.rmtree(os.path.join(cfg.base_path, ".hoodie", ".temp", c), ignore_errors=True)
     return result
 
@@ -222,12 +265,12 @@ def _remaining_log_mins(cfg, timeline: Timeline, c: str, tasks: list[OpTask]) ->
 
 
 def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str) -> FileSlice:
-    """Slice C of one file group as readers will see it after the commit: carried, spill and new logs."""
+    """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
     pdir = view.partition_dir(partition)
     logs = []
     for name in os.listdir(pdir):
         parsed = parse_log_file_name(name)
-        if parsed and parsed.file_id == file_id and parsed.base_instant == c:
+        if parsed and parsed.file_id == file_id and parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
             path = os.path.join(pdir, name)
             logs.append(LogFile(name, path, file_id, c, parsed.version, parsed.write_token, os.path.getsize(path)))
     logs.sort(key=lambda lf: lf.sort_key)
@@ -262,16 +305,19 @@ def execute_operation(task: OpTask) -> dict:
     temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)
     os.makedirs(temp_dir, exist_ok=True)
     logs = read_slice_logs(task.log_paths, task.committed)
-    items, spill_rows = (_split_exact(logs.items, task) if task.exact else (logs.items, None))
+    split = split_slice(logs.items, _following_items(task, pdir), _split_spec(task),
+                        base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
     tmp = os.path.join(temp_dir, name)
-    counts = _write_base(task, items, tmp, name)
+    counts = _write_base(task, split.base_winners, tmp, name)
     _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
     os.replace(tmp, os.path.join(pdir, name))
-    spill = _write_spill(task, spill_rows, pdir, temp_dir, token) if spill_rows is not None else None
+    spill = _write_carry_forward(task, split, pdir, temp_dir, token)
+    fault_point("carry_over", "base_written")
     carry = _carry_over(task, pdir, temp_dir)
+    fault_point("carry_over", "linked")
     stat = _stat(task, name, os.path.getsize(os.path.join(pdir, name)), logs.items, counts)
-    return {"stat": stat, "carry": carry, "spill": spill}
+    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms}
 
 
 def _task_token() -> str:
@@ -281,31 +327,27 @@ def _task_token() -> str:
     return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
 
 
-def _event_millis(t: pa.Table, column: str | None) -> np.ndarray:
-    """Event time per row as float millis (NaN when unknown, which counts as ≤ T: it goes to the base)."""
-    if column is None or column not in t.column_names:
-        return np.full(t.num_rows, np.nan)
-    return eventtime.millis_array(t.column(column))
+def _split_spec(task: OpTask) -> SplitSpec:
+    bounds = {inst: (lo, hi) for inst, lo, hi in task.delete_bounds}
+    return SplitSpec(task.merge_mode, task.ordering_field, task.event_field, task.schema,
+                     task.threshold_ms if task.exact else None, bounds)
 
 
-def _split_exact(items: list[LogItem], task: OpTask) -> tuple[list[LogItem], pa.Table]:
-    """Exact mode: the base gets base + (log records ≤ T, all deletes); the final winners > T spill to a log.
-
-    The spill holds winners of the *whole* log merge, so a key deleted after a late (> T) update stays
-    deleted, and one re-inserted after a delete comes back: base + spill replays to the same snapshot.
-    """
-    winners = merge_log_items(items, task.merge_mode, task.ordering_field, task.schema)
-    et = _event_millis(winners.rows, task.event_field)
-    late = ~winners.is_delete & (et > task.threshold_ms)
-    spill = winners.rows.filter(pa.array(late))
-    base_items: list[LogItem] = []
-    for item in items:
-        if isinstance(item, DeleteItem):
-            base_items.append(item)
-            continue
-        keep = ~(_event_millis(item.records, task.event_field) > task.threshold_ms)
-        base_items.append(DataItem(item.records.filter(pa.array(keep))))
-    return base_items, spill
+def _following_items(task: OpTask, pdir: str) -> list[LogItem]:
+    """Items of the logs that follow the carry-forward log in slice C: the carried logs, then logs written
+    into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win)."""
+    if task.merge_mode != EVENT_TIME_ORDERING:
+        return []
+    carried = [os.path.join(pdir, target) for _, target in task.links]
+    planned = {link for link, _ in task.links}
+    written = []
+    for n in os.listdir(pdir):
+        parsed = parse_log_file_name(n)
+        if (parsed is not None and parsed.file_id == task.file_id and parsed.base_instant == task.instant
+                and parsed.version != CARRY_FORWARD_VERSION and n not in planned):
+            written.append((parsed.version, parsed.write_token, os.path.join(pdir, n)))
+    committed = frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
+    return read_slice_logs(carried + [p for *_, p in sorted(written)], committed).items
 
 
 @dataclass
@@ -318,9 +360,8 @@ class _Counts:
     max_et: int | None = None
 
 
-def _merged(task: OpTask, items: list[LogItem], counts: _Counts) -> Iterator[pa.Table]:
+def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.Table]:
     """merge_slice, unrolled so the stats can count superseded base rows."""
-    winners = merge_log_items(items, task.merge_mode, task.ordering_field, task.schema)
     shadowed = np.zeros(winners.size, bool)
     for batch in iter_base(task.base_file, task.schema, base_batch_rows(winners.size)):
         res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
@@ -339,13 +380,13 @@ def _merged(task: OpTask, items: list[LogItem], counts: _Counts) -> Iterator[pa.
         yield conform_to_schema(rest, task.schema)
 
 
-def _write_base(task: OpTask, items: list[LogItem], tmp: str, name: str) -> _Counts:
+def _write_base(task: OpTask, winners: LogWinners, tmp: str, name: str) -> _Counts:
     """Stream the merged rows into `tmp` batch by batch (row groups ≤ `row_group_rows`), never the slice."""
     counts = _Counts()
     codec = "NONE" if task.compression == "none" else task.compression
     keys = [None, None]
     with pq.ParquetWriter(tmp, task.schema, compression=codec) as writer:
-        for t in _merged(task, items, counts):
+        for t in _merged(task, winners, counts):
             t = _with_file_name(t, name)
             _track(t, task, counts, keys)
             writer.write_table(t, row_group_size=task.row_group_rows)
@@ -373,20 +414,50 @@ def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list) -> None:
         keys[1] = hi if keys[1] is None else max(keys[1], hi)
 
 
-def _write_spill(task: OpTask, rows: pa.Table, pdir: str, temp_dir: str, token: str) -> str | None:
-    """Exact mode: late winners as log version 1 of slice C; its block instant is C (read once C completes)."""
-    _remove_stale(pdir, lambda n: _is_log_of(n, task.file_id, task.instant, EXACT_SPILL_VERSION))
-    if rows.num_rows == 0:
+def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, token: str) -> str | None:
+    """The carry-forward items as log version 1 of slice C, one block per item in replay order; the blocks'
+    instant is C, so readers take them once C completes."""
+    _remove_stale(pdir, lambda n: _is_log_of(n, task.file_id, task.instant, CARRY_FORWARD_VERSION))
+    if not split.carry:
         return None
-    name = LogFileName(task.file_id, task.instant, EXACT_SPILL_VERSION, token).name
-    lo, hi = eventtime.bounds(rows.column(task.event_field)) if task.event_field else (None, None)
-    block = logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, "avro", lo, hi)
+    blocks = [_carry_block(task, item) for item in split.carry]
+    name = LogFileName(task.file_id, task.instant, CARRY_FORWARD_VERSION, token).name
     tmp = os.path.join(temp_dir, name)
     if os.path.exists(tmp):
         os.unlink(tmp)
-    logformat.append_blocks(tmp, [block])
+    logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
     os.replace(tmp, os.path.join(pdir, name))
     return f"{task.partition_path}/{name}" if task.partition_path else name
+
+
+def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
+    if isinstance(item, DataItem):
+        rows = carried_rows(item, task.schema)
+        lo, hi = eventtime.bounds(rows.column(task.event_field)) if task.event_field else (None, None)
+        return [logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, "avro", lo, hi)]
+    # Processing-time deletes and deletes with an ordering value need blocks of their own (one union branch
+    # per block).
+    hard = np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool)
+    out = []
+    for mask in (hard, ~hard):
+        if mask.any():
+            keep = pa.array(mask)
+            keys = item.keys.filter(keep).to_pylist()
+            ordering = None if mask is hard else _ordering_values(item.ordering.filter(keep))
+            out.append(logformat.encode_delete_block(keys, [task.partition_path] * len(keys), task.instant, ordering))
+    return out
+
+
+def _ordering_values(values: pa.Array) -> list:
+    """Ordering values as the delete encoder takes them (int, float or str), keeping the raw Avro value."""
+    t = values.type
+    if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_integer(t):
+        return values.cast(pa.int64()).to_pylist()
+    if pa.types.is_date(t):
+        return values.cast(pa.int32()).cast(pa.int64()).to_pylist()
+    if pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return values.cast(pa.float64()).to_pylist()
+    return values.cast(pa.string()).to_pylist()
 
 
 def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict]:

@@ -25,7 +25,8 @@ def compute_ro_times(threshold_ms: int | None, remaining_log_min_event_times: It
     remaining = list(remaining_log_min_event_times)
     if not remaining:
         return _max(threshold_ms, freshness), freshness
-    if any(m is None for m in remaining):
+    known = [m for m in remaining if m is not None]
+    if len(known) < len(remaining):
         # A remaining log of unknown event time may hold anything: only T itself is guaranteed.
         return threshold_ms, freshness
-    return _max(threshold_ms, min(remaining) - 1), freshness
+    return _max(threshold_ms, min(known) - 1), freshness

@@ -19,11 +19,12 @@ from typing import Iterable, Mapping
 
 import pyarrow as pa
 
-from engine import eventtime, logformat
-from engine.fsview import FileSlice, FileSystemView
+from engine import logformat
+from engine.config import eventtime
+from engine.read.fsview import FileSlice, FileSystemView
 from engine.logformat import BlockType
-from engine.properties import TableConfig, load_table_config
-from engine.timeline import DELTACOMMIT, Timeline
+from engine.config.properties import TableConfig, load_table_config
+from engine.timeline.instants import DELTACOMMIT, Timeline
 
 SOURCES = ("header", "write_stats", "decoded", "none")
 _DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
@@ -114,9 +115,10 @@ def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) ->
 def _from_header(path: str, committed: frozenset[str]) -> LogEventTime | None:
     """Header attributes, if every committed block is a data block carrying them."""
     blocks = _committed_blocks(logformat.scan_log_file(path), committed)
-    if not blocks or any(b.block_type not in _DATA_TYPES or b.min_event_time is None for b in blocks):
+    mins = [b.min_event_time for b in blocks if b.block_type in _DATA_TYPES and b.min_event_time is not None]
+    if not blocks or len(mins) < len(blocks):
         return None
-    lo = min(b.min_event_time for b in blocks)
+    lo = min(mins)
     hi = max((b.max_event_time for b in blocks if b.max_event_time is not None), default=lo)
     return LogEventTime(lo, hi, "header")
 
@@ -150,12 +152,13 @@ def _from_content(path: str, committed: frozenset[str], field: str | None) -> Lo
             has_deletes = True
         elif isinstance(block, logformat.DataBlock) and field in block.records.column_names:
             columns.append(block.records.column(field).combine_chunks())
-    lows, highs = [], []
+    lows: list[int] = []
+    highs: list[int] = []
     for col in columns:
         lo, hi = eventtime.bounds(col)
         if lo is not None:
             lows.append(lo)
-            highs.append(hi)
+            highs.append(hi if hi is not None else lo)
     if not lows or has_deletes:
         # Deletes have no event time of their own: the log's minimum is unknown (None = must compact).
         return LogEventTime(None, max(highs) if highs else None, "none" if not lows else "decoded")

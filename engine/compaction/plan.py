@@ -2,83 +2,105 @@
 
 The plan is a standard HoodieCompactionPlan (facts §3.3) listing, per slice, only the logs to merge in
 `deltaFilePaths`, plus the RFC's `symlinkOperations`: the names under which the remaining logs are
-carried into the new slice C (`.<fid>_<C>.log.<k>_<tok>`, k = 1.. in log order; k starts at 2 in
-exact mode, where version 1 holds the records kept out of the base).
+carried into the new slice C (`.<fid>_<C>.log.<k>_<tok>`, k = 2.. in log order). Version 1 is the
+carry-forward log the execution may write (engine.compaction.carry_forward): deletes and winners the new
+base cannot express, and in exact mode the records kept out of the base.
 """
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Mapping
 
-from engine import avro_models, integrity
-from engine.compaction.log_event_times import LogEventTime, resolve_log_event_times
+from engine.timeline import metadata
+from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
+from engine.services import integrity
+from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
 from engine.compaction.strategy import (CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate,
                                         strategy_for)
 from engine.compaction.trigger import check_event_time_trigger
 from engine.errors import ConfigError, TidemarkError
-from engine.fsview import FileSlice, FileSystemView
-from engine.locking import table_lock
-from engine.naming import LogFileName, instant_to_millis, new_instant_time
-from engine.properties import TableConfig, load_table_config, validate_settings
-from engine.timeline import COMPACTION, Timeline, create_requested
+from engine.read.fsview import FileSlice, FileSystemView
+from engine.io.faults import fault_point
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.services import rollback
+from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
+from engine.config import eventtime
+from engine.config.properties import MAX_DURATION_MS, TableConfig, load_table_config, validate_settings
+from engine.config.resolve import ARGUMENT, THRESHOLD, CompactionSettings, compaction_settings
+from engine.timeline.instants import COMPACTION, Timeline, create_requested
 
 CARRY_OVER_MODES = ("symlink", "copy")
-# Exact mode reserves log version 1 of slice C for the records kept out of the base.
-EXACT_SPILL_VERSION = 1
 
-X_THRESHOLD = "tidemark.threshold"
-X_STRATEGY = "tidemark.strategy"
-X_CARRY_OVER = "tidemark.carryOver"
-X_EXACT = "tidemark.exact"
-X_SOURCES = "tidemark.eventTimeSources"
+# The plan's extraMetadata keys, defined in engine.timeline.metadata (names kept for existing importers).
+X_THRESHOLD, X_STRATEGY, X_CARRY_OVER, X_EXACT = metadata.THRESHOLD, metadata.STRATEGY, metadata.CARRY_OVER, metadata.EXACT
 
 
 @dataclass
 class ScheduledPlan:
     instant: str | None            # None when nothing was scheduled (no instant exists on the timeline)
     threshold_ms: int | None
-    operations: list[dict] = field(default_factory=list)
-    plan: dict = field(default_factory=dict)
-    written: bool = False          # False: nothing to compact, no plan file was written
+    record: CompactionPlanRecord | None = None
+    written: bool = False          # False: nothing to compact (or a preview), no plan file was written
     message: str = ""
+    settings: CompactionSettings | None = None
+    threshold_source: str | None = None
+
+    @property
+    def plan(self) -> dict:
+        """The plan as written (Avro HoodieCompactionPlan record); {} when there is none."""
+        return self.record.to_avro() if self.record is not None else {}
+
+    @property
+    def operations(self) -> list[dict]:
+        """The plan's operations in their Avro form."""
+        return list(self.plan.get("operations") or [])
 
 
-def schedule_compaction(base_path: str, *, strategy: str | None = "event_time", threshold_ms: int | None = None,
-                        data_latency_ms: int | None = None, carry_over: str | None = "symlink",
-                        exact: bool | None = False, settings: Mapping[str, str] | None = None) -> ScheduledPlan:
+def schedule_compaction(base_path: str, *, strategy: str | None = None, threshold_ms: int | None = None,
+                        data_latency_ms: int | None = None, carry_over: str | None = None,
+                        exact: bool | None = None, settings: Mapping[str, str] | None = None,
+                        lock: TableLock | None = None, preview: bool = False) -> ScheduledPlan:
     """Plan compaction C of `base_path` and write `C.compaction.requested` (unless there is nothing to do).
 
-    `strategy`, `carry_over` and `exact` given as None come from the table settings
-    (hoodie.compaction.strategy / .carry.over.mode / .exact.event.time).
+    `strategy`, `carry_over`, `exact` and `data_latency_ms` given as None come from the table settings
+    (engine.config.resolve). A `preview` computes the same plan but writes nothing and takes no lock.
     """
     for name, value in (("threshold_ms", threshold_ms), ("data_latency_ms", data_latency_ms)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise ConfigError(f"{name} must be an integer number of milliseconds, got {value!r}")
+    if threshold_ms is not None:
+        eventtime.check_threshold(threshold_ms)
+    if data_latency_ms is not None and not 0 <= data_latency_ms <= MAX_DURATION_MS:
+        raise ConfigError(f"data latency {data_latency_ms} ms is out of range: expected 0..{MAX_DURATION_MS} ms")
     cfg = load_table_config(base_path)
     settings = validate_settings(dict(settings or {}))
-    if exact is None:
-        exact = bool(cfg.setting("hoodie.compaction.exact.event.time", settings))
-    strategy = strategy or str(cfg.setting("hoodie.compaction.strategy", settings))
-    carry_over = carry_over or str(cfg.setting("hoodie.compaction.carry.over.mode", settings))
-    if carry_over not in CARRY_OVER_MODES:
+    if carry_over is not None and carry_over not in CARRY_OVER_MODES:
         raise ConfigError(f"unknown carry-over mode {carry_over!r}; use symlink or copy")
-    with table_lock(base_path, f"schedule a compaction of {cfg.name}"):
-        return _schedule_locked(cfg, strategy, threshold_ms, data_latency_ms, carry_over, exact, settings)
+    resolved = compaction_settings(cfg, strategy=strategy, carry_over=carry_over, exact=exact,
+                                   data_latency_ms=data_latency_ms, overrides=settings)
+    # Refuse an out-of-range threshold before the lock: a refused schedule touches nothing.
+    _threshold(resolved.strategy.value, new_instant_time(), threshold_ms, resolved.data_latency_ms.value)
+    if preview:
+        return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=True)
+    with holding(table_lock_of(base_path, lock), f"schedule a compaction of {cfg.name}"):
+        return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=False)
 
 
-def _schedule_locked(cfg, strategy: str, threshold_ms: int | None, data_latency_ms: int | None,
-                     carry_over: str, exact: bool, settings: Mapping[str, str]) -> ScheduledPlan:
+def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None, settings: Mapping[str, str],
+                     preview: bool) -> ScheduledPlan:
     """Trigger check through written plan, under the table lock so no write can slip in between."""
     base_path = cfg.base_path
+    if not preview:
+        rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy: a dead writer never blocks
+    strategy, carry_over, exact = resolved.strategy.value, resolved.carry_over.value, bool(resolved.exact.value)
     timeline = Timeline.load(base_path)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # Serial scheduling for every strategy: the RO guarantees below assume one compaction at a time.
     check_event_time_trigger(timeline, instant)
-    threshold = _threshold(cfg, strategy, instant, threshold_ms, data_latency_ms, settings)
+    threshold = _threshold(strategy, instant, threshold_ms, resolved.data_latency_ms.value)
     if exact and threshold is None:
         raise ConfigError("exact mode needs an event-time threshold (threshold_ms or a data latency)")
     strat = _make_strategy(cfg, strategy, threshold, settings)
@@ -87,32 +109,41 @@ def _schedule_locked(cfg, strategy: str, threshold_ms: int | None, data_latency_
     slices = [s for s in view.latest_slices() if s.log_files]
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
     ops = strat.plan([_candidate(s, times) for s in slices])
-    result = ScheduledPlan(instant, threshold)
+    result = ScheduledPlan(instant, threshold, settings=resolved,
+                           threshold_source=ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source)
     if not ops:
         result.instant = None
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
         return result
     integrity.refuse_to_compact(lf.path for op in ops for lf in op.to_compact)
-    if carry_over == "symlink" and any(op.to_remain for op in ops):
+    if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview:
         _check_symlinks(base_path)
-    first_version = EXACT_SPILL_VERSION + 1 if exact else 1
-    result.operations = [_operation(view, op, instant, first_version) for op in ops]
-    result.plan = _plan_record(result.operations, strat, threshold, carry_over, exact, times)
-    create_requested(base_path, instant, COMPACTION, avro_models.write_compaction_plan(result.plan))
+    first_version = CARRY_FORWARD_VERSION + 1
+    result.record = _plan_record([_operation(view, op, instant, first_version) for op in ops], strat, threshold,
+                                 carry_over, exact, times, _settings_used(resolved, threshold, result.threshold_source))
+    if preview:
+        result.instant = None
+        result.message = f"preview: compaction would cover {len(ops)} file group(s); nothing written"
+        return result
+    fault_point("schedule", "planned")
+    ensure_held(f"writing compaction plan {instant}")
+    create_requested(base_path, instant, COMPACTION, result.record.to_bytes())
+    fault_point("schedule", "requested")
     result.written = True
     result.message = f"scheduled compaction {instant}: {len(ops)} file group(s)"
     return result
 
 
-def _threshold(cfg: TableConfig, strategy: str, instant: str, threshold_ms: int | None,
-               data_latency_ms: int | None, settings: Mapping[str, str]) -> int | None:
+def _settings_used(resolved: CompactionSettings, threshold: int | None, threshold_source: str | None) -> dict:
+    used = {name: {"value": r.value, "source": r.source} for name, r in resolved.used().items()}
+    used[THRESHOLD] = {"value": threshold, "source": threshold_source}
+    return used
+
+
+def _threshold(strategy: str, instant: str, threshold_ms: int | None, latency: int | None) -> int | None:
     """Explicit threshold, else instant − data latency (argument, else table setting when configured)."""
     if threshold_ms is not None:
         return int(threshold_ms)
-    latency = data_latency_ms
-    if latency is None and (settings.get("hoodie.compaction.event.time.data.latency")
-                            or cfg.props.get("hoodie.compaction.event.time.data.latency")):
-        latency = int(cfg.setting("hoodie.compaction.event.time.data.latency", settings))
     if latency is None:
         if strategy == "event_time":
             raise ConfigError("the event_time strategy needs a threshold: pass threshold_ms or data_latency_ms, "
@@ -120,7 +151,8 @@ def _threshold(cfg: TableConfig, strategy: str, instant: str, threshold_ms: int 
         return None
     if latency < 0:
         raise ConfigError(f"data latency must not be negative, got {latency} ms")
-    return instant_to_millis(instant) - int(latency)
+    return eventtime.check_threshold(instant_to_millis(instant) - int(latency),
+                                     f"threshold (compaction instant {instant} minus data latency {latency} ms)")
 
 
 def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
@@ -155,34 +187,24 @@ def carry_target(view: FileSystemView, partition: str, log: LogCandidate) -> str
     return target
 
 
-def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_version: int) -> dict:
+def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_version: int) -> CompactionOperation:
     sl = op.slice
-    links = [(LogFileName(sl.file_id, instant, first_version + i, lf.write_token).name,
-              carry_target(view, sl.partition_path, lf)) for i, lf in enumerate(op.to_remain)]
-    return avro_models.compaction_operation(
-        base_instant=sl.base_instant, file_id=sl.file_id, partition_path=sl.partition_path,
-        delta_file_names=[lf.name for lf in op.to_compact], data_file_name=sl.base_file_name,
-        metrics=op.metrics, symlink_operations=links)
+    links = tuple(SymlinkOperation(LogFileName(sl.file_id, instant, first_version + i, lf.write_token).name,
+                                   carry_target(view, sl.partition_path, lf)) for i, lf in enumerate(op.to_remain))
+    return CompactionOperation(partition_path=sl.partition_path, file_id=sl.file_id, base_instant=sl.base_instant,
+                               data_file=sl.base_file_name, delta_files=tuple(lf.name for lf in op.to_compact),
+                               carried=links, metrics=dict(op.metrics or {}))
 
 
-def _plan_record(operations: list[dict], strat: CompactionStrategy, threshold: int | None, carry_over: str,
-                 exact: bool, times: Mapping[str, LogEventTime]) -> dict:
+def _plan_record(operations: list[CompactionOperation], strat: CompactionStrategy, threshold: int | None,
+                 carry_over: str, exact: bool, times: Mapping[str, LogEventTime],
+                 settings_used: dict) -> CompactionPlanRecord:
     sources = Counter(t.source for t in times.values())
-    extra = {
-        X_THRESHOLD: "" if threshold is None else str(threshold),
-        X_STRATEGY: strat.name,
-        X_CARRY_OVER: carry_over,
-        X_EXACT: "true" if exact else "false",
-        X_SOURCES: json.dumps({s: sources.get(s, 0) for s in ("header", "write_stats", "decoded", "none")}),
-    }
-    return {
-        "operations": operations,
-        "extraMetadata": extra,
-        "strategy": {"compactorClassName": f"tidemark.{strat.name}", "strategyParams": strat.params(),
-                     "version": 1},
-        "preserveHoodieMetadata": True,
-        "missingSchedulePartitions": None,
-    }
+    settings = PlanSettings(threshold_ms=threshold, strategy=strat.name, carry_over=carry_over, exact=exact,
+                            event_time_sources={s: sources.get(s, 0) for s in SOURCES},
+                            settings_used=settings_used)
+    return CompactionPlanRecord(operations=tuple(operations), settings=settings,
+                                strategy_class=f"tidemark.{strat.name}", strategy_params=strat.params())
 
 
 def _check_symlinks(base_path: str) -> None:

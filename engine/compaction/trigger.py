@@ -8,8 +8,9 @@ a pending clustering or compaction must finish (or be rolled back) first.
 """
 from __future__ import annotations
 
+from engine import errors
 from engine.errors import CompactionRefused
-from engine.timeline import COMMIT, DELTACOMMIT, REPLACECOMMIT, Timeline
+from engine.timeline.instants import COMMIT, DELTACOMMIT, REPLACECOMMIT, Timeline
 
 _WRITE_ACTIONS = (DELTACOMMIT, COMMIT, REPLACECOMMIT)
 
@@ -17,21 +18,25 @@ _WRITE_ACTIONS = (DELTACOMMIT, COMMIT, REPLACECOMMIT)
 def check_event_time_trigger(timeline: Timeline, new_instant: str) -> None:
     """Raise CompactionRefused naming the first instant that blocks scheduling compaction `new_instant`."""
     for inst in timeline.pending_compactions():
-        _refuse(f"compaction {inst.timestamp} is still {inst.state.value}; run or roll it back before "
+        _refuse(errors.PENDING_COMPACTION,
+                f"compaction {inst.timestamp} is still {inst.state.value}; run or roll it back before "
                 f"scheduling compaction {new_instant}", inst.timestamp)
     for inst in timeline.pending_clustering():
-        _refuse(f"clustering (replacecommit) {inst.timestamp} is still {inst.state.value}; it must finish "
+        _refuse(errors.PENDING_CLUSTERING,
+                f"clustering (replacecommit) {inst.timestamp} is still {inst.state.value}; it must finish "
                 f"before compaction {new_instant} is scheduled", inst.timestamp)
     for inst in timeline.pending():
         if inst.action in _WRITE_ACTIONS:
-            _refuse(f"{inst.action} {inst.timestamp} is still {inst.state.value}: its logs would land in the old "
+            _refuse(errors.PENDING_WRITE,
+                    f"{inst.action} {inst.timestamp} is still {inst.state.value}: its logs would land in the old "
                     f"slice after planning compaction {new_instant} and be lost from the new one", inst.timestamp)
     for inst in timeline.instants:
         if inst.timestamp >= new_instant:
-            _refuse(f"{inst.action} {inst.timestamp} ({inst.state.value}) is not earlier than the new compaction "
+            _refuse(errors.NEWER_INSTANT,
+                    f"{inst.action} {inst.timestamp} ({inst.state.value}) is not earlier than the new compaction "
                     f"instant {new_instant}; compaction instants must be the newest on the timeline",
                     inst.timestamp)
 
 
-def _refuse(reason: str, instant: str) -> None:
-    raise CompactionRefused(reason, instant)
+def _refuse(code: str, message: str, instant: str) -> None:
+    raise CompactionRefused(code, message, instant)

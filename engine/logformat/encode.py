@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.avro_codec import encode_data_block_content
+from engine.logformat.avro_codec import encode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat.deletes import encode_delete_content
 from engine.logformat.blocks import (
@@ -83,7 +83,7 @@ def encode_data_block(
     max_event_time: int | None = None,
 ) -> bytes:
     """One AVRO_DATA (fmt="avro") or PARQUET_DATA (fmt="parquet") block holding `table` (meta columns included)."""
-    headers = {
+    headers: dict[int, str] = {
         HeaderKey.INSTANT_TIME: instant_time,
         HeaderKey.SCHEMA: schema_header(avro_schema, min_event_time, max_event_time),
     }
@@ -122,7 +122,7 @@ def encode_delete_block(
 
 def encode_rollback_block(instant_time: str, target_instant_time: str) -> bytes:
     """COMMAND block rolling back `target_instant_time`; header order 0,3,1 as observed in Java-written logs."""
-    headers = {
+    headers: dict[int, str] = {
         HeaderKey.INSTANT_TIME: instant_time,
         HeaderKey.COMMAND_BLOCK_TYPE: ROLLBACK_COMMAND,
         HeaderKey.TARGET_INSTANT_TIME: target_instant_time,

@@ -7,7 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.avro_codec import decode_data_block_content
+from engine.logformat.avro_codec import decode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat.blocks import (
     MAX_EVENT_TIME_ATTR,

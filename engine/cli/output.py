@@ -1,0 +1,183 @@
+"""Rendering the CLI's results: JSON (`--json`: the results' `to_dict()`, ISO-8601 UTC times) or text.
+
+Progress bars go to stderr and only on a terminal: piped or redirected output stays clean.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from typing import Any, Callable, Iterator, Sequence
+
+from engine import results as r
+from engine.errors import Refused
+from engine.progress import Progress
+
+
+def _jsonable(data: Any) -> Any:
+    if isinstance(data, r.Result):
+        return data.to_dict()
+    if isinstance(data, (list, tuple)):
+        return [_jsonable(d) for d in data]
+    return data
+
+
+def emit(data: Any, as_json: bool, render: Callable[[Any], str]) -> None:
+    """Print `data` as JSON or through its text renderer (stdout)."""
+    print(json.dumps(_jsonable(data), indent=2) if as_json else render(data))
+
+
+def refusal(refused: Refused, as_json: bool) -> None:
+    """A refusal: JSON on stdout with --json (reason code and blocking instant), else a line on stderr."""
+    if as_json:
+        print(json.dumps(refused.to_dict(), indent=2))
+    else:
+        where = f" (blocked by {refused.blocking_instant})" if refused.blocking_instant else ""
+        print(f"tidemark: refused [{refused.reason}]{where}: {refused.message}", file=sys.stderr)
+
+
+def error(message: str) -> None:
+    print(f"tidemark: error: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def progress_bar(label: str) -> Iterator[Progress | None]:
+    """An `on_progress` callback drawing a bar on stderr when it is a terminal; None otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
+
+    with Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+             console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=None)
+
+        def update(done: int, total: int, unit: str) -> None:
+            bar.update(task, completed=done, total=total or None, description=f"{label} ({unit})")
+
+        yield update
+
+
+# ------------------------------------------------------------------------------------------ text renderers
+
+def _t(value: Any) -> str:
+    """A time (or anything) for text output."""
+    return "-" if value is None else (r.iso(value) or "-") if hasattr(value, "tzinfo") else str(value)
+
+
+def kv_lines(result: r.Result) -> str:
+    return "\n".join(f"{k}: {v}" for k, v in result.to_dict().items())
+
+
+def created(d: r.TableDescription) -> str:
+    return f"created table {d.table} at {d.path}"
+
+
+def write(w: r.WriteResult) -> str:
+    return w.instant
+
+
+def read(rr: r.ReadResult) -> str:
+    return f"wrote {rr.rows} rows to {rr.output}"
+
+
+def describe(d: r.TableDescription) -> str:
+    lines = [f"table {d.table} (v{d.table_version}, {d.merge_mode}) at {d.path}",
+             f"  record key {','.join(d.record_key)}; partitions {','.join(d.partition_fields) or '-'}; "
+             f"ordering {d.ordering_field}; event time {d.event_time_field}", "timeline:"]
+    lines += [f"  {i.instant} {i.action:<13} {i.state}" for i in d.timeline]
+    lines.append("file groups:")
+    for g in d.file_groups:
+        lines.append(f"  {g.partition or '(root)'} / {g.file_id}")
+        for s in g.slices:
+            lines.append(f"    slice {s.base_instant}: base {s.base_file or '-'}")
+            lines += [f"      {lf.name}  {lf.size} B  {lf.blocks} blocks  min event time {_t(lf.min_event_time)}"
+                      for lf in s.log_files]
+    return "\n".join(lines)
+
+
+def demo(d: dict[str, Any]) -> str:
+    head = f"loaded {d['rows_written']} rows of {d['flights']} flights into {d['path']}"
+    return "\n".join([head, *[f"  {w}" for w in d["writes"]]])
+
+
+def plan(p: r.CompactionPlan) -> str:
+    if not p.operations:
+        return p.message or "nothing to compact"
+    head = {"preview": "would schedule compaction", "requested": "scheduled compaction"}.get(p.state, "compaction")
+    lines = [f"{head} {p.instant or ''} ({p.strategy}, threshold {_t(p.threshold)}, carry-over {p.carry_over}"
+             f"{', exact' if p.exact else ''}): {len(p.operations)} file group(s), "
+             f"{sum(len(o.logs_compacted) for o in p.operations)} logs compacted, "
+             f"{sum(len(o.logs_carried) for o in p.operations)} carried".replace("  ", " ")]
+    lines += [f"  {name} = {u.value} ({u.source})" for name, u in p.settings_used.items()]
+    return "\n".join(lines)
+
+
+def compaction_detail(p: r.CompactionPlan) -> str:
+    lines = [f"compaction {p.instant} [{p.state}] strategy {p.strategy}, threshold {_t(p.threshold)}, "
+             f"carry-over {p.carry_over}{', exact' if p.exact else ''}"]
+    lines += [f"  {name} = {u.value} ({u.source})" for name, u in p.settings_used.items()]
+    for o in p.operations:
+        lines.append(f"  {o.partition or '(root)'} / {o.file_id}: base {o.base_file or '-'}"
+                     + (f" -> {o.new_base_file}" if o.new_base_file else ""))
+        lines += [f"    compacted {name}" for name in o.logs_compacted]
+        lines += [f"    carried   {c.name} -> {c.target} ({c.mode})" for c in o.logs_carried]
+    if p.result is not None:
+        lines.append(f"  RO completion time {_t(p.result.ro_completion_time)}, "
+                     f"RO freshness time {_t(p.result.ro_freshness_time)}")
+    return "\n".join(lines)
+
+
+def run(c: r.CompactionResult) -> str:
+    return (f"compaction {c.instant} committed: {len(c.base_files)} base files, {c.records_written} records, "
+            f"{c.logs_carried_over} logs carried over, {len(c.spill_logs)} exact-mode spill logs\n"
+            f"RO completion time {_t(c.ro_completion_time)}, RO freshness time {_t(c.ro_freshness_time)}")
+
+
+def rollback(rb: r.RollbackResult) -> str:
+    return (f"rolled back {rb.action} {rb.instant} as rollback {rb.rollback_instant}: deleted "
+            f"{len(rb.deleted_files)} file(s), wrote {len(rb.rollback_log_files)} rollback block(s)")
+
+
+def clean(c: r.CleanResult) -> str:
+    lines = [c.message or f"deleted {c.total_deleted} files"]
+    listing = c.files_to_delete if c.dry_run else c.deleted
+    verb = "would delete" if c.dry_run else "deleted"
+    lines += [f"  {verb} {p}/{n}" for p, names in listing.items() for n in names]
+    lines += [f"  error: {e}" for e in c.errors]
+    return "\n".join(lines)
+
+
+def compactions(rows: Sequence[r.CompactionSummary]) -> str:
+    if not rows:
+        return "no compactions on the active timeline"
+    head = f"{'instant':<18} {'state':<10} {'threshold':<25} {'groups':>6} {'compacted':>9} {'carried':>7}"
+    lines = [f"{c.instant:<18} {c.state:<10} {_t(c.threshold):<25} {c.file_groups or 0:>6} "
+             f"{c.logs_compacted or 0:>9} {c.logs_carried or 0:>7}" for c in rows]
+    return "\n".join([head, *lines])
+
+
+def freshness(f: r.Freshness) -> str:
+    return f.message
+
+
+def metrics(m: r.BacklogMetrics) -> str:
+    return kv_lines(m)
+
+
+def timeline(rows: Sequence[r.InstantInfo]) -> str:
+    return "\n".join(f"{i.instant} {i.action:<13} {i.state}" for i in rows) or "empty timeline"
+
+
+def tide(rows: Sequence[r.TideBucket]) -> str:
+    if not rows:
+        return "no uncompacted logs"
+    return "\n".join(f"{_t(b.start) if b.start else 'unknown':<25} {b.log_files:>5} logs "
+                     f"{'?' if b.log_records is None else b.log_records:>10} records {b.log_bytes:>12} B"
+                     for b in rows)
+
+
+def recover(rc: r.RecoverResult) -> str:
+    return rc.message

@@ -1,0 +1,333 @@
+"""The carry-forward log: what a compaction writes as log version 1 of the new slice C.
+
+A compaction folds a prefix P of a slice's logs into a new base; the rest R (carried over) and the logs
+written into slice C while the plan was pending follow in the new slice. Hudi's merge is a left fold over
+the logs (docs/ARCHITECTURE.md, "Merge rules") whose state a base file cannot always hold: it has no
+tombstones, and it cannot say "deleted, unless a later record comes". So P is split into the log winners
+that go into the new base and the items replayed, in order, by log version 1 of slice C, ahead of every
+carried log:
+1. a delete that won in P while a later record of lower ordering would otherwise undo it (issue 9 case 1:
+   put 10, delete 30, put 20 stays deleted). The delete is applied to the base *and* carried.
+2. a winner whose key meets a processing-time delete later, or that is one and meets a later record: Hudi
+   lets the old base row compete with a record written after such a delete, so the old base row stays as
+   it is and the winner is carried instead.
+3. exact mode: every record and delete of P with event time > T that a later as-of view may still need,
+   in log order — not only the final winner — minus those a later item with event time ≤ T always beats.
+Under commit-time ordering only 3 applies: logs always beat the base, and a key's kept late items all
+come after its ≤ T items in log order, so replaying them after the base reproduces the fold.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from engine.config import eventtime
+from engine.config.properties import EVENT_TIME_ORDERING
+from engine.read.merge import (RECORD_KEY, DataItem, DeleteItem, LogItem, LogWinners, _comparable, _concat,
+                               _ordering_of, conform_to_schema, merge_log_items)
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    merge_mode: str
+    ordering_field: str | None
+    event_field: str | None
+    schema: pa.Schema                                   # read schema, meta fields first
+    threshold_ms: int | None = None                     # exact mode: items with event time > T are kept out
+    delete_bounds: Mapping[str, tuple[int | None, int | None]] | None = None  # instant -> its deletes' event times
+
+
+@dataclass
+class SliceSplit:
+    base_winners: LogWinners      # what the new base folds in
+    carry: list[LogItem]          # log version 1 of slice C, in replay order
+    carry_min_event_ms: int | None  # smallest event time carried that the new base does not reflect
+
+
+@dataclass
+class _Flat:
+    """One entry per record or delete of a list of items, in log order."""
+
+    keys: pa.Array
+    ordering: pa.Array
+    is_del: np.ndarray
+    is_hard: np.ndarray
+    offsets: np.ndarray   # start of each item in the flat arrays (len = items + 1)
+
+
+def _flatten(items: Sequence[LogItem], spec: SplitSpec) -> _Flat:
+    keys, ords, dels, hard, sizes = [], [], [], [], [0]
+    for item in items:
+        if isinstance(item, DataItem):
+            n = item.records.num_rows
+            keys.append(item.records.column(RECORD_KEY).combine_chunks())
+            ords.append(_ordering_of(item.records, spec.ordering_field, spec.merge_mode))
+            dels.append(np.zeros(n, bool))
+            hard.append(np.zeros(n, bool))
+        else:
+            n = len(item.keys)
+            keys.append(item.keys)
+            ords.append(_comparable(item.ordering) if spec.merge_mode == EVENT_TIME_ORDERING
+                        else pa.nulls(n, pa.int64()))
+            dels.append(np.ones(n, bool))
+            hard.append(np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool))
+        sizes.append(n)
+    if not keys:
+        empty = np.zeros(0, bool)
+        return _Flat(pa.array([], pa.string()), pa.array([], pa.int64()), empty, empty, np.zeros(1, np.int64))
+    return _Flat(_concat(keys).cast(pa.string()), _concat(ords), np.concatenate(dels), np.concatenate(hard),
+                 np.cumsum(sizes))
+
+
+def _ranks(values: pa.Array) -> np.ndarray:
+    """Dense ranks (nulls lowest), so orderings of any comparable type compare in numpy."""
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    return pc.rank(values, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense").to_numpy().astype(np.int64)
+
+
+def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray) -> list[LogItem]:
+    """The items restricted to the masked entries, in order; empty items dropped."""
+    out: list[LogItem] = []
+    for i, item in enumerate(items):
+        m = mask[flat.offsets[i]:flat.offsets[i + 1]]
+        if not m.any():
+            continue
+        if m.all():
+            out.append(item)
+        elif isinstance(item, DataItem):
+            out.append(DataItem(item.records.filter(pa.array(m))))
+        else:
+            keep = pa.array(m)
+            out.append(DeleteItem(item.keys.filter(keep), item.ordering.filter(keep), item.always_wins.filter(keep),
+                                  item.instant))
+    return out
+
+
+# ------------------------------------------------------------------------------------ event times
+
+def _event_ms(items: Sequence[LogItem], spec: SplitSpec) -> np.ndarray:
+    """Event time (epoch ms) per entry; NaN when unknown."""
+    parts = []
+    for item in items:
+        if isinstance(item, DataItem):
+            t = item.records
+            parts.append(eventtime.millis_array(t.column(spec.event_field)) if spec.event_field in t.column_names
+                         else np.full(t.num_rows, np.nan))
+        else:
+            parts.append(_delete_event_ms(item, spec))
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def _delete_event_ms(item: DeleteItem, spec: SplitSpec) -> np.ndarray:
+    """A delete's event time is its ordering value when the ordering field is the event-time field;
+    otherwise the bounds of its write: all ≤ T or all > T when they say so, else unknown."""
+    n = len(item.keys)
+    out = np.full(n, np.nan)
+    if (spec.event_field and spec.event_field == spec.ordering_field and spec.event_field in spec.schema.names
+            and not pa.types.is_null(item.ordering.type)):
+        out = _ordering_as_event_ms(item.ordering, spec.schema.field(spec.event_field).type)
+        out[np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool)] = np.nan
+    lo, hi = (spec.delete_bounds or {}).get(item.instant or "", (None, None))
+    t = spec.threshold_ms
+    if t is not None and hi is not None and hi <= t:
+        out[np.isnan(out)] = t
+    elif t is not None and lo is not None and lo > t:
+        out[np.isnan(out)] = lo
+    return out
+
+
+def _ordering_as_event_ms(ordering: pa.Array, field_type: pa.DataType) -> np.ndarray:
+    """A delete's raw ordering value (the data's Avro value: e.g. micros for timestamp-micros) as millis."""
+    values = ordering
+    try:
+        if pa.types.is_timestamp(field_type) and not pa.types.is_timestamp(values.type):
+            values = values.cast(pa.int64()).cast(field_type)
+        elif values.type != field_type:
+            values = values.cast(field_type)
+        return eventtime.millis_array(values)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
+        return np.full(len(ordering), np.nan)
+
+
+# ------------------------------------------------------------------------------------ the split
+
+def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str) -> np.ndarray:
+    """Late entries (event time > T) that no later on-time entry of the same key always beats.
+
+    A later on-time entry y is in every as-of view that contains a late entry x, so x can never win when
+    y beats it: under commit time any later y does; under event time y does when it is a processing-time
+    delete or its ordering is ≥ x's.
+    """
+    n = len(late)
+    if not late.any():
+        return late
+    codes = pc.dictionary_encode(flat.keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    rank = _ranks(flat.ordering)
+    top = int(rank.max(initial=0)) + 1
+    strength = np.where(flat.is_hard | (merge_mode != EVENT_TIME_ORDERING), top, rank)
+    value = np.where(~late, strength + 1, 0)          # 0: no on-time entry; on-time entries 1..top+1
+    order = np.lexsort((-np.arange(n), codes))        # per key, latest first
+    span = top + 2
+    shifted = value[order] + codes[order] * span
+    running = np.maximum.accumulate(shifted) - codes[order] * span
+    after = np.zeros(n, np.int64)                     # best on-time entry strictly after each entry
+    same = codes[order][1:] == codes[order][:-1]
+    after[order[1:]] = np.where(same, running[:-1], 0)
+    needed = rank + 1 if merge_mode == EVENT_TIME_ORDERING else np.ones(n, np.int64)
+    return late & ~(after >= needed)
+
+
+@dataclass
+class _Rest:
+    """Per key of the items that will follow the carry-forward log."""
+
+    keys: pa.Array
+    has_data: np.ndarray
+    data_ordering: pa.Array   # ordering of every record that follows...
+    data_key: np.ndarray      # ...its key index...
+    after_hard: np.ndarray    # ...and whether a processing-time delete of its key precedes it
+
+
+def _rest(items: Sequence[LogItem], spec: SplitSpec) -> _Rest:
+    flat = _flatten(items, spec)
+    enc = pc.dictionary_encode(flat.keys)
+    keys = enc.dictionary
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    seq = np.arange(len(codes))
+    first_hard = np.full(len(keys), np.iinfo(np.int64).max)
+    if flat.is_hard.any():
+        np.minimum.at(first_hard, codes[flat.is_hard], seq[flat.is_hard])
+    data = ~flat.is_del
+    has_data = np.zeros(len(keys), bool)
+    has_data[codes[data]] = True
+    return _Rest(keys, has_data, flat.ordering.filter(pa.array(data)), codes[data],
+                 seq[data] > first_hard[codes[data]])
+
+
+BaseOrdering = Callable[[pa.Array], tuple[pa.Array, pa.Array]]   # keys -> (keys found in the base, ordering)
+
+
+def _carry_decisions(winners: LogWinners, rest: _Rest, base_ordering: BaseOrdering | None) -> tuple[np.ndarray, np.ndarray]:
+    """(withhold, carry) per winner: withheld winners leave the base row as it is and are carried;
+    carried winners are applied to the base and replayed too.
+
+    After a processing-time delete, Hudi lets a record compete with the *base* row by ordering (the delete
+    is forgotten), so a winner that changed the base would change that contest:
+    - a record or ordered delete is withheld when a record of lower ordering follows a processing-time
+      delete (that record would have met the old base row);
+    - a processing-time delete is withheld when the old base row beats a following record; otherwise it
+      is applied and replayed (after it, ordered deletes are ignored until a record comes).
+    An ordered delete that is applied is replayed when a following record of lower ordering would undo it.
+    """
+    n = winners.size
+    nothing = np.zeros(n, bool)
+    if len(rest.keys) == 0:
+        return nothing, nothing
+    match = pc.index_in(winners.keys, value_set=rest.keys)
+    has = np.asarray(match.is_valid().to_numpy(zero_copy_only=False), bool)
+    j = np.asarray(match.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+    if not (has & rest.has_data[j]).any():
+        return nothing, nothing
+    hard = winners.kills_base
+    base_keys, base_ord = pa.array([], pa.string()), pa.array([], pa.int64())
+    if base_ordering is not None and (has & hard).any():
+        base_keys, base_ord = base_ordering(winners.keys.filter(pa.array(has & hard)))
+    # One dense ranking over every ordering involved, so they compare whatever their types.
+    joint = _ranks(_concat([winners.ordering, rest.data_ordering, base_ord]))
+    w_rank, r_rank, b_rank = joint[:n], joint[n:n + len(rest.data_key)], joint[n + len(rest.data_key):]
+    big = np.iinfo(np.int64).max
+    low = np.full(len(rest.keys), big)
+    low_after_hard = np.full(len(rest.keys), big)
+    if len(rest.data_key):
+        np.minimum.at(low, rest.data_key, r_rank)
+        np.minimum.at(low_after_hard, rest.data_key[rest.after_hard], r_rank[rest.after_hard])
+    in_base = pc.index_in(winners.keys, value_set=base_keys)
+    base_rank = np.full(n, -1 if base_ordering is not None else big)   # unknown base: assume it wins
+    found = np.asarray(in_base.is_valid().to_numpy(zero_copy_only=False), bool)
+    base_rank[found] = b_rank[np.asarray(in_base.filter(in_base.is_valid()).to_numpy(zero_copy_only=False), np.int64)]
+    followed = has & rest.has_data[j]
+    withhold = np.where(hard, followed & (base_rank > low[j]), has & (low_after_hard[j] < w_rank))
+    carry = ~withhold & np.where(hard, followed, followed & winners.is_delete & (low[j] < w_rank))
+    return withhold, carry
+
+
+def _winner_items(winners: LogWinners, mask: np.ndarray) -> list[LogItem]:
+    out: list[LogItem] = []
+    data = mask & ~winners.is_delete
+    if data.any():
+        out.append(DataItem(winners.rows.filter(pa.array(data))))
+    for hard in (True, False):
+        dels = mask & winners.is_delete & (winners.kills_base == hard)
+        if dels.any():
+            keep = pa.array(dels)
+            ordering = (pa.nulls(int(dels.sum()), pa.int64()) if hard or winners.ordering is None
+                        else winners.ordering.filter(keep))
+            out.append(DeleteItem(winners.keys.filter(keep), ordering, pa.repeat(pa.scalar(hard), int(dels.sum()))))
+    return out
+
+
+def _without(winners: LogWinners, drop: np.ndarray) -> LogWinners:
+    if not drop.any():
+        return winners
+    keep = pa.array(~drop)
+    return LogWinners(winners.keys.filter(keep), winners.rows.filter(keep), winners.is_delete[~drop],
+                      winners.ordering.filter(keep) if winners.ordering is not None else None,
+                      winners.kills_base[~drop])
+
+
+def _min_ms(values: np.ndarray) -> int | None:
+    known = values[~np.isnan(values)]
+    return int(known.min()) if known.size else None
+
+
+def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: SplitSpec,
+                base_ordering: BaseOrdering | None = None) -> SliceSplit:
+    """Split the compacted logs' items into the new base's winners and the carry-forward items.
+
+    `rest_items`: the items of the logs that follow in slice C (carried logs, writes made while the plan
+    was pending), in order — only their keys, record orderings and processing-time deletes matter.
+    `base_ordering`: the old base's ordering values of some keys (absent: assume the base row wins).
+    """
+    flat = _flatten(items, spec)
+    threshold = spec.threshold_ms
+    et = _event_ms(items, spec) if threshold is not None else np.zeros(len(flat.is_del))
+    late = (et > threshold) if threshold is not None else np.zeros(len(flat.is_del), bool)
+    kept_late = _undominated(flat, late, spec.merge_mode)
+    spill = _select(items, flat, kept_late)
+    winners = merge_log_items(_select(items, flat, ~late), spec.merge_mode, spec.ordering_field, spec.schema)
+    spill_min = _min_ms(et[kept_late]) if kept_late.any() else None
+    if spec.merge_mode != EVENT_TIME_ORDERING or winners.size == 0:
+        return SliceSplit(winners, spill, spill_min)
+    withhold, carry = _carry_decisions(winners, _rest(list(spill) + list(rest_items), spec), base_ordering)
+    carried = _winner_items(winners, withhold | carry)
+    withheld_min = None
+    if withhold.any() and spec.event_field in winners.rows.column_names:
+        withheld_min = _min_ms(eventtime.millis_array(winners.rows.column(spec.event_field).filter(
+            pa.array(withhold & ~winners.is_delete))))
+    mins = [m for m in (spill_min, withheld_min) if m is not None]
+    return SliceSplit(_without(winners, withhold), carried + spill, min(mins) if mins else None)
+
+
+def base_ordering_reader(base_file: str | None, ordering_field: str | None) -> BaseOrdering:
+    """Looks up the ordering values of some keys in a base file (only the two columns are read)."""
+    def lookup(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+        if base_file is None:
+            return pa.array([], pa.string()), pa.array([], pa.int64())
+        names = pq.read_schema(base_file).names
+        columns = [RECORD_KEY] + ([ordering_field] if ordering_field in names else [])
+        t = pq.read_table(base_file, columns=columns, filters=[(RECORD_KEY, "in", keys.to_pylist())])
+        ordering = (_comparable(t.column(ordering_field).combine_chunks()) if ordering_field in t.column_names
+                    else pa.nulls(t.num_rows, pa.int64()))
+        return t.column(RECORD_KEY).combine_chunks(), ordering
+    return lookup
+
+
+def carried_rows(item: DataItem, schema: pa.Schema) -> pa.Table:
+    """A carried record block's rows in the slice's read schema (older blocks may lack new columns)."""
+    return conform_to_schema(item.records, schema)

@@ -1,0 +1,249 @@
+"""Compaction history: every compaction on the active timeline, pending or completed, as typed results.
+
+Two records describe one compaction (format facts §3.1, §3.3), both read through engine.timeline.metadata:
+- the plan ``<C>.compaction.requested`` (Avro): what was scheduled — operations, compacted and carried logs,
+  the tidemark.* threshold/strategy/carry-over settings and where each setting came from;
+- the completed ``<C>.commit`` (JSON): what actually happened — write stats of the new base files, and
+  the tidemark.* results (carried logs with their mode, RO completion/freshness times).
+A completed compaction is reported from its commit where the commit says something, from the plan otherwise
+(Java keeps the plan file after completion; an archived or foreign table may not).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from engine import results as r
+from engine.errors import TidemarkError
+from engine.io.naming import instant_to_millis, is_instant
+from engine.timeline.instants import COMMIT, COMPACTION, Instant, State, Timeline, TimelineError, instant_file_name
+from engine.timeline.metadata import (CarriedEntry, CommitMetadata, CompactionOperation, CompactionPlanRecord,
+                                      PlanSettings, WriteStat)
+
+
+@dataclass(frozen=True)
+class CompactionRecord:
+    """The timeline records of one compaction instant."""
+
+    instant: Instant
+    plan: CompactionPlanRecord | None   # None when the plan file is gone (archived/foreign tables)
+    commit: CommitMetadata | None       # None unless completed
+
+    @property
+    def timestamp(self) -> str:
+        return self.instant.timestamp
+
+    @property
+    def state(self) -> str:
+        return self.instant.state.value
+
+    @property
+    def settings(self) -> PlanSettings:
+        """What ran (the commit's settings) before what was asked (the plan's), field by field."""
+        planned = self.plan.settings if self.plan is not None else PlanSettings()
+        if self.commit is None:
+            return planned
+        done = self.commit.settings
+        return PlanSettings(
+            threshold_ms=done.threshold_ms if done.threshold_ms is not None else planned.threshold_ms,
+            strategy=done.strategy or planned.strategy, carry_over=planned.carry_over or self._carried_mode(),
+            exact=done.exact or planned.exact, event_time_sources=planned.event_time_sources,
+            settings_used=planned.settings_used)
+
+    def _carried_mode(self) -> str | None:
+        modes = {e.mode for e in (self.commit.carried if self.commit else None) or [] if e.mode}
+        return modes.pop() if len(modes) == 1 else ("mixed" if modes else None)
+
+    @property
+    def is_event_time(self) -> bool:
+        """An event-time compaction with a threshold: the source of the RO view's guarantee."""
+        s = self.settings
+        return s.strategy == "event_time" and s.threshold_ms is not None
+
+
+# ------------------------------------------------------------------------------------------ discovery
+
+def _plan_exists(timeline: Timeline, ts: str) -> bool:
+    name = instant_file_name(ts, COMPACTION, State.REQUESTED)
+    return any(os.path.exists(os.path.join(timeline.hoodie_path, d, name)) for d in ("", ".aux"))
+
+
+def _read_plan(timeline: Timeline, ts: str) -> CompactionPlanRecord | None:
+    try:
+        return timeline.compaction_plan(ts)
+    except TimelineError:
+        if _plan_exists(timeline, ts):
+            raise  # present but unreadable: say so rather than report a plan-less compaction
+        return None
+
+
+def compaction_records(timeline: Timeline) -> list[CompactionRecord]:
+    """Every compaction on the active timeline, oldest first."""
+    out: list[CompactionRecord] = []
+    for inst in timeline.instants:
+        if inst.action == COMPACTION:
+            out.append(CompactionRecord(inst, _read_plan(timeline, inst.timestamp), None))
+        elif inst.action == COMMIT and inst.is_completed:
+            metadata = timeline.commit_metadata(inst)
+            # In a MOR table a completed `commit` is a compaction; the plan file or COMPACT operation proves it.
+            if _plan_exists(timeline, inst.timestamp) or metadata.is_compaction:
+                out.append(CompactionRecord(inst, _read_plan(timeline, inst.timestamp), metadata))
+    return out
+
+
+def last_completed_event_time_compaction(records: list[CompactionRecord]) -> CompactionRecord | None:
+    """The latest completed compaction that recorded an event-time threshold (the RO guarantee's source)."""
+    done = [rec for rec in records if rec.commit is not None and rec.is_event_time]
+    return done[-1] if done else None
+
+
+def carried_over_entries(record: CompactionRecord) -> list[CarriedEntry] | None:
+    """The commit's carried-over logs; None if the commit does not record them (or is not there)."""
+    return record.commit.carried if record.commit is not None else None
+
+
+# ------------------------------------------------------------------------------------------ summaries
+
+def _stats(record: CompactionRecord) -> tuple[WriteStat, ...]:
+    return record.commit.write_stats if record.commit is not None else ()
+
+
+def _counts(record: CompactionRecord) -> tuple[int | None, int | None, int | None]:
+    """file groups / logs compacted / logs carried: from the commit when completed, else from the plan."""
+    ops = record.plan.operations if record.plan is not None else None
+    stats, carried = _stats(record), carried_over_entries(record)
+    if record.commit is not None and stats:
+        groups: int | None = len({s.key for s in stats})
+        compacted: int | None = sum(s.total_log_files_compacted for s in stats)
+    else:
+        groups = len(ops) if ops is not None else None
+        compacted = sum(len(op.delta_files) for op in ops) if ops is not None else None
+    if carried is not None:
+        logs_carried: int | None = len(carried)
+    else:
+        logs_carried = sum(len(op.carried) for op in ops) if ops is not None else None
+    return groups, compacted, logs_carried
+
+
+def _summary(record: CompactionRecord) -> r.CompactionSummary:
+    completed = record.commit is not None
+    s = record.settings
+    groups, compacted, carried = _counts(record)
+    return r.CompactionSummary(
+        instant=record.timestamp, scheduled_at=r.from_ms(instant_to_millis(record.timestamp)), state=record.state,
+        threshold=r.from_ms(s.threshold_ms), strategy=s.strategy, carry_over=s.carry_over,
+        exact=s.exact if (record.plan is not None or completed) else None,
+        file_groups=groups, logs_compacted=compacted, logs_carried=carried,
+        records_written=record.commit.records_written if record.commit is not None else None,
+        ro_completion_time=r.from_ms(record.commit.ro_completion_ms) if record.commit is not None else None,
+        ro_freshness_time=r.from_ms(record.commit.ro_freshness_ms) if record.commit is not None else None)
+
+
+def list_compactions(base_path: str) -> list[r.CompactionSummary]:
+    """Every compaction on the active timeline (requested | inflight | completed), oldest first."""
+    return [_summary(rec) for rec in compaction_records(Timeline.load(base_path))]
+
+
+# ------------------------------------------------------------------------------------------ detail
+
+def _sizes(pdir: str, names: list[str]) -> int | None:
+    """Bytes of the named files (links followed); None when one is gone (e.g. cleaned since)."""
+    total = 0
+    for name in names:
+        try:
+            total += os.stat(os.path.join(pdir, name)).st_size
+        except OSError:
+            return None
+    return total
+
+
+def file_group_operation(base_path: str, op: CompactionOperation, mode: str | None,
+                         carried: list[CarriedEntry] | None = None,
+                         stat: WriteStat | None = None) -> r.FileGroupOperation:
+    """One operation as the API reports it; `carried` (the commit's record) wins over what the plan asked."""
+    pdir = os.path.join(base_path, op.partition_path) if op.partition_path else base_path
+    logs_carried = ([r.CarriedLog(e.symlink, e.target, e.mode) for e in carried] if carried is not None
+                    else [r.CarriedLog(c.symlink, c.target, mode) for c in op.carried])
+    return r.FileGroupOperation(
+        partition=op.partition_path, file_id=op.file_id, base_instant=op.base_instant or None,
+        base_file=op.data_file, logs_compacted=list(op.delta_files), logs_carried=logs_carried,
+        bytes_compacted=_sizes(pdir, list(op.delta_files)), bytes_carried=_sizes(pdir, [c.target for c in op.carried]),
+        new_base_file=stat.file_name if stat is not None else None,
+        records_written=stat.num_writes if stat is not None else None)
+
+
+def _operations(base_path: str, record: CompactionRecord) -> list[r.FileGroupOperation]:
+    stats = {s.key: s for s in _stats(record)}
+    carried_list = carried_over_entries(record)
+    carried: dict[tuple[str, str], list[CarriedEntry]] = {}
+    for e in carried_list or []:
+        carried.setdefault((e.partition_path, e.file_id), []).append(e)
+    ops = list(record.plan.operations) if record.plan is not None else [
+        # plan-less completed compaction: rebuild what we can from the write stats
+        CompactionOperation(p, f, "", None, (), ()) for (p, f) in stats]
+    mode = record.settings.carry_over
+    return [file_group_operation(base_path, op, mode, carried.get(op.key, []) if carried_list is not None else None,
+                                 stats.get(op.key)) for op in ops]
+
+
+def settings_used(plan: CompactionPlanRecord | None) -> dict[str, r.SettingUsed]:
+    """The plan's recorded settings with their sources; the threshold shown as an ISO-8601 time."""
+    used = (plan.settings.settings_used if plan is not None else None) or {}
+    out = {}
+    for name, entry in used.items():
+        value = entry.get("value")
+        if name == "threshold" and isinstance(value, int):
+            value = r.iso(r.from_ms(value))
+        out[name] = r.SettingUsed(value=value, source=str(entry.get("source")))
+    return out
+
+
+def plan_result(base_path: str, plan: CompactionPlanRecord, *, instant: str | None, state: str,
+                message: str = "") -> r.CompactionPlan:
+    """A plan (scheduled or previewed) as the API reports it."""
+    s = plan.settings
+    return r.CompactionPlan(
+        instant=instant, state=state, threshold=r.from_ms(s.threshold_ms), strategy=s.strategy,
+        carry_over=s.carry_over, exact=s.exact, settings_used=settings_used(plan),
+        operations=[file_group_operation(base_path, op, s.carry_over) for op in plan.operations],
+        projected_ro_completion_time=r.from_ms(s.threshold_ms) if plan.promises_threshold else None,
+        scheduled_at=r.from_ms(instant_to_millis(instant)) if instant else None,
+        event_time_sources=dict(s.event_time_sources) if s.event_time_sources is not None else None,
+        message=message)
+
+
+def _result(record: CompactionRecord, ops: list[r.FileGroupOperation]) -> r.CompactionResult | None:
+    commit = record.commit
+    if commit is None:
+        return None
+    carried = commit.carried
+    return r.CompactionResult(
+        instant=record.timestamp, threshold=r.from_ms(record.settings.threshold_ms),
+        base_files=[s.path for s in commit.write_stats], records_written=commit.records_written,
+        logs_carried_over=len(carried) if carried is not None else sum(len(o.logs_carried) for o in ops),
+        spill_logs=[], ro_completion_time=r.from_ms(commit.ro_completion_ms),
+        ro_freshness_time=r.from_ms(commit.ro_freshness_ms))
+
+
+def describe_compaction(base_path: str, instant: str) -> r.CompactionPlan:
+    """One compaction with per-operation detail; TidemarkError if `instant` is not a compaction."""
+    if not is_instant(instant):
+        raise TidemarkError(f"{instant!r} is not an instant time (expected 17 digits, e.g. 20260101120000000)")
+    records = compaction_records(Timeline.load(base_path))
+    match = [rec for rec in records if rec.timestamp == instant]
+    if not match:
+        known = ", ".join(rec.timestamp for rec in records) or "none"
+        raise TidemarkError(f"{instant} is not a compaction on the active timeline of {base_path} "
+                            f"(compactions: {known})")
+    record = match[0]
+    summary = _summary(record)
+    ops = _operations(base_path, record)
+    return r.CompactionPlan(
+        instant=instant, state=summary.state, threshold=summary.threshold, strategy=summary.strategy,
+        carry_over=summary.carry_over, exact=summary.exact, settings_used=settings_used(record.plan), operations=ops,
+        projected_ro_completion_time=summary.threshold if record.is_event_time else None,
+        scheduled_at=summary.scheduled_at,
+        event_time_sources=(dict(record.plan.settings.event_time_sources)
+                            if record.plan is not None and record.plan.settings.event_time_sources is not None
+                            else None),
+        result=_result(record, ops))

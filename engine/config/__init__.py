@@ -1,0 +1,1 @@
+"""Table settings: hoodie.properties, schema, event-time values, creating a table on storage."""

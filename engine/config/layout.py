@@ -1,0 +1,50 @@
+"""Creating a table on storage: `.hoodie/` folders, hoodie.properties, partition metadata."""
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Mapping
+
+from engine.errors import ConfigError
+from engine.config.properties import (HOODIE_DIR, MERGE_MODES, PROPERTIES_FILE, TableConfig, load_table_config,
+                               new_table_props, save_table_config)
+
+# Folders Java Hudi creates with a table; readers tolerate their absence, Java tools expect them.
+HOODIE_SUBDIRS = (".aux", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived")
+PARTITION_METAFILE = ".hoodie_partition_metadata"
+
+
+def create_table(path: str, *, name: str, record_keys: list[str], ordering_field: str, event_time_field: str,
+                 partition_fields: list[str] | None = None, merge_mode: str = "event_time",
+                 hive_style: bool = False, settings: Mapping[str, str] | None = None) -> TableConfig:
+    """Create an empty v6 MOR table; refuses to overwrite an existing one."""
+    if os.path.exists(os.path.join(path, HOODIE_DIR, PROPERTIES_FILE)):
+        raise ConfigError(f"a Hudi table already exists at {path}")
+    if not record_keys:
+        raise ConfigError("at least one record key field is required")
+    if merge_mode not in MERGE_MODES:
+        raise ConfigError(f"unknown merge mode {merge_mode!r}; use one of {', '.join(MERGE_MODES)}")
+    props = new_table_props(name=name, record_keys=record_keys, partition_fields=partition_fields or [],
+                            ordering_field=ordering_field, event_time_field=event_time_field,
+                            merge_mode=MERGE_MODES[merge_mode], hive_style=hive_style, settings=settings)
+    for sub in HOODIE_SUBDIRS:
+        os.makedirs(os.path.join(path, HOODIE_DIR, sub), exist_ok=True)
+    cfg = TableConfig(base_path=path, props=props)
+    save_table_config(cfg)
+    return load_table_config(path)
+
+
+def write_partition_metadata(base_path: str, partition: str, instant: str) -> None:
+    """Write `<partition>/.hoodie_partition_metadata` once (first writer wins, atomically)."""
+    directory = os.path.join(base_path, partition) if partition else base_path
+    target = os.path.join(directory, PARTITION_METAFILE)
+    if os.path.exists(target):
+        return
+    os.makedirs(directory, exist_ok=True)
+    depth = len([p for p in partition.split("/") if p]) if partition else 0
+    now = dt.datetime.now(dt.timezone.utc)
+    text = f"#partition metadata\n#{now:%a %b %d %H:%M:%S UTC %Y}\ncommitTime={instant}\npartitionDepth={depth}\n"
+    tmp = f"{target}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.replace(tmp, target)

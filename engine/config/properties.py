@@ -1,0 +1,325 @@
+"""Table properties (`.hoodie/hoodie.properties`, table version 6) and Tidemark's write settings.
+
+Table properties describe the table for every reader (Java Hudi, hudi-rs, us); write settings tune how
+Tidemark writes and compacts it. Both are validated against a registry of known keys so that a typo
+(`hoodie.logfile.max.sise`) is refused instead of silently ignored.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from engine.errors import ConfigError, TableNotFoundError, UnsupportedTableError
+
+HOODIE_DIR = ".hoodie"
+INDEX_TYPE_KEY = "tidemark.index.type"
+BUCKET_INDEX = "BUCKET_MURMUR3"
+PROPERTIES_FILE = "hoodie.properties"
+
+EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+MERGE_MODES = {"event_time": EVENT_TIME_ORDERING, "commit_time": COMMIT_TIME_ORDERING}
+# Table version 6 has no merge-mode property of its own: Java derives the behaviour from the payload class.
+PAYLOAD_FOR_MODE = {
+    EVENT_TIME_ORDERING: "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+    COMMIT_TIME_ORDERING: "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+}
+MODE_FOR_PAYLOAD = {v: k for k, v in PAYLOAD_FOR_MODE.items()}
+
+
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n <= 0:
+        raise ValueError("must be a positive integer")
+    return n
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        if value not in allowed:
+            raise ValueError(f"must be one of {', '.join(allowed)}")
+        return value
+    return check
+
+
+def _boolean(value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise ValueError("must be true or false")
+    return value.lower() == "true"
+
+
+_DURATION = re.compile(r"^(\d+)\s*(ms|s|m|h|d)?$")
+MAX_DURATION_MS = 253_402_300_799_999   # 1970 .. the end of year 9999, as eventtime.MAX_MS
+_DURATION_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, None: 1000}
+
+
+def parse_duration_ms(value: str) -> int:
+    """`90s`, `15m`, `2h`, `1d`, `500ms`; a bare number is seconds (Hudi's `*.seconds` convention)."""
+    m = _DURATION.match(value.strip())
+    if not m:
+        raise ValueError(f"malformed duration {value!r}: expected e.g. 30s, 15m, 2h, 1d")
+    ms = int(m.group(1)) * _DURATION_MS[m.group(2)]
+    if ms > MAX_DURATION_MS:
+        raise ValueError(f"duration {value!r} is out of range: at most {MAX_DURATION_MS // 86_400_000}d "
+                         "(the span from 1970 to year 9999)")
+    return ms
+
+
+# The RO view's published guarantee (written by an event-time compaction; unknown keys to Java and hudi-rs).
+RO_COMPLETION_KEY = "tidemark.ro.completion.time"
+RO_FRESHNESS_KEY = "tidemark.ro.freshness.time"
+RO_THRESHOLD_KEY = "tidemark.ro.threshold"
+RO_INSTANT_KEY = "tidemark.ro.compaction.instant"
+
+# Write / table-service settings a user may pass with --config, with their validators and defaults.
+WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
+    "hoodie.logfile.max.size": (_positive_int, str(1024 * 1024 * 1024)),
+    "hoodie.logfile.data.block.format": (_choice("avro", "parquet"), "avro"),
+    "hoodie.logfile.data.block.max.size": (_positive_int, str(256 * 1024 * 1024)),
+    "hoodie.bucket.index.num.buckets": (_positive_int, "4"),
+    "hoodie.parquet.compression.codec": (_choice("snappy", "zstd", "gzip", "none"), "snappy"),
+    "hoodie.parquet.max.row.group.rows": (_positive_int, "1000000"),
+    "hoodie.compaction.strategy": (_choice("event_time", "size", "unbounded"), "event_time"),
+    "hoodie.compaction.event.time.data.latency": (parse_duration_ms, "0s"),
+    "hoodie.compaction.logfile.size.threshold": (int, "0"),
+    "hoodie.compaction.target.io": (_positive_int, "512000"),
+    "hoodie.compaction.carry.over.mode": (_choice("symlink", "copy"), "symlink"),
+    "hoodie.compaction.exact.event.time": (_boolean, "false"),
+    "hoodie.cleaner.commits.retained": (_positive_int, "10"),
+    "hoodie.client.heartbeat.interval_in_ms": (_positive_int, "60000"),
+    "hoodie.client.heartbeat.tolerable.misses": (_positive_int, "2"),
+    "hoodie.datasource.write.hive_style_partitioning": (_boolean, "false"),
+}
+
+# Table properties Tidemark understands; anything else found in a Java table is kept verbatim.
+TABLE_KEYS = {
+    "hoodie.table.name", "hoodie.table.type", "hoodie.table.version", "hoodie.timeline.layout.version",
+    "hoodie.table.recordkey.fields", "hoodie.table.partition.fields", "hoodie.table.precombine.field",
+    "hoodie.payload.event.time.field", "hoodie.record.merge.mode", "hoodie.compaction.payload.class",
+    "hoodie.datasource.write.hive_style_partitioning", "hoodie.datasource.write.partitionpath.urlencode",
+    "hoodie.datasource.write.drop.partition.columns", "hoodie.table.keygenerator.class",
+    "hoodie.archivelog.folder", "hoodie.database.name", "hoodie.table.checksum", "hoodie.table.create.schema",
+    "hoodie.index.type", "hoodie.populate.meta.fields", INDEX_TYPE_KEY, "hoodie.bucket.index.num.buckets", "hoodie.table.base.file.format",
+    "hoodie.table.log.file.format",
+}
+
+
+def validate_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """Check user-supplied KEY=VALUE settings; unknown keys and malformed values raise ConfigError."""
+    out: dict[str, str] = {}
+    for key, value in settings.items():
+        if key not in WRITE_SETTINGS:
+            known = ", ".join(sorted(WRITE_SETTINGS))
+            raise ConfigError(f"unknown config key {key!r}; supported keys: {known}")
+        check, _ = WRITE_SETTINGS[key]
+        try:
+            check(value)
+        except ValueError as exc:
+            raise ConfigError(f"malformed value {value!r} for {key}: {exc}") from None
+        out[key] = value
+    return out
+
+
+def parse_config_args(pairs: list[str] | None) -> dict[str, str]:
+    """`["k=v", ...]` from the CLI into a validated dict."""
+    raw: dict[str, str] = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise ConfigError(f"malformed --config {pair!r}: expected KEY=VALUE")
+        key, value = pair.split("=", 1)
+        raw[key.strip()] = value.strip()
+    return validate_settings(raw)
+
+
+# --- Java .properties text -------------------------------------------------------------------------
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t", "r": "\r"}.get(m.group(1), m.group(1)), text)
+
+
+def _escape(text: str, is_key: bool = False) -> str:
+    out = text.replace("\\", "\\\\").replace(":", "\\:").replace("=", "\\=").replace("\n", "\\n")
+    return out.replace(" ", "\\ ") if is_key else out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text (the subset Hudi writes: `key=value`, `\\:` escapes, `#` comments)."""
+    props: dict[str, str] = {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].strip()
+        i += 1
+        while line.endswith("\\") and not line.endswith("\\\\") and i < len(lines):
+            line = line[:-1] + lines[i].strip()
+            i += 1
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"((?:\\.|[^=:\s])+)\s*[=:\s]\s*(.*)$", line)
+        if m:
+            props[_unescape(m.group(1))] = _unescape(m.group(2))
+    return props
+
+
+def format_properties(props: Mapping[str, str]) -> str:
+    now = dt.datetime.now(dt.timezone.utc)
+    head = f"#Properties saved on {now.isoformat().replace('+00:00', 'Z')}\n#{now:%a %b %d %H:%M:%S UTC %Y}\n"
+    return head + "".join(f"{_escape(k, True)}={_escape(v)}\n" for k, v in sorted(props.items()))
+
+
+def table_checksum(database: str, table_name: str) -> str:
+    """Java's HoodieTableConfig.generateChecksum: CRC32 of "<database>.<table>"."""
+    return str(zlib.crc32(f"{database}.{table_name}".encode("utf-8")))
+
+
+# --- the table's configuration ---------------------------------------------------------------------
+
+@dataclass
+class TableConfig:
+    """Everything a reader or writer needs to know about a table, from hoodie.properties."""
+
+    base_path: str
+    props: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.props["hoodie.table.name"]
+
+    @property
+    def version(self) -> int:
+        return int(self.props.get("hoodie.table.version", "0"))
+
+    @property
+    def record_key_fields(self) -> list[str]:
+        return _csv(self.props.get("hoodie.table.recordkey.fields", ""))
+
+    @property
+    def partition_fields(self) -> list[str]:
+        return _csv(self.props.get("hoodie.table.partition.fields", ""))
+
+    @property
+    def ordering_field(self) -> str | None:
+        return self.props.get("hoodie.table.precombine.field") or None
+
+    @property
+    def event_time_field(self) -> str | None:
+        return self.props.get("hoodie.payload.event.time.field") or None
+
+    @property
+    def merge_mode(self) -> str:
+        explicit = self.props.get("hoodie.record.merge.mode")
+        if explicit:
+            return explicit
+        payload = self.props.get("hoodie.compaction.payload.class", "")
+        return MODE_FOR_PAYLOAD.get(payload, COMMIT_TIME_ORDERING)
+
+    @property
+    def hive_style(self) -> bool:
+        return self.props.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
+
+    @property
+    def is_partitioned(self) -> bool:
+        return bool(self.partition_fields)
+
+    @property
+    def num_buckets(self) -> int:
+        # Fixed when the table is created: changing it would route existing keys to other file groups.
+        return int(self.props.get("hoodie.bucket.index.num.buckets", WRITE_SETTINGS["hoodie.bucket.index.num.buckets"][1]))
+
+    @property
+    def uses_bucket_index(self) -> bool:
+        return self.props.get(INDEX_TYPE_KEY) == BUCKET_INDEX
+
+    def setting(self, key: str, overrides: Mapping[str, str] | None = None) -> Any:
+        """A write setting: per-call override, else the table's stored value, else the default, parsed."""
+        check, default = WRITE_SETTINGS[key]
+        raw = (overrides or {}).get(key) or self.props.get(key) or default
+        return check(raw)
+
+    def hoodie_dir(self) -> str:
+        return os.path.join(self.base_path, HOODIE_DIR)
+
+
+def _csv(text: str) -> list[str]:
+    return [p.strip() for p in text.split(",") if p.strip()]
+
+
+def load_table_config(base_path: str) -> TableConfig:
+    """Read and check hoodie.properties; only v6 MOR tables with timeline layout 1 are supported."""
+    path = os.path.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
+    if not os.path.isfile(path):
+        raise TableNotFoundError(f"no Hudi table at {base_path}: {path} does not exist")
+    with open(path, encoding="utf-8") as fh:
+        props = parse_properties(fh.read())
+    cfg = TableConfig(base_path=base_path, props=props)
+    if cfg.version != 6:
+        raise UnsupportedTableError(
+            f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table version 6 "
+            "with timeline layout 1; version 8+ uses the LSM timeline and completion-time file slicing)")
+    if props.get("hoodie.table.type") != "MERGE_ON_READ":
+        raise UnsupportedTableError(f"{base_path}: hoodie.table.type={props.get('hoodie.table.type')} is not MERGE_ON_READ")
+    if not cfg.record_key_fields:
+        raise UnsupportedTableError(f"{base_path}: hoodie.table.recordkey.fields is missing")
+    return cfg
+
+
+def save_table_config(cfg: TableConfig) -> None:
+    """Atomically rewrite hoodie.properties (temp file + rename), keeping unknown Java keys."""
+    path = os.path.join(cfg.hoodie_dir(), PROPERTIES_FILE)
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(format_properties(cfg.props))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+def keygen_class(record_keys: list[str], partition_fields: list[str]) -> str:
+    if not partition_fields:
+        return "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+    if len(record_keys) > 1 or len(partition_fields) > 1:
+        return "org.apache.hudi.keygen.ComplexKeyGenerator"
+    return "org.apache.hudi.keygen.SimpleKeyGenerator"
+
+
+def new_table_props(*, name: str, record_keys: list[str], partition_fields: list[str], ordering_field: str,
+                    event_time_field: str, merge_mode: str, hive_style: bool,
+                    settings: Mapping[str, str] | None = None, database: str = "default") -> dict[str, str]:
+    """hoodie.properties content for a new v6 MOR table with a bucket index."""
+    if merge_mode not in PAYLOAD_FOR_MODE:
+        raise ConfigError(f"unknown merge mode {merge_mode!r}; use event_time or commit_time")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        raise ConfigError(f"table name {name!r} must be letters, digits and underscores")
+    props = {
+        "hoodie.table.name": name,
+        "hoodie.table.type": "MERGE_ON_READ",
+        "hoodie.table.version": "6",
+        "hoodie.timeline.layout.version": "1",
+        "hoodie.table.recordkey.fields": ",".join(record_keys),
+        "hoodie.table.precombine.field": ordering_field,
+        "hoodie.payload.event.time.field": event_time_field,
+        "hoodie.record.merge.mode": merge_mode,
+        "hoodie.compaction.payload.class": PAYLOAD_FOR_MODE[merge_mode],
+        "hoodie.datasource.write.hive_style_partitioning": str(hive_style).lower(),
+        "hoodie.datasource.write.partitionpath.urlencode": "false",
+        "hoodie.datasource.write.drop.partition.columns": "false",
+        "hoodie.table.keygenerator.class": keygen_class(record_keys, partition_fields),
+        "hoodie.archivelog.folder": "archived",
+        "hoodie.database.name": database,
+        "hoodie.table.checksum": table_checksum(database, name),
+        # Our bucket index hashes keys with Spark's murmur3 `hash`, not Java's String.hashCode, so it is
+        # recorded under Tidemark's own key: a Java writer must not mistake it for its BUCKET index.
+        INDEX_TYPE_KEY: BUCKET_INDEX,
+        "hoodie.bucket.index.num.buckets": str((settings or {}).get("hoodie.bucket.index.num.buckets", "4")),
+        "hoodie.populate.meta.fields": "true",
+        "hoodie.table.base.file.format": "PARQUET",
+        "hoodie.table.log.file.format": "HOODIE_LOG",
+    }
+    if partition_fields:
+        props["hoodie.table.partition.fields"] = ",".join(partition_fields)
+    props.update(validate_settings(dict(settings or {})))
+    return props

@@ -1,0 +1,78 @@
+"""Record routing without Spark: record key, partition path and bucket computed with pyarrow.
+
+Must agree exactly with the Spark columns of `engine.index.keys` (the DataFrame path), so it only handles key
+and partition columns whose string form is the same in both (strings and integers); other inputs take
+the DataFrame path.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine.index.bucket_hash import bucket_ids
+from engine.index.keys import DEFAULT_PARTITION, EMPTY_KEY, NULL_KEY
+from engine.write.log_writer import BUCKET_COL, KEY_COL, PART_COL
+from engine.config.properties import TableConfig
+
+
+@dataclass(frozen=True)
+class Routing:
+    record_keys: tuple[str, ...]
+    partition_fields: tuple[str, ...]
+    hive_style: bool
+    num_buckets: int
+
+    @classmethod
+    def of(cls, cfg: TableConfig) -> "Routing":
+        return cls(tuple(cfg.record_key_fields), tuple(cfg.partition_fields), cfg.hive_style, cfg.num_buckets)
+
+
+def _stringable(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+
+
+def supports(routing: Routing, schema: pa.Schema) -> bool:
+    """True when every key and partition column renders to the same string in pyarrow and Spark."""
+    names = routing.record_keys + routing.partition_fields
+    return all(n in schema.names and _stringable(schema.field(n).type) for n in names)
+
+
+def _as_string(col: pa.ChunkedArray) -> pa.Array:
+    return pc.cast(col.combine_chunks(), pa.string())
+
+
+def record_keys(routing: Routing, table: pa.Table) -> pa.Array:
+    if len(routing.record_keys) == 1:
+        return _as_string(table.column(routing.record_keys[0]))
+    parts = []
+    for name in routing.record_keys:
+        value = _as_string(table.column(name))
+        value = pc.if_else(pc.equal(value, ""), EMPTY_KEY, pc.fill_null(value, NULL_KEY))
+        parts.append(pc.binary_join_element_wise(f"{name}:", value, ""))
+    return pc.binary_join_element_wise(*parts, ",")
+
+
+def partition_paths(routing: Routing, table: pa.Table) -> pa.Array:
+    if not routing.partition_fields:
+        return pa.repeat(pa.scalar(""), table.num_rows)
+    parts = []
+    for name in routing.partition_fields:
+        raw = _as_string(table.column(name))
+        # Java writes null and empty partition values as the default partition.
+        value = pc.if_else(pc.fill_null(pc.equal(raw, ""), True), DEFAULT_PARTITION, raw)
+        parts.append(pc.binary_join_element_wise(f"{name}=", value, "") if routing.hive_style else value)
+    return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
+
+
+def route(routing: Routing, table: pa.Table) -> pa.Table:
+    """Append the routing columns the log writer groups by."""
+    keys = record_keys(routing, table)
+    if keys.null_count:
+        raise ValueError(f"record key field(s) {', '.join(routing.record_keys)} contain nulls")
+    buckets = bucket_ids(keys, routing.num_buckets).astype(np.int32)
+    return (table.append_column(KEY_COL, keys)
+            .append_column(PART_COL, partition_paths(routing, table))
+            .append_column(BUCKET_COL, pa.array(buckets, pa.int32())))

@@ -1,0 +1,1 @@
+"""What the table reports: RO freshness, backlog metrics, descriptions of its layout."""

@@ -1,0 +1,42 @@
+"""`tidemark show`: the table as its timeline and file-system view see it (no data decoded)."""
+from __future__ import annotations
+
+from engine.config.properties import load_table_config
+from engine.io.naming import instant_to_millis, is_instant
+from engine.logformat import scan_log_file
+from engine.read.fsview import FileSlice, FileSystemView
+from engine.results import FileGroupInfo, InstantInfo, LogFileInfo, SliceInfo, TableDescription, from_ms
+from engine.timeline.instants import Timeline
+
+
+def instant_infos(timeline: Timeline) -> list[InstantInfo]:
+    """The active timeline, oldest first, each instant with its time read as UTC."""
+    return [InstantInfo(instant=i.timestamp, action=i.action, state=i.state.value,
+                        time=from_ms(instant_to_millis(i.timestamp)) if is_instant(i.timestamp) else None)
+            for i in timeline.instants]
+
+
+def describe_table(base_path: str) -> TableDescription:
+    cfg = load_table_config(base_path)
+    timeline = Timeline.load(base_path)
+    view = FileSystemView(base_path, timeline)
+    committed = view.committed_instants
+    groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
+                            slices=[_slice(sl, committed) for sl in g.slices]) for g in view.file_groups()]
+    return TableDescription(
+        table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
+        partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
+        event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline),
+        file_groups=groups)
+
+
+def _slice(sl: FileSlice, committed: set[str]) -> SliceInfo:
+    logs = []
+    for lf in sl.log_files:
+        scan = scan_log_file(lf.path)
+        mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]
+        logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(scan.corrupt),
+                                min_event_time=from_ms(min(mins)) if mins else None,
+                                instants=sorted({b.instant_time for b in scan.blocks if b.instant_time})))
+    return SliceInfo(base_instant=sl.base_instant, base_file=sl.base_file.name if sl.base_file else None,
+                     log_files=logs)

@@ -1,0 +1,108 @@
+"""Backlog metrics of the log files not yet compacted (RFC §5), plus Prometheus text exposition.
+
+Everything is computed from the latest file slices with header scans only (no record is decoded for
+Tidemark-written logs), so a /metrics scrape stays cheap:
+- min event time over all remaining logs: how far back the next event-time compaction can move T;
+- slices with logs, remaining log files and bytes: the compaction backlog.
+Carried-over logs (symlinks or copies re-homed into the compaction's slice) are still uncompacted data, so
+they count as remaining logs; their bytes are the target's (stat follows the link).
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from typing import Any, Sequence
+
+from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
+from engine.config.eventtime import parse_time
+from engine.read.fsview import FileSystemView
+from engine.results import BacklogMetrics, from_ms
+from engine.config.properties import load_table_config
+from engine.timeline.instants import Timeline
+
+
+def backlog_metrics(base_path: str) -> BacklogMetrics:
+    """Backlog metrics of the table's latest file slices."""
+    cfg = load_table_config(base_path)
+    timeline = Timeline.load(base_path)
+    view = FileSystemView(base_path, timeline)
+    slices = view.latest_slices()
+    logs = [lf for sl in slices for lf in sl.log_files]
+    times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
+    min_ms = min((t.min_ms for t in times.values() if t.min_ms is not None), default=None)
+    sources = Counter(t.source for t in times.values())
+    pending = [i.timestamp for i in timeline.pending_compactions()]
+    return BacklogMetrics(
+        table=cfg.name,
+        min_event_time=from_ms(min_ms),
+        file_slices=len(slices),
+        file_slices_with_logs=sum(1 for sl in slices if sl.log_files),
+        remaining_log_files=len(logs),
+        # os.stat follows symlinks: a carried-over link weighs what its target weighs.
+        remaining_log_bytes=sum(os.stat(lf.path).st_size for lf in logs),
+        carried_over_log_files=sum(1 for lf in logs if os.path.islink(lf.path)),
+        logs_with_unknown_event_time=sources.get("none", 0),
+        log_event_time_sources={s: sources.get(s, 0) for s in SOURCES},
+        pending_compactions=len(pending),
+        pending_compaction_instants=pending,
+    )
+
+
+# ------------------------------------------------------------------------------------------ Prometheus
+
+# (metric name, key in the metrics dict, help text); all gauges.
+_GAUGES: tuple[tuple[str, str, str], ...] = (
+    ("tidemark_file_slices", "file_slices", "Latest file slices of the table."),
+    ("tidemark_file_slices_with_logs", "file_slices_with_logs", "Latest file slices that still have log files."),
+    ("tidemark_remaining_log_files", "remaining_log_files", "Log files in the latest slices (incl. carried-over)."),
+    ("tidemark_remaining_log_bytes", "remaining_log_bytes", "Bytes of the log files in the latest slices."),
+    ("tidemark_carried_over_log_files", "carried_over_log_files", "Remaining log files that are symlinks."),
+    ("tidemark_logs_with_unknown_event_time", "logs_with_unknown_event_time",
+     "Remaining log files whose min event time is unknown."),
+    ("tidemark_pending_compactions", "pending_compactions", "Requested or inflight compactions."),
+)
+
+
+def _label(value: str) -> str:
+    """Escape a label value as the exposition format requires (backslash, quote, newline)."""
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float | int) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+    return str(value)
+
+
+def _family(name: str, help_text: str, samples: Sequence[tuple[str, float | int]]) -> list[str]:
+    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+    return lines + [f"{name}{{{labels}}} {_number(v)}" for labels, v in samples]
+
+
+def _min_event_seconds(metrics: dict[str, Any]) -> float | None:
+    ms = metrics.get("min_event_time_ms")
+    if ms is None and metrics.get("min_event_time"):
+        ms = parse_time(str(metrics["min_event_time"]))  # a dict that went through JSON may keep only the ISO form
+    return None if ms is None else ms / 1000
+
+
+def prometheus_text(metrics: BacklogMetrics | dict[str, Any], table_name: str) -> str:
+    """Prometheus text exposition (version 0.0.4) of backlog metrics (or their `to_dict()`), one table label."""
+    if isinstance(metrics, BacklogMetrics):
+        metrics = metrics.to_dict()
+    table = f'table="{_label(table_name)}"'
+    lines: list[str] = []
+    seconds = _min_event_seconds(metrics)
+    if seconds is not None:  # absent rather than a fake value when no log has a known event time
+        lines += _family("tidemark_min_event_time_seconds",
+                         "Smallest event time over the remaining log files (Unix seconds).", [(table, seconds)])
+    for name, key, help_text in _GAUGES:
+        if metrics.get(key) is not None:
+            lines += _family(name, help_text, [(table, int(metrics[key]))])
+    sources = metrics.get("log_event_time_sources") or {}
+    if sources:
+        samples = [(f'{table},source="{_label(s)}"', int(n)) for s, n in sorted(sources.items())]
+        lines += _family("tidemark_log_event_time_source_files",
+                         "Remaining log files by where their event time came from.", samples)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""The tide chart: uncompacted log data per event-time bucket, without decoding any record.
+
+An event-time compaction with threshold T compacts a log when the log's min event time is ≤ T, so the
+remaining logs of the latest slices are grouped by the bucket their min event time falls in: the bars
+say how much moving T past each bucket would compact. Event times come from block headers, else from the
+write stats; records from the write stats naming the log (Tidemark writes one stat per log file); bytes
+from the file system (a carried-over link weighs what its target weighs). Logs whose min event time is
+unknown without decoding land in one bucket with no start/end.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
+from engine.errors import ConfigError
+from engine.read.fsview import FileSystemView
+from engine.results import TideBucket, from_ms
+from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
+from engine.timeline.metadata import CommitMetadata
+
+
+@dataclass
+class _Bar:
+    files: int = 0
+    records: int | None = 0
+    bytes: int = 0
+
+
+def _records_by_log(timeline: Timeline) -> dict[tuple[str, str], int]:
+    """(partition, log name) -> records written into it by completed deltacommits (from write stats).
+
+    A log carried over by copy has a new name no write stat knows: it counts what its original counted.
+    """
+    out: dict[tuple[str, str], int] = {}
+    carried: dict[tuple[str, str], str] = {}
+    for inst in timeline.completed():
+        if inst.action not in (DELTACOMMIT, COMMIT):
+            continue
+        meta = CommitMetadata.from_json(timeline.read_commit_metadata(inst))
+        if inst.action == COMMIT:
+            carried.update({(c.partition_path, c.symlink): c.target for c in meta.carried or []})
+            continue
+        for stat in meta.write_stats:
+            for name in stat.names:
+                key = (stat.partition_path, name)
+                out[key] = out.get(key, 0) + stat.records
+    for (partition, name), target in carried.items():
+        if (partition, target) in out:
+            out[(partition, name)] = out[(partition, target)]
+    return out
+
+
+def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
+    """Buckets of `bucket_ms` (oldest first, empty ones omitted), then the unknown bucket if any."""
+    if bucket_ms <= 0:
+        raise ConfigError(f"tide bucket must be a positive duration, got {bucket_ms} ms")
+    timeline = Timeline.load(base_path)
+    view = FileSystemView(base_path, timeline)
+    committed = frozenset(view.committed_instants)
+    stat_times = write_stat_event_times(timeline)
+    records = _records_by_log(timeline)
+    bars: dict[int | None, _Bar] = {}
+    for sl in view.latest_slices():
+        for lf in sl.log_files:
+            times = _from_header(lf.path, committed) or _from_stats(stat_times, sl.partition_path, lf.name,
+                                                                    lf.path, {})
+            start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
+            bar = bars.setdefault(start, _Bar())
+            bar.files += 1
+            bar.bytes += os.stat(lf.path).st_size
+            real = os.path.basename(os.path.realpath(lf.path))
+            n = records.get((sl.partition_path, real), records.get((sl.partition_path, lf.name)))
+            bar.records = None if n is None or bar.records is None else bar.records + n
+    known = sorted(k for k in bars if k is not None)
+    out = [TideBucket(from_ms(k), from_ms(k + bucket_ms), bars[k].files, bars[k].records, bars[k].bytes)
+           for k in known]
+    if None in bars:
+        out.append(TideBucket(None, None, bars[None].files, bars[None].records, bars[None].bytes))
+    return out

@@ -1,0 +1,110 @@
+"""`spark.read.format("tidemark")`: a PySpark Python data source over Tidemark/Hudi tables.
+
+    spark.read.format("tidemark").option("query", "read_optimized").load(path)
+
+The driver plans the read (one input partition per file slice); executors merge their slices and
+yield Arrow record batches, so no row passes through Python one at a time.
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from engine.errors import ConfigError
+
+
+class SlicePartition(InputPartition):
+    def __init__(self, index: int, plan_query: str, context, refs) -> None:
+        super().__init__(index)
+        self.query = plan_query
+        self.context = context
+        self.refs = refs
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema, prefer_timestamp_ntz=False)
+
+
+class TidemarkReader(DataSourceReader):
+    def __init__(self, path: str, query: str, schema: StructType, tasks: int) -> None:
+        from engine.read.query import plan_read
+
+        self.plan = plan_read(path, query)
+        self.schema = schema
+        self.tasks = tasks
+
+    def partitions(self) -> list[InputPartition]:
+        from engine.read.query import balance
+
+        groups = balance(self.plan.slices, self.tasks) or [[]]
+        return [SlicePartition(i, self.plan.query, self.plan.context, g) for i, g in enumerate(groups)]
+
+    def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours only
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from engine.io.arrow_pool import use_returning_pool
+        from engine.read.slice_reader import read_slice
+
+        use_returning_pool()
+        target = to_arrow_schema(self.schema, timezone="UTC")
+        for ref in partition.refs:
+            for table in read_slice(ref, partition.context, partition.query):
+                yield from table.cast(target).to_batches()
+
+
+class TidemarkDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "tidemark"
+
+    def _path_and_query(self) -> tuple[str, str]:
+        path = self.options.get("path")
+        if not path:
+            raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
+        return path, self.options.get("query", "snapshot")
+
+    def schema(self) -> StructType:
+        from engine.config.properties import load_table_config
+        from engine.config.schema import table_read_schema
+        from engine.timeline.instants import Timeline
+
+        path, _ = self._path_and_query()
+        return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path)))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        path, query = self._path_and_query()
+        return TidemarkReader(path, query, schema, self._tasks())
+
+    def _tasks(self) -> int:
+        """Read tasks: option("partitions"), else two per core of this machine."""
+        raw = self.options.get("partitions") or str(2 * (os.cpu_count() or 1))
+        if not raw.isdigit() or int(raw) < 1:
+            raise ConfigError(f"option partitions={raw!r} must be a positive integer")
+        return int(raw)
+
+
+def load_table(spark, path: str, query: str = "snapshot"):
+    """A query as a DataFrame, the fastest way Spark can run it.
+
+    Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on
+    Spark's native Parquet reader (JVM, vectorised, no Python worker). Snapshot rows need the merge, so
+    they come from the `tidemark` Python data source.
+    """
+    from engine.read.query import plan_read
+
+    plan = plan_read(path, query)
+    schema = spark_schema(plan.context.schema)
+    if query != "read_optimized":
+        return spark.read.format("tidemark").option("query", query).load(path)
+    bases = [ref.base_path for ref in plan.slices if ref.base_path]
+    if not bases:
+        return spark.createDataFrame([], schema)
+    # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
+    # older base file lacks (added by schema evolution) as null.
+    return spark.read.schema(schema).parquet(*bases)

@@ -1,0 +1,203 @@
+"""File-system view: partitions, file groups and file slices of a v6 table as the timeline sees them.
+
+Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and hudi-rs:
+- a base file counts only when its instant is a completed commit/deltacommit/replacecommit;
+- a log file belongs to the slice whose base instant is in its name;
+- a slice whose base instant is a *pending* compaction C has no base yet: until C completes, readers
+  see the previous slice followed by the logs already written under C (Java's pending-compaction merge);
+- blocks inside logs are filtered later by instant (see `engine.read.slice_reader`).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from engine.errors import TidemarkError
+from engine.io.naming import parse_base_file_name, parse_log_file_name
+from engine.timeline.instants import Timeline
+
+PARTITION_METAFILE = ".hoodie_partition_metadata"
+# Actions whose completion makes base files (and log blocks) visible.
+WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
+
+
+@dataclass(frozen=True)
+class BaseFile:
+    name: str
+    path: str
+    file_id: str
+    instant: str
+    size: int
+
+
+@dataclass(frozen=True)
+class LogFile:
+    name: str
+    path: str
+    file_id: str
+    base_instant: str
+    version: int
+    write_token: str
+    size: int
+
+    @property
+    def sort_key(self) -> tuple[int, str]:
+        return (self.version, self.write_token)
+
+
+@dataclass
+class FileSlice:
+    partition_path: str
+    file_id: str
+    base_instant: str
+    base_file: BaseFile | None = None
+    log_files: list[LogFile] = field(default_factory=list)
+
+    @property
+    def has_logs(self) -> bool:
+        return bool(self.log_files)
+
+
+@dataclass
+class FileGroup:
+    partition_path: str
+    file_id: str
+    slices: list[FileSlice] = field(default_factory=list)   # oldest first
+
+    @property
+    def latest(self) -> FileSlice:
+        return self.slices[-1]
+
+
+def list_partitions(base_path: str) -> list[str]:
+    """Relative partition paths ("" for a non-partitioned table): directories with partition metadata."""
+    found: list[str] = []
+    for root, dirs, files in os.walk(base_path):
+        dirs[:] = [d for d in dirs if not d.startswith(".hoodie") and not d.startswith("__MACOSX")]
+        if PARTITION_METAFILE in files or any(f.startswith(PARTITION_METAFILE) for f in files):
+            rel = os.path.relpath(root, base_path)
+            found.append("" if rel == "." else rel.replace(os.sep, "/"))
+    return sorted(found)
+
+
+class FileSystemView:
+    """File groups of a table, built from one listing of each partition."""
+
+    def __init__(self, base_path: str, timeline: Timeline | None = None) -> None:
+        self.base_path = base_path
+        self.timeline = timeline or Timeline.load(base_path)
+        self._committed = {i.timestamp for i in self.timeline.completed() if i.action in WRITE_ACTIONS}
+        self._pending_compactions = {i.timestamp for i in self.timeline.pending_compactions()}
+        self._planned_outputs = self._pending_plan_outputs()
+        self._groups: dict[tuple[str, str], FileGroup] | None = None
+        self.dangling_links: list[str] = []   # carried-over log links whose target is gone
+
+    def _pending_plan_outputs(self) -> set[str]:
+        """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
+        names: set[str] = set()
+        for ts in self._pending_compactions:
+            plan = self.timeline.read_compaction_plan(ts)
+            for op in plan.get("operations") or []:
+                names.update(s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink"))
+                names.update(self._spill_names(op, ts))
+        return names
+
+    def _spill_names(self, op: dict, instant: str) -> list[str]:
+        directory = self.partition_dir(op.get("partitionPath") or "")
+        prefix = f".{op['fileId']}_{instant}.log.1_"   # the carry-forward log is version 1 of slice C
+        return [n for n in os.listdir(directory) if n.startswith(prefix)] if os.path.isdir(directory) else []
+
+    @property
+    def committed_instants(self) -> set[str]:
+        return self._committed
+
+    def partitions(self) -> list[str]:
+        return list_partitions(self.base_path)
+
+    def file_groups(self) -> list[FileGroup]:
+        if self._groups is None:
+            self._groups = {}
+            for partition in self.partitions():
+                self._load_partition(partition)
+        return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
+
+    def partition_dir(self, partition: str) -> str:
+        return os.path.join(self.base_path, partition) if partition else self.base_path
+
+    def _load_partition(self, partition: str) -> None:
+        slices: dict[tuple[str, str], FileSlice] = {}
+        directory = self.partition_dir(partition)
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.is_file():   # follows symlinks: carried-over logs are links
+                    if entry.is_symlink() and parse_log_file_name(entry.name) is not None:
+                        self.dangling_links.append(entry.path)
+                    continue
+                self._add_file(partition, entry, slices)
+        for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
+            sl.log_files.sort(key=lambda lf: lf.sort_key)
+            group = self._groups.setdefault((partition, file_id), FileGroup(partition, file_id))
+            group.slices.append(sl)
+        for group in self._groups.values():
+            group.slices.sort(key=lambda s: s.base_instant)
+
+    def _add_file(self, partition: str, entry: os.DirEntry, slices: dict) -> None:
+        name = entry.name
+        if name.startswith("."):
+            log = parse_log_file_name(name)
+            if log is None:
+                return
+            lf = LogFile(name, entry.path, log.file_id, log.base_instant, log.version, log.write_token,
+                         entry.stat().st_size)
+            slice_ = slices.setdefault((log.file_id, log.base_instant),
+                                       FileSlice(partition, log.file_id, log.base_instant))
+            slice_.log_files.append(lf)
+            return
+        base = parse_base_file_name(name)
+        if base is None or base.instant not in self._committed:
+            return  # failed or in-flight writes (incl. an un-committed compaction's base) stay invisible
+        slice_ = slices.setdefault((base.file_id, base.instant), FileSlice(partition, base.file_id, base.instant))
+        bf = BaseFile(name, entry.path, base.file_id, base.instant, entry.stat().st_size)
+        if slice_.base_file is None or name > slice_.base_file.name:
+            slice_.base_file = bf
+
+    def check_links(self) -> None:
+        """Refuse to go on when a carried-over log link dangles: its records would silently be missing."""
+        self.file_groups()
+        if self.dangling_links:
+            raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
+                                + ", ".join(f"{p} -> {os.readlink(p)}" for p in self.dangling_links))
+
+    def latest_slices(self) -> list[FileSlice]:
+        """The slice each reader should use per file group (pending compactions folded in)."""
+        out: list[FileSlice] = []
+        for group in self.file_groups():
+            sl = self.latest_of(group)
+            if sl is not None:
+                out.append(sl)
+        return out
+
+    def latest_of(self, group: FileGroup) -> FileSlice | None:
+        """The slice readers use for one file group (None when nothing in it is visible)."""
+        visible = [s for s in group.slices if self._slice_visible(s)]
+        if not visible:
+            return None
+        latest = visible[-1]
+        # A log-only slice under an instant that is not a committed write is either logs written during a
+        # pending compaction C, or strays of a compaction rolled back or never planned: either way they
+        # continue the previous slice and must not shadow it.
+        continuation = latest.base_instant in self._pending_compactions or latest.base_instant not in self._committed
+        if continuation and latest.base_file is None and len(visible) > 1:
+            prev = visible[-2]
+            # Carry-overs (and the exact-mode spill) a pending plan already made repeat prev's records.
+            own = [lf for lf in latest.log_files if lf.name not in self._planned_outputs]
+            return FileSlice(prev.partition_path, prev.file_id, prev.base_instant, prev.base_file,
+                             prev.log_files + own)
+        return latest
+
+    def _slice_visible(self, sl: FileSlice) -> bool:
+        if sl.base_file is not None:
+            return True
+        # Log-only slice: a first write of a new file group, or logs written under a compaction
+        # instant (pending or completed). Its blocks are filtered by instant when read.
+        return bool(sl.log_files)

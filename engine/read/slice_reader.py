@@ -1,0 +1,126 @@
+"""Reading one file slice: base file batches merged with the slice's committed log blocks.
+
+Everything here runs on Spark executors, so its inputs are small picklable values (`ReadContext`,
+`SliceRef`) and its output is Arrow tables — no row-by-row Python.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine import logformat
+from engine.errors import TidemarkError
+from engine.read.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
+                          merge_with_winners)
+
+META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
+               "_hoodie_partition_path", "_hoodie_file_name"]
+
+
+@dataclass(frozen=True)
+class ReadContext:
+    """What an executor needs to merge a slice, independent of the slice."""
+
+    schema: pa.Schema                 # read schema, meta fields first
+    merge_mode: str
+    ordering_field: str | None
+    committed: frozenset[str]         # completed write instants; other blocks are invisible
+
+
+@dataclass(frozen=True)
+class SliceRef:
+    partition_path: str
+    file_id: str
+    base_instant: str
+    base_path: str | None
+    log_paths: tuple[str, ...] = field(default_factory=tuple)
+    size: int = 0   # bytes of base + logs, to balance slices across tasks
+
+
+@dataclass
+class SliceLogs:
+    """A slice's committed log content, in log order, plus what was skipped and why."""
+
+    items: list[LogItem]
+    corrupt: list[logformat.CorruptBlock]
+    blocks_read: int
+    blocks_skipped: int
+
+
+def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
+                    until: str | None = None) -> SliceLogs:
+    """Decode the slice's logs; keep blocks of committed instants not rolled back (and ≤ `until`)."""
+    contents = _decode_all(log_paths)
+    # Like Java's log record reader, rollback command blocks count whatever their own instant: the
+    # rollback action that wrote them is not a write instant.
+    rolled_back = {b.info.target_instant_time for c in contents for b in c.blocks
+                   if isinstance(b, logformat.CommandBlock)}
+    items: list[LogItem] = []
+    corrupt: list[logformat.CorruptBlock] = []
+    read = skipped = 0
+    for c in contents:
+        corrupt.extend(c.corrupt)
+        for block in c.blocks:
+            inst = block.info.instant_time
+            if isinstance(block, logformat.CommandBlock):
+                continue
+            if inst not in committed or inst in rolled_back or (until is not None and inst > until):
+                skipped += 1
+                continue
+            read += 1
+            items.append(_to_item(block))
+    return SliceLogs(items, corrupt, read, skipped)
+
+
+PARALLEL_DECODE_BYTES = 64 * 1024 * 1024
+
+
+def _decode_all(paths: Sequence[str]) -> list[logformat.LogFileContents]:
+    """Decode logs in order; with two threads when a slice's logs are large, as the codec's numpy/Arrow
+    kernels release the GIL (5 logs, 245 MB: 1.35 s -> 1.0 s). Small slices stay sequential: there the
+    codec's per-record Python loop would only fight over the GIL with the other thread."""
+    if len(paths) < 2 or sum(os.path.getsize(p) for p in paths) < PARALLEL_DECODE_BYTES:
+        return [logformat.read_log_file(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(logformat.read_log_file, paths))
+
+
+def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
+    if isinstance(block, logformat.DataBlock):
+        return DataItem(block.records)
+    d = block.deletes
+    return DeleteItem(d.column("record_key").combine_chunks(), d.column("ordering_value").combine_chunks(),
+                      d.column("always_wins").combine_chunks(), block.info.instant_time)
+
+
+def iter_base(path: str | None, schema: pa.Schema, batch_rows: int = 262_144) -> Iterator[pa.Table]:
+    """Stream a base file in batches of `batch_rows`, one row group at a time, so a large base never
+    sits in memory whole (the reader decodes a row group's pages incrementally)."""
+    if path is None:
+        return
+    try:
+        pf = pq.ParquetFile(path)
+        names = [f.name for f in schema if f.name in pf.schema_arrow.names]
+        for i in range(pf.metadata.num_row_groups):
+            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[i], columns=names, use_threads=False):
+                yield pa.Table.from_batches([batch])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None
+
+
+def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iterator[pa.Table]:
+    """Merged rows of a slice (snapshot) or its base rows (read_optimized), conformed to ctx.schema."""
+    if query == "read_optimized":
+        for t in iter_base(ref.base_path, ctx.schema):
+            yield conform_to_schema(t, ctx.schema)
+        return
+    logs = read_slice_logs(ref.log_paths, ctx.committed)
+    winners = merge_log_items(logs.items, ctx.merge_mode, ctx.ordering_field, ctx.schema)
+    base = iter_base(ref.base_path, ctx.schema, base_batch_rows(winners.size))
+    yield from merge_with_winners(base, winners, ctx.merge_mode, ctx.ordering_field, ctx.schema)
+

@@ -1,0 +1,358 @@
+"""What the engine API returns: one dataclass per result, each serialising itself with `to_dict()`.
+
+Times are tz-aware UTC `datetime`s in Python and ISO-8601 UTC strings ("2013-01-20T00:00:00.000Z") in
+`to_dict()`. A class lists in `_MS_FIELDS` the times a caller needs as integers too; `to_dict()` then adds
+`<name>_ms` (epoch millis) beside the ISO string.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def utc(ms: int) -> dt.datetime:
+    """Epoch millis -> tz-aware UTC datetime."""
+    return _EPOCH + dt.timedelta(milliseconds=int(ms))
+
+
+def from_ms(ms: int | None) -> dt.datetime | None:
+    """Epoch millis -> tz-aware UTC datetime (None stays None)."""
+    return None if ms is None else utc(ms)
+
+
+def to_ms(value: dt.datetime | None) -> int | None:
+    """tz-aware datetime -> epoch millis (None stays None)."""
+    return None if value is None else int((value - _EPOCH) / dt.timedelta(milliseconds=1))
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    """ISO-8601 UTC with millisecond precision and a Z suffix, as every JSON output of Tidemark prints it."""
+    if value is None:
+        return None
+    utc = value.astimezone(dt.timezone.utc)
+    return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return iso(value)
+    if isinstance(value, Result):
+        return value.to_dict()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    return value
+
+
+class Result:
+    """Base of every result: `to_dict()` walks the dataclass fields (skipping `_SKIP`)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ()
+    _SKIP: ClassVar[tuple[str, ...]] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if f.name in self._SKIP:
+                continue
+            value = getattr(self, f.name)
+            out[f.name] = _jsonable(value)
+            if f.name in self._MS_FIELDS:
+                out[f"{f.name}_ms"] = to_ms(value)
+        return out
+
+
+# ------------------------------------------------------------------------------------------ write / read
+
+@dataclass
+class WriteResult(Result):
+    """One deltacommit."""
+
+    instant: str
+    operation: str
+    records_written: int
+    log_files: list[str]
+    file_groups: int
+    committed_at: dt.datetime
+
+
+@dataclass
+class ReadResult(Result):
+    """A query result: exported to `output`, or (no output) held in `table` as Arrow."""
+
+    _SKIP: ClassVar[tuple[str, ...]] = ("table",)
+
+    query: str
+    rows: int
+    output: str | None
+    table: pa.Table | None = None
+
+
+# ------------------------------------------------------------------------------------------ compaction
+
+@dataclass
+class SettingUsed(Result):
+    """A setting a compaction plan was made with, and where its value came from."""
+
+    value: Any
+    source: str  # "argument" | "table" | "default"
+
+
+@dataclass
+class CarriedLog(Result):
+    """A log a compaction does not merge but carries into the new slice under a new name."""
+
+    name: str          # its name in the new slice
+    target: str        # the file it carries (relative to the partition)
+    mode: str | None   # "symlink" | "copy"
+
+
+@dataclass
+class FileGroupOperation(Result):
+    """What a compaction does to one file group."""
+
+    partition: str
+    file_id: str
+    base_instant: str | None
+    base_file: str | None
+    logs_compacted: list[str]
+    logs_carried: list[CarriedLog]
+    bytes_compacted: int | None = None
+    bytes_carried: int | None = None
+    new_base_file: str | None = None     # completed compactions only
+    records_written: int | None = None   # completed compactions only
+
+
+@dataclass
+class CompactionResult(Result):
+    """A compaction run that committed."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("threshold", "ro_completion_time", "ro_freshness_time")
+
+    instant: str
+    threshold: dt.datetime | None
+    base_files: list[str]
+    records_written: int
+    logs_carried_over: int
+    spill_logs: list[str]
+    ro_completion_time: dt.datetime | None
+    ro_freshness_time: dt.datetime | None
+
+
+@dataclass
+class CompactionPlan(Result):
+    """A compaction: a preview (instant None), a scheduled plan, or (with `result`) a completed one."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("threshold",)
+
+    instant: str | None
+    state: str                       # "preview" | "requested" | "inflight" | "completed" | "nothing_to_do"
+    threshold: dt.datetime | None
+    strategy: str | None
+    carry_over: str | None
+    exact: bool | None
+    settings_used: dict[str, SettingUsed] = field(default_factory=dict)
+    operations: list[FileGroupOperation] = field(default_factory=list)
+    projected_ro_completion_time: dt.datetime | None = None
+    scheduled_at: dt.datetime | None = None
+    event_time_sources: dict[str, int] | None = None
+    result: CompactionResult | None = None
+    message: str = ""
+
+    @property
+    def file_groups(self) -> int:
+        return len(self.operations)
+
+
+@dataclass
+class CompactionSummary(Result):
+    """One line of the compaction history."""
+
+    instant: str
+    scheduled_at: dt.datetime | None
+    state: str
+    threshold: dt.datetime | None
+    strategy: str | None
+    carry_over: str | None
+    exact: bool | None
+    file_groups: int | None
+    logs_compacted: int | None
+    logs_carried: int | None
+    records_written: int | None
+    ro_completion_time: dt.datetime | None
+    ro_freshness_time: dt.datetime | None
+
+
+@dataclass
+class RollbackResult(Result):
+    """A rollback instant: what it undid (`instant`, a deltacommit or compaction) and how."""
+
+    instant: str
+    deleted_files: list[str]
+    removed_instant_files: list[str]
+    action: str = ""                      # "deltacommit" or "compaction"
+    rollback_instant: str = ""            # R (R.rollback on the timeline)
+    was_completed: bool = False
+    rollback_log_files: list[str] = field(default_factory=list)   # logs holding the rollback command blocks
+    restored_ro: dict[str, str] | None = None                     # the RO guarantee put back (compactions)
+
+
+# ------------------------------------------------------------------------------------------ services
+
+@dataclass
+class CleanResult(Result):
+    """A clean (or its dry run: `instant` None, `files_to_delete` what would go)."""
+
+    instant: str | None
+    dry_run: bool
+    policy: str
+    retained: int
+    earliest_instant_to_retain: str | None
+    files_to_delete: dict[str, list[str]]
+    deleted: dict[str, list[str]]
+    failed: dict[str, list[str]]
+    kept_link_targets: dict[str, list[str]]
+    skipped_file_groups: list[dict[str, str]]
+    errors: list[str]
+    resumed: list[str]
+    message: str
+
+    @property
+    def total_deleted(self) -> int:
+        return sum(len(v) for v in self.deleted.values())
+
+    @property
+    def total_planned(self) -> int:
+        return sum(len(v) for v in self.files_to_delete.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "total_deleted": self.total_deleted, "total_planned": self.total_planned}
+
+
+@dataclass
+class RecoverResult(Result):
+    """What `recover` finished or undid after crashes; `changed` False means the table was quiescent."""
+
+    rolled_back: list[str]                # writes of dead writers (expired heartbeats), rolled back
+    message: str
+    changed: bool = False
+    resumed_rollbacks: list[str] = field(default_factory=list)     # instants whose interrupted rollback finished
+    live_writes: list[str] = field(default_factory=list)           # pending writes whose writer is alive
+    reverted_compactions: list[str] = field(default_factory=list)  # inflight -> requested (outputs removed)
+    running_compactions: list[str] = field(default_factory=list)
+    finished_cleans: list[str] = field(default_factory=list)
+    republished_guarantee: str | None = None
+    removed_files: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------ observing
+
+@dataclass
+class Freshness(Result):
+    """The RO view's event-time guarantee and the late data breaking it."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("ro_completion_time", "ro_freshness_time", "threshold")
+
+    table: str
+    ro_completion_time: dt.datetime | None
+    ro_freshness_time: dt.datetime | None
+    threshold: dt.datetime | None
+    compaction_instant: str | None
+    source: str | None
+    late_records: int
+    late_deletes: int   # of late_records, how many are deletes (a late delete breaks the promise too)
+    late_min_event_time: dt.datetime | None
+    late_instants: list[str]
+    late_unknown_blocks: int
+    guarantee: str   # "holds" | "broken" | "none"
+    message: str
+
+
+@dataclass
+class BacklogMetrics(Result):
+    """The compaction backlog of the latest file slices (header scans only)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("min_event_time",)
+
+    table: str
+    min_event_time: dt.datetime | None
+    file_slices: int
+    file_slices_with_logs: int
+    remaining_log_files: int
+    remaining_log_bytes: int
+    carried_over_log_files: int
+    logs_with_unknown_event_time: int
+    log_event_time_sources: dict[str, int]
+    pending_compactions: int
+    pending_compaction_instants: list[str]
+
+
+@dataclass
+class InstantInfo(Result):
+    """One instant of the active timeline."""
+
+    instant: str
+    action: str
+    state: str
+    time: dt.datetime | None   # the instant time read as a UTC time
+
+
+@dataclass
+class TideBucket(Result):
+    """Uncompacted log data whose min event time falls in [start, end): what moving T past `end` compacts.
+
+    `start`/`end` are None for logs whose event time is unknown from headers and write stats.
+    """
+
+    start: dt.datetime | None
+    end: dt.datetime | None
+    log_files: int
+    log_records: int | None   # None when no write stat names the logs
+    log_bytes: int
+
+
+@dataclass
+class LogFileInfo(Result):
+    name: str
+    size: int
+    blocks: int
+    corrupt_blocks: int
+    min_event_time: dt.datetime | None
+    instants: list[str]
+
+
+@dataclass
+class SliceInfo(Result):
+    base_instant: str
+    base_file: str | None
+    log_files: list[LogFileInfo]
+
+
+@dataclass
+class FileGroupInfo(Result):
+    partition: str
+    file_id: str
+    slices: list[SliceInfo]
+
+
+@dataclass
+class TableDescription(Result):
+    """The table as its timeline and file-system view see it (headers only, no data decoded)."""
+
+    table: str
+    path: str
+    table_version: int
+    record_key: list[str]
+    partition_fields: list[str]
+    ordering_field: str | None
+    event_time_field: str | None
+    merge_mode: str
+    timeline: list[InstantInfo]
+    file_groups: list[FileGroupInfo]

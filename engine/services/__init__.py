@@ -1,0 +1,1 @@
+"""Table services: clean, recovery of failed writes, integrity of log blocks."""

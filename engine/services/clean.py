@@ -1,0 +1,505 @@
+"""Cleaning old file slices of a v6 MOR table, aware of carried-over symlinks, as real Hudi clean instants.
+
+Policies (format facts §6.1, Java CleanPlanner):
+- KEEP_LATEST_COMMITS (default, `hoodie.cleaner.commits.retained`): keep every slice needed to read the table
+  as of each of the last N completed commits/deltacommits. With E the earliest commit to retain, a slice is
+  cleaned when its base instant is < E, it is not the latest slice, and it is not the newest slice before E.
+- KEEP_LATEST_FILE_VERSIONS (`hoodie.cleaner.fileversions.retained`, default 3): keep the newest N slices.
+
+The RFC's CleanPlanner rule: with symlink carry-over, a log of an old slice may be the target of a link in a
+newer slice, so a file behind a link of a *kept* slice (found with `os.readlink`, and in the completed
+compactions' `tidemark.carryOver` records) is never deleted, even when its own slice is cleaned. Nor is
+anything of the latest slices, or anything a pending compaction/clustering plan names (those file groups are
+skipped entirely). A dangling link in a kept slice is an error: the table already lost data there.
+
+Timeline: `R.clean.requested` (HoodieCleanerPlan) -> `R.clean.inflight` -> `R.clean` (HoodieCleanMetadata).
+A clean interrupted after `requested` is finished by the next `run_clean`, re-checking every file first.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from engine.timeline import avro_models
+from engine.compaction.history import carried_over_entries, compaction_records
+from engine import errors
+from engine.errors import CleanRefused, ConfigError
+from engine.read.fsview import FileGroup, FileSlice, FileSystemView
+from engine.io.faults import fault_point
+from engine.timeline.metadata import CleanPlanRecord
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, Reporter
+from engine.services import rollback
+from engine.io.naming import new_instant_time, parse_log_file_name
+from engine.config.properties import load_table_config
+from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
+                             SAVEPOINT, Instant, State, Timeline, complete, create_requested, instant_file_name,
+                             transition_to_inflight)
+
+KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
+KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
+POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
+COMMITS_RETAINED_KEY = "hoodie.cleaner.commits.retained"
+FILE_VERSIONS_RETAINED_KEY = "hoodie.cleaner.fileversions.retained"
+DEFAULT_FILE_VERSIONS_RETAINED = 3
+# Pending instants that will write files: the earliest one bounds the earliest commit to retain (Java).
+_WRITE_ACTIONS = frozenset({*COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION})
+
+SliceKey = tuple[str, str, str]      # (partition, fileId, base instant)
+GroupKey = tuple[str, str]           # (partition, fileId)
+
+
+@dataclass
+class CleanPlan:
+    base_path: str
+    policy: str
+    retained: int
+    earliest_instant_to_retain: Instant | None
+    last_completed_commit: str
+    files_to_delete: dict[str, list[str]] = field(default_factory=dict)   # partition -> file names
+    kept_link_targets: dict[str, list[str]] = field(default_factory=dict)  # cleaned slices' files kept for links
+    skipped_file_groups: list[dict[str, str]] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def total_files(self) -> int:
+        return sum(len(v) for v in self.files_to_delete.values())
+
+    def paths_by_partition(self) -> dict[str, list[str]]:
+        """Partition -> absolute paths of the files to delete."""
+        return {p: [_join(self.base_path, p, n) for n in names] for p, names in sorted(self.files_to_delete.items())}
+
+    def paths(self) -> list[str]:
+        return [path for paths in self.paths_by_partition().values() for path in paths]
+
+    def to_dict(self) -> dict[str, Any]:
+        earliest = self.earliest_instant_to_retain
+        return {"policy": self.policy, "retained": self.retained,
+                "earliest_instant_to_retain": earliest.timestamp if earliest else None,
+                "last_completed_commit": self.last_completed_commit, "total_files": self.total_files,
+                "files_to_delete": self.files_to_delete, "kept_link_targets": self.kept_link_targets,
+                "skipped_file_groups": self.skipped_file_groups, "errors": self.errors}
+
+
+@dataclass
+class CleanResult:
+    instant: str | None              # None: dry run, or nothing to clean (no instant written)
+    dry_run: bool
+    plan: CleanPlan
+    deleted: dict[str, list[str]] = field(default_factory=dict)
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    resumed: list[str] = field(default_factory=list)   # interrupted clean instants finished first
+    message: str = ""
+
+    @property
+    def total_deleted(self) -> int:
+        return sum(len(v) for v in self.deleted.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"instant": self.instant, "dry_run": self.dry_run, "message": self.message,
+                "total_deleted": self.total_deleted, "deleted": self.deleted, "failed": self.failed,
+                "resumed": self.resumed, "plan": self.plan.to_dict()}
+
+
+@dataclass
+class _Guards:
+    """What pending table services need: whole file groups, plus files they name."""
+
+    groups: dict[GroupKey, str] = field(default_factory=dict)   # -> reason
+    paths: list[str] = field(default_factory=list)
+
+
+# -------------------------------------------------------------------------------------------- planning
+
+def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str = KEEP_LATEST_COMMITS,
+               retain_versions: int | None = None) -> CleanPlan:
+    """Decide which files a clean would delete; reads only, writes nothing."""
+    timeline = Timeline.load(base_path)
+    _check_runnable(timeline)
+    retained = _retained(base_path, policy, retain_commits, retain_versions)
+    earliest = _earliest_to_retain(timeline, retained) if policy == KEEP_LATEST_COMMITS else None
+    plan = CleanPlan(base_path, policy, retained, earliest, _last_completed_commit(timeline))
+    view = FileSystemView(base_path, timeline)
+    guards = _pending_service_guards(timeline, view)
+    plan.skipped_file_groups = [{"partitionPath": p, "fileId": f, "reason": r}
+                                for (p, f), r in sorted(guards.groups.items())]
+    doomed = _doomed_slices(view, policy, retained, earliest, guards.groups)
+    links = _scan_links(view)
+    doomed_keys = {_slice_key(s) for s in doomed}
+    protected = _protected_paths(view, timeline, lambda key, _link: key in doomed_keys, links, guards, plan.errors)
+    for sl in doomed:
+        for path in _slice_files(sl, links):
+            bucket = plan.kept_link_targets if _key(path) in protected else plan.files_to_delete
+            bucket.setdefault(sl.partition_path, []).append(os.path.basename(path))
+    for bucket in (plan.files_to_delete, plan.kept_link_targets):
+        for names in bucket.values():
+            names.sort()
+    return plan
+
+
+def _check_runnable(timeline: Timeline) -> None:
+    """Refuse while a compaction executes (it reads old files right now) or a savepoint pins files."""
+    for inst in timeline.pending():
+        if inst.action in (COMPACTION, LOGCOMPACTION) and inst.state is State.INFLIGHT:
+            raise CleanRefused(errors.PENDING_SERVICE,
+                               f"{inst.action} {inst.timestamp} is inflight; finish it (run_compaction) or roll it "
+                               "back before cleaning", inst.timestamp)
+    for inst in timeline.instants:
+        if inst.action == SAVEPOINT:
+            raise CleanRefused(errors.SAVEPOINT_PRESENT,
+                               f"savepoint {inst.timestamp} exists; cleaning around savepoints is not supported",
+                               inst.timestamp)
+
+
+def _retained(base_path: str, policy: str, retain_commits: int | None, retain_versions: int | None) -> int:
+    cfg = load_table_config(base_path)
+    if policy == KEEP_LATEST_COMMITS:
+        value = retain_commits if retain_commits is not None else int(cfg.setting(COMMITS_RETAINED_KEY))
+    elif policy == KEEP_LATEST_FILE_VERSIONS:
+        stored = cfg.props.get(FILE_VERSIONS_RETAINED_KEY) or DEFAULT_FILE_VERSIONS_RETAINED
+        value = retain_versions if retain_versions is not None else int(stored)
+    else:
+        raise ConfigError(f"unknown clean policy {policy!r}; use one of {', '.join(POLICIES)}")
+    if value < 1:
+        raise ConfigError(f"{policy} must retain at least 1, got {value}")
+    return value
+
+
+def _completed_commits(timeline: Timeline) -> list[Instant]:
+    """Completed commit/deltacommit/replacecommit (a completed compaction is a `commit`)."""
+    return [i for i in timeline.completed() if i.action in COMMIT_ACTIONS]
+
+
+def _last_completed_commit(timeline: Timeline) -> str:
+    commits = _completed_commits(timeline)
+    return commits[-1].timestamp if commits else ""
+
+
+def _earliest_to_retain(timeline: Timeline, retained: int) -> Instant | None:
+    """The N-th latest completed commit, but never after the earliest pending write (CleanerUtils)."""
+    commits = _completed_commits(timeline)
+    if len(commits) <= retained:
+        return None
+    nth = commits[len(commits) - retained]
+    pending = [i for i in timeline.pending() if i.action in _WRITE_ACTIONS]
+    if pending and nth.timestamp > pending[0].timestamp:
+        before = [c for c in commits if c.timestamp < pending[0].timestamp]
+        return before[-1] if before else None
+    return nth
+
+
+def _pending_service_guards(timeline: Timeline, view: FileSystemView) -> _Guards:
+    guards = _Guards()
+    for inst in timeline.pending_compactions():   # requested only: inflight was refused
+        for op in timeline.compaction_plan(inst.timestamp).operations:
+            guards.groups[op.key] = f"pending compaction {inst.timestamp}"
+            named = [op.data_file, *op.delta_files, *(s.target for s in op.carried)]
+            guards.paths.extend(os.path.join(view.partition_dir(op.partition_path), n) for n in named if n)
+    for inst in timeline.pending_clustering():
+        for part, fid, names in _clustering_slices(timeline, inst):
+            guards.groups[(part, fid)] = f"pending clustering {inst.timestamp}"
+            guards.paths.extend(os.path.join(view.partition_dir(part), n) for n in names)
+    return guards
+
+
+def _clustering_slices(timeline: Timeline, inst: Instant) -> list[tuple[str, str, list[str]]]:
+    """(partition, fileId, file names) of every input slice of a pending clustering plan."""
+    path = os.path.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
+    try:
+        with open(path, "rb") as fh:
+            meta = avro_models.read_avro_instant(fh.read())
+    except (OSError, avro_models.AvroInstantError) as exc:
+        raise CleanRefused(errors.UNREADABLE_PLAN,
+                           f"{path}: cannot read the pending clustering plan ({exc}); not cleaning blind",
+                           inst.timestamp) from exc
+    out = []
+    for group in (meta.get("clusteringPlan") or {}).get("inputGroups") or []:
+        for sl in group.get("slices") or []:
+            names = [sl.get("dataFilePath"), *(sl.get("deltaFilePaths") or [])]
+            out.append((sl.get("partitionPath") or "", sl["fileId"], [os.path.basename(n) for n in names if n]))
+    return out
+
+
+def _doomed_slices(view: FileSystemView, policy: str, retained: int, earliest: Instant | None,
+                   guarded: dict[GroupKey, str]) -> list[FileSlice]:
+    out: list[FileSlice] = []
+    for group in view.file_groups():
+        if (group.partition_path, group.file_id) in guarded:
+            continue
+        out.extend(_doomed_in_group(group, view.committed_instants, policy, retained, earliest))
+    return out
+
+
+def _doomed_in_group(group: FileGroup, committed: set[str], policy: str, retained: int,
+                     earliest: Instant | None) -> list[FileSlice]:
+    """Older slices to clean. Only committed slices count: the newest one is what readers use, and slices
+    of un-committed instants (a crashed write's leftovers) are rollback's business, never the cleaner's."""
+    slices = [s for s in group.slices if s.base_instant in committed]
+    if policy == KEEP_LATEST_FILE_VERSIONS:
+        return slices[:max(len(slices) - retained, 0)]
+    if earliest is None:
+        return []
+    before = [s for s in slices if s.base_instant < earliest.timestamp]
+    # The newest slice before E is what a reader as of E uses (it may be the latest slice itself): keep it.
+    return before[:-1]
+
+
+# -------------------------------------------------------------------------------------------- protection
+
+def _protected_paths(view: FileSystemView, timeline: Timeline, dropped: Callable[[SliceKey, str], bool],
+                     links: dict[SliceKey, list[str]], guards: _Guards, errors: list[str]) -> set[str]:
+    """Keys of every file that must survive, whatever slice it belongs to.
+
+    `dropped(slice key, link path)` says whether a link goes away in this clean: only the others are live.
+    """
+    protected: set[str] = set()
+    for sl in [g.latest for g in view.file_groups()] + view.latest_slices():
+        protected.update(_key(p) for p in _slice_files(sl, links))
+    for path in guards.paths:   # a pending plan names these; their links' targets too
+        protected.add(_key(path))
+        _protect_chain(path, protected, errors, "named by a pending plan")
+    for key, paths in links.items():
+        for link in (p for p in paths if not dropped(key, p)):
+            protected.add(_key(link))
+            _protect_chain(link, protected, errors, f"in kept slice {key[2]} of file group {key[1]}")
+    _protect_carry_over_records(view, timeline, dropped, protected, errors)
+    return protected
+
+
+def _protect_carry_over_records(view: FileSystemView, timeline: Timeline, dropped: Callable[[SliceKey, str], bool],
+                                protected: set[str], errors: list[str]) -> None:
+    """Belt and braces: the completed compactions' own record of which link points where."""
+    # A compaction slice that still has its base was not cleaned: its carried links must be there.
+    # (A cleaned slice may keep a log that a newer link needs; its own links are rightly gone.)
+    unclean = {_slice_key(s) for g in view.file_groups() for s in g.slices if s.base_file is not None}
+    for record in compaction_records(timeline):
+        for entry in carried_over_entries(record) or []:
+            if entry.mode != "symlink" or not entry.symlink or not entry.target:
+                continue
+            parsed = parse_log_file_name(entry.symlink)
+            if parsed is None:
+                continue
+            key = (entry.partition_path, parsed.file_id, parsed.base_instant)
+            pdir = view.partition_dir(key[0])
+            link = os.path.join(pdir, entry.symlink)
+            if dropped(key, link):
+                continue
+            if not os.path.lexists(link):
+                if key in unclean:
+                    errors.append(f"{link}: carried-over symlink recorded by compaction {record.timestamp} is "
+                                  f"missing from kept slice {key[2]} of file group {key[1]}")
+                continue   # the slice itself is gone (cleaned earlier): nothing points at the target
+            target = os.path.join(pdir, entry.target)
+            protected.add(_key(target))
+            _protect_chain(target, protected, errors, f"target of {entry.symlink}")
+
+
+def _protect_chain(path: str, protected: set[str], errors: list[str], where: str) -> None:
+    """Protect every hop behind a symlink; a dangling or looping link is an error."""
+    seen = {_key(path)}
+    cur = path
+    while os.path.islink(cur):
+        target = os.readlink(cur)
+        nxt = os.path.join(os.path.dirname(cur), target)   # relative to the link's dir; absolute stays
+        key = _key(nxt)
+        protected.add(key)
+        if key in seen or not os.path.lexists(nxt):
+            errors.append(f"{cur}: dangling symlink to {target!r} ({where})")
+            return
+        seen.add(key)
+        cur = nxt
+
+
+def _scan_links(view: FileSystemView) -> dict[SliceKey, list[str]]:
+    """Every symlinked log per slice, dangling ones included (the file-system view skips those)."""
+    out: dict[SliceKey, list[str]] = {}
+    for partition in view.partitions():
+        with os.scandir(view.partition_dir(partition)) as entries:
+            for entry in entries:
+                parsed = parse_log_file_name(entry.name) if entry.is_symlink() else None
+                if parsed is not None:
+                    key = (partition, parsed.file_id, parsed.base_instant)
+                    out.setdefault(key, []).append(entry.path)
+    return out
+
+
+def _slice_files(sl: FileSlice, links: dict[SliceKey, list[str]]) -> list[str]:
+    """Base file, logs and any dangling links of a slice, as absolute paths."""
+    paths = [sl.base_file.path] if sl.base_file else []
+    paths += [lf.path for lf in sl.log_files]
+    seen = {_key(p) for p in paths}
+    paths += [p for p in links.get(_slice_key(sl), []) if _key(p) not in seen]
+    return paths
+
+
+def _slice_key(sl: FileSlice) -> SliceKey:
+    return (sl.partition_path, sl.file_id, sl.base_instant)
+
+
+def _key(path: str) -> str:
+    """Identity of a directory entry: its real parent dir plus its own name (the entry is not followed)."""
+    return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
+
+
+def _join(base_path: str, partition: str, name: str) -> str:
+    return os.path.join(base_path, partition, name) if partition else os.path.join(base_path, name)
+
+
+# -------------------------------------------------------------------------------------------- execution
+
+def run_clean(base_path: str, *, retain_commits: int | None = None, policy: str = KEEP_LATEST_COMMITS,
+              retain_versions: int | None = None, dry_run: bool = False,
+              lock: TableLock | None = None, on_progress: Progress | None = None) -> CleanResult:
+    """Plan and execute a clean as instant R. A dry run only plans (errors are reported, not raised)."""
+    if dry_run:
+        return _run_clean(base_path, retain_commits, policy, retain_versions, dry_run, on_progress)
+    # Under the table lock: a compaction scheduled mid-clean could otherwise link to a file being deleted.
+    with holding(table_lock_of(base_path, lock), "clean"):
+        return _run_clean(base_path, retain_commits, policy, retain_versions, dry_run, on_progress)
+
+
+def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_versions: int | None,
+               dry_run: bool, on_progress: Progress | None = None) -> CleanResult:
+    if not dry_run:
+        rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy (Java cleans them here)
+    timeline = Timeline.load(base_path)
+    _check_runnable(timeline)
+    resumed = [] if dry_run else [_finish_pending(base_path, inst) for inst in _pending_cleans(timeline)]
+    plan = plan_clean(base_path, retain_commits=retain_commits, policy=policy, retain_versions=retain_versions)
+    result = CleanResult(None, dry_run, plan, resumed=resumed)
+    if dry_run:
+        result.message = f"dry run: {plan.total_files} file(s) would be deleted"
+        return result
+    if plan.errors:
+        raise CleanRefused(errors.BROKEN_CARRY_OVER,
+                           f"{base_path}: not cleaning, the table has broken carried-over logs: "
+                           + "; ".join(plan.errors))
+    if not plan.total_files:
+        result.message = "nothing to clean; no clean instant written"
+        return result
+    ensure_held("writing a clean plan")
+    result.instant = new_instant_time(after=max(i.timestamp for i in Timeline.load(base_path).instants))
+    requested = _plan_record(plan).to_bytes()
+    create_requested(base_path, result.instant, CLEAN, requested)
+    fault_point("clean", "requested")
+    transition_to_inflight(base_path, result.instant, CLEAN, requested)   # 0.14 puts the plan here too
+    fault_point("clean", "inflight")
+    _execute(base_path, result.instant, plan.policy, plan.earliest_instant_to_retain, plan.last_completed_commit,
+             plan.paths_by_partition(), set(), result, on_progress)
+    result.message = f"clean {result.instant}: deleted {result.total_deleted} file(s)"
+    return result
+
+
+def finish_pending_cleans(base_path: str) -> list[str]:
+    """Complete every interrupted clean (caller holds the table lock); returns their instants."""
+    return [_finish_pending(base_path, inst) for inst in _pending_cleans(Timeline.load(base_path))]
+
+
+def _pending_cleans(timeline: Timeline) -> list[Instant]:
+    return [i for i in timeline.pending() if i.action == CLEAN]
+
+
+def _finish_pending(base_path: str, inst: Instant) -> str:
+    """Complete an interrupted clean: delete what its plan lists, except files that became protected."""
+    path = os.path.join(base_path, ".hoodie", instant_file_name(inst.timestamp, CLEAN, State.REQUESTED))
+    with open(path, "rb") as fh:
+        data = fh.read()
+    record = CleanPlanRecord.from_bytes(data)
+    if inst.state is State.REQUESTED:
+        transition_to_inflight(base_path, inst.timestamp, CLEAN, data)
+    files = _planned_paths(base_path, inst.timestamp, record)
+    # Re-check against today's table: every link on disk that this plan does not remove is live.
+    planned = {_key(path) for paths in files.values() for path in paths}
+    timeline = Timeline.load(base_path)
+    view = FileSystemView(base_path, timeline)
+    protected = _protected_paths(view, timeline, lambda _key_, link: _key(link) in planned, _scan_links(view),
+                                 _pending_service_guards(timeline, view), [])
+    earliest = record.earliest_instant_to_retain
+    earliest_inst = Instant(earliest[0], earliest[1], State.COMPLETED) if earliest else None
+    result = CleanResult(inst.timestamp, False, CleanPlan(base_path, record.policy, 0, earliest_inst,
+                                                          record.last_completed_commit))
+    _execute(base_path, inst.timestamp, record.policy, earliest_inst, record.last_completed_commit, files,
+             protected, result)
+    return inst.timestamp
+
+
+def _planned_paths(base_path: str, instant: str, record: CleanPlanRecord) -> dict[str, list[str]]:
+    """Partition -> absolute paths of a cleaner plan: v2 full paths, or v1 (Java < 0.8) names per partition."""
+    out: dict[str, list[str]] = {p: [_local_path(path, instant) for path in paths]
+                                 for p, paths in record.file_paths.items()}
+    for partition, names in record.file_names.items():
+        out.setdefault(partition, []).extend(_join(base_path, partition, n) for n in names)
+    return out
+
+
+def _local_path(path: str, instant: str) -> str:
+    """Java qualifies local paths as `file:/...`; anything on another file system is not ours to delete."""
+    if path.startswith("file:"):
+        return "/" + path[len("file:"):].lstrip("/")
+    if "://" in path:
+        raise CleanRefused(errors.FOREIGN_FILE_SYSTEM,
+                           f"clean {instant} lists {path}, which is not on the local file system", instant)
+    return path
+
+
+def _execute(base_path: str, instant: str, policy: str, earliest: Instant | None, last_commit: str,
+             files: dict[str, list[str]], protected: set[str], result: CleanResult,
+             on_progress: Progress | None = None) -> None:
+    started = time.monotonic()
+    progress = Reporter(on_progress, sum(len(p) for p in files.values()), "files")
+    done = 0
+    for partition, paths in sorted(files.items()):
+        for path in sorted(paths):
+            ok = _key(path) not in protected and _delete(path)
+            bucket = result.deleted if ok else result.failed
+            bucket.setdefault(partition, []).append(os.path.basename(path))
+            done += 1
+            progress.update(done)
+    progress.finish()
+    fault_point("clean", "deleted")
+    elapsed = int((time.monotonic() - started) * 1000)
+    metadata = _metadata_record(instant, policy, earliest, last_commit, files, result, elapsed)
+    complete(base_path, instant, CLEAN, avro_models.write_clean_metadata(metadata))
+    fault_point("clean", "completed")
+
+
+def _delete(path: str) -> bool:
+    """Unlink one file (a symlink itself, never its target); already gone counts as done (resumed cleans)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+# -------------------------------------------------------------------------------------------- Avro records
+
+def _plan_record(plan: CleanPlan) -> CleanPlanRecord:
+    """The HoodieCleanerPlan of `plan` (v2: full file paths per partition)."""
+    earliest = plan.earliest_instant_to_retain
+    return CleanPlanRecord(policy=plan.policy, last_completed_commit=plan.last_completed_commit,
+                           earliest_instant_to_retain=(earliest.timestamp, earliest.action) if earliest else None,
+                           file_paths=plan.paths_by_partition(), retained=plan.retained)
+
+
+def _metadata_record(instant: str, policy: str, earliest: Instant | None, last_commit: str,
+                     files: dict[str, list[str]], result: CleanResult, elapsed_ms: int) -> dict[str, Any]:
+    """HoodieCleanMetadata; file lists hold names, as Java's PartitionCleanStat does."""
+    partitions = {
+        p: {"partitionPath": p, "policy": policy,
+            "deletePathPatterns": sorted(os.path.basename(x) for x in paths),
+            "successDeleteFiles": result.deleted.get(p, []), "failedDeleteFiles": result.failed.get(p, []),
+            "isPartitionDeleted": False}
+        for p, paths in sorted(files.items())
+    }
+    return {
+        "policy": policy, "startCleanTime": instant, "timeTakenInMillis": elapsed_ms,
+        "totalFilesDeleted": result.total_deleted,
+        "earliestCommitToRetain": earliest.timestamp if earliest else "",
+        "lastCompletedCommitTimestamp": last_commit, "partitionMetadata": partitions,
+        "bootstrapPartitionMetadata": {},
+    }

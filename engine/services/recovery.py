@@ -1,0 +1,155 @@
+"""Recovering from failures of writers: failed task attempts and writes that died without cleaning up.
+
+- A Spark task may run more than once (retry, speculation). Every attempt writes the same file groups and
+  log versions (file ids of new groups are derived from instant, partition and bucket) under its own
+  write token; before the deltacommit completes, the logs of attempts whose stats were not committed are
+  deleted (Hudi's marker reconciliation, done from the write stats).
+- A writer killed between `requested` and `completed` leaves a pending deltacommit that would block the
+  serial compaction trigger. Its heartbeat stops; once expired, the next writer, scheduler, cleaner or
+  `recover` rolls it back (Hudi's LAZY failed-writes policy, engine.services.rollback).
+- `recover` finishes or undoes whatever any crashed operation left behind (see its docstring).
+"""
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.config.properties import load_table_config, save_table_config
+from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
+from engine.lock import TableLock, holding, table_lock_of
+from engine.io.naming import parse_log_file_name
+from engine.services import clean, rollback
+from engine.timeline import heartbeat
+from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
+
+
+def reconcile_attempts(base_path: str, stats: Iterable[dict]) -> list[str]:
+    """Delete logs that duplicate a committed log's (file group, version) under another attempt's token."""
+    committed_by_dir: dict[str, dict[tuple[str, str, int], str]] = {}
+    for stat in stats:
+        log = parse_log_file_name(os.path.basename(stat["path"]))
+        if log is not None:
+            directory = os.path.join(base_path, os.path.dirname(stat["path"]))
+            committed_by_dir.setdefault(directory, {})[(log.file_id, log.base_instant, log.version)] = log.write_token
+    removed: list[str] = []
+    for directory, committed in committed_by_dir.items():   # one listing per partition
+        for name in os.listdir(directory):
+            other = parse_log_file_name(name)
+            if other is None:
+                continue
+            token = committed.get((other.file_id, other.base_instant, other.version))
+            if token is not None and other.write_token != token:
+                os.unlink(os.path.join(directory, name))
+                removed.append(os.path.join(directory, name))
+    return removed
+
+
+@dataclass
+class RecoverResult:
+    """What `recover` found and did; empty lists everywhere mean the table was already clean."""
+
+    resumed_rollbacks: list[dict] = field(default_factory=list)
+    rolled_back_writes: list[dict] = field(default_factory=list)
+    live_writes: list[str] = field(default_factory=list)          # pending writes with a live heartbeat
+    reverted_compactions: list[str] = field(default_factory=list)  # inflight -> requested, outputs removed
+    running_compactions: list[str] = field(default_factory=list)   # a run holds the compaction lock
+    finished_cleans: list[str] = field(default_factory=list)
+    republished_guarantee: str | None = None   # a compaction that committed but died before publishing
+    removed_files: list[str] = field(default_factory=list)         # temp files, stale heartbeats, outputs
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.resumed_rollbacks or self.rolled_back_writes or self.reverted_compactions
+                    or self.finished_cleans or self.removed_files or self.republished_guarantee)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"changed": self.changed, "resumed_rollbacks": self.resumed_rollbacks,
+                "rolled_back_writes": self.rolled_back_writes, "live_writes": self.live_writes,
+                "reverted_compactions": self.reverted_compactions, "running_compactions": self.running_compactions,
+                "finished_cleans": self.finished_cleans, "republished_guarantee": self.republished_guarantee,
+                "removed_files": self.removed_files}
+
+
+def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
+    """Bring a table back to a quiescent state after crashes; running it again changes nothing.
+
+    In order: finish interrupted rollbacks (from their plans), roll back writes whose heartbeat expired,
+    revert inflight compactions no run is executing to requested (their partial outputs deleted; the
+    plan stays, to be run again), finish interrupted cleans, then delete temporary files and heartbeats
+    that no live operation owns. Live writers and running compactions are left alone.
+    """
+    with holding(table_lock_of(base_path, lock), "recover"):
+        result = RecoverResult()
+        for inst in Timeline.load(base_path).pending():
+            if inst.action == ROLLBACK:
+                result.resumed_rollbacks.append(rollback.resume_rollback(base_path, inst.timestamp).to_dict())
+        result.rolled_back_writes = [r.to_dict() for r in rollback.rollback_expired_writes(base_path)]
+        result.live_writes = [i.timestamp for i in Timeline.load(base_path).pending() if i.action == DELTACOMMIT]
+        _revert_stalled_compactions(base_path, result)
+        result.finished_cleans = clean.finish_pending_cleans(base_path)
+        result.republished_guarantee = _republish_guarantee(base_path)
+        _sweep(base_path, result)
+        return result
+
+
+def _republish_guarantee(base_path: str) -> str | None:
+    """A compaction is committed before its RO guarantee reaches hoodie.properties; finish that step."""
+    cfg = load_table_config(base_path)
+    latest = rollback.guarantee_before(Timeline.load(base_path), None)
+    instant = latest.get("tidemark.ro.compaction.instant")
+    if not instant or cfg.props.get("tidemark.ro.compaction.instant", "") >= instant:
+        return None
+    cfg.props.update(latest)
+    save_table_config(cfg)
+    return instant
+
+
+def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
+    try:
+        with table_lock(base_path, "recover compactions", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
+            timeline = Timeline.load(base_path)
+            for inst in timeline.pending_compactions():
+                if inst.state is not State.INFLIGHT:
+                    continue
+                plan = timeline.read_compaction_plan(inst.timestamp)
+                exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
+                for op in plan.get("operations") or []:
+                    for path in rollback.compaction_outputs(base_path, inst.timestamp, op, exact):
+                        os.unlink(path)   # invisible while C is pending; a link is removed, not its target
+                        result.removed_files.append(path)
+                shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", inst.timestamp), ignore_errors=True)
+                revert_compaction_inflight(base_path, inst.timestamp)
+                result.reverted_compactions.append(inst.timestamp)
+    except TableLocked:
+        result.running_compactions = [i.timestamp for i in Timeline.load(base_path).pending_compactions()
+                                      if i.state is State.INFLIGHT]
+
+
+def _sweep(base_path: str, result: RecoverResult) -> None:
+    """Temporary files never become visible; delete those whose operation is over."""
+    hoodie = os.path.join(base_path, ".hoodie")
+    timeline = Timeline.load(base_path)
+    live = set(result.live_writes) | set(result.running_compactions)
+    pending = {i.timestamp for i in timeline.pending()}
+    temp_root = os.path.join(hoodie, ".temp")
+    for name in sorted(os.listdir(temp_root)) if os.path.isdir(temp_root) else []:
+        if name not in live:
+            shutil.rmtree(os.path.join(temp_root, name), ignore_errors=True)
+            result.removed_files.append(os.path.join(temp_root, name))
+    for instant in heartbeat.heartbeat_instants(base_path):
+        if instant not in pending and heartbeat.delete_heartbeat(base_path, instant):
+            result.removed_files.append(heartbeat.heartbeat_path(base_path, instant))
+    # Half-created instant files (`.temp-*`) and properties (`*.tmp`): an operation that is alive finishes
+    # writing them within moments, so anything older than a heartbeat expiry is a dead process's.
+    cutoff = time.time() - heartbeat.expiry_ms(load_table_config(base_path)) / 1000
+    for name in sorted(os.listdir(hoodie)):
+        path = os.path.join(hoodie, name)
+        if (name.startswith(".temp-") or name.endswith(".tmp")) and os.path.isfile(path) \
+                and os.path.getmtime(path) < cutoff:
+            os.unlink(path)
+            result.removed_files.append(path)

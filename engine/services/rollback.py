@@ -1,0 +1,447 @@
+"""Rolling back one instant as a real rollback instant R, the way Java Hudi (table version 6) does.
+
+Timeline: `R.rollback.requested` (Avro HoodieRollbackPlan: what will be deleted, which logs get a rollback
+command block) -> `R.rollback.inflight` -> `R.rollback` (Avro HoodieRollbackMetadata: what was done). A
+rollback interrupted after `requested` is finished from its plan (`resume_rollback`), so every step is
+idempotent.
+
+What may be rolled back, and what it undoes:
+- a **deltacommit**, pending (a failed write) or completed: file groups the instant created (every file holds
+  only its blocks) are deleted; in every other file group the logs holding its blocks stay on disk and a
+  rollback COMMAND block (TARGET_INSTANT_TIME = the instant) is written as a new log version of that slice,
+  token `1-0-1` — Java's v6 behaviour (facts §6.2), which keeps the mask even when the instant is
+  archived one day. Its instant files go last.
+- a **compaction**, pending or the latest completed one: the new base files, the exact-mode spill logs and
+  the carried-over links or copies are deleted (link targets, the original logs, are never touched), the RO
+  guarantee it published is replaced by the previous one, and its plan is removed (unlike Java, which
+  re-executes it: the serial event-time trigger needs the slot). Readers see the previous slices.
+
+Refused (RollbackRefused, reason ROLLBACK_DEPENDENCY) when a later instant depends on the one rolled
+back: writes that landed in slice C of compaction C, a later compaction planned over the file groups, or
+a clean that already deleted the previous slice a completed compaction would fall back to.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine import logformat
+from engine.config.properties import load_table_config, save_table_config
+from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, RollbackRefused
+from engine.io.faults import fault_point
+from engine.io.locking import COMPACTION_LOCK_FILE, publish_no_clobber, table_lock
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, Reporter
+from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
+from engine.read.fsview import FileGroup, FileSystemView
+from engine.timeline import avro_models, heartbeat
+from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, ROLLBACK, Instant, State, Timeline, complete,
+                                      create_requested, delete_instant_files, instant_file_name,
+                                      transition_to_inflight)
+
+ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
+RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",
+           "tidemark.ro.compaction.instant")
+
+
+class _PlanKeys:
+    """engine.compaction.plan's names, looked up late: engine.compaction imports this module."""
+
+    def __getattr__(self, name: str) -> Any:
+        from engine.compaction import plan
+
+        return getattr(plan, name)
+
+
+plan_keys = _PlanKeys()
+
+
+@dataclass
+class RollbackResult:
+    instant: str                       # the instant rolled back
+    action: str                        # "deltacommit" or "compaction"
+    rollback_instant: str              # R
+    was_completed: bool
+    deleted_files: list[str] = field(default_factory=list)
+    rollback_log_files: list[str] = field(default_factory=list)   # logs holding the new command blocks
+    removed_instant_files: list[str] = field(default_factory=list)
+    restored_ro: dict[str, str] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"instant": self.instant, "action": self.action, "rollback_instant": self.rollback_instant,
+                "was_completed": self.was_completed, "deleted_files": self.deleted_files,
+                "rollback_log_files": self.rollback_log_files, "removed_instant_files": self.removed_instant_files,
+                "restored_ro": self.restored_ro}
+
+
+# ------------------------------------------------------------------------------------------ entry points
+
+def rollback(base_path: str, instant: str, *, lock: TableLock | None = None,
+             on_progress: Progress | None = None) -> RollbackResult:
+    """Roll back `instant` under the table lock (and, for a compaction, the compaction lock: a run of
+    the same plan must not be writing files we delete; we do not wait for one)."""
+    with holding(table_lock_of(base_path, lock), f"roll back {instant}"):
+        target = _target(Timeline.load(base_path), instant)
+        if target.action in (COMPACTION, COMMIT):
+            with table_lock(base_path, f"roll back compaction {instant}", timeout_s=0,
+                            lock_file=COMPACTION_LOCK_FILE):
+                return rollback_locked(base_path, instant, on_progress=on_progress)
+        return rollback_locked(base_path, instant, on_progress=on_progress)
+
+
+def rollback_locked(base_path: str, instant: str, *, allow_live: bool = False,
+                    on_progress: Progress | None = None) -> RollbackResult:
+    """Plan and execute the rollback of `instant`; the caller holds the table lock.
+
+    `allow_live`: the caller is the writer of `instant` itself (its heartbeat is still beating).
+    """
+    timeline = Timeline.load(base_path)
+    for r, plan in _pending_rollbacks(timeline):
+        if plan["instantToRollback"]["commitTime"] == instant:
+            return _execute(base_path, r, plan, on_progress)   # one instant, one rollback (Java reuses it)
+    target = _target(timeline, instant)
+    if target.action == DELTACOMMIT:
+        plan = _plan_deltacommit(base_path, timeline, target, allow_live)
+    else:
+        plan = _plan_compaction(base_path, timeline, target)
+    r = new_instant_time(after=max(i.timestamp for i in timeline.instants))
+    ensure_held(f"writing rollback plan {r}")
+    create_requested(base_path, r, ROLLBACK, avro_models.write_rollback_plan(plan))
+    fault_point("rollback", "requested")
+    return _execute(base_path, r, plan, on_progress)
+
+
+def resume_rollback(base_path: str, r: str) -> RollbackResult:
+    """Finish pending rollback `r` from its plan (caller holds the table lock)."""
+    return _execute(base_path, r, _read_plan(base_path, r), None)
+
+
+def _read_plan(base_path: str, r: str) -> dict:
+    path = os.path.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.REQUESTED))
+    with open(path, "rb") as fh:
+        return avro_models.read_rollback_plan(fh.read())
+
+
+def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict]]:
+    return [(i.timestamp, _read_plan(timeline.base_path, i.timestamp)) for i in timeline.pending()
+            if i.action == ROLLBACK]
+
+
+def rollback_expired_writes(base_path: str) -> list[RollbackResult]:
+    """The LAZY failed-writes policy: roll back pending deltacommits whose heartbeat expired (caller holds
+    the table lock). Live writers are left alone."""
+    expiry = heartbeat.expiry_ms(load_table_config(base_path))
+    out = []
+    for inst in Timeline.load(base_path).pending():
+        if inst.action == DELTACOMMIT and heartbeat.is_expired(base_path, inst.timestamp, expiry):
+            out.append(rollback_locked(base_path, inst.timestamp))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ planning
+
+def _target(timeline: Timeline, instant: str) -> Instant:
+    found = [i for i in timeline.get(instant) if i.action in (DELTACOMMIT, COMPACTION, COMMIT)]
+    if not found:
+        other = timeline.get(instant)
+        what = f"a {other[0].action}" if other else "not on the timeline"
+        raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is {what}; only deltacommits and compactions can be "
+                              "rolled back")
+    inst = found[0]
+    if inst.action == COMMIT and not _is_compaction_commit(timeline, inst):
+        raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is a copy-on-write commit; only deltacommits and "
+                              "compactions can be rolled back")
+    return inst
+
+
+def _is_compaction_commit(timeline: Timeline, inst: Instant) -> bool:
+    return os.path.exists(os.path.join(timeline.hoodie_path, instant_file_name(inst.timestamp, COMPACTION,
+                                                                             State.REQUESTED)))
+
+
+def _later_compactions(timeline: Timeline, instant: str) -> list[Instant]:
+    return [i for i in timeline.instants if i.timestamp > instant
+            and (i.action == COMPACTION or (i.action == COMMIT and _is_compaction_commit(timeline, i)))]
+
+
+def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
+    i = target.timestamp
+    if not target.is_completed and not allow_live:
+        expiry = heartbeat.expiry_ms(load_table_config(base_path))
+        if not heartbeat.is_expired(base_path, i, expiry):
+            raise RollbackRefused(PENDING_WRITE, f"deltacommit {i} is still being written (its heartbeat is live); "
+                                  "it can be rolled back once its writer finishes or its heartbeat expires", i)
+    view = FileSystemView(base_path, timeline)
+    bases_of_i = _base_files_named(view, i)   # uncommitted bases are not in the view: list them
+    requests = [request for group in view.file_groups()
+                if (request := _deltacommit_request(group, i, bases_of_i)) is not None]
+    touched = {(r["partitionPath"], r["fileId"]) for r in requests}
+    for later in _later_compactions(timeline, i):
+        planned = {(op.get("partitionPath") or "", op["fileId"])
+                   for op in timeline.read_compaction_plan(later.timestamp).get("operations") or []}
+        if planned & touched:
+            raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back deltacommit {i}: compaction "
+                                  f"{later.timestamp} was planned over its file groups after it (roll that "
+                                  "compaction back first)", later.timestamp)
+    return {"instantToRollback": {"commitTime": i, "action": DELTACOMMIT}, "RollbackRequests": requests}
+
+
+def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]]) -> dict | None:
+    """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks."""
+    bases = bases_of_i.get((group.partition_path, group.file_id), [])
+    logs = [lf for s in group.slices for lf in s.log_files]
+    instants_by_log = {lf.path: ({None} if os.path.islink(lf.path)   # a carry-over belongs to a compaction
+                                 else {b.instant_time for b in logformat.scan_log_file(lf.path).blocks})
+                       for lf in logs}
+    logs_of_i = [lf for lf in logs if i in instants_by_log[lf.path]]
+    if not logs_of_i and not bases:
+        return None
+    created = (not any(s.base_file for s in group.slices)
+               and all(instants_by_log[lf.path] == {i} for lf in logs))
+    return {"partitionPath": group.partition_path, "fileId": group.file_id,
+            "latestBaseInstant": logs_of_i[-1].base_instant if logs_of_i else group.latest.base_instant,
+            "filesToBeDeleted": sorted(bases + ([lf.path for lf in logs] if created else [])),
+            "logBlocksToBeDeleted": None if created or not logs_of_i else {lf.path: lf.size for lf in logs_of_i}}
+
+
+def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str], list[str]]:
+    out: dict[tuple[str, str], list[str]] = {}
+    for partition in view.partitions():
+        directory = view.partition_dir(partition)
+        for name in os.listdir(directory):
+            parsed = parse_base_file_name(name)
+            if parsed is not None and parsed.instant == instant:
+                out.setdefault((partition, parsed.file_id), []).append(os.path.join(directory, name))
+    return out
+
+
+def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dict:
+    c = target.timestamp
+    plan = timeline.read_compaction_plan(c)
+    exact = (plan.get("extraMetadata") or {}).get(plan_keys.X_EXACT) == "true"
+    later = _later_compactions(timeline, c)
+    if later:
+        raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: compaction "
+                              f"{later[0].timestamp} came after it (roll that one back first)", later[0].timestamp)
+    dead = _refuse_new_writes(timeline, c, plan, exact)
+    if target.is_completed:
+        _refuse_missing_previous_slices(base_path, c, plan)
+    requests = []
+    for op in plan.get("operations") or []:
+        part = op.get("partitionPath") or ""
+        own_dead = [p for p in dead if os.path.basename(p).startswith(f".{op['fileId']}_{c}.log.")]
+        requests.append({"partitionPath": part, "fileId": op["fileId"],
+                         "latestBaseInstant": op.get("baseInstantTime") or None,
+                         "filesToBeDeleted": sorted(compaction_outputs(base_path, c, op, exact) + own_dead),
+                         "logBlocksToBeDeleted": None})
+    action = COMMIT if target.is_completed else COMPACTION
+    return {"instantToRollback": {"commitTime": c, "action": action}, "RollbackRequests": requests}
+
+
+def _pdir(base_path: str, partition: str) -> str:
+    return os.path.join(base_path, partition) if partition else base_path
+
+
+def compaction_outputs(base_path: str, c: str, op: dict, exact: bool) -> list[str]:
+    """Files compaction `c` made for one operation: new bases, the spill log, its links or copies."""
+    pdir = _pdir(base_path, op.get("partitionPath") or "")
+    if not os.path.isdir(pdir):
+        return []
+    fid = op["fileId"]
+    out = []
+    for name in os.listdir(pdir):
+        base, log = parse_base_file_name(name), parse_log_file_name(name)
+        if base is not None and base.file_id == fid and base.instant == c:
+            out.append(os.path.join(pdir, name))
+        elif (log is not None and log.file_id == fid and log.base_instant == c
+              and log.version == plan_keys.CARRY_FORWARD_VERSION):  # the carry-forward log, in every mode
+            out.append(os.path.join(pdir, name))
+    out += [os.path.join(pdir, s["symlink"]) for s in op.get("symlinkOperations") or []
+            if s.get("symlink") and os.path.lexists(os.path.join(pdir, s["symlink"]))]
+    return out
+
+
+def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> list[str]:
+    """Logs written into slice C (not its carry-overs or spill) would be orphaned with their slice: refuse
+    when one holds a committed or still-pending write; return the dead ones (only blocks of rolled-back
+    instants, and rollback command blocks) for deletion."""
+    strays: list[str] = []
+    writers: set[str] = set()
+    dead: list[str] = []
+    live = {i.timestamp for i in timeline.instants if i.action in (DELTACOMMIT, COMMIT, "replacecommit")}
+    for op in plan.get("operations") or []:
+        pdir = _pdir(timeline.base_path, op.get("partitionPath") or "")
+        planned = {s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink")}
+        if not os.path.isdir(pdir):
+            continue
+        for name in os.listdir(pdir):
+            log = parse_log_file_name(name)
+            if log is None or log.file_id != op["fileId"] or log.base_instant != c or name in planned:
+                continue
+            if log.version == plan_keys.CARRY_FORWARD_VERSION:
+                continue
+            path = os.path.join(pdir, name)
+            blocks = logformat.scan_log_file(path).blocks
+            holders = {b.instant_time for b in blocks
+                       if b.block_type is not logformat.BlockType.COMMAND and b.instant_time} & live
+            if holders or not blocks:
+                strays.append(path)
+                writers.update(holders)
+            else:
+                dead.append(path)
+    if strays:
+        blocking = min(writers) if writers else None
+        raise RollbackRefused(
+            ROLLBACK_DEPENDENCY,
+            f"cannot roll back compaction {c}: {len(strays)} log file(s) were written into its slice after it was "
+            f"planned ({', '.join(sorted(strays))}); they would be orphaned. Run the compaction to completion "
+            "instead (or roll those writes back first)", blocking)
+    return dead
+
+
+def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
+    """A completed compaction falls back to the slices it compacted; a clean may have deleted them."""
+    missing = []
+    for op in plan.get("operations") or []:
+        pdir = _pdir(base_path, op.get("partitionPath") or "")
+        names = [op.get("dataFilePath"), *(op.get("deltaFilePaths") or []),
+                 *(s.get("target") for s in op.get("symlinkOperations") or [])]
+        missing += [os.path.join(pdir, n) for n in names if n and not os.path.exists(os.path.join(pdir, n))]
+    if missing:
+        raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: the slices it replaced were "
+                              f"cleaned ({', '.join(sorted(missing))} no longer exist)")
+
+
+# ------------------------------------------------------------------------------------------ execution
+
+def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -> RollbackResult:
+    target = plan["instantToRollback"]
+    instant, action = target["commitTime"], target["action"]
+    if not os.path.exists(os.path.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.INFLIGHT))):
+        transition_to_inflight(base_path, r, ROLLBACK)
+    fault_point("rollback", "inflight")
+    started = time.monotonic()
+    ensure_held(f"rolling back {instant}")
+    family = DELTACOMMIT if action == DELTACOMMIT else COMPACTION
+    result = RollbackResult(instant, family, r, was_completed=action == COMMIT)
+    # Unpublish first: once the completed file is gone every reader ignores the instant's output.
+    result.was_completed |= _unpublish(base_path, instant, family)
+    if family == COMPACTION:
+        result.restored_ro = _restore_ro_guarantee(base_path, instant)
+    fault_point("rollback", "unpublished")
+    requests = plan.get("RollbackRequests") or []
+    per_partition: dict[str, dict[str, Any]] = {}
+    progress = Reporter(on_progress, len(requests), "file groups")
+    for done, request in enumerate(requests, 1):
+        meta = per_partition.setdefault(request["partitionPath"], _partition_metadata(request["partitionPath"]))
+        _delete_files(request, meta, result)
+        if request.get("logBlocksToBeDeleted"):
+            _mask_blocks(base_path, r, instant, request, meta, result)
+        progress.update(done)
+    progress.finish()
+    fault_point("rollback", "files_removed")
+    shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", instant), ignore_errors=True)
+    result.removed_instant_files = delete_instant_files(base_path, instant, family)
+    heartbeat.delete_heartbeat(base_path, instant)
+    fault_point("rollback", "instant_removed")
+    metadata = {"startRollbackTime": r, "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+                "totalFilesDeleted": len(result.deleted_files), "commitsRollback": [instant],
+                "partitionMetadata": per_partition, "instantsRollback": [{"commitTime": instant, "action": action}]}
+    ensure_held(f"completing rollback {r}")
+    complete(base_path, r, ROLLBACK, avro_models.write_rollback_metadata(metadata))
+    shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", r), ignore_errors=True)
+    fault_point("rollback", "completed")
+    return result
+
+
+def _unpublish(base_path: str, instant: str, family: str) -> bool:
+    """Delete the completed file of `instant` (it becomes pending again); True if there was one."""
+    path = os.path.join(base_path, ".hoodie", instant_file_name(instant, family, State.COMPLETED))
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _partition_metadata(partition: str) -> dict[str, Any]:
+    return {"partitionPath": partition, "successDeleteFiles": [], "failedDeleteFiles": [],
+            "rollbackLogFiles": {}, "logFilesFromFailedCommit": {}}
+
+
+def _delete_files(request: dict, meta: dict, result: RollbackResult) -> None:
+    for path in request.get("filesToBeDeleted") or []:
+        try:
+            os.unlink(path)   # a carried-over link is removed, never its target
+        except FileNotFoundError:
+            pass              # already done by an interrupted run of this rollback
+        except OSError:
+            meta["failedDeleteFiles"].append(path)
+            continue
+        meta["successDeleteFiles"].append(path)
+        result.deleted_files.append(path)
+
+
+def _mask_blocks(base_path: str, r: str, instant: str, request: dict, meta: dict, result: RollbackResult) -> None:
+    """Write one rollback command block for `instant` as a new log version of the slice (once)."""
+    pdir = _pdir(base_path, request["partitionPath"])
+    fid, slice_instant = request["fileId"], request["latestBaseInstant"]
+    meta["logFilesFromFailedCommit"].update(request["logBlocksToBeDeleted"])
+    versions = []
+    for name in os.listdir(pdir):
+        log = parse_log_file_name(name)
+        if log is None or log.file_id != fid or log.base_instant != slice_instant:
+            continue
+        path = os.path.join(pdir, name)
+        if log.write_token == ROLLBACK_WRITE_TOKEN and _masks(path, instant):
+            meta["rollbackLogFiles"][path] = os.path.getsize(path)
+            result.rollback_log_files.append(path)
+            return   # written by an interrupted run of this rollback
+        versions.append(log.version)
+    name = LogFileName(fid, slice_instant, max(versions, default=0) + 1, ROLLBACK_WRITE_TOKEN).name
+    temp_dir = os.path.join(base_path, ".hoodie", ".temp", r)
+    os.makedirs(temp_dir, exist_ok=True)
+    tmp = os.path.join(temp_dir, name)
+    if os.path.exists(tmp):
+        os.unlink(tmp)
+    size = logformat.append_blocks(tmp, [logformat.encode_rollback_block(r, instant)])
+    path = os.path.join(pdir, name)
+    publish_no_clobber(tmp, path)   # never a half-written log in the partition
+    meta["rollbackLogFiles"][path] = size
+    result.rollback_log_files.append(path)
+
+
+def _masks(path: str, instant: str) -> bool:
+    return any(b.target_instant_time == instant for b in logformat.scan_log_file(path).blocks)
+
+
+def _restore_ro_guarantee(base_path: str, c: str) -> dict[str, str] | None:
+    """If `c` published the table's RO guarantee, put back the previous event-time compaction's (or none)."""
+    cfg = load_table_config(base_path)
+    if cfg.props.get("tidemark.ro.compaction.instant") != c:
+        return None
+    previous = guarantee_before(Timeline.load(base_path), c)
+    for key in RO_KEYS:
+        cfg.props.pop(key, None)
+    cfg.props.update(previous)
+    save_table_config(cfg)
+    return previous
+
+
+def guarantee_before(timeline: Timeline, c: str | None) -> dict[str, str]:
+    """The RO guarantee (hoodie.properties keys) of the latest completed event-time compaction before `c`
+    (any, when `c` is None); {} when there is none."""
+    for inst in reversed(timeline.completed()):
+        if (c is not None and inst.timestamp >= c) or inst.action != COMMIT or not _is_compaction_commit(timeline, inst):
+            continue
+        extra = timeline.read_commit_metadata(inst).get("extraMetadata") or {}
+        if extra.get(plan_keys.X_STRATEGY) != "event_time" or not extra.get(plan_keys.X_THRESHOLD):
+            continue
+        return {"tidemark.ro.completion.time": extra.get("tidemark.roCompletionTime", ""),
+                "tidemark.ro.freshness.time": extra.get("tidemark.roFreshnessTime", ""),
+                "tidemark.ro.threshold": extra.get(plan_keys.X_THRESHOLD, ""),
+                "tidemark.ro.compaction.instant": inst.timestamp}
+    return {}

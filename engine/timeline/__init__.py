@@ -1,0 +1,1 @@
+"""The active timeline: instants and their state transitions, commit metadata, Avro plans."""

@@ -1,0 +1,502 @@
+"""The active timeline of a table-version-6 Hudi table (timeline layout 1, files directly in `.hoodie/`).
+
+Instant files (format facts §3.1):
+  deltacommit:   <ts>.deltacommit.requested (empty) -> <ts>.deltacommit.inflight -> <ts>.deltacommit (JSON)
+  compaction:    <ts>.compaction.requested (Avro plan) -> <ts>.compaction.inflight (empty) -> <ts>.commit (JSON)
+  commit (COW):  <ts>.commit.requested -> <ts>.inflight -> <ts>.commit
+  clean/rollback: <ts>.<action>.requested / .inflight / <ts>.<action>, all Avro
+Java keeps the requested/inflight files after completion, so one instant has up to three files; the
+timeline keeps one entry per instant with its most advanced state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from engine.io.faults import fault_point
+from engine.timeline import avro_models
+from engine.timeline.metadata import CommitMetadata, CompactionPlanRecord
+from engine.errors import TableNotFoundError, TidemarkError, UnsupportedTableError
+
+HOODIE_DIR = ".hoodie"
+
+COMMIT = "commit"
+DELTACOMMIT = "deltacommit"
+COMPACTION = "compaction"
+CLEAN = "clean"
+ROLLBACK = "rollback"
+REPLACECOMMIT = "replacecommit"
+LOGCOMPACTION = "logcompaction"
+INDEXING = "indexing"
+SAVEPOINT = "savepoint"
+RESTORE = "restore"
+
+ACTIONS: frozenset[str] = frozenset(
+    {COMMIT, DELTACOMMIT, COMPACTION, CLEAN, ROLLBACK, REPLACECOMMIT, LOGCOMPACTION, INDEXING, SAVEPOINT, RESTORE}
+)
+# Actions whose metadata is JSON HoodieCommitMetadata in layout 1.
+COMMIT_ACTIONS: frozenset[str] = frozenset({COMMIT, DELTACOMMIT, REPLACECOMMIT})
+# The action a pending table service completes as (HoodieTimeline: compaction -> commit, ...).
+_COMPLETES_AS: dict[str, str] = {COMPACTION: COMMIT, LOGCOMPACTION: DELTACOMMIT}
+# WriteOperationType.CLUSTER value in HoodieRequestedReplaceMetadata.operationType.
+_CLUSTER_OPERATION = "cluster"
+
+# <ts>.<action>[.requested|.inflight], plus the COW commit inflight spelled "<ts>.inflight".
+_INSTANT_FILE_RE = re.compile(r"^(?P<ts>\d{14}|\d{17})\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)$")
+
+
+class TimelineError(TidemarkError):
+    """An instant file is missing, already present, or unreadable."""
+
+
+class InstantExistsError(TimelineError):
+    """A timeline file we were about to create already exists (another writer got there first)."""
+
+
+class State(Enum):
+    REQUESTED = "requested"
+    INFLIGHT = "inflight"
+    COMPLETED = "completed"
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, State):
+            return NotImplemented
+        return _STATE_RANK[self] < _STATE_RANK[other]
+
+
+_STATE_RANK: dict[State, int] = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+
+
+def instant_file_name(ts: str, action: str, state: State) -> str:
+    """Layout-1 file name of an instant in a given state."""
+    if state is State.COMPLETED:
+        return f"{ts}.{_COMPLETES_AS.get(action, action)}"
+    if state is State.INFLIGHT and action == COMMIT:
+        return f"{ts}.inflight"  # HoodieTimeline.INFLIGHT_COMMIT_EXTENSION has no action part
+    return f"{ts}.{action}.{state.value}"
+
+
+@dataclass(frozen=True, order=True)
+class Instant:
+    """One instant; a completed compaction appears as action ``commit``, like in Java."""
+
+    timestamp: str
+    action: str
+    state: State
+
+    @property
+    def file_name(self) -> str:
+        return instant_file_name(self.timestamp, self.action, self.state)
+
+    @property
+    def is_completed(self) -> bool:
+        return self.state is State.COMPLETED
+
+
+def parse_instant_file_name(name: str) -> Instant | None:
+    """Parse a layout-1 instant file name; None for anything else (properties, temp files, dirs)."""
+    m = _INSTANT_FILE_RE.match(name)
+    if m is None:
+        return None
+    parts = m.group("rest").split(".")
+    if parts == ["inflight"]:
+        return Instant(m.group("ts"), COMMIT, State.INFLIGHT)
+    action = parts[0]
+    if action not in ACTIONS:
+        return None
+    state = State(parts[1]) if len(parts) == 2 else State.COMPLETED
+    if state is State.COMPLETED and action in _COMPLETES_AS:
+        return None  # "<ts>.compaction" is never a completed file name
+    return Instant(m.group("ts"), action, state)
+
+
+def _family(action: str) -> str:
+    """Group key so that <ts>.compaction.requested and <ts>.commit are the same instant."""
+    return _COMPLETES_AS.get(action, action)
+
+
+def _merge_latest(instants: list[Instant]) -> list[Instant]:
+    """Keep one entry per (ts, action family): the most advanced state wins."""
+    best: dict[tuple[str, str], Instant] = {}
+    for inst in instants:
+        key = (inst.timestamp, _family(inst.action))
+        cur = best.get(key)
+        if cur is None or inst.state > cur.state:
+            best[key] = inst
+    return sorted(best.values())
+
+
+def _read_layout_version(props_path: str) -> int | None:
+    """hoodie.timeline.layout.version from hoodie.properties (plain key=value, no escapes needed)."""
+    with open(props_path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            key, sep, value = line.strip().partition("=")
+            if sep and key.strip() == "hoodie.timeline.layout.version":
+                try:
+                    return int(value.strip())
+                except ValueError:
+                    return None
+    return None
+
+
+@dataclass
+class Timeline:
+    """A snapshot of `.hoodie/` taken by `load`; call `load` again to see later changes."""
+
+    base_path: str
+    instants: list[Instant] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, base_path: str) -> Timeline:
+        hoodie = os.path.join(base_path, HOODIE_DIR)
+        props = os.path.join(hoodie, "hoodie.properties")
+        if not os.path.isfile(props):
+            raise TableNotFoundError(f"no Hudi table at {base_path}: {props} does not exist")
+        layout = _read_layout_version(props)
+        if layout is not None and layout != 1:
+            raise UnsupportedTableError(
+                f"{props}: hoodie.timeline.layout.version={layout}; only layout 1 (table version 6) is supported"
+            )
+        found = [inst for inst in map(parse_instant_file_name, os.listdir(hoodie)) if inst is not None]
+        return cls(base_path, _merge_latest(found))
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def hoodie_path(self) -> str:
+        return os.path.join(self.base_path, HOODIE_DIR)
+
+    def completed(self) -> list[Instant]:
+        return [i for i in self.instants if i.state is State.COMPLETED]
+
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if i.state is not State.COMPLETED]
+
+    def completed_timestamps(self) -> set[str]:
+        return {i.timestamp for i in self.instants if i.state is State.COMPLETED}
+
+    def is_completed(self, ts: str) -> bool:
+        return any(i.timestamp == ts and i.state is State.COMPLETED for i in self.instants)
+
+    def last_completed(self, actions: frozenset[str] | None = None) -> Instant | None:
+        done = [i for i in self.completed() if actions is None or i.action in actions]
+        return done[-1] if done else None
+
+    def get(self, ts: str) -> list[Instant]:
+        """All instants with this timestamp (normally one)."""
+        return [i for i in self.instants if i.timestamp == ts]
+
+    def pending_compactions(self) -> list[Instant]:
+        return [i for i in self.pending() if i.action == COMPACTION]
+
+    def pending_clustering(self) -> list[Instant]:
+        """Pending replacecommits whose requested metadata says operationType=cluster."""
+        return [i for i in self.pending() if i.action == REPLACECOMMIT and self._is_clustering(i.timestamp)]
+
+    def _is_clustering(self, ts: str) -> bool:
+        path = os.path.join(self.hoodie_path, instant_file_name(ts, REPLACECOMMIT, State.REQUESTED))
+        data = _read_optional(path)
+        if not data:
+            return False  # insert_overwrite may leave an empty requested file
+        try:
+            meta = avro_models.read_avro_instant(data)
+        except avro_models.AvroInstantError as exc:
+            raise TimelineError(f"{path}: unreadable requested replace metadata: {exc}") from exc
+        return str(meta.get("operationType") or "").lower() == _CLUSTER_OPERATION
+
+    # -- content ---------------------------------------------------------------------------------
+
+    def instant_path(self, instant: Instant) -> str:
+        return os.path.join(self.hoodie_path, instant.file_name)
+
+    def read_commit_metadata(self, instant: Instant) -> dict[str, Any]:
+        """The JSON HoodieCommitMetadata of a completed or inflight commit/deltacommit/replacecommit.
+
+        A completed compaction reads from `<ts>.commit`. An empty file (e.g. a fresh inflight) gives {}.
+        """
+        if _family(instant.action) not in COMMIT_ACTIONS or instant.state is State.REQUESTED:
+            raise TimelineError(f"{instant.file_name}: no JSON commit metadata for {instant.state.value} {instant.action}")
+        path = self.instant_path(instant)
+        data = _read_required(path)
+        if not data.strip():
+            return {}
+        try:
+            return json.loads(data)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise TimelineError(f"{path}: invalid commit metadata JSON: {exc}") from exc
+
+    def read_compaction_plan(self, ts: str) -> dict[str, Any]:
+        """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
+        name = instant_file_name(ts, COMPACTION, State.REQUESTED)
+        path = os.path.join(self.hoodie_path, name)
+        data = _read_optional(path)
+        if data is None:
+            data = _read_optional(os.path.join(self.hoodie_path, ".aux", name))
+        if data is None:
+            raise TimelineError(f"{path}: compaction plan for instant {ts} not found")
+        try:
+            return avro_models.read_compaction_plan(data)
+        except avro_models.AvroInstantError as exc:
+            raise TimelineError(f"{path}: {exc}") from exc
+
+    def compaction_plan(self, ts: str) -> CompactionPlanRecord:
+        """The typed plan of compaction `ts` (see `read_compaction_plan`)."""
+        return CompactionPlanRecord.from_avro(self.read_compaction_plan(ts))
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """The typed commit metadata of a completed or inflight commit (see `read_commit_metadata`)."""
+        return CommitMetadata.from_json(self.read_commit_metadata(instant))
+
+    def latest_schema(self) -> str | None:
+        """extraMetadata.schema of the latest completed commit/deltacommit/replacecommit carrying one."""
+        for inst in reversed(self.completed()):
+            if inst.action not in COMMIT_ACTIONS:
+                continue
+            schema = self.commit_metadata(inst).schema
+            if schema:
+                return schema
+        return None
+
+
+def _read_optional(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
+def _read_required(path: str) -> bytes:
+    data = _read_optional(path)
+    if data is None:
+        raise TimelineError(f"{path}: instant file does not exist")
+    return data
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing the timeline
+
+
+def _hoodie(base_path: str) -> str:
+    hoodie = os.path.join(base_path, HOODIE_DIR)
+    if not os.path.isfile(os.path.join(hoodie, "hoodie.properties")):
+        raise TableNotFoundError(f"no Hudi table at {base_path}: {hoodie}/hoodie.properties does not exist")
+    return hoodie
+
+
+def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> None:
+    """Create `path` with `content` all at once; fail if it already exists.
+
+    Readers list `.hoodie/` concurrently, so a half-written instant file must never be visible:
+    write a dot-temp file (ignored by Java and hudi-rs) and hard-link it into place, which also
+    refuses to overwrite a file another writer created.
+    """
+    directory = os.path.dirname(path)
+    tmp = os.path.join(directory, f".temp-{uuid.uuid4().hex}")
+    with open(tmp, "wb") as fh:
+        fh.write(content)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if fault_step is not None:
+        fault_point("commit", fault_step)
+    try:
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise InstantExistsError(f"{path}: instant file already exists") from None
+        except OSError:
+            # File systems without hard links: check, then rename (not race-free, but atomic to readers).
+            if os.path.exists(path):
+                raise InstantExistsError(f"{path}: instant file already exists") from None
+            os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _require(hoodie: str, ts: str, action: str, state: State) -> None:
+    path = os.path.join(hoodie, instant_file_name(ts, action, state))
+    if not os.path.exists(path):
+        raise TimelineError(f"{path}: expected {state.value} {action} instant {ts} is missing")
+
+
+def _refuse_if_completed(hoodie: str, ts: str, action: str) -> None:
+    path = os.path.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
+    if os.path.exists(path):
+        raise TimelineError(f"{path}: {action} instant {ts} is already completed")
+
+
+def create_requested(base_path: str, instant_ts: str, action: str, content: bytes = b"") -> str:
+    """Write `<ts>.<action>.requested`; fails if any file of this instant exists. Returns the path."""
+    _check_action(action)
+    hoodie = _hoodie(base_path)
+    for state in (State.INFLIGHT, State.COMPLETED):
+        other = os.path.join(hoodie, instant_file_name(instant_ts, action, state))
+        if os.path.exists(other):
+            raise InstantExistsError(f"{other}: instant {instant_ts} already exists")
+    path = os.path.join(hoodie, instant_file_name(instant_ts, action, State.REQUESTED))
+    _atomic_create(path, content)
+    return path
+
+
+def transition_to_inflight(base_path: str, ts: str, action: str, content: bytes = b"") -> str:
+    """requested -> inflight (the requested file stays, as Java leaves it)."""
+    _check_action(action)
+    hoodie = _hoodie(base_path)
+    _require(hoodie, ts, action, State.REQUESTED)
+    _refuse_if_completed(hoodie, ts, action)
+    path = os.path.join(hoodie, instant_file_name(ts, action, State.INFLIGHT))
+    _atomic_create(path, content)
+    return path
+
+
+def complete(base_path: str, ts: str, action: str, content: bytes) -> str:
+    """inflight -> completed; for ``compaction`` this writes `<ts>.commit`."""
+    _check_action(action)
+    hoodie = _hoodie(base_path)
+    _require(hoodie, ts, action, State.INFLIGHT)
+    path = os.path.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
+    _atomic_create(path, content, fault_step="temp_written")
+    return path
+
+
+def revert_compaction_inflight(base_path: str, ts: str) -> None:
+    """Undo `transition_to_inflight` of a compaction: delete the inflight file, keep the plan (facts §6.2)."""
+    hoodie = _hoodie(base_path)
+    _refuse_if_completed(hoodie, ts, COMPACTION)
+    _require(hoodie, ts, COMPACTION, State.REQUESTED)
+    inflight = os.path.join(hoodie, instant_file_name(ts, COMPACTION, State.INFLIGHT))
+    if not os.path.exists(inflight):
+        raise TimelineError(f"{inflight}: compaction {ts} is not inflight")
+    os.unlink(inflight)
+
+
+def delete_instant_files(base_path: str, ts: str, action: str) -> list[str]:
+    """Delete the pending (inflight, then requested) files of an instant; refuses completed instants.
+
+    Inflight goes first so a crash in between leaves a plain requested instant, never an orphan inflight.
+    """
+    _check_action(action)
+    hoodie = _hoodie(base_path)
+    _refuse_if_completed(hoodie, ts, action)
+    removed = []
+    for state in (State.INFLIGHT, State.REQUESTED):
+        path = os.path.join(hoodie, instant_file_name(ts, action, state))
+        if os.path.exists(path):
+            os.unlink(path)
+            removed.append(path)
+    return removed
+
+
+def _check_action(action: str) -> None:
+    if action not in ACTIONS:
+        raise TimelineError(f"unknown timeline action {action!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# v6 JSON commit metadata (key order as Jackson writes it; fixture v6_trips_8i1u)
+
+
+def write_stat(
+    *,
+    file_id: str,
+    path: str,
+    partition_path: str,
+    prev_commit: str = "null",
+    num_writes: int = 0,
+    num_deletes: int = 0,
+    num_update_writes: int = 0,
+    num_inserts: int = 0,
+    total_write_bytes: int = 0,
+    total_write_errors: int = 0,
+    file_size_in_bytes: int | None = None,
+    total_log_records: int = 0,
+    total_log_files_compacted: int = 0,
+    total_log_size_compacted: int = 0,
+    total_updated_records_compacted: int = 0,
+    total_log_blocks: int = 0,
+    total_corrupt_log_block: int = 0,
+    total_rollback_blocks: int = 0,
+    min_event_time: int | None = None,
+    max_event_time: int | None = None,
+    runtime_stats: dict[str, int] | None = None,
+    log_version: int | None = None,
+    log_offset: int = 0,
+    base_file: str | None = None,
+    log_files: list[str] | None = None,
+) -> dict[str, Any]:
+    """A HoodieWriteStat as Java 0.14/0.15 serialises it.
+
+    `path` is relative to the table base path. Passing `log_version` or `log_files` makes it a
+    HoodieDeltaWriteStat (log append), which adds logVersion/logOffset/baseFile/logFiles/recordsStats.
+    `prev_commit` is the string "null" for new file groups, exactly as Java writes it.
+    """
+    stat: dict[str, Any] = {
+        "fileId": file_id,
+        "path": path,
+        "cdcStats": None,
+        "prevCommit": prev_commit,
+        "numWrites": num_writes,
+        "numDeletes": num_deletes,
+        "numUpdateWrites": num_update_writes,
+        "numInserts": num_inserts,
+        "totalWriteBytes": total_write_bytes,
+        "totalWriteErrors": total_write_errors,
+        "tempPath": None,
+        "partitionPath": partition_path,
+        "totalLogRecords": total_log_records,
+        "totalLogFilesCompacted": total_log_files_compacted,
+        "totalLogSizeCompacted": total_log_size_compacted,
+        "totalUpdatedRecordsCompacted": total_updated_records_compacted,
+        "totalLogBlocks": total_log_blocks,
+        "totalCorruptLogBlock": total_corrupt_log_block,
+        "totalRollbackBlocks": total_rollback_blocks,
+        "fileSizeInBytes": total_write_bytes if file_size_in_bytes is None else file_size_in_bytes,
+        "minEventTime": min_event_time,
+        "maxEventTime": max_event_time,
+        "runtimeStats": {
+            "totalScanTime": 0,
+            "totalUpsertTime": 0,
+            "totalCreateTime": 0,
+            **(runtime_stats or {}),
+        },
+    }
+    if log_version is not None or log_files is not None:
+        stat["logVersion"] = log_version if log_version is not None else 1
+        stat["logOffset"] = log_offset
+        stat["baseFile"] = base_file if base_file is not None else ""  # Java: "" for log-only groups
+        stat["logFiles"] = list(log_files or [])
+        stat["recordsStats"] = {"val": None}
+    return stat
+
+
+def commit_metadata_json(
+    partition_to_write_stats: dict[str, list[dict[str, Any]]],
+    *,
+    schema: str,
+    operation_type: str,
+    compacted: bool = False,
+    extra: dict[str, str] | None = None,
+    partition_to_replace_file_ids: dict[str, list[str]] | None = None,
+) -> bytes:
+    """v6 JSON HoodieCommitMetadata bytes. extraMetadata.schema is always set: hudi-rs needs it."""
+    if not schema:
+        raise TimelineError("commit metadata needs the table schema (extraMetadata.schema)")
+    extra_metadata = {"schema": schema, **(extra or {})}
+    extra_metadata["schema"] = schema  # `extra` must not blank the schema out
+    doc: dict[str, Any] = {
+        "partitionToWriteStats": partition_to_write_stats,
+        "compacted": compacted,
+        "extraMetadata": extra_metadata,
+        "operationType": operation_type,
+    }
+    if partition_to_replace_file_ids is not None:
+        doc["partitionToReplaceFileIds"] = partition_to_replace_file_ids
+    # Jackson's pretty printer style ("key" : value); parsers don't care, humans diffing do.
+    return json.dumps(doc, indent=2, separators=(",", " : ")).encode("utf-8")

@@ -1,0 +1,362 @@
+"""Typed timeline metadata: the one reader and the one writer of each on-disk form Tidemark interprets.
+
+- compaction plans (`<C>.compaction.requested`, Avro HoodieCompactionPlan + the RFC's symlinkOperations),
+  with Tidemark's settings in extraMetadata (`tidemark.*`, keys defined here only);
+- commit metadata (`<ts>.deltacommit` / `<ts>.commit`, JSON HoodieCommitMetadata) and its write stats,
+  with a compaction's results in extraMetadata (carried logs, RO times);
+- clean plans (Avro HoodieCleanerPlan).
+Everything else reads these dataclasses, never the raw dicts: a derived fact such as "is this an
+exact-mode plan?" is a property here, defined once.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from engine.timeline import avro_models
+
+# extraMetadata keys written by Tidemark's compaction (plan and commit).
+THRESHOLD = "tidemark.threshold"
+STRATEGY = "tidemark.strategy"
+CARRY_OVER = "tidemark.carryOver"          # plan: the mode; commit: JSON list of carried logs
+EXACT = "tidemark.exact"
+EVENT_TIME_SOURCES = "tidemark.eventTimeSources"
+SETTINGS_USED = "tidemark.settingsUsed"
+RO_COMPLETION = "tidemark.roCompletionTime"
+RO_FRESHNESS = "tidemark.roFreshnessTime"
+SCHEMA = "schema"
+CLEAN_RETAINED = "tidemark.retained"
+COMPACT_OPERATION = "COMPACT"
+CARRY_OVER_MODES = ("symlink", "copy")
+
+
+def _millis(value: object) -> int | None:
+    """Epoch-millis strings as written in extraMetadata; empty or junk gives None."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return None
+
+
+def _str(value: int | None) -> str:
+    return "" if value is None else str(value)
+
+
+def _json(raw: str | None) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+# ------------------------------------------------------------------------------------------ compaction plans
+
+@dataclass(frozen=True)
+class SymlinkOperation:
+    """A log carried into slice C: `symlink` is its new name there, `target` the file it carries."""
+
+    symlink: str
+    target: str
+
+
+@dataclass(frozen=True)
+class CompactionOperation:
+    """One file group of a compaction plan."""
+
+    partition_path: str
+    file_id: str
+    base_instant: str
+    data_file: str | None                 # the old base file's name, None for a log-only group
+    delta_files: tuple[str, ...]          # logs merged into the new base, in log order
+    carried: tuple[SymlinkOperation, ...]  # logs carried over, in log order
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.partition_path, self.file_id)
+
+    @classmethod
+    def from_avro(cls, op: Mapping[str, Any]) -> CompactionOperation:
+        return cls(
+            partition_path=op.get("partitionPath") or "",
+            file_id=op["fileId"],
+            base_instant=op.get("baseInstantTime") or "",
+            data_file=op.get("dataFilePath") or None,
+            delta_files=tuple(op.get("deltaFilePaths") or ()),
+            carried=tuple(SymlinkOperation(s["symlink"], s.get("target") or "")
+                          for s in op.get("symlinkOperations") or () if s.get("symlink")),
+            metrics=dict(op.get("metrics") or {}),
+        )
+
+    def to_avro(self) -> dict[str, Any]:
+        return avro_models.compaction_operation(
+            base_instant=self.base_instant, file_id=self.file_id, partition_path=self.partition_path,
+            delta_file_names=list(self.delta_files), data_file_name=self.data_file, metrics=dict(self.metrics),
+            symlink_operations=[(s.symlink, s.target) for s in self.carried])
+
+
+@dataclass(frozen=True)
+class PlanSettings:
+    """Tidemark's settings of a plan (extraMetadata). None/"" where a foreign plan says nothing."""
+
+    threshold_ms: int | None = None
+    strategy: str | None = None
+    carry_over: str | None = None
+    exact: bool = False
+    event_time_sources: Mapping[str, int] | None = None
+    settings_used: Mapping[str, Mapping[str, Any]] | None = None
+
+    @classmethod
+    def from_extra(cls, extra: Mapping[str, str]) -> PlanSettings:
+        mode = extra.get(CARRY_OVER)
+        return cls(threshold_ms=_millis(extra.get(THRESHOLD)), strategy=extra.get(STRATEGY) or None,
+                   carry_over=mode if mode in CARRY_OVER_MODES else None,
+                   exact=str(extra.get(EXACT) or "").lower() == "true",
+                   event_time_sources=_json(extra.get(EVENT_TIME_SOURCES)),
+                   settings_used=_json(extra.get(SETTINGS_USED)))
+
+    def to_extra(self) -> dict[str, str]:
+        extra = {THRESHOLD: _str(self.threshold_ms), STRATEGY: self.strategy or "",
+                 CARRY_OVER: self.carry_over or "", EXACT: "true" if self.exact else "false"}
+        if self.event_time_sources is not None:
+            extra[EVENT_TIME_SOURCES] = json.dumps(dict(self.event_time_sources))
+        if self.settings_used is not None:
+            extra[SETTINGS_USED] = json.dumps({k: dict(v) for k, v in self.settings_used.items()})
+        return extra
+
+
+@dataclass(frozen=True)
+class CompactionPlanRecord:
+    """A HoodieCompactionPlan as Tidemark reads and writes it."""
+
+    operations: tuple[CompactionOperation, ...]
+    settings: PlanSettings
+    strategy_class: str | None = None
+    strategy_params: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def is_exact(self) -> bool:
+        """Exact mode: records with event time > T were kept out of the base (spill log version 1)."""
+        return self.settings.exact
+
+    @property
+    def promises_threshold(self) -> bool:
+        """Only an event-time plan promises its threshold T to the RO view."""
+        return self.settings.strategy == "event_time" and self.settings.threshold_ms is not None
+
+    @classmethod
+    def from_avro(cls, plan: Mapping[str, Any]) -> CompactionPlanRecord:
+        strategy = plan.get("strategy") or {}
+        return cls(operations=tuple(CompactionOperation.from_avro(op) for op in plan.get("operations") or ()),
+                   settings=PlanSettings.from_extra(plan.get("extraMetadata") or {}),
+                   strategy_class=strategy.get("compactorClassName"),
+                   strategy_params=dict(strategy.get("strategyParams") or {}))
+
+    def to_avro(self) -> dict[str, Any]:
+        return {
+            "operations": [op.to_avro() for op in self.operations],
+            "extraMetadata": self.settings.to_extra(),
+            "strategy": {"compactorClassName": self.strategy_class, "strategyParams": dict(self.strategy_params),
+                         "version": 1},
+            "preserveHoodieMetadata": True,
+            "missingSchedulePartitions": None,
+        }
+
+    def to_bytes(self) -> bytes:
+        return avro_models.write_compaction_plan(self.to_avro())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CompactionPlanRecord:
+        return cls.from_avro(avro_models.read_compaction_plan(data))
+
+
+# ------------------------------------------------------------------------------------------ commit metadata
+
+@dataclass(frozen=True)
+class WriteStat:
+    """A HoodieWriteStat: one file written by a commit (path relative to the table)."""
+
+    file_id: str
+    path: str
+    partition_path: str
+    prev_commit: str
+    num_writes: int = 0
+    num_deletes: int = 0
+    num_update_writes: int = 0
+    num_inserts: int = 0
+    total_write_bytes: int = 0
+    file_size: int = 0
+    total_log_records: int = 0
+    total_log_files_compacted: int = 0
+    total_log_size_compacted: int = 0
+    total_updated_records_compacted: int = 0
+    min_event_time: int | None = None
+    max_event_time: int | None = None
+    log_files: tuple[str, ...] = ()
+    base_file: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.partition_path, self.file_id)
+
+    @property
+    def file_name(self) -> str:
+        return self.path.rsplit("/", 1)[-1]
+
+    @property
+    def records(self) -> int:
+        """Records this stat's file holds for its commit: written plus deleted."""
+        return self.num_writes + self.num_deletes
+
+    @property
+    def names(self) -> set[str]:
+        """Every file name the stat names (Java appends to a log across commits: `logFiles`)."""
+        return {n for n in (self.file_name, *self.log_files) if n}
+
+    @classmethod
+    def from_json(cls, s: Mapping[str, Any]) -> WriteStat:
+        def num(key: str) -> int:
+            return int(s.get(key) or 0)
+
+        return cls(file_id=s.get("fileId") or "", path=s.get("path") or "", partition_path=s.get("partitionPath") or "",
+                   prev_commit=str(s.get("prevCommit") or "null"), num_writes=num("numWrites"),
+                   num_deletes=num("numDeletes"), num_update_writes=num("numUpdateWrites"),
+                   num_inserts=num("numInserts"), total_write_bytes=num("totalWriteBytes"),
+                   file_size=num("fileSizeInBytes"), total_log_records=num("totalLogRecords"),
+                   total_log_files_compacted=num("totalLogFilesCompacted"),
+                   total_log_size_compacted=num("totalLogSizeCompacted"),
+                   total_updated_records_compacted=num("totalUpdatedRecordsCompacted"),
+                   min_event_time=_millis(s.get("minEventTime")), max_event_time=_millis(s.get("maxEventTime")),
+                   log_files=tuple(s.get("logFiles") or ()), base_file=s.get("baseFile") or None)
+
+
+@dataclass(frozen=True)
+class CarriedEntry:
+    """A compaction commit's record of one carried-over log."""
+
+    partition_path: str
+    file_id: str
+    symlink: str
+    target: str
+    mode: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"partitionPath": self.partition_path, "fileId": self.file_id, "symlink": self.symlink,
+                "target": self.target, "mode": self.mode}
+
+    @classmethod
+    def from_json(cls, e: Mapping[str, Any]) -> CarriedEntry:
+        return cls(e.get("partitionPath") or "", e.get("fileId") or "", e.get("symlink") or "",
+                   e.get("target") or "", e.get("mode") or None)
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """A HoodieCommitMetadata (deltacommit, commit, replacecommit)."""
+
+    write_stats: tuple[WriteStat, ...]
+    operation_type: str | None
+    compacted: bool
+    extra: Mapping[str, str]
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> CommitMetadata:
+        stats = tuple(WriteStat.from_json(s) for per in (doc.get("partitionToWriteStats") or {}).values()
+                      for s in per or ())
+        return cls(stats, doc.get("operationType"), bool(doc.get("compacted")), dict(doc.get("extraMetadata") or {}))
+
+    @property
+    def schema(self) -> str | None:
+        return self.extra.get(SCHEMA) or None
+
+    @property
+    def is_compaction(self) -> bool:
+        return self.operation_type == COMPACT_OPERATION or self.compacted
+
+    @property
+    def carried(self) -> list[CarriedEntry] | None:
+        """The compaction's carried-over logs; None when the commit does not record them."""
+        entries = _json(self.extra.get(CARRY_OVER))
+        if not isinstance(entries, list):
+            return None
+        return [CarriedEntry.from_json(e) for e in entries if isinstance(e, dict)]
+
+    @property
+    def settings(self) -> PlanSettings:
+        """The tidemark.* settings a compaction commit repeats from its plan."""
+        return PlanSettings.from_extra({k: v for k, v in self.extra.items() if k != CARRY_OVER})
+
+    @property
+    def ro_completion_ms(self) -> int | None:
+        return _millis(self.extra.get(RO_COMPLETION))
+
+    @property
+    def ro_freshness_ms(self) -> int | None:
+        return _millis(self.extra.get(RO_FRESHNESS))
+
+    @property
+    def records_written(self) -> int:
+        return sum(s.num_writes for s in self.write_stats)
+
+
+def compaction_commit_extra(settings: PlanSettings, carried: list[CarriedEntry], ro_completion_ms: int | None,
+                            ro_freshness_ms: int | None) -> dict[str, str]:
+    """extraMetadata of a compaction's `<C>.commit` (beside the schema, which commit_metadata_json adds)."""
+    return {THRESHOLD: _str(settings.threshold_ms), STRATEGY: settings.strategy or "",
+            CARRY_OVER: json.dumps([c.to_json() for c in carried]), EXACT: "true" if settings.exact else "false",
+            RO_COMPLETION: _str(ro_completion_ms), RO_FRESHNESS: _str(ro_freshness_ms)}
+
+
+# ------------------------------------------------------------------------------------------ clean plans
+
+@dataclass(frozen=True)
+class CleanPlanRecord:
+    """A HoodieCleanerPlan: which files a clean instant deletes, per partition.
+
+    `file_paths` is v2's full paths per partition; `file_names` is v1's (Java < 0.8) names per partition.
+    """
+
+    policy: str
+    last_completed_commit: str
+    earliest_instant_to_retain: tuple[str, str] | None   # (timestamp, action)
+    file_paths: Mapping[str, list[str]] = field(default_factory=dict)
+    file_names: Mapping[str, list[str]] = field(default_factory=dict)
+    retained: int | None = None
+
+    @classmethod
+    def from_avro(cls, record: Mapping[str, Any]) -> CleanPlanRecord:
+        earliest = record.get("earliestInstantToRetain")
+        return cls(
+            policy=record["policy"], last_completed_commit=record.get("lastCompletedCommitTimestamp") or "",
+            earliest_instant_to_retain=(earliest["timestamp"], earliest["action"]) if earliest else None,
+            file_paths={p: [i["filePath"] for i in infos if i.get("filePath")]
+                        for p, infos in (record.get("filePathsToBeDeletedPerPartition") or {}).items()},
+            file_names={p: list(names) for p, names in (record.get("filesToBeDeletedPerPartition") or {}).items()},
+            retained=_millis((record.get("extraMetadata") or {}).get(CLEAN_RETAINED)))
+
+    def to_avro(self) -> dict[str, Any]:
+        """v2: full file paths per partition; the deprecated name map stays empty, as Java leaves it."""
+        earliest = self.earliest_instant_to_retain
+        return {
+            "earliestInstantToRetain": ({"timestamp": earliest[0], "action": earliest[1], "state": "COMPLETED"}
+                                        if earliest else None),
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "policy": self.policy,
+            "filesToBeDeletedPerPartition": {p: list(n) for p, n in self.file_names.items()},
+            "filePathsToBeDeletedPerPartition": {p: [{"filePath": path, "isBootstrapBaseFile": False} for path in paths]
+                                                 for p, paths in self.file_paths.items()},
+            "partitionsToBeDeleted": [],
+            "extraMetadata": {CLEAN_RETAINED: _str(self.retained)},
+        }
+
+    def to_bytes(self) -> bytes:
+        return avro_models.write_clean_plan(self.to_avro())
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CleanPlanRecord:
+        return cls.from_avro(avro_models.read_clean_plan(data))

@@ -1,0 +1,1 @@
+"""The write path: the driver pipeline that turns input into one deltacommit, executor-side log writing."""

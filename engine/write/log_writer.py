@@ -1,0 +1,245 @@
+"""Executor side of a write: the rows of one (partition, bucket) become new log files of its file group.
+
+Called from Spark tasks (both the DataFrame path and the direct Parquet path of `engine.write.pipeline`); inputs are
+Arrow tables carrying the routing columns, outputs are HoodieWriteStat dicts, one per log file written.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from engine import logformat
+from engine.config import eventtime
+from engine.index.keys import check_partition_path
+from engine.io.locking import publish_no_clobber
+from engine.read.merge import DataItem, merge_log_items
+from engine.io.naming import LogFileName
+from engine.config.properties import EVENT_TIME_ORDERING
+from engine.config.schema import arrow_schema, conform_column
+from engine.config.layout import write_partition_metadata
+from engine.timeline.instants import write_stat
+
+KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where one (partition, bucket) writes in this deltacommit."""
+
+    file_id: str
+    base_instant: str
+    next_version: int
+    base_file: str | None = None
+    prev_commit: str = "null"
+
+
+@dataclass(frozen=True)
+class WriteJob:
+    """Everything an executor needs; pickled once per task."""
+
+    base_path: str
+    instant: str
+    operation: str
+    avro_schema: dict                       # full record schema incl. meta fields
+    data_columns: tuple[str, ...]
+    ordering_field: str | None
+    event_time_field: str | None
+    merge_mode: str
+    block_format: str
+    max_log_size: int
+    max_block_size: int
+    targets: Mapping[tuple[str, int], Target] = field(default_factory=dict)
+
+
+def group_file_id(instant: str, partition: str, bucket: int) -> str:
+    """The file id a new (partition, bucket) gets in this write — the same in every attempt of a task, so
+    a retried or speculative task rewrites the same file group instead of creating a second one."""
+    tail = str(uuid.uuid5(uuid.NAMESPACE_URL, f"tidemark:{instant}/{partition}/{bucket}"))
+    return f"{bucket:08d}{tail[8:]}-0"
+
+
+def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict]:
+    """Write every (partition, bucket) group of routed rows; returns their write stats."""
+    keys = table.column(KEY_COL)
+    if keys.null_count or pc.any(pc.equal(keys, "")).as_py():
+        # Files are checked on the driver (engine.write.inputs); a DataFrame's rows are first seen here.
+        raise ValueError("a record key is null or empty for some input rows; Java Hudi refuses null or empty "
+                         "record keys")
+    stats: list[dict] = []
+    for (partition, bucket), rows in groups(table):
+        stats += write_group(job, partition, bucket, rows, token)
+    return stats
+
+
+def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
+    check_partition_path(partition)
+    write_partition_metadata(job.base_path, partition, job.instant)
+    target = job.targets.get((partition, bucket)) or Target(group_file_id(job.instant, partition, bucket),
+                                                            job.instant, 1)
+    return _write_group(job, partition, target, rows, token)
+
+
+def groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+    """Split a task's rows by (partition, bucket), keeping input order inside each group.
+
+    Groups are found on one int64 code per row (partition dictionary index × buckets + bucket) with a
+    stable numpy sort — far cheaper than a multi-key sort on strings.
+    """
+    parts = pc.dictionary_encode(table.column(PART_COL)).combine_chunks()
+    buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
+    codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
+    uniques = np.unique(codes)
+    if len(uniques) == 1:
+        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), table
+        return
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    table = table.take(pa.array(order))
+    starts = np.searchsorted(sorted_codes, uniques)
+    ends = list(starts[1:]) + [len(order)]
+    for a, b in zip(starts, ends):
+        row = int(order[a])
+        key = (str(parts.dictionary[int(parts.indices[row].as_py())]), int(buckets[row]))
+        yield key, table.slice(int(a), int(b - a))
+
+
+def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict]:
+    if job.operation == "delete":
+        blocks = [_delete_block(job, partition, rows)]
+        counts = {"deletes": rows.num_rows}
+    else:
+        records = _with_meta(job, partition, target, rows, token)
+        if job.operation == "upsert":
+            records = _dedupe(job, records)
+        blocks = _data_blocks(job, records)
+        counts = {"writes": records.num_rows}
+    return _write_logs(job, partition, target, blocks, token, counts)
+
+
+def _with_meta(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> pa.Table:
+    n = rows.num_rows
+    task = token.split("-")[0]
+    seqno = pc.binary_join_element_wise(pa.scalar(f"{job.instant}_{task}"),
+                                        pc.cast(pa.array(np.arange(n)), pa.string()), "_")
+    meta = {
+        "_hoodie_commit_time": pa.repeat(pa.scalar(job.instant), n),
+        "_hoodie_commit_seqno": seqno,
+        "_hoodie_record_key": rows.column(KEY_COL).cast(pa.string()),
+        "_hoodie_partition_path": pa.repeat(pa.scalar(partition), n),
+        "_hoodie_file_name": pa.repeat(pa.scalar(target.file_id), n),
+    }
+    schema = arrow_schema(job.avro_schema)
+    cols = []
+    for f in schema:
+        if f.name in meta:
+            cols.append(meta[f.name])
+        elif f.name in rows.column_names:
+            cols.append(conform_column(rows.column(f.name), f.type, f.name))
+        else:
+            cols.append(pa.nulls(n, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def _dedupe(job: WriteJob, records: pa.Table) -> pa.Table:
+    """Pre-combine an upsert batch: one record per key, chosen by the table's merge mode."""
+    if pc.count_distinct(records.column("_hoodie_record_key")).as_py() == records.num_rows:
+        return records  # the common case: nothing to combine
+    winners = merge_log_items([DataItem(records)], job.merge_mode, job.ordering_field, records.schema)
+    return winners.rows if winners.size != records.num_rows else records
+
+
+@dataclass
+class _Block:
+    data: bytes
+    records: int
+    min_event_time: int | None
+    max_event_time: int | None
+
+
+def _data_blocks(job: WriteJob, records: pa.Table) -> list[_Block]:
+    """Split records into blocks of at most `hoodie.logfile.data.block.max.size` (estimated)."""
+    per_row = max(1, records.nbytes // max(1, records.num_rows))
+    rows_per_block = max(1, min(job.max_block_size, job.max_log_size) // per_row)
+    out = []
+    for start in range(0, records.num_rows, rows_per_block):
+        chunk = records.slice(start, rows_per_block)
+        lo, hi = eventtime.bounds(chunk.column(job.event_time_field)) if job.event_time_field else (None, None)
+        data = logformat.encode_data_block(chunk, job.avro_schema, job.instant, job.block_format, lo, hi)
+        out.append(_Block(data, chunk.num_rows, lo, hi))
+    return out
+
+
+def _delete_block(job: WriteJob, partition: str, rows: pa.Table) -> _Block:
+    ordering = None
+    if job.merge_mode == EVENT_TIME_ORDERING and job.ordering_field and job.ordering_field in rows.column_names:
+        col = rows.column(job.ordering_field)
+        if col.null_count == 0:
+            ordering = _delete_ordering(job, col).to_pylist()
+    lo, hi = (eventtime.bounds(rows.column(job.event_time_field))
+              if job.event_time_field and job.event_time_field in rows.column_names else (None, None))
+    data = logformat.encode_delete_block(rows.column(KEY_COL).to_pylist(), [partition] * rows.num_rows,
+                                         job.instant, ordering)
+    return _Block(data, rows.num_rows, lo, hi)
+
+
+def _delete_ordering(job: WriteJob, col: pa.ChunkedArray) -> pa.Array:
+    """A delete's ordering values as the data blocks hold them: in the table's type and unit, then raw.
+
+    Readers compare them with the data's raw Avro value (a timestamp-micros long, a date's days), so a delete
+    read from a CSV (seconds), a ms Parquet file or Spark (µs) must land in the table's unit first.
+    """
+    fields = {f.name: f.type for f in arrow_schema(job.avro_schema)}
+    target = fields.get(job.ordering_field) if job.ordering_field else None
+    typed = conform_column(col, target, str(job.ordering_field)) if target is not None else col.combine_chunks()
+    if pa.types.is_timestamp(typed.type):
+        return typed.cast(pa.int64())
+    if pa.types.is_date(typed.type):
+        return typed.cast(pa.date32()).cast(pa.int32()).cast(pa.int64())
+    return typed
+
+
+def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Block], token: str,
+                counts: dict[str, int]) -> list[dict]:
+    """Write blocks into new log versions (rolling over at max size); one write stat per log file."""
+    temp_dir = os.path.join(job.base_path, ".hoodie", ".temp", job.instant)
+    os.makedirs(temp_dir, exist_ok=True)
+    files: list[list[_Block]] = [[]]
+    size = 0
+    for block in blocks:
+        if files[-1] and size + len(block.data) > job.max_log_size:
+            files.append([])
+            size = 0
+        files[-1].append(block)
+        size += len(block.data)
+    stats = []
+    for i, file_blocks in enumerate(files):
+        name = LogFileName(target.file_id, target.base_instant, target.next_version + i, token).name
+        tmp = os.path.join(temp_dir, name)
+        logformat.append_blocks(tmp, [b.data for b in file_blocks])
+        final_rel = f"{partition}/{name}" if partition else name
+        publish_no_clobber(tmp, os.path.join(job.base_path, final_rel))
+        stats.append(_stat(job, partition, target, final_rel, name, file_blocks, counts))
+    return stats
+
+
+def _stat(job: WriteJob, partition: str, target: Target, rel: str, name: str, blocks: list[_Block],
+          counts: dict[str, int]) -> dict:
+    size = sum(len(b.data) for b in blocks)
+    n = sum(b.records for b in blocks)
+    mins = [b.min_event_time for b in blocks if b.min_event_time is not None]
+    maxs = [b.max_event_time for b in blocks if b.max_event_time is not None]
+    deletes = n if "deletes" in counts else 0
+    return write_stat(
+        file_id=target.file_id, path=rel, partition_path=partition, prev_commit=target.prev_commit,
+        num_writes=n - deletes, num_deletes=deletes, num_update_writes=0 if target.prev_commit == "null" else n - deletes,
+        num_inserts=n - deletes if target.prev_commit == "null" else 0,
+        total_write_bytes=size, file_size_in_bytes=size, total_log_blocks=len(blocks),
+        min_event_time=min(mins) if mins else None, max_event_time=max(maxs) if maxs else None,
+        log_version=int(name.rsplit(".log.", 1)[1].split("_")[0]), base_file=target.base_file or "",
+        log_files=[name])

@@ -1,0 +1,387 @@
+"""The write pipeline on PySpark: upsert / insert / delete as one deltacommit.
+
+Driver: decide where every (partition, bucket) writes (existing file group + next log version, or a new
+file group), open the deltacommit (requested -> inflight), run Spark tasks, commit the write stats.
+Executors (`engine.write.log_writer`) write each file group's log files with columnar block encoding.
+
+Two ways in, one commit protocol:
+- `write_dataframe`: any Spark DataFrame. Routing columns are computed by Spark, rows are shuffled by
+  (partition, bucket) and handed to Python as Arrow batches (`mapInArrow`).
+- `write_parquet`: Parquet files. Spark schedules the tasks but the rows never become Spark rows:
+  tasks read row groups with pyarrow, route them (`engine.index.routing`), and exchange them through Arrow
+  IPC files under the instant's temp folder; then one task per set of file groups writes the logs.
+  This skips Spark's row <-> Arrow conversion, the dominant cost of the DataFrame path.
+
+Every deltacommit writes *new* log versions instead of appending to the previous log file: a crash can
+then never damage a committed log, a carried-over (symlinked) log is never written through, and the
+event-time compaction can pick log files at the granularity of writes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Mapping, TypeVar
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from engine.index import keys
+from engine.write import inputs, log_writer
+from engine.services import recovery, rollback
+from engine.io.faults import fault_point
+from engine.timeline import heartbeat
+from engine.index import routing
+from engine.errors import TidemarkError
+from engine.read.fsview import FileSystemView
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, counted, tracked
+from engine.write.log_writer import BUCKET_COL, KEY_COL, PART_COL, Target, WriteJob
+from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, new_instant_time, parse_log_file_name, write_token
+from engine.config.properties import TableConfig, load_table_config, validate_settings
+from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
+from engine.timeline.instants import Timeline, commit_metadata_json, complete, create_requested, transition_to_inflight
+
+OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE"}
+STAT_SCHEMA = "stat string"
+CHUNK_ROWS = 262_144   # rows per routing task of the Parquet path
+T = TypeVar("T")
+
+
+class WriteError(TidemarkError):
+    """A write could not be committed; nothing it wrote is visible."""
+
+
+@dataclass
+class WriteResult:
+    instant: str
+    stats: list[dict]
+
+    @property
+    def records_written(self) -> int:
+        return sum(s["numWrites"] + s["numDeletes"] for s in self.stats)
+
+    @property
+    def log_files(self) -> list[str]:
+        return [s["path"] for s in self.stats]
+
+
+# ------------------------------------------------------------------------------------------ entry points
+
+def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
+                    settings: Mapping[str, str] | None = None, *, lock: TableLock | None = None,
+                    on_progress: Progress | None = None) -> WriteResult:
+    """Write a Spark DataFrame into the table as one deltacommit."""
+    cfg, settings = _open(base_path, operation, settings)
+    current = inputs.table_schema(cfg)
+    inputs.check_columns(cfg, current, df.columns, operation, "input")
+    incoming = keys.arrow_schema_of(df)
+    inputs.check_types(current, incoming, "input")
+    n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
+
+    def run(job: WriteJob) -> list[dict]:
+        routed = (_with_routing(cfg, df).repartition(n_tasks, PART_COL, BUCKET_COL)
+                  .mapInArrow(lambda it: _dataframe_task(job, it), STAT_SCHEMA))
+        rows = tracked(df.sparkSession.sparkContext, routed.collect, on_progress, "tasks")
+        return [json.loads(r.stat) for r in rows]
+
+    return _commit_protocol(cfg, operation, incoming, settings, run, lock)
+
+
+def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
+                  settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
+                  lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
+    """Write Parquet files into the table as one deltacommit without turning rows into Spark rows."""
+    from engine.spark import get_spark
+
+    cfg, settings = _open(base_path, operation, settings)
+    incoming = inputs.parquet_schema(tuple(paths))
+    current = inputs.table_schema(cfg)
+    inputs.check_columns(cfg, current, incoming.names, operation, paths[0])
+    inputs.check_types(current, incoming, paths[0])
+    inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
+    rt = routing.Routing.of(cfg)
+    if not routing.supports(rt, incoming):
+        return write_dataframe(base_path, (spark or get_spark()).read.parquet(*paths), operation, settings,
+                               lock=lock, on_progress=on_progress)
+    sc = (spark or get_spark()).sparkContext
+    chunks = _row_group_chunks(paths)
+
+    def run(job: WriteJob) -> list[dict]:
+        exchange = os.path.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
+        os.makedirs(exchange, exist_ok=True)
+        pieces = sc.parallelize(list(enumerate(chunks)), len(chunks)) \
+            .flatMap(lambda c: _route_chunk(rt, c, exchange)).collect()
+        groups = _pieces_by_group(pieces)
+        n = max(1, min(len(groups), sc.defaultParallelism * 2))
+
+        def write(acc) -> list[dict]:
+            return sc.parallelize(groups, n).mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect()
+
+        return counted(sc, write, on_progress, len(groups), "file groups")
+
+    return _commit_protocol(cfg, operation, incoming, settings, run, lock)
+
+
+def write_file(base_path: str, path: str, operation: str = "upsert",
+               settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
+               lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
+    """The CLI's input file (.parquet, folder of parquet, .csv, .jsonl) as one deltacommit."""
+    from engine.spark import get_spark
+
+    source = inputs.locate(path)
+    if source.format == inputs.PARQUET:
+        return write_parquet(base_path, list(source.files), operation, settings, spark, lock=lock,
+                             on_progress=on_progress)
+    cfg, _ = _open(base_path, operation, settings)
+    rows = inputs.read_text(source)
+    current = inputs.table_schema(cfg)
+    inputs.check_columns(cfg, current, rows.column_names, operation, path)
+    inputs.check_types(current, rows.schema, path)
+    rows = inputs.check_rows(cfg, current, rows, path)
+    return write_dataframe(base_path, (spark or get_spark()).createDataFrame(rows), operation, settings,
+                           lock=lock, on_progress=on_progress)
+
+
+# ------------------------------------------------------------------------------------------ the protocol
+
+def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) -> tuple[TableConfig, dict]:
+    if operation not in OPERATIONS:
+        raise WriteError(f"unknown operation {operation!r}; use upsert, insert or delete")
+    cfg = load_table_config(base_path)
+    settings = validate_settings(dict(settings or {}))
+    if "hoodie.bucket.index.num.buckets" in settings:
+        raise WriteError("hoodie.bucket.index.num.buckets is fixed when the table is created; pass it to `create`")
+    if not cfg.uses_bucket_index:
+        raise WriteError(f"table {cfg.name} has no Tidemark bucket index (tidemark.index.type); writing into "
+                         "tables created by other writers is not supported yet — read and compact them instead")
+    return cfg, settings
+
+
+def _commit_protocol(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
+                     run: Callable[[WriteJob], list[dict]], lock: TableLock | None = None) -> WriteResult:
+    """requested -> inflight -> run the tasks -> completed; a failure deletes the instant."""
+    with holding(table_lock_of(cfg.base_path, lock), f"{operation} into {cfg.name}"):
+        return _locked_commit(cfg, operation, incoming, settings, run)
+
+
+def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
+                   run: Callable[[WriteJob], list[dict]]) -> WriteResult:
+    base_path = cfg.base_path
+    rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy: dead writers only
+    timeline = Timeline.load(base_path)
+    schema_json = _table_schema(cfg, timeline, incoming, operation)
+    instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
+    # The heartbeat beats before the instant exists and stops after it completes (or is rolled back):
+    # a pending instant without a fresh heartbeat is a dead writer's.
+    with heartbeat.Heartbeat(base_path, instant, int(cfg.setting(heartbeat.INTERVAL_KEY, settings))):
+        return _run_instant(cfg, timeline, instant, operation, schema_json, settings, run)
+
+
+def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
+                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict]]) -> WriteResult:
+    base_path = cfg.base_path
+    create_requested(base_path, instant, "deltacommit")
+    fault_point("write", "requested")
+    transition_to_inflight(base_path, instant, "deltacommit", b"")
+    fault_point("write", "inflight")
+    job = _make_job(cfg, timeline, instant, operation, schema_json, settings)
+    try:
+        stats = run(job)
+        fault_point("write", "tasks")
+    except Exception as exc:
+        # Whatever the tasks wrote is named by an instant that never completes, so readers skip it; rolling
+        # it back keeps the timeline free for the next writer and compaction.
+        rollback.rollback_locked(base_path, instant, allow_live=True)
+        raise WriteError(f"write {instant} failed and was rolled back: {_root_cause(exc)}") from exc
+    finally:
+        shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", instant), ignore_errors=True)
+    recovery.reconcile_attempts(base_path, stats)
+    fault_point("write", "reconciled")
+    by_partition: dict[str, list[dict]] = {}
+    for s in stats:
+        by_partition.setdefault(s["partitionPath"], []).append(s)
+    body = commit_metadata_json(by_partition, schema=schema_json, operation_type=OPERATIONS[operation])
+    ensure_held(f"committing {instant}")
+    complete(base_path, instant, "deltacommit", body)
+    fault_point("write", "completed")
+    return WriteResult(instant, stats)
+
+
+def _root_cause(exc: Exception) -> str:
+    """Spark wraps executor errors in pages of JVM trace; keep the innermost error's message."""
+    from engine.spark import error_line
+
+    return error_line(str(exc)) or repr(exc)
+
+
+def _table_schema(cfg: TableConfig, timeline: Timeline, incoming: pa.Schema, operation: str) -> str:
+    """The table's Avro schema (no meta fields) after this write; deletes keep the current one."""
+    current = timeline.latest_schema()
+    if operation == "delete":
+        if current is None:
+            raise WriteError(f"cannot delete from table {cfg.name}: it has no data yet")
+        return current
+    new = table_avro_schema(cfg.name, incoming)
+    return json.dumps(evolve_schema(json.loads(current) if current else None, new))
+
+
+def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
+              settings: Mapping[str, str]) -> WriteJob:
+    schema = json.loads(schema_json)
+    return WriteJob(
+        base_path=cfg.base_path, instant=instant, operation=operation,
+        avro_schema=schema_with_meta(schema),
+        data_columns=tuple(f["name"] for f in schema["fields"]),
+        ordering_field=cfg.ordering_field, event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode,
+        block_format=str(cfg.setting("hoodie.logfile.data.block.format", settings)),
+        max_log_size=int(cfg.setting("hoodie.logfile.max.size", settings)),
+        max_block_size=int(cfg.setting("hoodie.logfile.data.block.max.size", settings)),
+        targets=plan_targets(cfg, timeline),
+    )
+
+
+def plan_targets(cfg: TableConfig, timeline: Timeline) -> dict[tuple[str, int], Target]:
+    """(partition, bucket) -> the file group and log version this write appends to.
+
+    A file group inside a pending compaction C writes into slice C, after the log names the plan
+    reserved for its carried-over logs (RFC: "Append new log file"), so nothing is shadowed.
+    """
+    view = FileSystemView(cfg.base_path, timeline)
+    reserved = pending_log_reservations(timeline)
+    targets: dict[tuple[str, int], Target] = {}
+    for group in view.file_groups():
+        bucket = bucket_of_file_id(group.file_id)
+        if bucket is None:
+            continue
+        latest = view.latest_of(group)
+        if latest is None:
+            continue
+        base_instant = latest.base_instant
+        versions = [lf.version for lf in latest.log_files if lf.base_instant == base_instant]
+        pending = reserved.get((group.partition_path, group.file_id))
+        if pending is not None:
+            base_instant = pending[0]
+            versions = [lf.version for s in group.slices if s.base_instant == base_instant
+                        for lf in s.log_files] + [pending[1]]
+        base_name = latest.base_file.name if latest.base_file else None
+        if base_name is not None:
+            # A slice made by a compaction keeps version 1 for its carry-forward log even when the compaction
+            # wrote none, so a later write is never mistaken for it (rollback tells them apart by version).
+            versions.append(CARRY_FORWARD_VERSION)
+        targets[(group.partition_path, bucket)] = Target(
+            group.file_id, base_instant, max(versions, default=0) + 1, base_name, latest.base_instant)
+    return targets
+
+
+def pending_log_reservations(timeline: Timeline) -> dict[tuple[str, str], tuple[str, int]]:
+    """(partition, fileId) -> (pending compaction instant, highest log version its plan reserves)."""
+    out: dict[tuple[str, str], tuple[str, int]] = {}
+    for inst in timeline.pending_compactions():
+        plan = timeline.compaction_plan(inst.timestamp)
+        for op in plan.operations:
+            names = [parse_log_file_name(os.path.basename(s.symlink)) for s in op.carried]
+            versions = [n.version for n in names if n is not None]
+            versions.append(CARRY_FORWARD_VERSION)
+            out[op.key] = (inst.timestamp, max(versions, default=0))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ DataFrame path
+
+def _with_routing(cfg: TableConfig, df: DataFrame) -> DataFrame:
+    return (df.withColumn(KEY_COL, keys.record_key_column(cfg))
+            .withColumn(PART_COL, keys.partition_path_column(cfg))
+            .withColumn(BUCKET_COL, keys.bucket_column(F.col(KEY_COL), cfg.num_buckets)))
+
+
+def _task_token() -> str:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return write_token(ctx.partitionId(), ctx.stageId(), ctx.attemptNumber()) if ctx else "0-0-0"
+
+
+def _dataframe_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    received = list(batches)
+    stats: list[dict] = []
+    if received:
+        table = pa.Table.from_batches(received)
+        if table.num_rows:
+            stats = log_writer.write_routed(job, table, _task_token())
+    yield pa.RecordBatch.from_arrays([pa.array([json.dumps(s) for s in stats], pa.string())], names=["stat"])
+
+
+# ------------------------------------------------------------------------------------------ Parquet path
+
+def _row_group_chunks(paths: list[str]) -> list[tuple[str, tuple[int, ...]]]:
+    """Split the inputs into tasks of about CHUNK_ROWS rows, on row-group boundaries, in input order."""
+    chunks: list[tuple[str, tuple[int, ...]]] = []
+    for path in paths:
+        meta = pq.ParquetFile(path).metadata
+        current: list[int] = []
+        rows = 0
+        for i in range(meta.num_row_groups):
+            current.append(i)
+            rows += meta.row_group(i).num_rows
+            if rows >= CHUNK_ROWS:
+                chunks.append((path, tuple(current)))
+                current, rows = [], 0
+        if current or meta.num_row_groups == 0:
+            chunks.append((path, tuple(current)))
+    return chunks
+
+
+def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple[int, ...]]],
+                 exchange: str) -> list[tuple[str, int, str, int, int]]:
+    """Read one chunk, route it, write it as one Arrow IPC file with one record batch per group."""
+    index, (path, row_groups) = indexed_chunk
+    if not row_groups:
+        return []
+    table = routing.route(rt, pq.ParquetFile(path).read_row_groups(list(row_groups), use_threads=False))
+    target = os.path.join(exchange, f"chunk-{index:06d}.arrow")
+    pieces = []
+    with pa.OSFile(target, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        for batch_no, ((partition, bucket), rows) in enumerate(log_writer.groups(table)):
+            writer.write_table(rows.combine_chunks(), max_chunksize=rows.num_rows or None)
+            pieces.append((partition, bucket, target, batch_no, index))
+    return pieces
+
+
+def _pieces_by_group(pieces: list[tuple[str, int, str, int, int]]) -> list[tuple[str, int, list[tuple[str, int]]]]:
+    groups: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
+    for partition, bucket, path, batch_no, chunk in pieces:
+        groups.setdefault((partition, bucket), []).append((chunk, path, batch_no))
+    return [(p, b, [(path, no) for _, path, no in sorted(items)]) for (p, b), items in sorted(groups.items())]
+
+
+def _counting(groups: Iterable[T], acc) -> Iterator[T]:
+    """Count each file group once its logs are written (the consumer asked for the next one)."""
+    for group in groups:
+        yield group
+        acc.add(1)
+
+
+def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str, int]]]]) -> Iterator[dict]:
+    token = _task_token()
+    readers: dict[str, pa.ipc.RecordBatchFileReader] = {}
+    for partition, bucket, refs in groups:
+        # Memory-mapped: the batches stay views of the exchange files, which live until the commit.
+        batches = [readers.setdefault(path, pa.ipc.open_file(pa.memory_map(path))).get_batch(no)
+                   for path, no in refs]
+        rows = pa.Table.from_batches(batches)
+        yield from log_writer.write_group(job, partition, bucket, rows, token)
+
+
+# ------------------------------------------------------------------------------------------ inputs
+
+def read_input(spark: SparkSession, path: str) -> DataFrame:
+    """A .parquet, .csv or .jsonl file (or folder of parquet) as a DataFrame (no table checks)."""
+    source = inputs.locate(path)
+    if source.format == inputs.PARQUET:
+        inputs.parquet_schema(source.files)
+        return spark.read.parquet(*source.files)
+    return spark.createDataFrame(inputs.read_text(source))

@@ -1,0 +1,200 @@
+// Table page: charts from the embedded samples, plan preview through the JSON API, live run progress.
+(function () {
+  "use strict";
+  const data = JSON.parse(document.getElementById("chart-data").textContent);
+  const css = getComputedStyle(document.documentElement);
+  const color = (name) => css.getPropertyValue(name).trim();
+  const timeAxis = { type: "time", grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 16 },
+    time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss",
+      displayFormats: { millisecond: "HH:mm:ss.SSS", second: "HH:mm:ss", minute: "HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
+  Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
+  Chart.defaults.color = color("--muted");
+  Chart.defaults.maintainAspectRatio = false;
+
+  function emptyNote(canvas, text) {
+    const note = document.createElement("p");
+    note.className = "empty";
+    note.textContent = text;
+    canvas.parentElement.replaceChildren(note);
+  }
+
+  // ---- backlog and freshness lag over time --------------------------------------------------
+  const series = data.series;
+  const backlogCanvas = document.getElementById("backlog-chart");
+  const lagCanvas = document.getElementById("lag-chart");
+  if (series.length === 0) {
+    emptyNote(backlogCanvas, "No metric samples yet.");
+    emptyNote(lagCanvas, "No metric samples yet.");
+  } else {
+    const points = (key, scale) => series.map((s) => ({ x: s.t, y: s[key] === null ? null : s[key] / (scale || 1) }));
+    new Chart(backlogCanvas, {
+      type: "line",
+      data: { datasets: [
+        { label: "log files", data: points("files"), borderColor: color("--accent"), yAxisID: "count", stepped: true },
+        { label: "slices with logs", data: points("slices"), borderColor: color("--info"), yAxisID: "count", stepped: true },
+        { label: "log MiB", data: points("bytes", 1048576), borderColor: color("--warn"), yAxisID: "bytes",
+          borderDash: [4, 3], stepped: true },
+      ] },
+      options: { parsing: true, pointRadius: series.length > 60 ? 0 : 2, interaction: { mode: "index", intersect: false },
+        scales: { x: timeAxis, count: { beginAtZero: true, position: "left", title: { display: true, text: "count" } },
+                  bytes: { beginAtZero: true, position: "right", grid: { display: false }, title: { display: true, text: "MiB" } } } },
+    });
+    const lagSets = [{ label: "freshness lag (h)", data: points("lag", 3600), borderColor: color("--accent"),
+      backgroundColor: color("--accent-soft"), fill: true, stepped: true }];
+    if (data.sla_seconds) {
+      lagSets.push({ label: "SLA", data: [{ x: series[0].t, y: data.sla_seconds / 3600 },
+        { x: series[series.length - 1].t, y: data.sla_seconds / 3600 }], borderColor: color("--bad"),
+        borderDash: [6, 4], pointRadius: 0, fill: false });
+    }
+    new Chart(lagCanvas, { type: "line", data: { datasets: lagSets },
+      options: { pointRadius: series.length > 60 ? 0 : 2, interaction: { mode: "index", intersect: false },
+        scales: { x: timeAxis, y: { beginAtZero: true, title: { display: true, text: "hours" } } } } });
+  }
+
+  // Empty buckets are absent from the engine's tide; fill them with zeros so bars keep their width and
+  // gaps in event time stay visible.
+  function contiguous(unsorted) {
+    const known = [...unsorted].sort((a, b) => Date.parse(a.start) - Date.parse(b.start));
+    if (known.length < 2) return known;
+    const width = Date.parse(known[0].end) - Date.parse(known[0].start);
+    const at = new Map(known.map((b) => [Date.parse(b.start), b]));
+    const first = Date.parse(known[0].start);
+    const last = Date.parse(known[known.length - 1].start);
+    if (!(width > 0) || (last - first) / width > 5000) return known;
+    const out = [];
+    for (let t = first; t <= last; t += width) {
+      out.push(at.get(t) || { start: new Date(t).toISOString(), end: new Date(t + width).toISOString(),
+        log_files: 0, log_records: 0, log_bytes: 0 });
+    }
+    return out;
+  }
+
+  // ---- tide: log records (or bytes, when no write stat counts records) per event-time bucket ------
+  const tideCanvas = document.getElementById("tide-chart");
+  const buckets = contiguous((data.tide || []).filter((b) => b.start && b.end));
+  const byRecords = buckets.some((b) => b.log_records !== null && b.log_records !== undefined);
+  let tide = null;
+  function tideColors(threshold) {
+    const cut = threshold ? Date.parse(threshold) : null;
+    return buckets.map((b) => (cut !== null && Date.parse(b.end) <= cut ? color("--accent") : color("--info-soft")));
+  }
+  if (buckets.length === 0) {
+    emptyNote(tideCanvas, "No log backlog with a known event time: every record is in base files.");
+  } else {
+    tide = new Chart(tideCanvas, {
+      type: "bar",
+      data: { datasets: [{ label: byRecords ? "records in logs" : "MiB in logs",
+        data: buckets.map((b) => ({ x: b.start, y: byRecords ? b.log_records : b.log_bytes / 1048576 })),
+        backgroundColor: tideColors(null), barPercentage: 1.0, categoryPercentage: 0.95 }] },
+      options: { plugins: { legend: { display: false }, tooltip: { callbacks: {
+          title: (items) => { const b = buckets[items[0].dataIndex]; return b.start.slice(0, 16).replace("T", " ") + " → " + b.end.slice(0, 16).replace("T", " "); },
+          afterLabel: (item) => { const b = buckets[item.dataIndex]; return b.log_files + " log files, " + (b.log_bytes / 1048576).toFixed(1) + " MiB"; } } } },
+        scales: { x: { ...timeAxis, offset: true }, y: { beginAtZero: true, title: { display: true, text: byRecords ? "records" : "MiB" } } } },
+    });
+  }
+  function markThreshold(threshold) {
+    if (!tide) return;
+    tide.data.datasets[0].backgroundColor = tideColors(threshold);
+    tide.update();
+  }
+
+  // ---- preview ---------------------------------------------------------------------------------
+  const form = document.getElementById("trigger-form");
+  const previewBox = document.getElementById("preview");
+  const csrf = () => (document.querySelector("[name=csrfmiddlewaretoken]") || {}).value;
+  const mib = (n) => (n / 1048576).toFixed(1) + " MiB";
+  const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
+
+  async function preview() {
+    const body = {};
+    for (const field of ["threshold", "data_latency", "carry_over", "exact"]) {
+      const value = form.elements[field].value.trim();
+      if (value) body[field] = field === "exact" ? value === "true" : value;
+    }
+    previewBox.hidden = false;
+    previewBox.innerHTML = '<p class="sub">Planning (dry run, writes nothing)…</p>';
+    const response = await fetch(form.dataset.previewUrl, { method: "POST", credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() }, body: JSON.stringify(body) });
+    const answer = await response.json();
+    if (!response.ok) {
+      previewBox.innerHTML = '<p class="msg error">' + esc(answer.error || response.statusText) + "</p>";
+      return;
+    }
+    renderPreview(answer);
+  }
+
+  function renderPreview(answer) {
+    const plan = answer.plan;
+    const rows = answer.partitions;
+    const total = rows.reduce((t, r) => ({ lc: t.lc + r.logs_compacted, lk: t.lk + r.logs_carried,
+      bc: t.bc + r.bytes_compacted, bk: t.bk + r.bytes_carried }), { lc: 0, lk: 0, bc: 0, bk: 0 });
+    const body = rows.map((r) => "<tr><td class=\"mono\">" + esc(r.partition || "(unpartitioned)") + "</td><td class=\"num\">" +
+      r.logs_compacted + "</td><td class=\"num\">" + mib(r.bytes_compacted) + "</td><td class=\"num\">" + r.logs_carried +
+      "</td><td class=\"num\">" + mib(r.bytes_carried) + "</td></tr>").join("");
+    previewBox.innerHTML =
+      '<div class="preview-head"><div><span class="label">Threshold T</span><span class="mono">' + esc(plan.threshold || "—") +
+      '</span></div><div><span class="label">Publishes “complete up to” at least</span><span class="mono strong" id="preview-completion">' +
+      esc(plan.projected_ro_completion_time || "—") + "</span></div></div>" +
+      (rows.length === 0 ? '<p class="empty">' + esc(plan.message || "Nothing to compact at this threshold.") + "</p>" :
+      '<table class="grid compact" id="preview-table"><thead><tr><th>Partition</th><th class="num">logs compacted</th><th class="num">bytes</th>' +
+      '<th class="num">logs carried</th><th class="num">bytes</th></tr></thead><tbody>' + body +
+      '</tbody><tfoot><tr><th>total (' + plan.operations.length + ' file groups)</th><th class="num">' + total.lc + '</th><th class="num">' +
+      mib(total.bc) + '</th><th class="num">' + total.lk + '</th><th class="num">' + mib(total.bk) + "</th></tr></tfoot></table>") +
+      '<p class="sub">carry-over: ' + esc(plan.carry_over || "") + (plan.exact ? " · exact" : "") + "</p>";
+    markThreshold(plan.threshold);
+  }
+
+  if (form) {
+    document.getElementById("preview-button").addEventListener("click", () => preview().catch((e) => {
+      previewBox.hidden = false;
+      previewBox.innerHTML = '<p class="msg error">Preview failed: ' + esc(e) + "</p>";
+    }));
+    form.elements.threshold.addEventListener("change", () => markThreshold(form.elements.threshold.value || null));
+  }
+
+  // ---- live progress ---------------------------------------------------------------------------
+  const box = document.getElementById("progress");
+  const FINAL = ["succeeded", "failed", "refused"];
+  const KIND = { schedule_execute: "compaction", schedule: "plan (schedule)", metrics: "metrics refresh" };
+  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn" };
+  const el = (id) => document.getElementById(id);
+
+  async function poll() {
+    const response = await fetch(box.dataset.runUrl, { credentials: "same-origin" });
+    if (!response.ok) return setTimeout(poll, 3000);
+    const run = await response.json();
+    el("progress-kind").textContent = KIND[run.kind] || run.kind;
+    el("progress-state").textContent = run.state;
+    el("progress-state").className = "badge " + (BADGE[run.state] || "muted");
+    const p = run.progress;
+    const pct = p.total ? Math.round((100 * p.done) / p.total) : (FINAL.includes(run.state) ? 100 : 0);
+    el("progress-bar").style.width = pct + "%";
+    el("progress-bar").className = run.state === "succeeded" ? "ok" : (run.state === "running" || run.state === "queued" ? "" : "bad");
+    el("progress-text").textContent = p.total ? p.done + " / " + p.total + " " + (p.unit || "") : (run.state === "queued" ? "waiting for a worker" : "");
+    const detail = [];
+    if (run.instant) detail.push("instant " + run.instant);
+    if (run.refusal_reason) detail.push("refused: " + run.refusal_reason + (run.blocking_instant ? " (blocked by " + run.blocking_instant + ")" : ""));
+    if (run.error && run.state !== "refused") detail.push(run.error.split("\n")[0]);
+    else if (run.error) detail.push(run.error);
+    el("progress-detail").textContent = detail.join(" · ");
+    if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
+    if (run.state === "succeeded" && !reloaded) waitForSample(run.finished_at, 0);
+  }
+
+  // The worker samples the table right after a run; reload once that sample is stored.
+  async function waitForSample(finishedAt, attempt) {
+    const response = await fetch(box.dataset.tableUrl, { credentials: "same-origin" });
+    const table = response.ok ? await response.json() : null;
+    if ((table && table.sampled_at && table.sampled_at >= finishedAt) || attempt > 30) {
+      const url = new URL(window.location.href);
+      url.searchParams.delete("run");
+      url.searchParams.set("done", box.dataset.runUrl.split("/").pop());
+      window.location.replace(url.toString());
+      return;
+    }
+    setTimeout(() => waitForSample(finishedAt, attempt + 1), 1000);
+  }
+
+  const reloaded = new URL(window.location.href).searchParams.has("done");
+  if (box && box.dataset.runUrl) poll();
+})();

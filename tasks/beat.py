@@ -1,0 +1,30 @@
+"""Beat's schedule: the periodic tasks and how often they run (seconds, overridable from the environment).
+
+Per-table schedules live in the database (RegisteredTable.schedule_minutes): one task every minute
+queues the tables that are due, so registering or editing a table needs no beat restart.
+"""
+from __future__ import annotations
+
+import os
+
+
+def _seconds(env: str, default: float) -> float:
+    raw = os.environ.get(env, str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{env} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise ValueError(f"{env} must be positive, got {raw!r}")
+    return value
+
+
+def beat_schedule() -> dict[str, dict]:
+    return {
+        "trigger-due-tables": {"task": "tasks.jobs.trigger_due_tables",
+                               "schedule": _seconds("TIDEMARK_TRIGGER_CHECK_SECONDS", 60)},
+        "sample-all-tables": {"task": "tasks.jobs.sample_all_tables",
+                              "schedule": _seconds("TIDEMARK_SAMPLE_SECONDS", 300)},
+        "sweep-lost-runs": {"task": "tasks.jobs.sweep_lost_runs",
+                            "schedule": _seconds("TIDEMARK_SWEEP_SECONDS", 30)},
+    }

@@ -1,0 +1,97 @@
+"""Celery tasks: one per run kind (all thin: `runner.perform`), the periodic ones, and `dispatch`.
+
+The web side creates a Run row (state "queued") and calls `dispatch(run.id)`; the task for the run's
+kind is sent once the creating transaction commits, so a worker never looks for a row it cannot see yet.
+Tasks are not retried by Celery: a run is one attempt whose outcome the operator sees; a worker that dies
+is detected by the lease sweep and the table repaired with a recover run.
+"""
+from __future__ import annotations
+
+import uuid
+
+from celery import shared_task
+from celery.signals import worker_ready
+from django.db import transaction
+
+from tasks import spark_session  # noqa: F401  (connects the worker-process signals that warm Spark)
+from webapp.tables.models import Run
+
+# The task bodies import the engine-facing modules when they run, so the web process can import
+# `dispatch` without loading the engine (pyarrow, pyspark) it does not need for enqueueing.
+
+
+def _run_task(name: str):
+    @shared_task(name=f"tasks.jobs.{name}", bind=True, ignore_result=True)
+    def task(self, run_id: int) -> str:
+        from tasks import runner
+
+        return runner.perform(run_id, task_id=self.request.id)
+
+    task.__doc__ = f"Carry out a queued `{name}` run (see tasks.runner.perform)."
+    return task
+
+
+schedule = _run_task("schedule")
+execute = _run_task("execute")
+schedule_and_execute = _run_task("schedule_and_execute")
+clean = _run_task("clean")
+rollback = _run_task("rollback")
+recover = _run_task("recover")
+refresh_metrics = _run_task("refresh_metrics")
+
+BY_KIND = {
+    "schedule": schedule,
+    "execute": execute,
+    "schedule_execute": schedule_and_execute,
+    "clean": clean,
+    "rollback": rollback,
+    "recover": recover,
+    "metrics": refresh_metrics,
+}
+
+
+def dispatch(run_id: int) -> str:
+    """Send the task for run `run_id` (chosen by its kind) once the current transaction commits.
+
+    Returns the Celery task id, stored on the run right away.
+    """
+    kind = Run.objects.values_list("kind", flat=True).get(pk=run_id)
+    if kind not in BY_KIND:
+        raise ValueError(f"run {run_id} has kind {kind!r}; known kinds: {', '.join(sorted(BY_KIND))}")
+    task_id = str(uuid.uuid4())
+    Run.objects.filter(pk=run_id).update(celery_task_id=task_id)
+    transaction.on_commit(lambda: BY_KIND[kind].apply_async(args=[run_id], task_id=task_id))
+    return task_id
+
+
+# ------------------------------------------------------------------------------------------ periodic
+
+@shared_task(name="tasks.jobs.trigger_due_tables", ignore_result=True)
+def trigger_due_tables() -> list[int]:
+    """Queue the event-time trigger of every table whose schedule is due; returns the new run ids."""
+    from tasks import periodic
+
+    return periodic.trigger_due_tables()
+
+
+@shared_task(name="tasks.jobs.sample_all_tables", ignore_result=True)
+def sample_all_tables() -> list[int]:
+    """Sample every table's metrics and act on SLA breaches; returns the runs the SLA triggered."""
+    from tasks import periodic
+
+    return periodic.sample_all_tables()
+
+
+@shared_task(name="tasks.jobs.sweep_lost_runs", ignore_result=True)
+def sweep_lost_runs() -> list[int]:
+    """Mark runs of dead workers failed (their leases lapsed)."""
+    from tasks import sweep
+
+    return sweep.sweep_lost_runs()
+
+
+@worker_ready.connect
+def sweep_on_worker_start(**_: object) -> None:
+    from tasks import sweep
+
+    sweep.sweep_lost_runs()

@@ -1,0 +1,78 @@
+"""What each run kind asks of the engine: one small function per kind, all through `engine.Table`.
+
+Each takes the opened table, the Run row (its arguments), the lease (passed to the engine as its lock)
+and the progress callback, and returns an `Outcome`: the instant it concerned, the plan and the result
+as JSON (`.to_dict()`). They never touch the timeline themselves; refusals surface as `engine.Refused`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from engine import Table, TableLock
+
+from webapp.tables.models import Run
+
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass
+class Outcome:
+    instant: str | None = None
+    plan: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+
+
+def _schedule_kwargs(run: Run) -> dict[str, Any]:
+    """The run's trigger arguments: an explicit T wins, else the run's or the registered table's data
+    latency; whatever is still unset is left to the table's own settings (the engine's defaults)."""
+    latency = None if run.threshold else (run.data_latency or run.table.data_latency or None)
+    return {"threshold": run.threshold, "data_latency": latency,
+            "carry_over": run.carry_over or None, "exact": run.exact}
+
+
+def schedule(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    plan = table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock)
+    return Outcome(instant=plan.instant, plan=plan.to_dict())
+
+
+def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress)
+    plan = table.compaction(result.instant)
+    return Outcome(instant=result.instant, plan=plan.to_dict(), result=result.to_dict())
+
+
+def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    planned = schedule(table, run, lock, progress)
+    # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
+    Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
+    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)
+    return Outcome(instant=result.instant, plan=planned.plan, result=result.to_dict())
+
+
+def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    result = table.clean(lock=lock, on_progress=progress)
+    return Outcome(result=result.to_dict())
+
+
+def rollback(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    if not run.instant:
+        raise ValueError("a rollback run needs the instant to roll back")
+    result = table.rollback(run.instant, lock=lock, on_progress=progress)
+    return Outcome(instant=run.instant, result=result.to_dict())
+
+
+def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    result = table.recover(lock=lock)
+    return Outcome(result=result.to_dict())
+
+
+# The kinds that change the timeline and therefore run under the table's lease.
+BY_KIND: dict[str, Callable[[Table, Run, TableLock, Progress], Outcome]] = {
+    "schedule": schedule,
+    "execute": execute,
+    "schedule_execute": schedule_execute,
+    "clean": clean,
+    "rollback": rollback,
+    "recover": recover,
+}

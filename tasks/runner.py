@@ -1,0 +1,93 @@
+"""One run's life in a worker: queued → running → succeeded | failed | refused, recorded on its Run row.
+
+`perform(run_id)` is the body of every Celery task that changes a table: mark the run running, take the
+table's lease (a refusal when another owner keeps it past the wait), open the table through the engine
+and call the kind's operation with the lease as the engine's lock and a progress callback, record the
+plan/result JSON, refresh the table's metric sample, record and audit the outcome, release the lease.
+The engine decides everything about the table; this module only records what happened.
+"""
+from __future__ import annotations
+
+import logging
+import traceback
+from typing import Any
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from engine import Refused, Table, TidemarkError
+from tasks import operations, sampling
+from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
+from tasks.progress import RunProgress
+from tasks.records import finish
+from webapp.tables.models import Run
+
+log = logging.getLogger(__name__)
+
+
+def perform(run_id: int, task_id: str | None = None) -> str:
+    """Carry out a queued run; returns its final state. A run that is no longer queued is left alone."""
+    close_old_connections()
+    started = Run.objects.filter(pk=run_id, state="queued").update(
+        state="running", started_at=timezone.now(), celery_task_id=task_id or "")
+    run = Run.objects.select_related("table", "requested_by").get(pk=run_id)
+    if not started:
+        log.info("run %s is %s, not queued: nothing to do", run_id, run.state)
+        return run.state
+    if run.kind == "metrics":
+        return _refresh(run)
+    lease = DatabaseLease(run.table_id, owner=run_owner(run.pk))
+    if not lease.acquire(DEFAULT_WAIT_S):
+        finish(run, "refused", **_lock_refusal(run))
+        return "refused"
+    try:
+        state, fields = _call_engine(run, lease)
+        if state != "refused":
+            # Sampled before the outcome is recorded, so whoever sees the run finished also sees the
+            # table's new freshness ("complete up to") and backlog.
+            sampling.refresh_quietly(run.table)
+        finish(run, state, **fields)
+    finally:
+        lease.release()
+    return Run.objects.values_list("state", flat=True).get(pk=run_id)
+
+
+def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
+    """Run the kind's engine operation; returns the final state and the run fields to record."""
+    progress = RunProgress(run.pk)
+    try:
+        table = Table.open(run.table.path)
+        outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
+    except Refused as refusal:
+        return "refused", {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
+                           "error": refusal.message}
+    except (TidemarkError, ValueError) as exc:
+        return "failed", {"error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # an engine bug must still end the run, with the trace for the operator
+        log.exception("run %s failed", run.pk)
+        return "failed", {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=20)}"}
+    fields = {"instant": outcome.instant or run.instant, "plan": outcome.plan, "result": outcome.result}
+    if not lease.is_held():
+        # The work finished but our lease lapsed meanwhile: say so rather than claim a clean success.
+        return "failed", {**fields, "error": "lease lost while running (its heartbeat could not renew it); "
+                                             "check the table with a recover run"}
+    return "succeeded", fields
+
+
+def _lock_refusal(run: Run) -> dict[str, Any]:
+    """Another owner keeps the table's lease: the refusal names the run (and its instant) that blocks."""
+    current = holder(run.table_id)
+    blocker_id = run_of_owner(current.owner) if current else None
+    blocker = Run.objects.filter(pk=blocker_id).values("kind", "instant").first() if blocker_id else None
+    who = f"run {blocker_id} ({blocker['kind']})" if blocker else (current.owner if current else "another owner")
+    return {"refusal_reason": "lock_unavailable", "blocking_instant": (blocker or {}).get("instant") or "",
+            "error": f"table {run.table.name} is locked by {who}; waited {DEFAULT_WAIT_S:g} s"}
+
+
+def _refresh(run: Run) -> str:
+    try:
+        sample = sampling.refresh(run.table)
+        finish(run, "succeeded", result={"sample_id": sample.pk, "taken_at": sample.taken_at.isoformat()})
+    except Exception as exc:
+        finish(run, "failed", error=f"{type(exc).__name__}: {exc}")
+    return Run.objects.values_list("state", flat=True).get(pk=run.pk)

@@ -1,0 +1,87 @@
+"""Run the whole control plane in one terminal: web server, Celery worker and Celery beat.
+
+`python -m tasks.supervisor` (what `make run` ends with) starts the three processes, prints the URL,
+and stops all of them when any one exits or on Ctrl-C / SIGTERM — so a crashed worker never leaves a
+dashboard that accepts clicks nobody will execute.
+
+Environment: `TIDEMARK_BIND` (default 0.0.0.0:8000), `TIDEMARK_WORKER_CONCURRENCY` (default 1: one warm
+SparkSession per pool process, and Spark itself uses every core), `TIDEMARK_WEB` = "gunicorn" to serve
+with gunicorn instead of Django's development server.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def commands(bind: str) -> dict[str, list[str]]:
+    py = sys.executable
+    if os.environ.get("TIDEMARK_WEB") == "gunicorn":
+        web = [py, "-m", "gunicorn", "webapp.wsgi", "--bind", bind, "--workers", "2", "--threads", "4"]
+    else:
+        web = [py, "manage.py", "runserver", bind, "--noreload", "--insecure"]
+    concurrency = os.environ.get("TIDEMARK_WORKER_CONCURRENCY", "1")
+    state = os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state"))
+    return {
+        "web": web,
+        "worker": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
+                   concurrency, "--without-gossip", "--without-mingle"],
+        "beat": [py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO",
+                 "--schedule", os.path.join(state, "celerybeat-schedule")],
+    }
+
+
+def start(argv: list[str]) -> subprocess.Popen:
+    # Own process group: stopping a process also stops its children (pool processes, Spark's JVM).
+    return subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
+
+
+def stop(procs: dict[str, subprocess.Popen], grace_s: float = 20) -> None:
+    for proc in procs.values():
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for name, proc in procs.items():
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            print(f"{name} did not stop in {grace_s:.0f} s; killing it", file=sys.stderr)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main() -> int:
+    bind = os.environ.get("TIDEMARK_BIND", "0.0.0.0:8000")
+    procs = {name: start(argv) for name, argv in commands(bind).items()}
+    host, port = bind.rsplit(":", 1)
+    print(f"\nTidemark control plane: http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/  "
+          "(web, worker and beat running; Ctrl-C stops all three)\n", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: same clean shutdown as Ctrl-C
+    exit_code = 0
+    try:
+        while True:
+            ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
+            if ended:
+                print(f"stopping: {', '.join(f'{n} exited with {rc}' for n, rc in ended.items())}", file=sys.stderr)
+                exit_code = 1
+                break
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        print("\nstopping web, worker and beat ...", file=sys.stderr)
+    finally:
+        stop(procs)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

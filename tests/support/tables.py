@@ -1,0 +1,30 @@
+"""Small tables built through the public `Table` API (shared by the API, lock and CLI tests)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping
+
+from engine import Table
+
+DAYS = ("01", "02", "03")
+THRESHOLD = "2024-01-02T12:00:00Z"   # between day 2 and day 3: two logs compacted, one carried
+
+
+def day_file(tmp: Path, i: int, day: str, keys: int = 3) -> str:
+    """One JSON-lines batch: keys k0.. with sequence i and event times on 2024-01-<day>."""
+    src = tmp / f"batch{i}.jsonl"
+    src.write_text("".join(f'{{"id":"k{k}","seq":{i},"ts":"2024-01-{day}T0{k}:00:00Z"}}\n' for k in range(keys)))
+    return str(src)
+
+
+def create_table(path: Path, settings: Mapping[str, str] | None = None) -> Table:
+    return Table.create(str(path), name=path.name, record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                        settings={"hoodie.bucket.index.num.buckets": "1", **(settings or {})})
+
+
+def three_day_table(tmp: Path, settings: Mapping[str, str] | None = None, name: str = "t") -> Table:
+    """A one-file-group table with one log per day (2024-01-01, -02, -03)."""
+    table = create_table(tmp / name, settings)
+    for i, day in enumerate(DAYS):
+        table.write(day_file(tmp, i, day))
+    return table

@@ -1,0 +1,143 @@
+"""The injectable table lock: every timeline-changing operation takes the caller's lock, refuses when it is
+not granted or lost, and the default file lock serialises processes."""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import time
+
+import pytest
+
+from engine import FileLock, Refused, Table, TableLock
+from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE
+from engine.lock import holding
+from tests.support.tables import THRESHOLD, day_file, three_day_table
+
+
+class RecordingLock:
+    """Grants every request and records what was asked of it."""
+
+    def __init__(self, grant: bool = True, keep: bool = True) -> None:
+        self.grant, self.keep = grant, keep
+        self.events: list[str] = []
+        self.held = False
+
+    def acquire(self, timeout_s: float) -> bool:
+        self.events.append("acquire")
+        self.held = self.grant
+        return self.grant
+
+    def release(self) -> None:
+        self.events.append("release")
+        self.held = False
+
+    def is_held(self) -> bool:
+        self.events.append("is_held")
+        return self.held and self.keep
+
+
+@pytest.fixture(scope="module")
+def base(spark, tmp_path_factory) -> str:
+    return three_day_table(tmp_path_factory.mktemp("lock")).path
+
+
+@pytest.fixture
+def table(base, tmp_path) -> Table:
+    dest = tmp_path / "copy"
+    shutil.copytree(base, dest, symlinks=True)
+    return Table.open(str(dest))
+
+
+def _instants(t: Table) -> list[tuple[str, str, str]]:
+    return [(i.instant, i.action, i.state) for i in t.timeline()]
+
+
+def test_recording_lock_satisfies_the_protocol() -> None:
+    assert isinstance(RecordingLock(), TableLock) and isinstance(FileLock("/nowhere"), TableLock)
+
+
+def test_every_timeline_change_takes_the_callers_lock(table, tmp_path) -> None:
+    def check(lock: RecordingLock) -> None:
+        assert lock.events[0] == "acquire" and lock.events[-1] == "release"
+        assert lock.events.count("acquire") == lock.events.count("release") == 1
+        assert "is_held" in lock.events   # checked before publishing
+
+    lock = RecordingLock()
+    table.write(day_file(tmp_path, 9, "04"), lock=lock)
+    check(lock)
+    lock = RecordingLock()
+    plan = table.schedule_compaction(threshold=THRESHOLD, lock=lock)
+    check(lock)
+    lock = RecordingLock()
+    table.rollback(plan.instant or "", lock=lock)
+    check(lock)
+    table.schedule_compaction(threshold=THRESHOLD)
+    lock = RecordingLock()
+    table.run_compaction(lock=lock)
+    check(lock)
+    lock = RecordingLock()
+    table.clean(retain_commits=1, lock=lock)
+    check(lock)
+    lock = RecordingLock()
+    table.recover(lock=lock)
+    check(lock)
+
+
+def test_a_lock_not_granted_refuses_and_changes_nothing(table, tmp_path) -> None:
+    before = _instants(table)
+    calls = [lambda lock: table.schedule_compaction(threshold=THRESHOLD, lock=lock),
+             lambda lock: table.clean(retain_commits=1, lock=lock),
+             lambda lock: table.recover(lock=lock),
+             lambda lock: table.write(day_file(tmp_path, 9, "04"), lock=lock)]
+    for call in calls:
+        lock = RecordingLock(grant=False)
+        with pytest.raises(Refused) as refused:
+            call(lock)
+        assert refused.value.reason == LOCK_UNAVAILABLE and "release" not in lock.events
+    assert _instants(table) == before
+
+
+def test_a_lost_lease_refuses_to_publish(table, tmp_path) -> None:
+    before = _instants(table)
+    with pytest.raises(Refused) as refused:
+        table.schedule_compaction(threshold=THRESHOLD, lock=RecordingLock(keep=False))
+    assert refused.value.reason == LOCK_LOST and _instants(table) == before
+    # A write that lost its lease never completes; the next holder of the lock rolls it back.
+    with pytest.raises(Refused) as refused:
+        table.write(day_file(tmp_path, 9, "04"), lock=RecordingLock(keep=False))
+    assert refused.value.reason == LOCK_LOST
+    pending = [i for i in table.timeline() if i.state != "completed"]
+    assert [i.action for i in pending] == ["deltacommit"]
+    assert table.recover().rolled_back == [pending[0].instant]
+    assert _instants(table) == before
+
+
+def _hold(base_path: str, seconds: float, ready) -> None:
+    lock = FileLock(base_path)
+    with holding(lock, "hold the table for a test"):
+        ready.set()
+        time.sleep(seconds)
+
+
+def test_default_file_lock_serialises_two_processes(table, monkeypatch) -> None:
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold, args=(table.path, 3.0, ready))
+    holder.start()
+    try:
+        assert ready.wait(10)
+        monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "0.3")
+        with pytest.raises(Refused) as refused:
+            table.schedule_compaction(threshold=THRESHOLD)
+        assert refused.value.reason == LOCK_UNAVAILABLE
+        assert f"pid {holder.pid} (hold the table for a test)" in refused.value.message
+        assert table.compactions() == []
+        monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "30")
+        started = time.monotonic()
+        plan = table.schedule_compaction(threshold=THRESHOLD)   # waits for the holder, then goes ahead
+        assert plan.state == "requested" and not holder.is_alive()
+        assert time.monotonic() - started > 1
+    finally:
+        holder.join(10)
+    assert os.path.exists(os.path.join(table.path, ".hoodie", ".tidemark.lock"))

@@ -1,0 +1,61 @@
+"""`schema.conform_column`: the one conversion of input values to the table's type (issue 9, case 4)."""
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from engine.config.schema import conform_column
+from engine.errors import InputError
+
+T = dt.datetime(2024, 1, 1, 0, 10, tzinfo=dt.timezone.utc)
+T_MS = 1704067800000
+
+
+@pytest.mark.parametrize("values", [
+    pa.array([T], pa.timestamp("s", tz="UTC")),
+    pa.array([T], pa.timestamp("ms", tz="UTC")),
+    pa.array([T], pa.timestamp("us", tz="UTC")),
+    pa.array([T], pa.timestamp("ns", tz="UTC")),
+    pa.array([T.replace(tzinfo=None)], pa.timestamp("us")),         # naive = UTC
+    pa.array(["2024-01-01T00:10:00Z"]),
+    pa.array(["2024-01-01T00:10:00"]),
+    pa.array(["2024-01-01T01:10:00+01:00"]),
+], ids=["s", "ms", "us", "ns", "naive", "iso_z", "iso_naive", "iso_offset"])
+@pytest.mark.parametrize("unit", ["ms", "us"])
+def test_every_time_input_lands_in_the_table_unit(values, unit):
+    out = conform_column(values, pa.timestamp(unit, tz="UTC"), "updated_at")
+    assert out.type == pa.timestamp(unit, tz="UTC")
+    assert out.cast(pa.int64()).to_pylist() == [T_MS * (1000 if unit == "us" else 1)]
+
+
+def test_dates_are_midnight_utc():
+    out = conform_column(pa.array([dt.date(2024, 1, 2)]), pa.timestamp("us", tz="UTC"), "d")
+    assert out.cast(pa.int64()).to_pylist() == [1704153600000000]
+
+
+@pytest.mark.parametrize("values,target,message", [
+    (pa.array([1704067800000]), pa.timestamp("ms", tz="UTC"), "unit of a number would be a guess"),
+    (pa.array([T], pa.timestamp("us", tz="UTC")), pa.int64(), "unit would be a guess"),
+    (pa.array(["7", "seven"]), pa.int64(), "'seven'"),
+    (pa.array(["yesterday"]), pa.timestamp("us", tz="UTC"), "'yesterday'"),
+    (pa.array([2 ** 40]), pa.int32(), "1099511627776"),
+])
+def test_values_that_do_not_convert_are_named(values, target, message):
+    with pytest.raises(InputError, match=message):
+        conform_column(values, target, "col")
+
+
+def test_same_type_and_safe_casts_pass_through():
+    assert conform_column(pa.array([1, 2], pa.int32()), pa.int64(), "seq").to_pylist() == [1, 2]
+    assert conform_column(pa.array(["7"]), pa.int64(), "seq").to_pylist() == [7]
+    assert conform_column(pa.nulls(2), pa.string(), "s").to_pylist() == [None, None]
+
+
+def test_new_second_and_nanosecond_timestamps_are_stored_in_microseconds():
+    from engine.config.schema import table_avro_schema
+
+    schema = pa.schema([("a", pa.timestamp("s")), ("b", pa.timestamp("ns", tz="UTC")), ("c", pa.timestamp("ms"))])
+    types = {f["name"]: f["type"][1]["logicalType"] for f in table_avro_schema("t", schema)["fields"]}
+    assert types == {"a": "timestamp-micros", "b": "timestamp-micros", "c": "timestamp-millis"}

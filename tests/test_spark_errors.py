@@ -1,0 +1,48 @@
+"""`engine.spark.error_line`: Spark worker tracebacks and JVM stacks become one line naming the cause."""
+from __future__ import annotations
+
+from engine.spark import error_line
+
+WORKER = """compaction 1 failed (An exception was thrown from the Python worker: Traceback (most recent call last):
+  File "/venv/pyspark/worker.py", line 4327, in invoke_udf
+    run_process()
+  File "/repo/engine/read/slice_reader.py", line 109, in iter_base
+    raise TidemarkError(f"base file {path} is unreadable") from None
+engine.errors.TidemarkError: base file /t/a.parquet is unreadable: bad footer.); it is still inflight"""
+
+JVM = """An error occurred while calling o52.parquet.
+: org.apache.spark.SparkException: [TASK_WRITE_FAILED] Task failed while writing rows.
+\tat org.apache.spark.sql.execution.X.run(X.scala:1)
+Caused by: java.io.IOException: No space left on device
+\tat java.io.FileOutputStream.writeBytes(Native Method)
+\t... 5 more"""
+
+
+def test_worker_traceback_keeps_the_wrapper_and_the_cause():
+    assert error_line(WORKER) == ("compaction 1 failed (base file /t/a.parquet is unreadable: bad footer.); "
+                                  "it is still inflight")
+
+
+def test_jvm_stack_keeps_the_innermost_cause():
+    assert error_line(JVM) == "No space left on device"
+
+
+def test_a_cause_whose_class_is_not_named_error():
+    text = ("write 1 failed and was rolled back: An exception was thrown from the Python worker:\n"
+            "Traceback (most recent call last):\n  File \"x\", line 1, in f\n"
+            "pyarrow.lib.ArrowInvalid: Failed to parse string: 'x'\n")
+    assert error_line(text) == "write 1 failed and was rolled back: Failed to parse string: 'x'"
+
+
+def test_plain_messages_stay_as_they_are_on_one_line():
+    assert error_line("table t has no rows") == "table t has no rows"
+    assert error_line("first\nsecond") == "first second"
+
+
+def test_raw_bytes_in_a_message_are_escaped():
+    assert error_line("Couldn't deserialize thrift: don't know what type: \x0f") == \
+        "Couldn't deserialize thrift: don't know what type: \\x0f"
+
+
+def test_a_plain_message_starting_with_a_file_name_keeps_it():
+    assert error_line("in.jsonl: column(s) id appear more than once") == "in.jsonl: column(s) id appear more than once"

@@ -1,0 +1,200 @@
+"""Browser tests: a real Chromium (Debian's package, headless) drives the live stack — Django server and a
+real Celery worker on SQLite + the filesystem broker — through the operator's and the viewer's journeys.
+
+Screenshots of the list, table and plan pages are written to tests/artifacts/ for a human to look at.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.support.stack import table_copy
+
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+PASSWORD = "browser-test-pw"
+RUN_TIMEOUT_MS = 300_000
+DEMO_BATCHES = 4
+
+pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
+
+
+def chromium() -> str:
+    """Debian's chromium, installed when missing (Playwright's own browser download is not reachable)."""
+    path = shutil.which("chromium")
+    if path is None:
+        subprocess.run(["apt-get", "install", "-y", "chromium"], check=True, capture_output=True)
+        path = shutil.which("chromium")
+    assert path, "chromium is not installed and apt-get could not install it"
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an asyncio loop on this thread, which makes Django refuse ORM calls here
+    # ("async context"); the test's own ORM calls are plain synchronous ones, as Django's docs allow.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture(scope="module")
+def demo_template(tmp_path_factory, spark) -> Path:
+    from engine.demo import run_demo
+
+    path = tmp_path_factory.mktemp("browser-demo") / "flights"
+    run_demo(str(path), spark, batches=DEMO_BATCHES)
+    return path
+
+
+@pytest.fixture
+def demo(stack, demo_template):
+    """The flights demo table registered in the stack, sampled by the worker; demo users with known passwords."""
+    from django.core.management import call_command
+
+    from tests.support.runs import register, run_to_end
+
+    call_command("tidemark_users", password=PASSWORD, stdout=open("/dev/null", "w"))
+    name = f"flights-{uuid.uuid4().hex[:6]}"
+    table = register(table_copy(demo_template, stack.table_root / name), name=name, freshness_sla_minutes=24 * 60)
+    assert run_to_end(table, "metrics").state == "succeeded"
+    return table
+
+
+def login(browser, url: str, username: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{url}/")  # every page needs a login
+    assert "/accounts/login/" in page.url
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{url}/")
+    return page
+
+
+def threshold_inside_backlog(table) -> str:
+    """An event time in the middle of the table's log backlog (from the tide), so T compacts part of it."""
+    tide = [b for b in table.samples.order_by("-taken_at").first().tide if b["start"] and b["log_bytes"]]
+    assert len(tide) > 2, "the demo table should have logs spread over event time"
+    return tide[len(tide) // 2]["end"]
+
+
+def moment(text: str) -> dt.datetime:
+    """A time as the pages print it ("2013-01-06 00:00:00 UTC") or as the API does (ISO with Z)."""
+    return dt.datetime.fromisoformat(text.replace(" UTC", "+00:00").replace("Z", "+00:00"))
+
+
+def wait_for_run(page, state: str = "succeeded") -> str:
+    """Watch the progress box until the run is final and the page has reloaded with its new sample."""
+    page.wait_for_function("() => ['succeeded','failed','refused'].includes("
+                           "document.getElementById('progress-state').textContent.trim())", timeout=RUN_TIMEOUT_MS)
+    final = page.inner_text("#progress-state").strip()
+    assert final == state, page.inner_text("#progress-detail")
+    page.wait_for_url(re.compile(r".*[?&]done=\d+"), timeout=60_000)
+    page.wait_for_function("() => document.getElementById('progress-state').textContent.trim() === "
+                           f"'{state}'", timeout=30_000)
+    return page.inner_text("#completion").strip()
+
+
+def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack, demo, browser):
+    from engine import Table
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = login(browser, stack.url, "operator")
+
+    page.goto(f"{stack.url}/")
+    row = page.locator("#tables tr", has=page.locator(f"a:text-is('{demo.name}')"))
+    assert row.count() == 1
+    completion = row.locator("[data-completion]").inner_text().strip()      # freshness: RO complete up to
+    assert completion == "nothing compacted yet" or re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", completion)
+    assert row.locator("[data-sla] .badge").inner_text() in ("within SLA", "SLA breached", "lag unknown")
+    page.screenshot(path=str(ARTIFACTS / "list.png"), full_page=True)
+
+    page.goto(f"{stack.url}/tables/{demo.name}/")
+    before = page.inner_text("#completion").strip()
+    instants_before = [i.instant for i in Table.open(demo.path).timeline()]
+
+    # Preview: per-partition compacted vs carried and the completion time it would publish; writes nothing.
+    page.fill("#threshold", threshold_inside_backlog(demo))
+    page.click("#preview-button")
+    page.wait_for_selector("#preview-table", timeout=120_000)
+    projected = page.inner_text("#preview-completion").strip()
+    assert re.match(r"\d{4}-\d\d-\d\dT", projected), projected
+    assert page.locator("#preview-table tbody tr").count() >= 1
+    assert [i.instant for i in Table.open(demo.path).timeline()] == instants_before
+
+    # Trigger and watch it to completion: "complete up to" moves past what the preview promised.
+    page.click("button[data-action=trigger]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert page.is_visible("#progress")
+    after = wait_for_run(page)
+    # The RO table is now complete at least up to the published T (later when no remaining log is older).
+    assert after != before and moment(after) >= moment(projected)
+    progress = page.inner_text("#progress-text")
+    done, total = re.search(r"(\d+) / (\d+)", progress).groups()
+    assert done == total and int(total) > 0
+    page.wait_for_timeout(600)  # let the progress bar's width transition finish before the screenshot
+    page.screenshot(path=str(ARTIFACTS / "table.png"), full_page=True)
+
+    # The plan page: operations per file group, T, who, outcome.
+    page.click("#progress-link")
+    page.wait_for_selector("#operations")
+    assert page.locator("#operations tbody tr").count() >= 1
+    instant = page.inner_text("#run-instant").strip()
+    assert page.inner_text("#run-user").strip() == "operator"
+    assert "succeeded" in page.inner_text("h1")
+    page.screenshot(path=str(ARTIFACTS / "plan.png"), full_page=True)
+
+    # Plan only, then roll that plan back: the engine rolls back pending plans (a completed compaction is
+    # superseded by the next one, never unwound), and "complete up to" stays where the compaction put it.
+    page.goto(f"{stack.url}/tables/{demo.name}/")
+    page.fill("#threshold", threshold_inside_backlog(demo))
+    page.select_option("#mode", "schedule")
+    page.click("button[data-action=trigger]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert wait_for_run(page) == after
+    pending = page.inner_text("#pending-plan a.mono").strip()
+    assert pending in {c.instant for c in Table.open(demo.path).compactions() if c.state == "requested"}
+    page.click("button[data-action=rollback-pending]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert wait_for_run(page) == after
+    assert page.locator("#pending-plan").count() == 0
+    assert pending not in {c.instant for c in Table.open(demo.path).compactions()}
+    assert instant in {c.instant for c in Table.open(demo.path).compactions() if c.state == "completed"}
+    page.close()
+
+
+def test_viewer_sees_no_actions_and_a_forged_post_is_403(stack, demo, browser):
+    from webapp.tables.models import Run
+
+    page = login(browser, stack.url, "viewer")
+    page.goto(f"{stack.url}/tables/{demo.name}/")
+    assert page.locator("[data-action]").count() == 0
+    assert page.locator("form[action*='/trigger'], form[action*='/rollback']").count() == 0
+    token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
+    runs_before = Run.objects.filter(table=demo).count()
+    forged = page.request.post(f"{stack.url}/tables/{demo.name}/trigger", form={"csrfmiddlewaretoken": token},
+                               headers={"X-CSRFToken": token, "Referer": page.url})
+    assert forged.status == 403
+    api = page.request.post(f"{stack.url}/api/tables/{demo.name}/compactions", data="{}",
+                            headers={"X-CSRFToken": token, "Content-Type": "application/json", "Referer": page.url})
+    assert api.status == 403 and "operator role" in api.json()["error"]
+    assert Run.objects.filter(table=demo).count() == runs_before
+    page.close()

@@ -1,0 +1,51 @@
+"""Input validation: every bad value gets a message naming the problem."""
+import datetime as dt
+
+import pytest
+
+from webapp.tables import inputs
+from webapp.tables.inputs import InvalidInput
+
+
+def test_threshold_accepts_iso_and_assumes_utc():
+    assert inputs.parse_threshold("2013-01-20T00:00:00Z") == dt.datetime(2013, 1, 20, tzinfo=dt.timezone.utc)
+    assert inputs.parse_threshold("2013-01-20 05:00") == dt.datetime(2013, 1, 20, 5, tzinfo=dt.timezone.utc)
+    assert inputs.parse_threshold("") is None
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"threshold": "yesterday"}, "not an ISO-8601"),
+    ({"threshold": 5}, "must be an ISO-8601 date-time string"),
+    ({"data_latency": "2 hours"}, "malformed duration"),
+    ({"carry_over": "hardlink"}, "carry_over must be"),
+    ({"exact": "maybe"}, "exact must be true or false"),
+    ({"threshold": "2013-01-20T00:00:00Z", "data_latency": "2h"}, "not both"),
+])
+def test_trigger_args_errors_name_the_problem(data, message):
+    with pytest.raises(InvalidInput, match=message):
+        inputs.trigger_args(data)
+
+
+def test_instant_must_be_a_hudi_instant_time():
+    assert inputs.parse_instant("20130120020000000") == "20130120020000000"
+    with pytest.raises(InvalidInput, match="not a Hudi instant time"):
+        inputs.parse_instant("2013-01-20")
+    with pytest.raises(InvalidInput, match="instant is required"):
+        inputs.parse_instant(None)
+
+
+def test_table_path_must_stay_inside_the_roots(tmp_path, settings):
+    root = tmp_path / "root"
+    (root / "t").mkdir(parents=True)
+    (tmp_path / "outside").mkdir()
+    (root / "escape").symlink_to(tmp_path / "outside")
+    settings.TIDEMARK_TABLE_ROOTS = [str(root)]
+    assert inputs.table_path(str(root / "t")) == str(root / "t")
+    with pytest.raises(InvalidInput, match="outside the allowed table roots"):
+        inputs.table_path(str(tmp_path / "outside"))
+    with pytest.raises(InvalidInput, match="outside the allowed table roots"):
+        inputs.table_path(str(root / "escape"))  # a symlink cannot leave the allow-list
+    with pytest.raises(InvalidInput, match="does not exist"):
+        inputs.table_path(str(root / "missing"))
+    with pytest.raises(InvalidInput, match="must be absolute"):
+        inputs.table_path("relative/path")

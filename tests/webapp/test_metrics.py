@@ -1,0 +1,48 @@
+"""/metrics: Prometheus text with the issue's metric names, built from the database."""
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from webapp.tables.models import Run
+
+NAMES = {"tidemark_ro_completion_timestamp_seconds", "tidemark_remaining_log_files", "tidemark_remaining_log_bytes",
+         "tidemark_file_slices_with_logs", "tidemark_pending_compactions", "tidemark_compactions_total",
+         "tidemark_trigger_refusals_total", "tidemark_freshness_sla_breached"}
+
+
+def samples(text: str) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+@pytest.fixture
+def outcomes(flights):
+    for state in ("succeeded", "succeeded", "failed"):
+        Run.objects.create(table=flights, kind="schedule_execute", state=state)
+    Run.objects.create(table=flights, kind="schedule_execute", state="refused", refusal_reason="pending_compaction")
+    Run.objects.create(table=flights, kind="clean", state="succeeded")  # not a compaction
+
+
+def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes):
+    response = client.get("/metrics")
+    assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
+    values = samples(response.content.decode())
+    t = (("table", "flights"),)
+    assert {name for name, _ in values} == NAMES
+    assert values[("tidemark_ro_completion_timestamp_seconds", t)] == 1358636400.0  # 2013-01-19T23:00:00Z
+    assert values[("tidemark_remaining_log_files", t)] == 4
+    assert values[("tidemark_remaining_log_bytes", t)] == 3 << 20
+    assert values[("tidemark_file_slices_with_logs", t)] == 3
+    assert values[("tidemark_pending_compactions", t)] == 1
+    assert values[("tidemark_freshness_sla_breached", t)] == 1
+    assert values[("tidemark_compactions_total", (("outcome", "succeeded"), ("table", "flights")))] == 2
+    assert values[("tidemark_compactions_total", (("outcome", "failed"), ("table", "flights")))] == 1
+    assert values[("tidemark_trigger_refusals_total", (("reason", "pending_compaction"), ("table", "flights")))] == 1
+
+
+def test_metrics_token_when_configured(outcomes, settings):
+    settings.METRICS_TOKEN = "s3cret"
+    client = Client()
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200

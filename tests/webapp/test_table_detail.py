@@ -1,0 +1,52 @@
+"""The table page: status cards, chart data from stored samples, the operator's forms."""
+import json
+import re
+
+from webapp.tables.models import Run
+
+
+def chart_data(html: str) -> dict:
+    return json.loads(re.search(r'<script id="chart-data" type="application/json">(.*?)</script>', html, re.S).group(1))
+
+
+def test_table_page_shows_status_and_embeds_chart_series(operator_client, flights):
+    html = operator_client.get("/tables/flights/").content.decode()
+    assert "RO complete up to" in html and "2013-01-19 23:00:00 UTC" in html
+    data = chart_data(html)
+    assert [p["files"] for p in data["series"]] == [12, 4]           # oldest first
+    assert [p["lag"] for p in data["series"]] == [21600.0, 10800.0]
+    assert data["sla_seconds"] == 7200
+    assert [b["log_records"] for b in data["tide"]] == [500, 200]
+    assert 'src="/static/vendor/chart.js/chart.umd.min.js"' in html
+
+
+def test_operator_sees_trigger_preview_and_maintenance_forms(operator_client, flights, finished_compaction):
+    html = operator_client.get("/tables/flights/").content.decode()
+    for action in ("trigger", "preview", "clean", "recover", "rollback", "refresh"):
+        assert f'data-action="{action}"' in html
+    assert 'data-preview-url="/api/tables/flights/preview"' in html
+    assert 'id="pending-plan"' not in html                # the finished compaction is not pending
+
+
+def test_a_pending_plan_offers_execute_and_roll_back(operator_client, viewer_client, flights, operator):
+    plan = {"instant": "20130120030000000", "threshold": "2013-01-20T02:00:00.000Z", "operations": [{}, {}]}
+    Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=plan["instant"], plan=plan,
+                       requested_by=operator)
+    html = operator_client.get("/tables/flights/").content.decode()
+    assert 'id="pending-plan"' in html and "2 file groups" in html
+    assert 'data-action="execute"' in html and 'data-action="rollback-pending"' in html
+    assert 'value="20130120030000000"' in html
+    viewer_html = viewer_client.get("/tables/flights/").content.decode()
+    assert 'id="pending-plan"' in viewer_html and 'data-action="execute"' not in viewer_html
+    Run.objects.create(table=flights, kind="rollback", state="succeeded", instant=plan["instant"])
+    assert 'id="pending-plan"' not in operator_client.get("/tables/flights/").content.decode()
+
+
+def test_page_follows_the_requested_run(operator_client, flights):
+    run = Run.objects.create(table=flights, kind="clean", state="running", progress_done=1, progress_total=4)
+    html = operator_client.get(f"/tables/flights/?run={run.pk}").content.decode()
+    assert f'data-run-url="/api/runs/{run.pk}"' in html
+
+
+def test_unknown_table_is_404(operator_client, db):
+    assert operator_client.get("/tables/nope/").status_code == 404

@@ -1,0 +1,47 @@
+"""The tables list: latest sample per table, SLA and late-data status, sorting, filtering, constant queries."""
+import datetime as dt
+import re
+
+from tests.webapp.conftest import T0, sample
+from webapp.tables.models import RegisteredTable, Run
+
+
+def rows(html: str) -> list[str]:
+    return re.findall(r'<a href="/tables/([-\w]+)/" class="strong">', html)
+
+
+def test_list_shows_the_latest_sample(operator_client, flights):
+    html = operator_client.get("/").content.decode()
+    assert "2013-01-19 23:00:00 UTC" in html            # completion of the latest sample, not the older one
+    assert "2013-01-19 18:00:00 UTC" not in html
+    assert "3 h" in html and "SLA breached" in html      # 3 h lag against a 2 h SLA
+    assert "late data: 17" in html
+    assert "3.0 MiB" in html and "1 pending" in html
+
+
+def test_list_sorts_and_filters(operator_client, flights):
+    other = RegisteredTable.objects.create(name="aaa-fresh", path="/x/aaa")
+    sample(other, T0, completion=T0, lag_s=60, files=50)
+    RegisteredTable.objects.create(name="zzz-unsampled", path="/x/zzz")
+    assert rows(operator_client.get("/").content.decode()) == ["aaa-fresh", "flights", "zzz-unsampled"]
+    assert rows(operator_client.get("/?sort=-files").content.decode())[:2] == ["aaa-fresh", "flights"]
+    assert rows(operator_client.get("/?sort=-lag").content.decode())[0] == "flights"
+    assert rows(operator_client.get("/?status=breached").content.decode()) == ["flights"]
+    assert rows(operator_client.get("/?q=zzz").content.decode()) == ["zzz-unsampled"]
+
+
+def test_list_shows_last_run_outcome(operator_client, flights, operator):
+    Run.objects.create(table=flights, kind="schedule_execute", state="refused", refusal_reason="pending_compaction")
+    html = operator_client.get("/").content.decode()
+    assert ">compaction</a>" in html and 'title="pending_compaction">refused' in html
+
+
+def test_list_query_count_does_not_grow_with_tables(operator_client, flights, django_assert_max_num_queries):
+    for i in range(60):
+        table = RegisteredTable.objects.create(name=f"t{i:03d}", path=f"/x/t{i}")
+        for h in range(3):
+            sample(table, T0 + dt.timedelta(hours=h), completion=T0, lag_s=h * 60, files=h)
+        Run.objects.create(table=table, kind="clean", state="succeeded")
+    with django_assert_max_num_queries(6):  # session, user, role check, tables+last run, samples
+        response = operator_client.get("/")
+    assert len(rows(response.content.decode())) == 61

@@ -1,0 +1,10 @@
+from django.contrib import admin
+
+from webapp.accounts.models import ApiToken
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    list_display = ("user", "name", "created_at", "last_used_at")
+    readonly_fields = ("key_digest", "created_at", "last_used_at")
+    search_fields = ("user__username", "name")

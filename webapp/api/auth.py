@@ -1,0 +1,71 @@
+"""Authentication of API requests: a session (browser, CSRF-checked on writes) or a bearer token.
+
+`Authorization: Bearer <token>` (or `Token <token>`) authenticates as the token's user and needs no CSRF
+token, as a script has no cookie to forge. Unauthenticated → 401; a viewer writing → 403.
+"""
+from __future__ import annotations
+
+from functools import wraps
+from typing import Callable
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from webapp.accounts.models import ApiToken, digest
+from webapp.accounts.roles import is_operator
+
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
+
+def error(status: int, message: str, **extra) -> JsonResponse:
+    return JsonResponse({"error": message, **extra}, status=status)
+
+
+def _token_user(request: HttpRequest):
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() not in ("bearer", "token") or not raw.strip():
+        return None
+    token = ApiToken.objects.select_related("user").filter(key_digest=digest(raw.strip())).first()
+    if token is None or not token.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())
+    return token.user
+
+
+def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
+    check = CsrfViewMiddleware(lambda r: HttpResponse())
+    check.process_request(request)
+    return check.process_view(request, None, (), {})
+
+
+def api_view(methods: dict[str, Callable]) -> Callable:
+    """One URL, a handler per HTTP method; authentication, CSRF and roles checked before any handler.
+
+    Handlers named in `methods` for unsafe methods require the operator role.
+    """
+
+    @csrf_exempt
+    @wraps(next(iter(methods.values())))
+    def view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+        handler = methods.get(request.method)
+        if handler is None:
+            response = error(405, f"method {request.method} not allowed; use {', '.join(methods)}")
+            response["Allow"] = ", ".join(methods)
+            return response
+        user = _token_user(request)
+        if user is not None:
+            request.user = user
+        elif not request.user.is_authenticated:
+            return error(401, "authentication required (log in, or send Authorization: Bearer <token>)")
+        elif request.method not in SAFE_METHODS:
+            rejected = _csrf_failure(request)
+            if rejected is not None:
+                return error(403, "CSRF check failed; send the csrftoken cookie's value as X-CSRFToken")
+        if request.method not in SAFE_METHODS and not is_operator(request.user):
+            return error(403, "the operator role is required for this action")
+        return handler(request, *args, **kwargs)
+
+    return view

@@ -1,0 +1,80 @@
+"""`/metrics`: Prometheus text exposition built from the database (latest samples and run counts).
+
+One process renders every table's gauges from stored rows, so the numbers agree across web workers and
+need no multiprocess registry. Open unless METRICS_TOKEN is set, then `Authorization: Bearer <token>`.
+"""
+from __future__ import annotations
+
+import hmac
+
+from django.conf import settings
+from django.db.models import Count
+from django.http import HttpRequest, HttpResponse
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from webapp.tables.overview import latest_samples
+from webapp.tables.models import RegisteredTable, Run
+
+COMPACTION_KINDS = (Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
+FINISHED = (Run.State.SUCCEEDED, Run.State.FAILED, Run.State.REFUSED)
+
+
+class DatabaseCollector:
+    """Collects the tidemark_* families from the latest MetricSample per table and the Run table."""
+
+    def collect(self):
+        tables = RegisteredTable.objects.all()
+        names = dict(tables.values_list("pk", "name"))
+        samples = latest_samples(tables)
+        gauges = {
+            "ro_completion_timestamp_seconds": "Event time before which the RO table is complete (Unix seconds).",
+            "remaining_log_files": "Log files not yet compacted into base files.",
+            "remaining_log_bytes": "Bytes in log files not yet compacted.",
+            "file_slices_with_logs": "File slices that still have log files.",
+            "pending_compactions": "Compaction plans requested or inflight on the timeline.",
+            "freshness_sla_breached": "1 when the RO freshness lag exceeds the table's SLA.",
+        }
+        families = {k: GaugeMetricFamily(f"tidemark_{k}", doc, labels=["table"]) for k, doc in gauges.items()}
+        for table_id, sample in samples.items():
+            label = [names[table_id]]
+            if sample["ro_completion_time"] is not None:
+                families["ro_completion_timestamp_seconds"].add_metric(label, sample["ro_completion_time"].timestamp())
+            for key in ("remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions"):
+                families[key].add_metric(label, sample[key])
+            families["freshness_sla_breached"].add_metric(label, 1.0 if sample["sla_breached"] else 0.0)
+        yield from families.values()
+        yield self._compactions()
+        yield self._refusals()
+
+    def _compactions(self) -> CounterMetricFamily:
+        family = CounterMetricFamily("tidemark_compactions", "Finished compaction runs by outcome.",
+                                     labels=["table", "outcome"])
+        rows = (Run.objects.filter(kind__in=COMPACTION_KINDS, state__in=FINISHED)
+                .values("table__name", "state").annotate(n=Count("id")).order_by())
+        for row in rows:
+            family.add_metric([row["table__name"], row["state"]], row["n"])
+        return family
+
+    def _refusals(self) -> CounterMetricFamily:
+        family = CounterMetricFamily("tidemark_trigger_refusals", "Refused runs by reason code.",
+                                     labels=["table", "reason"])
+        rows = (Run.objects.filter(state=Run.State.REFUSED).values("table__name", "refusal_reason")
+                .annotate(n=Count("id")).order_by())
+        for row in rows:
+            family.add_metric([row["table__name"], row["refusal_reason"] or "unknown"], row["n"])
+        return family
+
+
+def metrics(request: HttpRequest) -> HttpResponse:
+    token = settings.METRICS_TOKEN
+    if token:
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):
+            response = HttpResponse("bearer token required\n", status=401, content_type="text/plain")
+            response["WWW-Authenticate"] = 'Bearer realm="metrics"'
+            return response
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(DatabaseCollector())
+    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

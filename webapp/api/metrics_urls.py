@@ -1,0 +1,5 @@
+from django.urls import path
+
+from webapp.api.metrics import metrics
+
+urlpatterns = [path("metrics", metrics, name="metrics")]

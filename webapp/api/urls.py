@@ -1,0 +1,19 @@
+from django.urls import path
+
+from webapp.api import views
+
+app_name = "api"
+
+urlpatterns = [
+    path("tables", views.tables, name="tables"),
+    path("tables/<slug:name>", views.table, name="table"),
+    path("tables/<slug:name>/compactions", views.compactions, name="compactions"),
+    path("tables/<slug:name>/execute", views.execute_view, name="execute"),
+    path("tables/<slug:name>/preview", views.preview_view, name="preview"),
+    path("tables/<slug:name>/clean", views.clean_view, name="clean"),
+    path("tables/<slug:name>/rollback", views.rollback_view, name="rollback"),
+    path("tables/<slug:name>/recover", views.recover_view, name="recover"),
+    path("runs", views.runs, name="runs"),
+    path("runs/<int:run_id>", views.run, name="run"),
+    path("schema", views.schema_view, name="schema"),
+]

@@ -1,0 +1,153 @@
+"""The JSON API (documented in openapi.yaml, served at /api/schema)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django.http import FileResponse, HttpRequest, JsonResponse
+from django.shortcuts import get_object_or_404
+from django.urls import reverse
+
+from webapp.api.auth import api_view, error
+from webapp.tables import inputs, services
+from webapp.tables.filters import filter_runs, filter_tables
+from webapp.tables.models import RegisteredTable, Run
+from webapp.tables.overview import statuses
+from webapp.tables.plans import pending_plan
+from webapp.tables.status import run_dict, table_dict
+
+SCHEMA = Path(__file__).with_name("openapi.yaml")
+RUNS_LIMIT = 100
+
+
+def _body(request: HttpRequest) -> dict[str, Any]:
+    if not request.body:
+        return {}
+    try:
+        data = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise inputs.InvalidInput(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise inputs.InvalidInput("request body must be a JSON object")
+    return data
+
+
+def _bad_input(handler):
+    def wrapped(request: HttpRequest, *args, **kwargs):
+        try:
+            return handler(request, *args, **kwargs)
+        except inputs.InvalidInput as exc:
+            return error(400, str(exc))
+    wrapped.__name__ = handler.__name__
+    wrapped.__doc__ = handler.__doc__
+    return wrapped
+
+
+def _accepted(run: Run) -> JsonResponse:
+    return JsonResponse({"id": run.pk, "state": run.state, "url": run_dict(run)["url"]}, status=202)
+
+
+def list_tables(request: HttpRequest) -> JsonResponse:
+    prefix = reverse("api:tables")
+    rows = [table_dict(s, prefix) for s in statuses(filter_tables(RegisteredTable.objects.all(), request.GET))]
+    return JsonResponse({"count": len(rows), "tables": rows})
+
+
+@_bad_input
+def create_table(request: HttpRequest) -> JsonResponse:
+    table = services.register_table(request.user, _body(request))
+    return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]), status=201)
+
+
+def get_table(request: HttpRequest, name: str) -> JsonResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    body = table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0])
+    active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).order_by("queued_at").first()
+    body["active_run"] = run_dict(active) if active else None
+    body["pending_plan"] = _pending_plan(table)
+    return JsonResponse(body)
+
+
+def _pending_plan(table: RegisteredTable) -> dict | None:
+    run = pending_plan(table)
+    if run is None:
+        return None
+    return {"instant": run.instant, "run_id": run.pk, "threshold": (run.plan or {}).get("threshold")}
+
+
+@_bad_input
+def trigger(request: HttpRequest, name: str) -> JsonResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    body = _body(request)
+    execute = inputs.parse_exact(body.get("execute", True)) is not False  # same boolean rules as "exact"
+    args = inputs.trigger_args({k: v for k, v in body.items() if k != "execute"})
+    return _accepted(services.trigger_compaction(table, request.user, args, execute=execute))
+
+
+@_bad_input
+def execute(request: HttpRequest, name: str) -> JsonResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    instant = inputs.parse_instant(_body(request).get("instant"))
+    return _accepted(services.request_run(table, Run.Kind.EXECUTE, request.user, instant=instant))
+
+
+@_bad_input
+def preview(request: HttpRequest, name: str) -> JsonResponse:
+    from engine import TidemarkError
+
+    table = get_object_or_404(RegisteredTable, name=name)
+    args = inputs.trigger_args(_body(request))
+    try:
+        return JsonResponse(services.preview(table, request.user, args))
+    except (TidemarkError, ValueError) as exc:
+        return error(400, f"cannot plan {table.name}: {exc}", reason=getattr(exc, "reason", None),
+                     blocking_instant=getattr(exc, "blocking_instant", None))
+
+
+def clean(request: HttpRequest, name: str) -> JsonResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    return _accepted(services.request_run(table, Run.Kind.CLEAN, request.user))
+
+
+@_bad_input
+def rollback(request: HttpRequest, name: str) -> JsonResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    instant = inputs.parse_instant(_body(request).get("instant"))
+    return _accepted(services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant))
+
+
+def recover(request: HttpRequest, name: str) -> JsonResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    return _accepted(services.request_run(table, Run.Kind.RECOVER, request.user))
+
+
+@_bad_input
+def list_runs(request: HttpRequest) -> JsonResponse:
+    runs = filter_runs(Run.objects.select_related("table", "requested_by"), request.GET)
+    limit = inputs.optional_positive_int(request.GET.get("limit"), "limit") or RUNS_LIMIT
+    rows = [run_dict(r) for r in runs[:limit]]
+    return JsonResponse({"count": len(rows), "runs": rows})
+
+
+def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = get_object_or_404(Run.objects.select_related("table", "requested_by"), pk=run_id)
+    return JsonResponse(run_dict(run))
+
+
+def schema(request: HttpRequest) -> FileResponse:
+    return FileResponse(SCHEMA.open("rb"), content_type="application/yaml")
+
+
+tables = api_view({"GET": list_tables, "POST": create_table})
+table = api_view({"GET": get_table})
+compactions = api_view({"POST": trigger})
+execute_view = api_view({"POST": execute})
+preview_view = api_view({"POST": preview})
+clean_view = api_view({"POST": clean})
+rollback_view = api_view({"POST": rollback})
+recover_view = api_view({"POST": recover})
+runs = api_view({"GET": list_runs})
+run = api_view({"GET": get_run})
+schema_view = api_view({"GET": schema})
+

@@ -1,0 +1,153 @@
+"""Settings of the Tidemark control plane, all from the environment.
+
+Unset variables fall back to an embedded, single-machine setup under `TIDEMARK_STATE_DIR` (default
+`./state`): a SQLite database and Celery's filesystem broker. Production points `DATABASE_URL` at
+PostgreSQL and `CELERY_BROKER_URL` at Redis.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+STATE_DIR = Path(os.environ.get("TIDEMARK_STATE_DIR", BASE_DIR / "state")).resolve()
+STATE_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _flag(name: str, default: bool) -> bool:
+    return os.environ.get(name, str(default)).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _secret_key() -> str:
+    """DJANGO_SECRET_KEY, or a random key kept in the state folder so sessions survive restarts."""
+    if os.environ.get("DJANGO_SECRET_KEY"):
+        return os.environ["DJANGO_SECRET_KEY"]
+    key_file = STATE_DIR / "secret_key"
+    if not key_file.exists():
+        from django.core.management.utils import get_random_secret_key
+
+        key_file.write_text(get_random_secret_key())
+        key_file.chmod(0o600)
+    return key_file.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = _flag("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "webapp.tables",
+    "webapp.api",
+    "webapp.accounts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+WSGI_APPLICATION = "webapp.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "webapp.accounts.roles.role_context",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{STATE_DIR / 'tidemark.sqlite3'}", conn_max_age=60)
+}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Web, worker and beat share the file: wait for a writer instead of failing at once.
+    DATABASES["default"]["OPTIONS"] = {"timeout": 30, "transaction_mode": "IMMEDIATE"}
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "tables:list"
+LOGOUT_REDIRECT_URL = "accounts:login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = STATE_DIR / "static"
+
+# --- Tidemark ----------------------------------------------------------------------------------
+TIDEMARK_TABLE_ROOTS = [str(Path(p).resolve()) for p in
+                        os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")).split(os.pathsep) if p]
+SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+
+# --- Celery (owned by tasks/; read by tasks/__init__.py through namespace "CELERY") ----------------
+# Redis (or any kombu URL) in production; kombu's filesystem broker under the state folder by default,
+# so a fresh checkout runs without a broker service. The tasks record runs in the database themselves,
+# so there is no result backend.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _BROKER_DIR = STATE_DIR / "broker"
+    # One folder for in and out (producers and consumers share the queue); processed messages are dropped;
+    # the control folder holds the exchange table that fanout (worker remote control) needs.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_BROKER_DIR / "queue"),
+        "data_folder_out": str(_BROKER_DIR / "queue"),
+        "data_folder_processed": str(_BROKER_DIR / "processed"),
+        "control_folder": str(_BROKER_DIR / "control"),
+        "store_processed": False,
+    }
+    for _folder in ("queue", "processed", "control"):
+        (_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
+# A queue name of its own lets several deployments (or test sessions) share one Redis.
+CELERY_TASK_DEFAULT_QUEUE = os.environ.get("TIDEMARK_CELERY_QUEUE", "tidemark")
+CELERY_TASK_ALWAYS_EAGER = _flag("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+# A pool process takes the next run only when it is free (runs are long and uneven).
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Acked on receipt: a run killed with its worker is failed by the lease sweep, never re-run blindly.
+CELERY_TASK_ACKS_LATE = False
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TIMEZONE = "UTC"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("TIDEMARK_LOG_LEVEL", "INFO")},
+}

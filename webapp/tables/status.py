@@ -1,0 +1,56 @@
+"""JSON shapes of tables and runs for the API (documented in webapp/api/openapi.yaml)."""
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django.urls import reverse
+
+from webapp.tables.models import Run
+from webapp.tables.overview import TableStatus
+
+SAMPLE_KEYS = ("ro_freshness_time", "freshness_lag_seconds", "remaining_log_files", "remaining_log_bytes",
+               "file_slices_with_logs", "pending_compactions", "late_records")
+
+
+def iso(value: dt.datetime | None) -> str | None:
+    """ISO-8601 UTC with a Z, the one time format of the API (stored times are already UTC)."""
+    if value is None:
+        return None
+    if value.utcoffset() != dt.timedelta(0):
+        value = value.astimezone(dt.timezone.utc)
+    return value.replace(tzinfo=None).isoformat() + "Z"
+
+
+def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, Any]:
+    table, sample = status.table, status.sample
+    prefix = api_prefix or reverse("api:tables")
+    body = {key: table[key] for key in ("name", "path", "schedule_minutes", "data_latency",
+                                        "freshness_sla_minutes", "carry_over", "exact")}
+    body["url"] = f"{prefix}/{table['name']}"
+    body["sampled_at"] = iso(sample["taken_at"]) if sample else None
+    body["ro_completion_time"] = iso(sample["ro_completion_time"]) if sample else None
+    for key in SAMPLE_KEYS:
+        body[key] = sample[key] if sample else None
+    if sample:
+        body["ro_freshness_time"] = iso(sample["ro_freshness_time"])
+    body["sla_status"] = status.sla
+    body["late_data"] = status.late
+    run = status.last_run
+    body["last_run"] = None if run is None else {"id": run["id"], "kind": run["kind"], "state": run["state"],
+                                                 "refusal_reason": run["refusal_reason"]}
+    return body
+
+
+def run_dict(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk, "url": reverse("api:run", args=[run.pk]), "table": run.table.name, "kind": run.kind,
+        "state": run.state, "instant": run.instant or None, "threshold": iso(run.threshold),
+        "data_latency": run.data_latency or None, "carry_over": run.carry_over or None, "exact": run.exact,
+        "trigger": run.trigger,
+        "requested_by": run.requested_by.get_username() if run.requested_by else None,
+        "queued_at": iso(run.queued_at), "started_at": iso(run.started_at), "finished_at": iso(run.finished_at),
+        "progress": {"done": run.progress_done, "total": run.progress_total, "unit": run.progress_unit or None},
+        "plan": run.plan, "result": run.result, "error": run.error or None,
+        "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
+    }

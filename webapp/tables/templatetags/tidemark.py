@@ -1,0 +1,114 @@
+"""Template filters for the dashboard's units: bytes, durations, UTC times, run states."""
+from __future__ import annotations
+
+import datetime as dt
+
+from django import template
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
+
+register = template.Library()
+
+STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn"}
+
+
+@register.filter
+def filesize(value) -> str:
+    """1536 → "1.5 KiB" (binary units, one decimal)."""
+    if value is None or value == "":
+        return "—"
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(size) < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TiB"
+
+
+@register.filter
+def duration(seconds) -> str:
+    """Seconds → "2 h 5 min" / "45 s" / "3 d 4 h"."""
+    if seconds is None or seconds == "":
+        return "—"
+    s = int(round(float(seconds)))
+    if s < 60:
+        return f"{s} s"
+    minutes, s = divmod(s, 60)
+    if minutes < 60:
+        return f"{minutes} min {s} s" if s and minutes < 10 else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours} h {minutes} min" if minutes else f"{hours} h"
+    days, hours = divmod(hours, 24)
+    return f"{days} d {hours} h" if hours else f"{days} d"
+
+
+@register.filter
+def utc(value) -> str:
+    """A datetime as "2013-01-20 00:00:00 UTC"."""
+    if not value:
+        return "—"
+    if isinstance(value, str):
+        return value.replace("T", " ").replace("Z", " UTC")
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def took(run) -> str:
+    """How long a run ran (or has been running)."""
+    if not run.started_at:
+        return "—"
+    from django.utils import timezone
+
+    end = run.finished_at or timezone.now()
+    return duration((end - run.started_at).total_seconds())
+
+
+@register.simple_tag
+def state_badge(state: str | None, reason: str | None = None):
+    if not state:
+        return mark_safe('<span class="badge muted">never run</span>')
+    return format_html('<span class="badge {}" title="{}">{}</span>', STATE_CLASS.get(state, "muted"),
+                       reason or "", state)
+
+
+@register.simple_tag
+def sla_badge(status: str):
+    label = {"ok": "within SLA", "breached": "SLA breached", "unknown": "lag unknown", "none": "no SLA"}[status]
+    css = {"ok": "ok", "breached": "bad", "unknown": "muted", "none": "muted"}[status]
+    return format_html('<span class="badge {}">{}</span>', css, label)
+
+
+@register.simple_tag(takes_context=True)
+def sort_link(context, key: str, label: str):
+    """A column header linking to ?sort=key (toggling direction), keeping the other filters."""
+    request = context["request"]
+    current = context.get("sort", "name")
+    params = request.GET.copy()
+    new = f"-{key}" if current == key else key
+    params["sort"] = new
+    arrow = " ▲" if current == key else (" ▼" if current == f"-{key}" else "")
+    return format_html('<a href="?{}" class="sort">{}{}</a>', params.urlencode(), label, arrow)
+
+
+@register.filter
+def duration_minutes(minutes) -> str:
+    return "—" if minutes in (None, "") else duration(int(minutes) * 60)
+
+
+KIND_LABELS = {"schedule": "schedule", "execute": "execute", "schedule_execute": "compaction", "clean": "clean",
+               "rollback": "rollback", "recover": "recover", "metrics": "metrics refresh"}
+
+
+@register.filter
+def kind_label(kind: str) -> str:
+    """Run kinds in operators' words ("schedule_execute" is the one-click compaction)."""
+    return KIND_LABELS.get(kind, kind)
+
+
+@register.filter
+def pairs(detail) -> str:
+    """A JSON detail dict as "key=value key=value"."""
+    if not isinstance(detail, dict):
+        return "" if detail in (None, "") else str(detail)
+    return " ".join(f"{k}={v}" for k, v in detail.items())

@@ -1,0 +1,20 @@
+from django.urls import path
+
+from webapp.tables import views
+
+app_name = "tables"
+
+urlpatterns = [
+    path("", views.table_list, name="list"),
+    path("tables/register", views.register, name="register"),
+    path("tables/<slug:name>/", views.table_detail, name="detail"),
+    path("tables/<slug:name>/trigger", views.trigger, name="trigger"),
+    path("tables/<slug:name>/execute", views.execute, name="execute"),
+    path("tables/<slug:name>/clean", views.clean, name="clean"),
+    path("tables/<slug:name>/rollback", views.rollback, name="rollback"),
+    path("tables/<slug:name>/recover", views.recover, name="recover"),
+    path("tables/<slug:name>/refresh", views.refresh, name="refresh"),
+    path("runs/", views.run_list, name="runs"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("audit/", views.audit_log, name="audit"),
+]

@@ -1,0 +1,220 @@
+"""Server-rendered pages: tables list, table page, run (plan audit) page, runs history, audit log."""
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+
+from webapp.accounts.decorators import operator_action
+from webapp.tables import inputs, overview, plans, services
+from webapp.tables.filters import filter_runs, filter_tables
+from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
+from webapp.tables.status import iso
+
+CHART_SAMPLES = 500      # points per chart: enough for days of 5-minute samples
+PAGE_SIZE = 50
+LIST_PAGE_SIZE = 100
+
+
+def _when(sample: dict | None, key: str) -> dt.datetime:
+    value = sample[key] if sample else None
+    return value or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+
+
+def _number(sample: dict | None, key: str) -> float:
+    value = sample[key] if sample else None
+    return -1 if value is None else value
+
+
+SORT_KEYS = {
+    "name": lambda r: r.table["name"],
+    "completion": lambda r: _when(r.sample, "ro_completion_time"),
+    "lag": lambda r: _number(r.sample, "freshness_lag_seconds"),
+    "files": lambda r: _number(r.sample, "remaining_log_files"),
+    "bytes": lambda r: _number(r.sample, "remaining_log_bytes"),
+    "slices": lambda r: _number(r.sample, "file_slices_with_logs"),
+    "sla": lambda r: ("breached", "unknown", "ok", "none").index(r.sla),
+}
+STATUS_FILTERS = {
+    "breached": lambda r: r.sla == "breached",
+    "late": lambda r: r.late,
+    "backlog": lambda r: bool(r.sample and r.sample["remaining_log_files"]),
+}
+
+
+@login_required
+def table_list(request: HttpRequest) -> HttpResponse:
+    """Every table's latest stored status (three queries), filtered, sorted, one page rendered."""
+    rows = overview.statuses(filter_tables(RegisteredTable.objects.all(), request.GET))
+    summary = {"tables": len(rows), "breached": sum(r.sla == "breached" for r in rows),
+               "late": sum(r.late for r in rows),
+               "running": sum(bool(r.last_run and r.last_run["state"] in ("queued", "running")) for r in rows)}
+    status = request.GET.get("status", "")
+    if status in STATUS_FILTERS:
+        rows = [r for r in rows if STATUS_FILTERS[status](r)]
+    sort = request.GET.get("sort", "name")
+    rows.sort(key=SORT_KEYS.get(sort.lstrip("-"), SORT_KEYS["name"]), reverse=sort.startswith("-"))
+    page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "tables/list.html", {"page": page, "sort": sort, "q": request.GET.get("q", ""),
+                                                "status": status, "summary": summary,
+                                                "query": _query_without_page(request)})
+
+
+@login_required
+def table_detail(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    history = list(MetricSample.objects.filter(table=table).order_by("-taken_at")[:CHART_SAMPLES])
+    sample = history[0] if history else None
+    runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
+    active = _watched_run(request, table)
+    series = [{"t": iso(s.taken_at), "files": s.remaining_log_files, "bytes": s.remaining_log_bytes,
+               "slices": s.file_slices_with_logs, "lag": s.freshness_lag_seconds} for s in reversed(history)]
+    return render(request, "tables/detail.html", {
+        "table": table, "sample": sample, "runs": runs,
+        "sla": overview.sla_status(table.freshness_sla_minutes,
+                                   {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
+        "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
+                  "tide": sample.tide if sample else [],
+                  "completion": iso(sample.ro_completion_time) if sample else None},
+        "pending": plans.pending_plan(table),
+    })
+
+
+def _watched_run(request: HttpRequest, table: RegisteredTable) -> Run | None:
+    """The run whose progress the page follows: the one just requested (?run=) or just finished (?done=,
+    after the page reloaded to show its new sample), else one in flight."""
+    requested = request.GET.get("run") or request.GET.get("done") or ""
+    if requested.isdigit():
+        run = table.runs.filter(pk=int(requested)).first()
+        if run is not None:
+            return run
+    return (table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).exclude(kind=Run.Kind.METRICS)
+            .order_by("queued_at").first())
+
+
+def _after_action(request: HttpRequest, table: RegisteredTable, run: Run, what: str) -> HttpResponse:
+    messages.success(request, f"{what} queued as run #{run.pk}.")
+    return redirect(reverse("tables:detail", args=[table.name]) + f"?run={run.pk}")
+
+
+def _invalid(request: HttpRequest, table: RegisteredTable, exc: Exception) -> HttpResponse:
+    messages.error(request, str(exc))
+    return redirect("tables:detail", table.name)
+
+
+@operator_action
+def trigger(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        args = inputs.trigger_args(request.POST)
+    except inputs.InvalidInput as exc:
+        return _invalid(request, table, exc)
+    execute = request.POST.get("mode", "execute") != "schedule"
+    run = services.trigger_compaction(table, request.user, args, execute=execute)
+    return _after_action(request, table, run, "Compaction" if execute else "Compaction plan")
+
+
+@operator_action
+def execute(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        instant = inputs.parse_instant(request.POST.get("instant"))
+    except inputs.InvalidInput as exc:
+        return _invalid(request, table, exc)
+    run = services.request_run(table, Run.Kind.EXECUTE, request.user, instant=instant)
+    return _after_action(request, table, run, f"Execution of {instant}")
+
+
+@operator_action
+def clean(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    return _after_action(request, table, services.request_run(table, Run.Kind.CLEAN, request.user), "Clean")
+
+
+@operator_action
+def rollback(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        instant = inputs.parse_instant(request.POST.get("instant"))
+    except inputs.InvalidInput as exc:
+        return _invalid(request, table, exc)
+    run = services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant)
+    return _after_action(request, table, run, f"Rollback of {instant}")
+
+
+@operator_action
+def recover(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    return _after_action(request, table, services.request_run(table, Run.Kind.RECOVER, request.user), "Recover")
+
+
+@operator_action
+def refresh(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    return _after_action(request, table, services.request_run(table, Run.Kind.METRICS, request.user),
+                         "Metrics refresh")
+
+
+@operator_action
+def register(request: HttpRequest) -> HttpResponse:
+    try:
+        table = services.register_table(request.user, request.POST.dict())
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("tables:list")
+    messages.success(request, f"Registered {table.name}; its first metrics sample is on the way.")
+    return redirect("tables:detail", table.name)
+
+
+@login_required
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("table", "requested_by"), pk=run_id)
+    plan = run.plan or {}
+    operations = plan.get("operations") or []
+    return render(request, "tables/run.html", {
+        "run": run, "plan": plan, "operations": operations, "result": run.result or {},
+        "partitions": services.partition_summary(plan),
+        "settings_used": sorted((plan.get("settings_used") or {}).items()),
+        "events": run.audit_events.select_related("user").order_by("at"),
+    })
+
+
+@login_required
+def run_list(request: HttpRequest) -> HttpResponse:
+    try:
+        runs = filter_runs(Run.objects.select_related("table", "requested_by"), request.GET)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        runs = Run.objects.select_related("table", "requested_by")
+    if not request.GET.get("kind"):
+        runs = runs.exclude(kind=Run.Kind.METRICS)
+    page = Paginator(runs, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "tables/runs.html", {
+        "page": page, "params": request.GET, "query": _query_without_page(request),
+        "tables": RegisteredTable.objects.values_list("name", flat=True),
+        "users": Run.objects.exclude(requested_by=None).values_list("requested_by__username", flat=True)
+        .distinct().order_by("requested_by__username"),
+        "states": Run.State.values, "kinds": Run.Kind.values})
+
+
+@login_required
+def audit_log(request: HttpRequest) -> HttpResponse:
+    events = AuditEvent.objects.select_related("table", "run", "user")
+    for field, lookup in (("table", "table__name"), ("actor", "actor"), ("action", "action__startswith"),
+                          ("outcome", "outcome")):
+        if request.GET.get(field):
+            events = events.filter(**{lookup: request.GET[field]})
+    page = Paginator(events, PAGE_SIZE).get_page(request.GET.get("page"))
+    return render(request, "tables/audit.html", {"page": page, "params": request.GET,
+                                                 "query": _query_without_page(request)})
+
+
+def _query_without_page(request: HttpRequest) -> str:
+    params = request.GET.copy()
+    params.pop("page", None)
+    return params.urlencode()

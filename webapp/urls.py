@@ -1,0 +1,11 @@
+"""URL map: pages at /, the JSON API under /api/, Prometheus at /metrics, Django admin at /admin/."""
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("accounts/", include("webapp.accounts.urls")),
+    path("api/", include("webapp.api.urls")),
+    path("", include("webapp.api.metrics_urls")),
+    path("", include("webapp.tables.urls")),
+]

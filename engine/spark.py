@@ -48,13 +48,20 @@ def _adopt_finished_archive(archive: Path) -> None:
     finished once its writer process is gone and the file has not changed for a while.
     """
     for tmp in archive.parent.glob(archive.name + ".*.tmp"):
-        pid = tmp.name[len(archive.name) + 1:-len(".tmp")]
-        settled = time.time() - tmp.stat().st_mtime > 30  # the JVM may outlive its Python parent briefly
-        if pid.isdigit() and not Path(f"/proc/{pid}").exists() and settled:
-            if tmp.stat().st_size > 0 and not archive.exists():
-                os.replace(tmp, archive)
-            else:
-                tmp.unlink(missing_ok=True)
+        try:
+            _adopt_one(tmp, archive)
+        except FileNotFoundError:  # another process starting Spark at the same moment adopted it first
+            continue
+
+
+def _adopt_one(tmp: Path, archive: Path) -> None:
+    pid = tmp.name[len(archive.name) + 1:-len(".tmp")]
+    settled = time.time() - tmp.stat().st_mtime > 30  # the JVM may outlive its Python parent briefly
+    if pid.isdigit() and not Path(f"/proc/{pid}").exists() and settled:
+        if tmp.stat().st_size > 0 and not archive.exists():
+            os.replace(tmp, archive)
+        else:
+            tmp.unlink(missing_ok=True)
 
 
 def _driver_java_options(master: str) -> str:

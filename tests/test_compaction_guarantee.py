@@ -34,7 +34,7 @@ def test_size_strategy_with_a_threshold_promises_nothing(spark, tmp_path):
     run_compaction(path, spark=spark)
     report = freshness_report(path)
     # The us log (event time Jan 1, ≤ T) is still only in a log: no "holds" claim may be made.
-    assert report["guarantee"] == "none"
+    assert report.guarantee == "none"
 
 
 def test_malformed_scheduling_arguments(tmp_path):

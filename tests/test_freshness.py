@@ -130,12 +130,12 @@ def test_late_deletes_break_the_guarantee(base_table, spark_session, tmp_path) -
     path = copy_table(base_table[0], tmp_path / "t")
     schedule_compaction(path, strategy="event_time", threshold_ms=T, carry_over="copy")
     run_compaction(path, spark=spark_session)
-    assert freshness_report(path)["guarantee"] == "holds"
+    assert _report(path)["guarantee"] == "holds"
     on_time = delete_rows(spark_session, path, {"us": [("e", "2013-07-01T00:00:00Z")]})   # after the completion
-    report = freshness_report(path)
+    report = _report(path)
     assert report["guarantee"] == "holds" and report["late_records"] == 0, on_time
     late = delete_rows(spark_session, path, {"eu": [("a", "2013-05-31T11:00:00Z")]})
-    report = freshness_report(path)
+    report = _report(path)
     assert report["guarantee"] == "broken" and report["late_records"] == report["late_deletes"] == 1
     assert report["late_min_event_time"] == "2013-05-31T11:00:00.000Z" and report["late_instants"] == [late]
     assert "1 of them deletes" in report["message"]

@@ -134,7 +134,7 @@ def test_rollback_and_recover(table) -> None:
     assert table.compactions() == []
     with pytest.raises(Refused) as refused:
         table.rollback(plan.instant or "")
-    assert refused.value.reason == "not_pending"
+    assert refused.value.reason == "unknown_instant"
     assert table.recover().rolled_back == []
 
 

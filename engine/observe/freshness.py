@@ -36,6 +36,7 @@ from engine.config.properties import (RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_IN
                                       TableConfig, load_table_config)
 from engine.errors import ConfigError
 from engine.timeline.instants import DELTACOMMIT, Timeline
+from engine.timeline import metadata as md
 
 # hoodie.properties keys the compaction publishes (fallback when the commit left the active timeline).
 PROP_COMPLETION, PROP_FRESHNESS = RO_COMPLETION_KEY, RO_FRESHNESS_KEY
@@ -108,10 +109,10 @@ def ro_state(timeline: Timeline, cfg: TableConfig) -> RoState | None:
     if record is None:
         return _state_from_properties(cfg)
     where = f"compaction {record.timestamp}"
-    threshold = _checked(record.settings.threshold_ms, f"{where} threshold")
+    threshold = _checked(record.settings.threshold_ms, f"{where} {md.THRESHOLD}")
     assert threshold is not None and record.commit is not None  # only completed, thresholded ones are returned
-    completion = _checked(record.commit.ro_completion_ms, f"{where} RO completion time")
-    freshness = _checked(record.commit.ro_freshness_ms, f"{where} RO freshness time")
+    completion = _checked(record.commit.ro_completion_ms, f"{where} {md.RO_COMPLETION}")
+    freshness = _checked(record.commit.ro_freshness_ms, f"{where} {md.RO_FRESHNESS}")
     later = [r for r in records if r.commit is not None and r.timestamp > record.timestamp]
     if later:
         # A later compaction of another strategy republished the RO times: what it measured is the current
@@ -120,8 +121,8 @@ def ro_state(timeline: Timeline, cfg: TableConfig) -> RoState | None:
         where = f"compaction {later[-1].timestamp}"
         last = later[-1].commit
         assert last is not None
-        completion = _checked(last.ro_completion_ms, f"{where} RO completion time")
-        freshness = _max(freshness, _checked(last.ro_freshness_ms, f"{where} RO freshness time"))
+        completion = _checked(last.ro_completion_ms, f"{where} {md.RO_COMPLETION}")
+        freshness = _max(freshness, _checked(last.ro_freshness_ms, f"{where} {md.RO_FRESHNESS}"))
     # Without a published completion time, T itself is the promise (everything ≤ T was compacted).
     completion_ms = threshold if completion is None else max(threshold, completion)
     return RoState(record.timestamp, threshold, completion_ms, freshness, "commit")

@@ -30,7 +30,7 @@ from typing import Any
 
 from engine import logformat
 from engine.config.properties import load_table_config, save_table_config
-from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, RollbackRefused
+from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, UNKNOWN_INSTANT, RollbackRefused
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, publish_no_clobber, table_lock
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
@@ -147,9 +147,11 @@ def _target(timeline: Timeline, instant: str) -> Instant:
     found = [i for i in timeline.get(instant) if i.action in (DELTACOMMIT, COMPACTION, COMMIT)]
     if not found:
         other = timeline.get(instant)
-        what = f"a {other[0].action}" if other else "not on the timeline"
-        raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is {what}; only deltacommits and compactions can be "
-                              "rolled back")
+        if not other:
+            raise RollbackRefused(UNKNOWN_INSTANT, f"{instant} is not on the timeline (never written, or already "
+                                  "rolled back or archived)")
+        raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is a {other[0].action}; only deltacommits and "
+                              "compactions can be rolled back")
     inst = found[0]
     if inst.action == COMMIT and not _is_compaction_commit(timeline, inst):
         raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is a copy-on-write commit; only deltacommits and "

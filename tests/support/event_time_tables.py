@@ -37,7 +37,7 @@ def write_rows(spark, path: str, rows: dict[str, list[tuple[str, str]]]) -> str:
     """Upsert {partition: [(id, ISO event time)]} as one deltacommit; returns its instant."""
     from engine.write.pipeline import write_dataframe
 
-    data = [(rid, region, ts(ts), f"v-{rid}") for region, recs in rows.items() for rid, ts in recs]
+    data = [(rid, region, ts(when), f"v-{rid}") for region, recs in rows.items() for rid, when in recs]
     df = spark.createDataFrame(data, "id string, region string, ts timestamp, val string")
     return write_dataframe(path, df).instant
 

@@ -63,8 +63,20 @@ def rollback(table: Table, run: Run, lock: TableLock, progress: Progress) -> Out
 
 
 def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    result = table.recover(lock=lock)
-    return Outcome(result=result.to_dict())
+    """The engine's recover, then the plans of failed runs are rolled back: the engine keeps an interrupted
+    compaction's plan to be run again (as Java does), but a plan whose run failed (its worker lost) was
+    never seen through by anyone, and leaving it would refuse every new trigger of the table."""
+    result = table.recover(lock=lock).to_dict()
+    abandoned = _abandoned_plans(table, run)
+    result["abandoned_plans"] = [table.rollback(instant, lock=lock).to_dict() for instant in abandoned]
+    result["changed"] = bool(result["changed"] or abandoned)
+    return Outcome(result=result)
+
+
+def _abandoned_plans(table: Table, run: Run) -> list[str]:
+    pending = {c.instant for c in table.compactions() if c.state != "completed"}
+    failed = Run.objects.filter(table=run.table, state="failed", instant__in=pending)
+    return sorted(set(failed.values_list("instant", flat=True)))
 
 
 # The kinds that change the timeline and therefore run under the table's lease.

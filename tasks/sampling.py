@@ -42,12 +42,12 @@ def _when(value: Any) -> dt.datetime | None:
 
 def newest_logged(tide: list[dict[str, Any]]) -> dt.datetime | None:
     """End of the newest event-time bucket that still has log records (None without logs)."""
-    ends = [_when(b.get("end")) for b in tide if (b.get("records") or b.get("bytes"))]
+    ends = [_when(b.get("end")) for b in tide if (b.get("log_records") or b.get("log_bytes"))]
     return max((e for e in ends if e is not None), default=None)
 
 
 def oldest_logged(tide: list[dict[str, Any]]) -> dt.datetime | None:
-    starts = [_when(b.get("start")) for b in tide if (b.get("records") or b.get("bytes"))]
+    starts = [_when(b.get("start")) for b in tide if (b.get("log_records") or b.get("log_bytes"))]
     return min((s for s in starts if s is not None), default=None)
 
 

@@ -1,0 +1,29 @@
+"""Freshness lag from the engine's own tide buckets (the shape `TideBucket.to_dict()` produces)."""
+from __future__ import annotations
+
+import datetime as dt
+
+from engine.results import TideBucket
+from tasks.sampling import freshness_lag_seconds
+
+UTC = dt.timezone.utc
+
+
+def _bucket(hour: int, records: int | None, size: int) -> dict:
+    start = dt.datetime(2013, 1, 1, hour, tzinfo=UTC)
+    return TideBucket(start, start + dt.timedelta(hours=1), 1, records, size).to_dict()
+
+
+def test_lag_runs_from_completion_to_the_newest_logged_bucket() -> None:
+    tide = [_bucket(2, 10, 100), _bucket(5, 3, 30)]
+    completion = dt.datetime(2013, 1, 1, 4, tzinfo=UTC)
+    assert freshness_lag_seconds(completion, tide) == 2 * 3600   # bucket 5:00-6:00 ends 2 h after 4:00
+
+
+def test_without_a_completion_time_the_lag_spans_all_logged_data() -> None:
+    assert freshness_lag_seconds(None, [_bucket(2, None, 100), _bucket(5, None, 30)]) == 4 * 3600
+
+
+def test_no_logs_means_no_lag_once_compacted_and_unknown_before() -> None:
+    assert freshness_lag_seconds(dt.datetime(2013, 1, 1, tzinfo=UTC), []) == 0.0
+    assert freshness_lag_seconds(None, []) is None

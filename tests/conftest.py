@@ -1,6 +1,8 @@
 """Shared fixtures: one SparkSession per test process, Java fixture unzipping, the hudi 0.5.0 oracle."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from tests.support.fixtures import FIXTURES, unzip_fixture
@@ -37,3 +39,8 @@ def spark_session(spark):
 @pytest.fixture
 def fixture_table(tmp_path):
     return lambda name: unzip_fixture(name, tmp_path / name)
+
+
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after pytest closed the
+# captured streams, which prints a "--- Logging error ---" trace per connection; its INFO lines say nothing.
+logging.getLogger("py4j").setLevel(logging.WARNING)

@@ -159,7 +159,8 @@ class Table:
                 carry_over=str(resolved.carry_over.value) if resolved else carry_over,
                 exact=bool(resolved.exact.value) if resolved else exact, message=planned.message)
         return plan_result(self.path, planned.record, instant=planned.instant,
-                           state="preview" if preview else "requested", message=planned.message)
+                           state="preview" if preview else "requested", message=planned.message,
+                           projected_completion_ms=planned.projected_completion_ms)
 
     def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
                        on_progress: Progress | None = None) -> r.CompactionResult:

@@ -62,7 +62,8 @@ def test_plan_compaction_is_a_preview_that_writes_nothing(table) -> None:
     assert len(op.logs_compacted) == 2 and len(op.logs_carried) == 1 and op.logs_carried[0].mode == "symlink"
     assert op.bytes_compacted and op.bytes_carried
     assert plan.threshold == dt.datetime(2024, 1, 2, 12, tzinfo=UTC)
-    assert plan.projected_ro_completion_time == plan.threshold
+    # Just below the carried log's min event time (day 3), as the commit will publish — not merely T.
+    assert plan.projected_ro_completion_time == dt.datetime(2024, 1, 2, 23, 59, 59, 999000, tzinfo=UTC)
 
 
 def test_threshold_and_latency_forms_agree(table) -> None:
@@ -115,6 +116,7 @@ def test_schedule_run_show_and_hudi_reads_identically(table) -> None:
     assert result.instant == plan.instant and result.records_written == 3 and result.logs_carried_over == 1
     assert result.ro_completion_time == dt.datetime(2024, 1, 2, 23, 59, 59, 999000, tzinfo=UTC)
     assert result.to_dict()["ro_completion_time"] == "2024-01-02T23:59:59.999Z"
+    assert plan.projected_ro_completion_time == result.ro_completion_time   # the preview told the truth
 
     done = table.compaction(plan.instant)
     assert done.state == "completed" and done.result is not None and done.result.records_written == 3

@@ -28,7 +28,7 @@ from engine.io.arrow_pool import use_returning_pool
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
-from engine.compaction.plan import CARRY_FORWARD_VERSION
+from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
 from engine.errors import TidemarkError
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
@@ -227,7 +227,7 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
             result.spill_logs.append(out["spill"])
     compacted_max = max((o["stat"]["maxEventTime"] for o in outs if o["stat"]["maxEventTime"] is not None),
                         default=None)
-    previous = (_int_or_none(cfg.props.get(RO_COMPLETION_KEY)), _int_or_none(cfg.props.get(RO_FRESHNESS_KEY)))
+    previous = previous_ro_times(cfg)
     # A carry-forward log is judged by what its executor carried, not by its blocks: the deletes it
     # replays are already in the base, only its late records (and withheld winners) are not.
     remaining = _remaining_log_mins(cfg, timeline, c, tasks) + [o["carry_min"] for o in outs
@@ -289,10 +289,6 @@ def _publish(base_path: str, c: str, threshold: int | None, completion: int | No
 
 def _str(v: int | None) -> str:
     return "" if v is None else str(v)
-
-
-def _int_or_none(v: str | None) -> int | None:
-    return int(v) if v not in (None, "") else None
 
 
 # ----------------------------------------------------------------------------------------- executors

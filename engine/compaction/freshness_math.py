@@ -8,7 +8,10 @@
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    from engine.compaction.strategy import LogCandidate, PlannedOperation
 
 
 def _max(*values: int | None) -> int | None:
@@ -30,3 +33,23 @@ def compute_ro_times(threshold_ms: int | None, remaining_log_min_event_times: It
         # A remaining log of unknown event time may hold anything: only T itself is guaranteed.
         return threshold_ms, freshness
     return _max(threshold_ms, min(known) - 1), freshness
+
+
+def projected_completion(threshold_ms: int | None, exact: bool, operations: Iterable[PlannedOperation],
+                         untouched_logs: Iterable[LogCandidate],
+                         previous_ro_times: tuple[int | None, int | None] | None = None) -> int | None:
+    """The completion time a plan will publish, from header / write-stat event times (what the preview shows).
+
+    The same rule as `compute_ro_times`, applied to the logs the plan leaves: those it carries over and those
+    of slices it does not touch. Exact mode spills versions whose event times are only known once decoded,
+    so its projection is T itself (what it promises). Execution recomputes the real value.
+    """
+    if threshold_ms is None:
+        return None
+    if exact:
+        return threshold_ms
+    operations = list(operations)
+    remaining = [lf.min_event_time for op in operations for lf in op.to_remain]
+    remaining += [lf.min_event_time for lf in untouched_logs]
+    compacted_max = _max(*(lf.max_event_time for op in operations for lf in op.to_compact))
+    return compute_ro_times(threshold_ms, remaining, compacted_max, previous_ro_times)[0]

@@ -199,14 +199,16 @@ def settings_used(plan: CompactionPlanRecord | None) -> dict[str, r.SettingUsed]
 
 
 def plan_result(base_path: str, plan: CompactionPlanRecord, *, instant: str | None, state: str,
-                message: str = "") -> r.CompactionPlan:
-    """A plan (scheduled or previewed) as the API reports it."""
+                message: str = "", projected_completion_ms: int | None = None) -> r.CompactionPlan:
+    """A plan (scheduled or previewed) as the API reports it; the projected completion time is T unless the
+    planner projected it from the logs the plan leaves."""
     s = plan.settings
+    projected = projected_completion_ms if projected_completion_ms is not None else s.threshold_ms
     return r.CompactionPlan(
         instant=instant, state=state, threshold=r.from_ms(s.threshold_ms), strategy=s.strategy,
         carry_over=s.carry_over, exact=s.exact, settings_used=settings_used(plan),
         operations=[file_group_operation(base_path, op, s.carry_over) for op in plan.operations],
-        projected_ro_completion_time=r.from_ms(s.threshold_ms) if plan.promises_threshold else None,
+        projected_ro_completion_time=r.from_ms(projected) if plan.promises_threshold else None,
         scheduled_at=r.from_ms(instant_to_millis(instant)) if instant else None,
         event_time_sources=dict(s.event_time_sources) if s.event_time_sources is not None else None,
         message=message)

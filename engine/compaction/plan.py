@@ -20,6 +20,7 @@ from engine.services import integrity
 from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
 from engine.compaction.strategy import (CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate,
                                         strategy_for)
+from engine.compaction.freshness_math import projected_completion
 from engine.compaction.trigger import check_event_time_trigger
 from engine.errors import ConfigError, TidemarkError
 from engine.read.fsview import FileSlice, FileSystemView
@@ -28,7 +29,8 @@ from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.services import rollback
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
 from engine.config import eventtime
-from engine.config.properties import MAX_DURATION_MS, TableConfig, load_table_config, validate_settings
+from engine.config.properties import (MAX_DURATION_MS, RO_COMPLETION_KEY, RO_FRESHNESS_KEY, TableConfig,
+                                      load_table_config, validate_settings)
 from engine.config.resolve import ARGUMENT, THRESHOLD, CompactionSettings, compaction_settings
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 
@@ -47,6 +49,7 @@ class ScheduledPlan:
     message: str = ""
     settings: CompactionSettings | None = None
     threshold_source: str | None = None
+    projected_completion_ms: int | None = None   # what an event-time plan's commit will publish (preview)
 
     @property
     def plan(self) -> dict:
@@ -108,7 +111,8 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
     view.check_links()
     slices = [s for s in view.latest_slices() if s.log_files]
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
-    ops = strat.plan([_candidate(s, times) for s in slices])
+    candidates = [_candidate(s, times) for s in slices]
+    ops = strat.plan(candidates)
     result = ScheduledPlan(instant, threshold, settings=resolved,
                            threshold_source=ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source)
     if not ops:
@@ -116,6 +120,8 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
         return result
     integrity.refuse_to_compact(lf.path for op in ops for lf in op.to_compact)
+    if strategy == "event_time":
+        result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview:
         _check_symlinks(base_path)
     first_version = CARRY_FORWARD_VERSION + 1
@@ -132,6 +138,21 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
     result.written = True
     result.message = f"scheduled compaction {instant}: {len(ops)} file group(s)"
     return result
+
+
+def _projected(cfg: TableConfig, threshold: int | None, exact: bool, ops: list[PlannedOperation],
+               candidates: list[SliceCandidate]) -> int | None:
+    planned = {(op.slice.partition_path, op.slice.file_id) for op in ops}
+    untouched = [lf for c in candidates if (c.partition_path, c.file_id) not in planned for lf in c.logs]
+    return projected_completion(threshold, exact, ops, untouched, previous_ro_times(cfg))
+
+
+def previous_ro_times(cfg: TableConfig) -> tuple[int | None, int | None]:
+    """(completion, freshness) the table publishes now, from hoodie.properties."""
+    def as_int(value: str | None) -> int | None:
+        return int(value) if value not in (None, "") else None
+
+    return as_int(cfg.props.get(RO_COMPLETION_KEY)), as_int(cfg.props.get(RO_FRESHNESS_KEY))
 
 
 def _settings_used(resolved: CompactionSettings, threshold: int | None, threshold_source: str | None) -> dict:

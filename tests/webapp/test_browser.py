@@ -162,8 +162,7 @@ def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack,
     assert "succeeded" in page.inner_text("h1")
     page.screenshot(path=str(ARTIFACTS / "plan.png"), full_page=True)
 
-    # Plan only, then roll that plan back: the engine rolls back pending plans (a completed compaction is
-    # superseded by the next one, never unwound), and "complete up to" stays where the compaction put it.
+    # Plan only, then roll that plan back: "complete up to" stays where the completed compaction put it.
     page.goto(f"{stack.url}/tables/{demo.name}/")
     page.fill("#threshold", threshold_inside_backlog(demo))
     page.select_option("#mode", "schedule")
@@ -178,6 +177,14 @@ def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack,
     assert page.locator("#pending-plan").count() == 0
     assert pending not in {c.instant for c in Table.open(demo.path).compactions()}
     assert instant in {c.instant for c in Table.open(demo.path).compactions() if c.state == "completed"}
+
+    # Roll back the completed compaction itself (the form offers it): its base files and carry-overs go,
+    # the logs it compacted are read again, and "complete up to" returns to where it was before.
+    assert page.input_value("#rollback-instant") == instant
+    page.click("button[data-action=rollback]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert wait_for_run(page) == before
+    assert instant not in {c.instant for c in Table.open(demo.path).compactions()}
     page.close()
 
 

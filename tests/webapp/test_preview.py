@@ -1,5 +1,6 @@
 """Plan preview: the engine's dry-run plan on a real table, per partition compacted vs carried; writes nothing."""
 import json
+import shutil
 
 import pytest
 
@@ -27,7 +28,8 @@ def middle_of_backlog(path) -> str:
     return buckets[len(buckets) // 2].to_dict()["end"]
 
 
-def test_preview_shows_compacted_and_carried_per_partition_and_writes_nothing(operator_client, demo, operator):
+def test_preview_shows_compacted_and_carried_per_partition_and_writes_nothing(operator_client, demo, operator,
+                                                                            tmp_path):
     timeline = [i.to_dict() for i in Table.open(demo.path).timeline()]
     threshold = middle_of_backlog(demo.path)
     response = operator_client.post("/api/tables/demo/preview", json.dumps({"threshold": threshold}),
@@ -36,7 +38,12 @@ def test_preview_shows_compacted_and_carried_per_partition_and_writes_nothing(op
     body = response.json()
     plan = body["plan"]
     assert plan["instant"] is None and plan["state"] == "preview"
-    assert plan["threshold"] == threshold and plan["projected_ro_completion_time"] == threshold
+    assert plan["threshold"] == threshold
+    # The engine projects the time the commit will publish: at least T, just below the oldest log it leaves.
+    assert plan["projected_ro_completion_time"] >= threshold
+    copy = Table.open(str(shutil.copytree(demo.path, tmp_path / "copy", symlinks=True)))
+    copy.schedule_compaction(threshold=threshold)
+    assert copy.run_compaction().to_dict()["ro_completion_time"] == plan["projected_ro_completion_time"]
     total_compacted = sum(p["logs_compacted"] for p in body["partitions"])
     assert total_compacted == sum(len(op["logs_compacted"]) for op in plan["operations"]) > 0
     assert sum(p["file_groups"] for p in body["partitions"]) == len(plan["operations"])

@@ -1,6 +1,6 @@
-"""Compaction plans the control plane made that are still pending (scheduled, not executed, not rolled
-back), from the runs that recorded them. The engine only rolls back pending plans, so these are also the
-instants an operator can roll back or execute."""
+"""Compactions the control plane made, from the runs that recorded them: the plan still pending (scheduled,
+not executed, not rolled back), which an operator can execute or roll back, and the newest completed one,
+which the engine can also roll back while no later instant depends on it."""
 from __future__ import annotations
 
 from webapp.tables.models import RegisteredTable, Run
@@ -19,3 +19,16 @@ def pending_plan(table: RegisteredTable) -> Run | None:
         return None
     finished = table.runs.filter(kind__in=FINISHING, instant=planned.instant, state=Run.State.SUCCEEDED).exists()
     return None if finished else planned
+
+
+def rollback_candidate(table: RegisteredTable, pending: Run | None) -> str:
+    """The instant the Roll back form offers first: the pending plan, else the newest completed compaction
+    not rolled back yet ("" when there is none). The engine still checks that nothing depends on it."""
+    if pending is not None:
+        return pending.instant
+    done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
+            .exclude(instant="").order_by("-finished_at", "-id").first())
+    if done is None or table.runs.filter(kind=Run.Kind.ROLLBACK, instant=done.instant,
+                                         state=Run.State.SUCCEEDED).exists():
+        return ""
+    return done.instant

@@ -72,6 +72,7 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
     sample = history[0] if history else None
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
+    pending = plans.pending_plan(table)
     series = [{"t": iso(s.taken_at), "files": s.remaining_log_files, "bytes": s.remaining_log_bytes,
                "slices": s.file_slices_with_logs, "lag": s.freshness_lag_seconds} for s in reversed(history)]
     return render(request, "tables/detail.html", {
@@ -81,7 +82,7 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
-        "pending": plans.pending_plan(table),
+        "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
     })
 
 

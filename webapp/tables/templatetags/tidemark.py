@@ -112,3 +112,9 @@ def pairs(detail) -> str:
     if not isinstance(detail, dict):
         return "" if detail in (None, "") else str(detail)
     return " ".join(f"{k}={v}" for k, v in detail.items())
+
+
+@register.filter
+def is_list(value) -> bool:
+    """Lists in a stored result (base files, carried logs) are folded in the page, not dumped inline."""
+    return isinstance(value, (list, tuple))

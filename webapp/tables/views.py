@@ -120,15 +120,20 @@ def trigger(request: HttpRequest, name: str) -> HttpResponse:
     return _after_action(request, table, run, "Compaction" if execute else "Compaction plan")
 
 
-@operator_action
-def execute(request: HttpRequest, name: str) -> HttpResponse:
+def _instant_action(request: HttpRequest, name: str, kind: str, what: str) -> HttpResponse:
+    """Queue a run about one instant (execute, rollback) named by the form's `instant` field."""
     table = get_object_or_404(RegisteredTable, name=name)
     try:
         instant = inputs.parse_instant(request.POST.get("instant"))
     except inputs.InvalidInput as exc:
         return _invalid(request, table, exc)
-    run = services.request_run(table, Run.Kind.EXECUTE, request.user, instant=instant)
-    return _after_action(request, table, run, f"Execution of {instant}")
+    run = services.request_run(table, kind, request.user, instant=instant)
+    return _after_action(request, table, run, f"{what} of {instant}")
+
+
+@operator_action
+def execute(request: HttpRequest, name: str) -> HttpResponse:
+    return _instant_action(request, name, Run.Kind.EXECUTE, "Execution")
 
 
 @operator_action
@@ -139,13 +144,7 @@ def clean(request: HttpRequest, name: str) -> HttpResponse:
 
 @operator_action
 def rollback(request: HttpRequest, name: str) -> HttpResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    try:
-        instant = inputs.parse_instant(request.POST.get("instant"))
-    except inputs.InvalidInput as exc:
-        return _invalid(request, table, exc)
-    run = services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant)
-    return _after_action(request, table, run, f"Rollback of {instant}")
+    return _instant_action(request, name, Run.Kind.ROLLBACK, "Rollback")
 
 
 @operator_action

@@ -13,7 +13,7 @@ from typing import Any, Callable
 from engine.cli import output
 from engine.config import eventtime
 from engine.errors import Refused, TidemarkError
-from engine.table import Table
+from engine.table import WRITE_OPERATIONS, Table
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
@@ -202,9 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hive-style", action="store_true")
     _add_config(p)
 
-    p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit")
+    p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit "
+                 "(insert_overwrite[_table]: one replacecommit)")
     p.add_argument("--input", required=True)
-    p.add_argument("--operation", choices=["upsert", "insert", "delete"], help="default: upsert")
+    p.add_argument("--operation", choices=list(WRITE_OPERATIONS),
+                   help="default: upsert; insert_overwrite replaces the partitions the input has rows in, "
+                   "insert_overwrite_table the whole table")
     _add_config(p)
 
     p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")

@@ -166,7 +166,6 @@ def test_compaction_after_an_overwrite_plans_only_live_groups(table, tmp_path):
 def test_clean_deletes_replaced_groups_once_retention_passes(table, tmp_path):
     ow = table.write(rows_file(tmp_path, "ow", [("k1", "eu", 3)]), "insert_overwrite")
     replaced = {(p, f) for p, ids in ow.replaced_file_groups.items() for f in ids}
-    expected = result(table.path), result(table.path, "read_optimized")
     # The replacecommit is the latest commit: a reader as of an older commit may still need the old groups.
     assert table.clean(retain_commits=1, dry_run=True).files_to_delete == {}
     table.write(rows_file(tmp_path, "late", [("k0", "us", 4)]))

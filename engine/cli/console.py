@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--retain-versions", type=int, help="KEEP_LATEST_FILE_VERSIONS: slices per file group")
     p.add_argument("--dry-run", action="store_true")
 
-    _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest) or a compaction "
+    _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest), an overwrite or a compaction "
              "(pending or latest completed)").add_argument("--instant", required=True)
     _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
     _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")

@@ -71,5 +71,9 @@ class RollbackRefused(Refused):
     not a deltacommit or compaction)."""
 
 
+class WriteRefused(Refused):
+    """A write cannot start now (an overwrite while a compaction or clustering is pending)."""
+
+
 class InputError(TidemarkError):
     """Input rows that cannot go into the table (unreadable file, missing column, bad value); nothing was written."""

@@ -73,7 +73,7 @@ class Result:
 
 @dataclass
 class WriteResult(Result):
-    """One deltacommit."""
+    """One write: a deltacommit, or (insert_overwrite[_table]) a replacecommit."""
 
     instant: str
     operation: str
@@ -81,6 +81,9 @@ class WriteResult(Result):
     log_files: list[str]
     file_groups: int
     committed_at: dt.datetime
+    action: str = "deltacommit"
+    base_files: list[str] = field(default_factory=list)          # an overwrite's new file groups' base files
+    replaced_file_groups: dict[str, list[str]] = field(default_factory=dict)   # partition -> file ids replaced
 
 
 @dataclass
@@ -343,6 +346,15 @@ class FileGroupInfo(Result):
 
 
 @dataclass
+class ReplacedGroupInfo(Result):
+    """A file group a completed replacecommit replaced, still on disk until a clean deletes it."""
+
+    partition: str
+    file_id: str
+    replaced_by: str
+
+
+@dataclass
 class TableDescription(Result):
     """The table as its timeline and file-system view see it (headers only, no data decoded)."""
 
@@ -356,3 +368,4 @@ class TableDescription(Result):
     merge_mode: str
     timeline: list[InstantInfo]
     file_groups: list[FileGroupInfo]
+    replaced_file_groups: list[ReplacedGroupInfo] = field(default_factory=list)   # hidden from readers

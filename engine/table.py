@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
 
-WRITE_OPERATIONS = ("upsert", "insert", "delete")
+WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 
 class Table:
@@ -87,11 +87,16 @@ class Table:
               settings: Mapping[str, str] | None = None, lock: TableLock | None = None,
               on_progress: Progress | None = None) -> r.WriteResult:
         """Write `source` as one deltacommit: a .parquet/.csv/.jsonl path (or folder of Parquet), a list of
-        Parquet paths, or a Spark DataFrame."""
+        Parquet paths, or a Spark DataFrame.
+
+        `operation` "insert_overwrite" replaces every file group of the partitions `source` has rows in,
+        "insert_overwrite_table" every file group of the table (Hudi's backfill operations): one
+        replacecommit whose new file groups have base files, as Java writes it. Refused (`WriteRefused`)
+        while a compaction or clustering is pending."""
         from engine.write import pipeline
 
         if operation not in WRITE_OPERATIONS:
-            raise ConfigError(f"unknown operation {operation!r}; use upsert, insert or delete")
+            raise ConfigError(f"unknown operation {operation!r}; use {', '.join(WRITE_OPERATIONS)}")
         self._reload()
         if isinstance(source, str):
             out = pipeline.write_file(self.path, source, operation, settings, lock=lock, on_progress=on_progress)
@@ -107,7 +112,8 @@ class Table:
         return r.WriteResult(instant=out.instant, operation=operation, records_written=out.records_written,
                              log_files=out.log_files, file_groups=len({(s["partitionPath"], s["fileId"])
                                                                        for s in out.stats}),
-                             committed_at=r.utc(instant_to_millis(out.instant)))
+                             committed_at=r.utc(instant_to_millis(out.instant)), action=out.action,
+                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}))
 
     def read(self, query: str = "snapshot", *, output: str | None = None, local: bool = False,
              on_progress: Progress | None = None) -> r.ReadResult:

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DRIVER = {"carry_over": "execute", "commit": "write"}   # operations whose steps run inside another one
 CASES = [(op, step, DRIVER.get(op, op)) for op, steps in faults.STEPS.items() for step in steps]
 CASES += [("rollback", step, "rollback_compaction") for step in faults.STEPS["rollback"]]
+# insert_overwrite_table: the same write protocol as a replacecommit with new base files.
+CASES += [(op, step, "overwrite") for op in ("write", "commit") for step in faults.STEPS[op]]
 
 
 def prepare(path: str, driver: str) -> str:
@@ -53,6 +55,8 @@ def prepare(path: str, driver: str) -> str:
 def child(driver: str, path: str, arg: str) -> None:
     if driver == "write":
         write(path, *LAST_WRITE)
+    elif driver == "overwrite":
+        write(path, "insert_overwrite_table", LAST_WRITE[1])
     elif driver == "schedule":
         schedule_compaction(path, threshold_ms=T, carry_over="symlink")
     elif driver == "execute":
@@ -75,6 +79,9 @@ def expected(driver: str, path: str) -> dict[str, int]:
         return model_of(HISTORY)
     if driver == "clean":
         return model_of(HISTORY + [LAST_WRITE])
+    if driver == "overwrite":   # a completed overwrite of the whole table leaves exactly its rows
+        done = [i for i in Timeline.load(path).completed() if i.action == "replacecommit"]
+        return model_of([LAST_WRITE]) if done else model_of(HISTORY)
     writes = [i for i in Timeline.load(path).completed() if i.action == "deltacommit"]
     return model_of(HISTORY + [LAST_WRITE] * (len(writes) - len(HISTORY)))
 

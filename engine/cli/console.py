@@ -13,7 +13,7 @@ from typing import Any, Callable
 from engine.cli import output
 from engine.config import eventtime
 from engine.errors import Refused, TidemarkError
-from engine.table import Table
+from engine.table import WRITE_OPERATIONS, Table
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
@@ -202,9 +202,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hive-style", action="store_true")
     _add_config(p)
 
-    p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit")
+    p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit "
+                 "(insert_overwrite[_table]: one replacecommit)")
     p.add_argument("--input", required=True)
-    p.add_argument("--operation", choices=["upsert", "insert", "delete"], help="default: upsert")
+    p.add_argument("--operation", choices=list(WRITE_OPERATIONS),
+                   help="default: upsert; insert_overwrite replaces the partitions the input has rows in, "
+                   "insert_overwrite_table the whole table")
     _add_config(p)
 
     p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
@@ -226,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--retain-versions", type=int, help="KEEP_LATEST_FILE_VERSIONS: slices per file group")
     p.add_argument("--dry-run", action="store_true")
 
-    _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest) or a compaction "
+    _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest), an overwrite or a compaction "
              "(pending or latest completed)").add_argument("--instant", required=True)
     _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
     _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")

@@ -76,7 +76,10 @@ def created(d: r.TableDescription) -> str:
 
 
 def write(w: r.WriteResult) -> str:
-    return w.instant
+    if w.action == "deltacommit":
+        return w.instant
+    replaced = sum(len(ids) for ids in w.replaced_file_groups.values())
+    return f"{w.instant} ({w.action}: {len(w.base_files)} new file group(s), {replaced} replaced)"
 
 
 def read(rr: r.ReadResult) -> str:
@@ -95,6 +98,9 @@ def describe(d: r.TableDescription) -> str:
             lines.append(f"    slice {s.base_instant}: base {s.base_file or '-'}")
             lines += [f"      {lf.name}  {lf.size} B  {lf.blocks} blocks  min event time {_t(lf.min_event_time)}"
                       for lf in s.log_files]
+    if d.replaced_file_groups:
+        lines.append("replaced file groups (hidden from every query until cleaned):")
+        lines += [f"  {g.partition or '(root)'} / {g.file_id}  by {g.replaced_by}" for g in d.replaced_file_groups]
     return "\n".join(lines)
 
 

@@ -5,7 +5,8 @@ from engine.config.properties import load_table_config
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
 from engine.read.fsview import FileSlice, FileSystemView
-from engine.results import FileGroupInfo, InstantInfo, LogFileInfo, SliceInfo, TableDescription, from_ms
+from engine.results import (FileGroupInfo, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription,
+                             from_ms)
 from engine.timeline.instants import Timeline
 
 
@@ -27,7 +28,9 @@ def describe_table(base_path: str) -> TableDescription:
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
         event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline),
-        file_groups=groups)
+        file_groups=groups,
+        replaced_file_groups=[ReplacedGroupInfo(partition=g.partition_path, file_id=g.file_id, replaced_by=by)
+                              for g, by in view.replaced_file_groups()])
 
 
 def _slice(sl: FileSlice, committed: set[str]) -> SliceInfo:

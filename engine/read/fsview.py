@@ -5,7 +5,10 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 - a log file belongs to the slice whose base instant is in its name;
 - a slice whose base instant is a *pending* compaction C has no base yet: until C completes, readers
   see the previous slice followed by the logs already written under C (Java's pending-compaction merge);
-- blocks inside logs are filtered later by instant (see `engine.read.slice_reader`).
+- blocks inside logs are filtered later by instant (see `engine.read.slice_reader`);
+- a file group named in `partitionToReplaceFileIds` of a *completed* replacecommit (insert_overwrite,
+  insert_overwrite_table, clustering) is gone for every reader, whatever slices it still has on disk; only
+  the cleaner (which deletes it) and rollback (which masks blocks in it) look at replaced groups.
 """
 from __future__ import annotations
 
@@ -89,6 +92,7 @@ class FileSystemView:
         self._committed = {i.timestamp for i in self.timeline.completed() if i.action in WRITE_ACTIONS}
         self._pending_compactions = {i.timestamp for i in self.timeline.pending_compactions()}
         self._planned_outputs = self._pending_plan_outputs()
+        self._replaced = self.timeline.replaced_file_groups()
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self.dangling_links: list[str] = []   # carried-over log links whose target is gone
 
@@ -115,6 +119,19 @@ class FileSystemView:
         return list_partitions(self.base_path)
 
     def file_groups(self) -> list[FileGroup]:
+        """The live file groups: every group on disk except those a completed replacecommit replaced."""
+        return [g for g in self.all_file_groups() if (g.partition_path, g.file_id) not in self._replaced]
+
+    def replaced_file_groups(self) -> list[tuple[FileGroup, str]]:
+        """Replaced file groups still on disk, each with the replacecommit that replaced it."""
+        return [(g, self._replaced[(g.partition_path, g.file_id)]) for g in self.all_file_groups()
+                if (g.partition_path, g.file_id) in self._replaced]
+
+    def is_replaced(self, partition: str, file_id: str) -> bool:
+        return (partition, file_id) in self._replaced
+
+    def all_file_groups(self) -> list[FileGroup]:
+        """Every file group on disk, replaced ones included (for the cleaner and rollback only)."""
         if self._groups is None:
             self._groups = {}
             for partition in self.partitions():
@@ -130,7 +147,9 @@ class FileSystemView:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if not entry.is_file():   # follows symlinks: carried-over logs are links
-                    if entry.is_symlink() and parse_log_file_name(entry.name) is not None:
+                    dangling = parse_log_file_name(entry.name) if entry.is_symlink() else None
+                    # A replaced group's records are gone for readers anyway: its broken link loses nothing.
+                    if dangling is not None and (partition, dangling.file_id) not in self._replaced:
                         self.dangling_links.append(entry.path)
                     continue
                 self._add_file(partition, entry, slices)
@@ -163,7 +182,7 @@ class FileSystemView:
 
     def check_links(self) -> None:
         """Refuse to go on when a carried-over log link dangles: its records would silently be missing."""
-        self.file_groups()
+        self.all_file_groups()
         if self.dangling_links:
             raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
                                 + ", ".join(f"{p} -> {os.readlink(p)}" for p in self.dangling_links))

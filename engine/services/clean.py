@@ -5,6 +5,8 @@ Policies (format facts §6.1, Java CleanPlanner):
   as of each of the last N completed commits/deltacommits. With E the earliest commit to retain, a slice is
   cleaned when its base instant is < E, it is not the latest slice, and it is not the newest slice before E.
 - KEEP_LATEST_FILE_VERSIONS (`hoodie.cleaner.fileversions.retained`, default 3): keep the newest N slices.
+- Replaced file groups (a completed replacecommit: insert_overwrite[_table], clustering) are deleted whole once
+  the replacecommit is older than E (KEEP_LATEST_COMMITS), or at once (KEEP_LATEST_FILE_VERSIONS), as Java.
 
 The RFC's CleanPlanner rule: with symlink carry-over, a log of an old slice may be the target of a link in a
 newer slice, so a file behind a link of a *kept* slice (found with `os.readlink`, and in the completed
@@ -35,8 +37,8 @@ from engine.services import rollback
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.config.properties import load_table_config
 from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
-                             SAVEPOINT, Instant, State, Timeline, complete, create_requested, instant_file_name,
-                             transition_to_inflight)
+                             SAVEPOINT, Instant, State, Timeline, TimelineError, complete, create_requested,
+                             instant_file_name, transition_to_inflight)
 
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
 KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
@@ -208,18 +210,12 @@ def _clustering_slices(timeline: Timeline, inst: Instant) -> list[tuple[str, str
     """(partition, fileId, file names) of every input slice of a pending clustering plan."""
     path = os.path.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
     try:
-        with open(path, "rb") as fh:
-            meta = avro_models.read_avro_instant(fh.read())
-    except (OSError, avro_models.AvroInstantError) as exc:
+        meta = timeline.requested_replace(inst.timestamp)
+    except TimelineError as exc:
         raise CleanRefused(errors.UNREADABLE_PLAN,
                            f"{path}: cannot read the pending clustering plan ({exc}); not cleaning blind",
                            inst.timestamp) from exc
-    out = []
-    for group in (meta.get("clusteringPlan") or {}).get("inputGroups") or []:
-        for sl in group.get("slices") or []:
-            names = [sl.get("dataFilePath"), *(sl.get("deltaFilePaths") or [])]
-            out.append((sl.get("partitionPath") or "", sl["fileId"], [os.path.basename(n) for n in names if n]))
-    return out
+    return [(sl.partition_path, sl.file_id, list(sl.file_names)) for sl in meta.slices]
 
 
 def _doomed_slices(view: FileSystemView, policy: str, retained: int, earliest: Instant | None,
@@ -229,7 +225,19 @@ def _doomed_slices(view: FileSystemView, policy: str, retained: int, earliest: I
         if (group.partition_path, group.file_id) in guarded:
             continue
         out.extend(_doomed_in_group(group, view.committed_instants, policy, retained, earliest))
+    for group, replaced_by in view.replaced_file_groups():
+        if (group.partition_path, group.file_id) not in guarded and _replaced_expired(replaced_by, policy, earliest):
+            out.extend(group.slices)
     return out
+
+
+def _replaced_expired(replaced_by: str, policy: str, earliest: Instant | None) -> bool:
+    """Java's CleanPlanner.getReplacedFilesEligibleToClean: a replaced file group goes as a whole once its
+    replacecommit is older than the earliest commit to retain (at once under KEEP_LATEST_FILE_VERSIONS,
+    whose versions count only live groups); until then a reader as of an older commit may still need it."""
+    if policy == KEEP_LATEST_FILE_VERSIONS:
+        return True
+    return earliest is not None and replaced_by < earliest.timestamp
 
 
 def _doomed_in_group(group: FileGroup, committed: set[str], policy: str, retained: int,
@@ -261,6 +269,8 @@ def _protected_paths(view: FileSystemView, timeline: Timeline, dropped: Callable
         protected.add(_key(path))
         _protect_chain(path, protected, errors, "named by a pending plan")
     for key, paths in links.items():
+        if view.is_replaced(key[0], key[1]):
+            continue   # links stay inside their file group: a replaced group's kept files protect nothing live
         for link in (p for p in paths if not dropped(key, p)):
             protected.add(_key(link))
             _protect_chain(link, protected, errors, f"in kept slice {key[2]} of file group {key[1]}")

@@ -2,8 +2,8 @@
 
 - A Spark task may run more than once (retry, speculation). Every attempt writes the same file groups and
   log versions (file ids of new groups are derived from instant, partition and bucket) under its own
-  write token; before the deltacommit completes, the logs of attempts whose stats were not committed are
-  deleted (Hudi's marker reconciliation, done from the write stats).
+  write token; before the deltacommit (or an overwrite's replacecommit) completes, the logs and base files
+  of attempts whose stats were not committed are deleted (Hudi's marker reconciliation, from the stats).
 - A writer killed between `requested` and `completed` leaves a pending deltacommit that would block the
   serial compaction trigger. Its heartbeat stops; once expired, the next writer, scheduler, cleaner or
   `recover` rolls it back (Hudi's LAZY failed-writes policy, engine.services.rollback).
@@ -22,31 +22,41 @@ from typing import Any
 from engine.config.properties import load_table_config, save_table_config
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.lock import TableLock, holding, table_lock_of
-from engine.io.naming import parse_log_file_name
+from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.services import clean, rollback
 from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
 
 
 def reconcile_attempts(base_path: str, stats: Iterable[dict]) -> list[str]:
-    """Delete logs that duplicate a committed log's (file group, version) under another attempt's token."""
+    """Delete logs (and an overwrite's base files) that duplicate a committed file's (file group, instant,
+    version) under another attempt's token: readers would otherwise pick one of them by name."""
     committed_by_dir: dict[str, dict[tuple[str, str, int], str]] = {}
     for stat in stats:
-        log = parse_log_file_name(os.path.basename(stat["path"]))
-        if log is not None:
+        key = _attempt_key(os.path.basename(stat["path"]))
+        if key is not None:
             directory = os.path.join(base_path, os.path.dirname(stat["path"]))
-            committed_by_dir.setdefault(directory, {})[(log.file_id, log.base_instant, log.version)] = log.write_token
+            committed_by_dir.setdefault(directory, {})[key[0]] = key[1]
     removed: list[str] = []
     for directory, committed in committed_by_dir.items():   # one listing per partition
         for name in os.listdir(directory):
-            other = parse_log_file_name(name)
+            other = _attempt_key(name)
             if other is None:
                 continue
-            token = committed.get((other.file_id, other.base_instant, other.version))
-            if token is not None and other.write_token != token:
+            token = committed.get(other[0])
+            if token is not None and other[1] != token:
                 os.unlink(os.path.join(directory, name))
                 removed.append(os.path.join(directory, name))
     return removed
+
+
+def _attempt_key(name: str) -> tuple[tuple[str, str, int], str] | None:
+    """((file id, instant, log version or 0 for a base file), write token) of a data file name."""
+    log = parse_log_file_name(name)
+    if log is not None:
+        return (log.file_id, log.base_instant, log.version), log.write_token
+    base = parse_base_file_name(name)
+    return ((base.file_id, base.instant, 0), base.write_token) if base is not None else None
 
 
 @dataclass
@@ -89,7 +99,9 @@ def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
             if inst.action == ROLLBACK:
                 result.resumed_rollbacks.append(rollback.resume_rollback(base_path, inst.timestamp).to_dict())
         result.rolled_back_writes = [r.to_dict() for r in rollback.rollback_expired_writes(base_path)]
-        result.live_writes = [i.timestamp for i in Timeline.load(base_path).pending() if i.action == DELTACOMMIT]
+        timeline = Timeline.load(base_path)
+        result.live_writes = [i.timestamp for i in timeline.pending() if i.action == DELTACOMMIT] \
+            + [i.timestamp for i in timeline.pending_overwrites()]
         _revert_stalled_compactions(base_path, result)
         result.finished_cleans = clean.finish_pending_cleans(base_path)
         result.republished_guarantee = _republish_guarantee(base_path)

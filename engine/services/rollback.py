@@ -11,6 +11,10 @@ What may be rolled back, and what it undoes:
   rollback COMMAND block (TARGET_INSTANT_TIME = the instant) is written as a new log version of that slice,
   token `1-0-1` — Java's v6 behaviour (facts §6.2), which keeps the mask even when the instant is
   archived one day. Its instant files go last.
+- an **overwrite** (replacecommit of insert_overwrite[_table]), pending or completed with no later write or
+  compaction: the new file groups it created (every file in them is its own) are deleted, and once its
+  completed file is gone the groups it replaced are visible again. A pending *clustering* is Java's table
+  service and is refused.
 - a **compaction**, pending or the latest completed one: the new base files, the exact-mode spill logs and
   the carried-over links or copies are deleted (link targets, the original logs, are never touched), the RO
   guarantee it published is replaced by the previous one, and its plan is removed (unlike Java, which
@@ -38,9 +42,9 @@ from engine.progress import Progress, Reporter
 from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
 from engine.read.fsview import FileGroup, FileSystemView
 from engine.timeline import avro_models, heartbeat
-from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, ROLLBACK, Instant, State, Timeline, complete,
-                                      create_requested, delete_instant_files, instant_file_name,
-                                      transition_to_inflight)
+from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
+                                      Instant, State, Timeline, complete, create_requested, delete_instant_files,
+                                      instant_file_name, transition_to_inflight)
 
 ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
 RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",
@@ -105,6 +109,8 @@ def rollback_locked(base_path: str, instant: str, *, allow_live: bool = False,
     target = _target(timeline, instant)
     if target.action == DELTACOMMIT:
         plan = _plan_deltacommit(base_path, timeline, target, allow_live)
+    elif target.action == REPLACECOMMIT:
+        plan = _plan_replacecommit(base_path, timeline, target, allow_live)
     else:
         plan = _plan_compaction(base_path, timeline, target)
     r = new_instant_time(after=max(i.timestamp for i in timeline.instants))
@@ -135,8 +141,10 @@ def rollback_expired_writes(base_path: str) -> list[RollbackResult]:
     the table lock). Live writers are left alone."""
     expiry = heartbeat.expiry_ms(load_table_config(base_path))
     out = []
-    for inst in Timeline.load(base_path).pending():
-        if inst.action == DELTACOMMIT and heartbeat.is_expired(base_path, inst.timestamp, expiry):
+    timeline = Timeline.load(base_path)
+    writes = [i for i in timeline.pending() if i.action == DELTACOMMIT] + timeline.pending_overwrites()
+    for inst in sorted(writes):
+        if heartbeat.is_expired(base_path, inst.timestamp, expiry):
             out.append(rollback_locked(base_path, inst.timestamp))
     return out
 
@@ -144,7 +152,7 @@ def rollback_expired_writes(base_path: str) -> list[RollbackResult]:
 # ------------------------------------------------------------------------------------------ planning
 
 def _target(timeline: Timeline, instant: str) -> Instant:
-    found = [i for i in timeline.get(instant) if i.action in (DELTACOMMIT, COMPACTION, COMMIT)]
+    found = [i for i in timeline.get(instant) if i.action in (DELTACOMMIT, COMPACTION, COMMIT, REPLACECOMMIT)]
     if not found:
         other = timeline.get(instant)
         if not other:
@@ -156,6 +164,9 @@ def _target(timeline: Timeline, instant: str) -> Instant:
     if inst.action == COMMIT and not _is_compaction_commit(timeline, inst):
         raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is a copy-on-write commit; only deltacommits and "
                               "compactions can be rolled back")
+    if inst.action == REPLACECOMMIT and not inst.is_completed and timeline.requested_replace(instant).is_clustering:
+        raise RollbackRefused(NOT_ROLLBACKABLE, f"{instant} is a pending clustering, a table service of Java Hudi; "
+                              "let Java finish it or roll it back")
     return inst
 
 
@@ -178,7 +189,8 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
                                   "it can be rolled back once its writer finishes or its heartbeat expires", i)
     view = FileSystemView(base_path, timeline)
     bases_of_i = _base_files_named(view, i)   # uncommitted bases are not in the view: list them
-    requests = [request for group in view.file_groups()
+    # Replaced groups too: were the replacecommit rolled back one day, i's blocks there must stay masked.
+    requests = [request for group in view.all_file_groups()
                 if (request := _deltacommit_request(group, i, bases_of_i)) is not None]
     touched = {(r["partitionPath"], r["fileId"]) for r in requests}
     for later in _later_compactions(timeline, i):
@@ -207,6 +219,33 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
             "latestBaseInstant": logs_of_i[-1].base_instant if logs_of_i else group.latest.base_instant,
             "filesToBeDeleted": sorted(bases + ([lf.path for lf in logs] if created else [])),
             "logBlocksToBeDeleted": None if created or not logs_of_i else {lf.path: lf.size for lf in logs_of_i}}
+
+
+def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
+    """Delete the file groups overwrite `i` created; refuse when a later write or compaction may build on it."""
+    i = target.timestamp
+    if not target.is_completed and not allow_live:
+        expiry = heartbeat.expiry_ms(load_table_config(base_path))
+        if not heartbeat.is_expired(base_path, i, expiry):
+            raise RollbackRefused(PENDING_WRITE, f"replacecommit {i} is still being written (its heartbeat is live); "
+                                  "it can be rolled back once its writer finishes or its heartbeat expires", i)
+    later = [x for x in timeline.instants if x.timestamp > i
+             and x.action in (DELTACOMMIT, COMMIT, COMPACTION, LOGCOMPACTION, REPLACECOMMIT)]
+    if target.is_completed and later:
+        # A later write may have put a bucket's records into a new group beside a replaced one: bringing the
+        # replaced group back would show both.
+        raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back replacecommit {i}: {later[0].action} "
+                              f"{later[0].timestamp} came after it (roll that back first)", later[0].timestamp)
+    view = FileSystemView(base_path, timeline)
+    created = _base_files_named(view, i)
+    requests = []
+    for (partition, file_id), bases in sorted(created.items()):
+        pdir = view.partition_dir(partition)
+        logs = [os.path.join(pdir, n) for n in os.listdir(pdir)
+                if (log := parse_log_file_name(n)) is not None and log.file_id == file_id and log.base_instant == i]
+        requests.append({"partitionPath": partition, "fileId": file_id, "latestBaseInstant": i,
+                         "filesToBeDeleted": sorted(bases + logs), "logBlocksToBeDeleted": None})
+    return {"instantToRollback": {"commitTime": i, "action": REPLACECOMMIT}, "RollbackRequests": requests}
 
 
 def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str], list[str]]:
@@ -327,7 +366,7 @@ def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -
     fault_point("rollback", "inflight")
     started = time.monotonic()
     ensure_held(f"rolling back {instant}")
-    family = DELTACOMMIT if action == DELTACOMMIT else COMPACTION
+    family = action if action in (DELTACOMMIT, REPLACECOMMIT) else COMPACTION
     result = RollbackResult(instant, family, r, was_completed=action == COMMIT)
     # Unpublish first: once the completed file is gone every reader ignores the instant's output.
     result.was_completed |= _unpublish(base_path, instant, family)

@@ -291,6 +291,65 @@ CLEAN_METADATA_SCHEMA: dict[str, Any] = {
 CLEAN_METADATA_VERSION = 2
 
 # ---------------------------------------------------------------------------------------------
+# Requested replace metadata (`<ts>.replacecommit.requested`): the writer schema of the Java 0.14/0.15
+# fixture `v6_simplekeygen_nonhivestyle_overwritetable` (hudi-rs test data), field for field.
+
+_CLUSTERING_SLICE: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieSliceInfo",
+    "fields": [
+        _opt_str("dataFilePath", None),
+        _field("deltaFilePaths", _opt(_arr(_STR)), None),
+        _opt_str("fileId"),
+        _opt_str("partitionPath", None),
+        _opt_str("bootstrapFilePath", None),
+        _VERSION_FIELD,
+    ],
+}
+
+_CLUSTERING_PLAN: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieClusteringPlan",
+    "fields": [
+        _field("inputGroups", _opt(_arr({
+            "type": "record",
+            "name": "HoodieClusteringGroup",
+            "fields": [
+                _field("slices", _opt(_arr(_CLUSTERING_SLICE)), None),
+                _field("metrics", _opt({"type": "map", "values": "double", "avro.java.string": "String"}), None),
+                _field("numOutputFileGroups", ["int", "null"], 1),
+                _field("extraMetadata", _opt(_map(_STR)), None),
+                _VERSION_FIELD,
+            ],
+        })), None),
+        _field("strategy", _opt({
+            "type": "record",
+            "name": "HoodieClusteringStrategy",
+            "fields": [
+                _opt_str("strategyClassName", None),
+                _field("strategyParams", _opt(_map(_STR)), None),
+                _VERSION_FIELD,
+            ],
+        }), None),
+        _field("extraMetadata", _opt(_map(_STR)), None),
+        _VERSION_FIELD,
+        _field("preserveHoodieMetadata", _opt("boolean"), None),
+    ],
+}
+
+REQUESTED_REPLACE_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieRequestedReplaceMetadata",
+    "namespace": NAMESPACE,
+    "fields": [
+        _opt_str("operationType", None),
+        _field("clusteringPlan", _opt(_CLUSTERING_PLAN), None),
+        _field("extraMetadata", _opt(_map(_STR)), None),
+        _VERSION_FIELD,
+    ],
+}
+
+# ---------------------------------------------------------------------------------------------
 # Container encoding
 
 
@@ -405,6 +464,15 @@ def write_clean_metadata(metadata: dict[str, Any]) -> bytes:
 
 def read_clean_metadata(data: bytes) -> dict[str, Any]:
     return read_avro_instant(data, reader_schema=CLEAN_METADATA_SCHEMA)
+
+
+def write_requested_replace(metadata: dict[str, Any]) -> bytes:
+    """A HoodieRequestedReplaceMetadata exactly as given (Java's insert_overwrite writes every field null)."""
+    return write_avro_instant(REQUESTED_REPLACE_METADATA_SCHEMA, metadata)
+
+
+def read_requested_replace(data: bytes) -> dict[str, Any]:
+    return read_avro_instant(data, reader_schema=REQUESTED_REPLACE_METADATA_SCHEMA)
 
 
 def compaction_operation(

@@ -4,6 +4,8 @@ Instant files (format facts §3.1):
   deltacommit:   <ts>.deltacommit.requested (empty) -> <ts>.deltacommit.inflight -> <ts>.deltacommit (JSON)
   compaction:    <ts>.compaction.requested (Avro plan) -> <ts>.compaction.inflight (empty) -> <ts>.commit (JSON)
   commit (COW):  <ts>.commit.requested -> <ts>.inflight -> <ts>.commit
+  replacecommit: <ts>.replacecommit.requested (Avro HoodieRequestedReplaceMetadata) -> .inflight (JSON)
+                 -> <ts>.replacecommit (JSON, with partitionToReplaceFileIds); insert_overwrite or clustering
   clean/rollback: <ts>.<action>.requested / .inflight / <ts>.<action>, all Avro
 Java keeps the requested/inflight files after completion, so one instant has up to three files; the
 timeline keeps one entry per instant with its most advanced state.
@@ -21,7 +23,7 @@ from typing import Any
 
 from engine.io.faults import fault_point
 from engine.timeline import avro_models
-from engine.timeline.metadata import CommitMetadata, CompactionPlanRecord
+from engine.timeline.metadata import CommitMetadata, CompactionPlanRecord, RequestedReplaceMetadata
 from engine.errors import TableNotFoundError, TidemarkError, UnsupportedTableError
 
 HOODIE_DIR = ".hoodie"
@@ -44,8 +46,6 @@ ACTIONS: frozenset[str] = frozenset(
 COMMIT_ACTIONS: frozenset[str] = frozenset({COMMIT, DELTACOMMIT, REPLACECOMMIT})
 # The action a pending table service completes as (HoodieTimeline: compaction -> commit, ...).
 _COMPLETES_AS: dict[str, str] = {COMPACTION: COMMIT, LOGCOMPACTION: DELTACOMMIT}
-# WriteOperationType.CLUSTER value in HoodieRequestedReplaceMetadata.operationType.
-_CLUSTER_OPERATION = "cluster"
 
 # <ts>.<action>[.requested|.inflight], plus the COW commit inflight spelled "<ts>.inflight".
 _INSTANT_FILE_RE = re.compile(r"^(?P<ts>\d{14}|\d{17})\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)$")
@@ -199,16 +199,32 @@ class Timeline:
         """Pending replacecommits whose requested metadata says operationType=cluster."""
         return [i for i in self.pending() if i.action == REPLACECOMMIT and self._is_clustering(i.timestamp)]
 
+    def pending_overwrites(self) -> list[Instant]:
+        """Pending replacecommits that are writes (insert_overwrite[_table]), not clustering."""
+        return [i for i in self.pending() if i.action == REPLACECOMMIT and not self._is_clustering(i.timestamp)]
+
     def _is_clustering(self, ts: str) -> bool:
+        return self.requested_replace(ts).is_clustering
+
+    def requested_replace(self, ts: str) -> RequestedReplaceMetadata:
+        """The requested metadata of replacecommit `ts` (empty when the file is missing or empty)."""
         path = os.path.join(self.hoodie_path, instant_file_name(ts, REPLACECOMMIT, State.REQUESTED))
-        data = _read_optional(path)
-        if not data:
-            return False  # insert_overwrite may leave an empty requested file
         try:
-            meta = avro_models.read_avro_instant(data)
+            return RequestedReplaceMetadata.from_bytes(_read_optional(path) or b"")
         except avro_models.AvroInstantError as exc:
             raise TimelineError(f"{path}: unreadable requested replace metadata: {exc}") from exc
-        return str(meta.get("operationType") or "").lower() == _CLUSTER_OPERATION
+
+    def replaced_file_groups(self) -> dict[tuple[str, str], str]:
+        """(partition, fileId) -> the completed replacecommit that replaced it (the earliest, if several).
+
+        Java's and hudi-rs's file-system views drop these groups from every query; a pending replacecommit
+        (clustering, or an overwrite still being written) replaces nothing yet."""
+        out: dict[tuple[str, str], str] = {}
+        for inst in self.completed():
+            if inst.action == REPLACECOMMIT:
+                for key in self.commit_metadata(inst).replaced_file_groups:
+                    out.setdefault(key, inst.timestamp)
+        return out
 
     # -- content ---------------------------------------------------------------------------------
 

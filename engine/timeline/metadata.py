@@ -4,6 +4,9 @@
   with Tidemark's settings in extraMetadata (`tidemark.*`, keys defined here only);
 - commit metadata (`<ts>.deltacommit` / `<ts>.commit`, JSON HoodieCommitMetadata) and its write stats,
   with a compaction's results in extraMetadata (carried logs, RO times);
+- replace commits (`<ts>.replacecommit`: commit metadata plus `partitionToReplaceFileIds`) and their
+  requested metadata (Avro HoodieRequestedReplaceMetadata: empty for insert_overwrite, a clustering plan
+  for clustering);
 - clean plans (Avro HoodieCleanerPlan).
 Everything else reads these dataclasses, never the raw dicts: a derived fact such as "is this an
 exact-mode plan?" is a property here, defined once.
@@ -28,6 +31,10 @@ RO_FRESHNESS = "tidemark.roFreshnessTime"
 SCHEMA = "schema"
 CLEAN_RETAINED = "tidemark.retained"
 COMPACT_OPERATION = "COMPACT"
+# WriteOperationType names of the replacecommits Tidemark writes (operationType in the commit JSON).
+INSERT_OVERWRITE = "INSERT_OVERWRITE"
+INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
+CLUSTER_OPERATION = "cluster"   # WriteOperationType.CLUSTER.value() in the requested metadata
 CARRY_OVER_MODES = ("symlink", "copy")
 
 
@@ -263,12 +270,21 @@ class CommitMetadata:
     operation_type: str | None
     compacted: bool
     extra: Mapping[str, str]
+    # A replacecommit's partitionToReplaceFileIds: partition -> file ids it replaced (empty elsewhere).
+    replaced_file_ids: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> CommitMetadata:
         stats = tuple(WriteStat.from_json(s) for per in (doc.get("partitionToWriteStats") or {}).values()
                       for s in per or ())
-        return cls(stats, doc.get("operationType"), bool(doc.get("compacted")), dict(doc.get("extraMetadata") or {}))
+        replaced = {p: tuple(ids or ()) for p, ids in (doc.get("partitionToReplaceFileIds") or {}).items()}
+        return cls(stats, doc.get("operationType"), bool(doc.get("compacted")), dict(doc.get("extraMetadata") or {}),
+                   replaced)
+
+    @property
+    def replaced_file_groups(self) -> set[tuple[str, str]]:
+        """(partition, fileId) of every file group this replacecommit replaced."""
+        return {(p, fid) for p, ids in self.replaced_file_ids.items() for fid in ids}
 
     @property
     def schema(self) -> str | None:
@@ -310,6 +326,61 @@ def compaction_commit_extra(settings: PlanSettings, carried: list[CarriedEntry],
     return {THRESHOLD: _str(settings.threshold_ms), STRATEGY: settings.strategy or "",
             CARRY_OVER: json.dumps([c.to_json() for c in carried]), EXACT: "true" if settings.exact else "false",
             RO_COMPLETION: _str(ro_completion_ms), RO_FRESHNESS: _str(ro_freshness_ms)}
+
+
+def inflight_commit_json(operation_type: str) -> bytes:
+    """The inflight file of a write as Java 0.14 leaves it (a HoodieCommitMetadata workload profile); we
+    record no per-partition profile, which no reader needs, only the operation."""
+    doc = {"partitionToWriteStats": {}, "compacted": False, "extraMetadata": {}, "operationType": operation_type}
+    return json.dumps(doc, indent=2, separators=(",", " : ")).encode("utf-8")
+
+
+# ------------------------------------------------------------------------------------------ replace requests
+
+@dataclass(frozen=True)
+class ClusteringSlice:
+    """One input slice of a clustering plan (file names relative to the partition)."""
+
+    partition_path: str
+    file_id: str
+    file_names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RequestedReplaceMetadata:
+    """`<ts>.replacecommit.requested` (Avro HoodieRequestedReplaceMetadata).
+
+    Java 0.14/0.15 writes an all-null record for insert_overwrite[_table] (`new
+    HoodieRequestedReplaceMetadata()`, seen in the hudi-rs fixture), an older Java an empty file, and
+    clustering `operationType=cluster` with the plan's input slices.
+    """
+
+    operation_type: str | None = None
+    slices: tuple[ClusteringSlice, ...] = ()
+
+    @property
+    def is_clustering(self) -> bool:
+        return (self.operation_type or "").lower() == CLUSTER_OPERATION
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RequestedReplaceMetadata:
+        if not data:
+            return cls()
+        record = avro_models.read_requested_replace(data)
+        slices = []
+        for group in (record.get("clusteringPlan") or {}).get("inputGroups") or ():
+            for sl in group.get("slices") or ():
+                names = [sl.get("dataFilePath"), *(sl.get("deltaFilePaths") or ())]
+                slices.append(ClusteringSlice(sl.get("partitionPath") or "", sl.get("fileId") or "",
+                                              tuple(n.rsplit("/", 1)[-1] for n in names if n)))
+        return cls(record.get("operationType"), tuple(slices))
+
+    def to_bytes(self) -> bytes:
+        """Only the insert_overwrite form is written by Tidemark: every field null, as Java writes it."""
+        if self.slices:
+            raise ValueError("Tidemark does not write clustering plans")
+        return avro_models.write_requested_replace({"operationType": self.operation_type, "clusteringPlan": None,
+                                                    "extraMetadata": None, "version": None})
 
 
 # ------------------------------------------------------------------------------------------ clean plans

@@ -26,6 +26,8 @@ from engine.config.layout import write_partition_metadata
 from engine.timeline.instants import write_stat
 
 KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
+# Operations that write new file groups with base files and replace old groups (a replacecommit).
+OVERWRITE_OPERATIONS = ("insert_overwrite", "insert_overwrite_table")
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ class WriteJob:
     max_log_size: int
     max_block_size: int
     targets: Mapping[tuple[str, int], Target] = field(default_factory=dict)
+    compression: str = "snappy"              # base files of an overwrite (hoodie.parquet.compression.codec)
+    row_group_rows: int = 1_000_000
 
 
 def group_file_id(instant: str, partition: str, bucket: int) -> str:
@@ -80,6 +84,10 @@ def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict]:
 def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
     check_partition_path(partition)
     write_partition_metadata(job.base_path, partition, job.instant)
+    if job.operation in OVERWRITE_OPERATIONS:
+        from engine.write import base_writer   # imports this module
+
+        return base_writer.write_new_group(job, partition, bucket, rows, token)
     target = job.targets.get((partition, bucket)) or Target(group_file_id(job.instant, partition, bucket),
                                                             job.instant, 1)
     return _write_group(job, partition, target, rows, token)
@@ -114,15 +122,17 @@ def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, 
         blocks = [_delete_block(job, partition, rows)]
         counts = {"deletes": rows.num_rows}
     else:
-        records = _with_meta(job, partition, target, rows, token)
+        records = with_meta(job, partition, target.file_id, rows, token)
         if job.operation == "upsert":
-            records = _dedupe(job, records)
+            records = precombine(job, records)
         blocks = _data_blocks(job, records)
         counts = {"writes": records.num_rows}
     return _write_logs(job, partition, target, blocks, token, counts)
 
 
-def _with_meta(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> pa.Table:
+def with_meta(job: WriteJob, partition: str, file_name: str, rows: pa.Table, token: str) -> pa.Table:
+    """Rows in the table's record schema with the 5 meta fields (`_hoodie_file_name`: the file id in a log,
+    the full base file name in a base file, as Java writes them)."""
     n = rows.num_rows
     task = token.split("-")[0]
     seqno = pc.binary_join_element_wise(pa.scalar(f"{job.instant}_{task}"),
@@ -132,7 +142,7 @@ def _with_meta(job: WriteJob, partition: str, target: Target, rows: pa.Table, to
         "_hoodie_commit_seqno": seqno,
         "_hoodie_record_key": rows.column(KEY_COL).cast(pa.string()),
         "_hoodie_partition_path": pa.repeat(pa.scalar(partition), n),
-        "_hoodie_file_name": pa.repeat(pa.scalar(target.file_id), n),
+        "_hoodie_file_name": pa.repeat(pa.scalar(file_name), n),
     }
     schema = arrow_schema(job.avro_schema)
     cols = []
@@ -146,8 +156,8 @@ def _with_meta(job: WriteJob, partition: str, target: Target, rows: pa.Table, to
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def _dedupe(job: WriteJob, records: pa.Table) -> pa.Table:
-    """Pre-combine an upsert batch: one record per key, chosen by the table's merge mode."""
+def precombine(job: WriteJob, records: pa.Table) -> pa.Table:
+    """Pre-combine a batch: one record per key, chosen by the table's merge mode."""
     if pc.count_distinct(records.column("_hoodie_record_key")).as_py() == records.num_rows:
         return records  # the common case: nothing to combine
     winners = merge_log_items([DataItem(records)], job.merge_mode, job.ordering_field, records.schema)

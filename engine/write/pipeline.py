@@ -1,4 +1,5 @@
-"""The write pipeline on PySpark: upsert / insert / delete as one deltacommit.
+"""The write pipeline on PySpark: upsert / insert / delete as one deltacommit, insert_overwrite /
+insert_overwrite_table as one replacecommit.
 
 Driver: decide where every (partition, bucket) writes (existing file group + next log version, or a new
 file group), open the deltacommit (requested -> inflight), run Spark tasks, commit the write stats.
@@ -15,6 +16,13 @@ Two ways in, one commit protocol:
 Every deltacommit writes *new* log versions instead of appending to the previous log file: a crash can
 then never damage a committed log, a carried-over (symlinked) log is never written through, and the
 event-time compaction can pick log files at the granularity of writes.
+
+Overwrites (Hudi's backfill operations) are written as Java writes them on a MOR table: a `replacecommit`
+(`requested`: an all-null HoodieRequestedReplaceMetadata; `inflight`: JSON; completed: JSON commit metadata
+with `partitionToReplaceFileIds`), every (partition, bucket) of the input as a new file group with a base
+file (`engine.write.base_writer`). insert_overwrite replaces every live file group of the partitions the
+input has rows in; insert_overwrite_table replaces every live file group of the table. They are refused
+while a compaction or clustering is pending: its plan would still point at groups that are gone.
 """
 from __future__ import annotations
 
@@ -35,17 +43,22 @@ from engine.services import recovery, rollback
 from engine.io.faults import fault_point
 from engine.timeline import heartbeat
 from engine.index import routing
-from engine.errors import TidemarkError
+from engine import errors
+from engine.errors import TidemarkError, WriteRefused
 from engine.read.fsview import FileSystemView
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, counted, tracked
-from engine.write.log_writer import BUCKET_COL, KEY_COL, PART_COL, Target, WriteJob
+from engine.write.log_writer import BUCKET_COL, KEY_COL, OVERWRITE_OPERATIONS, PART_COL, Target, WriteJob
 from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, new_instant_time, parse_log_file_name, write_token
 from engine.config.properties import TableConfig, load_table_config, validate_settings
 from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
-from engine.timeline.instants import Timeline, commit_metadata_json, complete, create_requested, transition_to_inflight
+from engine.timeline.instants import (DELTACOMMIT, REPLACECOMMIT, Timeline, commit_metadata_json, complete,
+                                      create_requested, transition_to_inflight)
+from engine.timeline.metadata import (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata,
+                                      inflight_commit_json)
 
-OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE"}
+OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
+              "insert_overwrite": INSERT_OVERWRITE, "insert_overwrite_table": INSERT_OVERWRITE_TABLE}
 STAT_SCHEMA = "stat string"
 CHUNK_ROWS = 262_144   # rows per routing task of the Parquet path
 T = TypeVar("T")
@@ -59,6 +72,8 @@ class WriteError(TidemarkError):
 class WriteResult:
     instant: str
     stats: list[dict]
+    action: str = DELTACOMMIT
+    replaced: dict[str, list[str]] | None = None   # an overwrite's partitionToReplaceFileIds
 
     @property
     def records_written(self) -> int:
@@ -66,7 +81,11 @@ class WriteResult:
 
     @property
     def log_files(self) -> list[str]:
-        return [s["path"] for s in self.stats]
+        return [s["path"] for s in self.stats if "logFiles" in s]
+
+    @property
+    def base_files(self) -> list[str]:
+        return [s["path"] for s in self.stats if "logFiles" not in s]
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -150,7 +169,7 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
 
 def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) -> tuple[TableConfig, dict]:
     if operation not in OPERATIONS:
-        raise WriteError(f"unknown operation {operation!r}; use upsert, insert or delete")
+        raise WriteError(f"unknown operation {operation!r}; use {', '.join(OPERATIONS)}")
     cfg = load_table_config(base_path)
     settings = validate_settings(dict(settings or {}))
     if "hoodie.bucket.index.num.buckets" in settings:
@@ -184,9 +203,15 @@ def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settin
 def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
                  settings: Mapping[str, str], run: Callable[[WriteJob], list[dict]]) -> WriteResult:
     base_path = cfg.base_path
-    create_requested(base_path, instant, "deltacommit")
+    overwrite = operation in OVERWRITE_OPERATIONS
+    if overwrite:
+        _refuse_overwrite(timeline)
+    action = REPLACECOMMIT if overwrite else DELTACOMMIT
+    # As Java 0.14: an all-null requested replace record and a JSON inflight; a deltacommit's are empty.
+    create_requested(base_path, instant, action, RequestedReplaceMetadata().to_bytes() if overwrite else b"")
     fault_point("write", "requested")
-    transition_to_inflight(base_path, instant, "deltacommit", b"")
+    transition_to_inflight(base_path, instant, action, inflight_commit_json(OPERATIONS[operation]) if overwrite
+                           else b"")
     fault_point("write", "inflight")
     job = _make_job(cfg, timeline, instant, operation, schema_json, settings)
     try:
@@ -204,11 +229,36 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
     by_partition: dict[str, list[dict]] = {}
     for s in stats:
         by_partition.setdefault(s["partitionPath"], []).append(s)
-    body = commit_metadata_json(by_partition, schema=schema_json, operation_type=OPERATIONS[operation])
+    replaced = replaced_by_overwrite(FileSystemView(base_path, timeline), operation, set(by_partition)) \
+        if overwrite else None
+    body = commit_metadata_json(by_partition, schema=schema_json, operation_type=OPERATIONS[operation],
+                                partition_to_replace_file_ids=replaced)
     ensure_held(f"committing {instant}")
-    complete(base_path, instant, "deltacommit", body)
+    complete(base_path, instant, action, body)
     fault_point("write", "completed")
-    return WriteResult(instant, stats)
+    return WriteResult(instant, stats, action, replaced)
+
+
+def _refuse_overwrite(timeline: Timeline) -> None:
+    """A pending compaction or clustering plan names file groups an overwrite may replace; Java refuses such
+    conflicts too. Let it finish (or roll it back) first."""
+    for inst in timeline.pending_compactions():
+        raise WriteRefused(errors.PENDING_COMPACTION, f"compaction {inst.timestamp} is pending; run it or roll it "
+                           "back before overwriting", inst.timestamp)
+    for inst in timeline.pending_clustering():
+        raise WriteRefused(errors.PENDING_CLUSTERING, f"clustering {inst.timestamp} is pending; it must finish "
+                           "before an overwrite", inst.timestamp)
+
+
+def replaced_by_overwrite(view: FileSystemView, operation: str, partitions: set[str]) -> dict[str, list[str]]:
+    """partitionToReplaceFileIds of an overwrite, from the view as of before it (its own new groups are not
+    committed yet, so never in it): every live group of the written partitions (insert_overwrite) or of the
+    table (insert_overwrite_table), as Java's getPartitionToReplacedFileIds lists them."""
+    out: dict[str, list[str]] = {}
+    for group in view.file_groups():
+        if operation == "insert_overwrite_table" or group.partition_path in partitions:
+            out.setdefault(group.partition_path, []).append(group.file_id)
+    return out
 
 
 def _root_cause(exc: Exception) -> str:
@@ -240,7 +290,10 @@ def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str
         block_format=str(cfg.setting("hoodie.logfile.data.block.format", settings)),
         max_log_size=int(cfg.setting("hoodie.logfile.max.size", settings)),
         max_block_size=int(cfg.setting("hoodie.logfile.data.block.max.size", settings)),
-        targets=plan_targets(cfg, timeline),
+        # An overwrite never appends: every (partition, bucket) it writes is a new file group.
+        targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline),
+        compression=str(cfg.setting("hoodie.parquet.compression.codec", settings)),
+        row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows", settings)),
     )
 
 

@@ -53,7 +53,8 @@ def register_many(count: int, root: Path) -> None:
     samples = [MetricSample(table=t, taken_at=now - dt.timedelta(hours=h), ro_completion_time=now - dt.timedelta(hours=h + 3),
                             freshness_lag_seconds=3 * 3600, remaining_log_files=10 + h, remaining_log_bytes=1 << 20,
                             file_slices_with_logs=4, pending_compactions=0, sla_breached=True,
-                            tide=[{"start": "2013-01-01T00:00:00Z", "end": "2013-01-01T01:00:00Z", "log_files": 1, "log_records": 5, "log_bytes": 100}])
+                            tide=[{"start": "2013-01-01T00:00:00Z", "end": "2013-01-01T01:00:00Z",
+                                   "log_files": 1, "log_records": 5, "log_bytes": 100}])
                for t in tables for h in range(SAMPLES_PER_TABLE)]
     MetricSample.objects.bulk_create(samples, batch_size=2000)
     Run.objects.bulk_create([Run(table=t, kind="schedule_execute", state="succeeded", instant="20250101000000000",

@@ -17,7 +17,7 @@ import pytest
 from engine import Table
 from engine.cli import main
 from engine.errors import CompactionRefused, RollbackRefused, WriteRefused
-from engine.io.naming import parse_base_file_name, parse_log_file_name
+from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
 from engine.read.fsview import FileSystemView
 from engine.timeline import avro_models as am
 from engine.timeline import instants as tl
@@ -185,7 +185,7 @@ def _group_of(name: str) -> str:
 
 def test_pending_clustering_blocks_trigger_and_overwrite_and_hides_its_output(table, tmp_path):
     group = sorted(FileSystemView(table.path).file_groups(), key=lambda g: g.file_id)[0]
-    ts = "20990101000000000"
+    ts = new_instant_time()   # a real clock time: a far-future one would leak into later instants of this process
     plan = {"operationType": "cluster", "extraMetadata": None, "version": 1, "clusteringPlan": {
         "inputGroups": [{"slices": [{"dataFilePath": None, "deltaFilePaths": [lf.name for lf in group.latest.log_files],
                                      "fileId": group.file_id, "partitionPath": group.partition_path,

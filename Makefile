@@ -16,13 +16,14 @@ $(STAMP): pyproject.toml
 # The control plane's state (SQLite database, filesystem broker, demo tables) unless DATABASE_URL /
 # CELERY_BROKER_URL point elsewhere; TIDEMARK_TABLE_ROOTS defaults to $(STATE)/tables.
 STATE ?= $(CURDIR)/state
+DEMO_BATCHES ?= 12
 export TIDEMARK_STATE_DIR ?= $(STATE)
 
 # migrate, load + register the flights demo table (once), create the demo users (passwords printed),
 # then web + worker + beat in one terminal (Ctrl-C stops all three).
 run: setup
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py tidemark_demo
+	$(BIN)/python manage.py tidemark_demo --batches $(DEMO_BATCHES)
 	$(BIN)/python manage.py tidemark_users
 	$(BIN)/python -m tasks.supervisor
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import http.cookiejar
 import json
 import os
-import re
 import shutil
 import statistics
 import sys
@@ -28,7 +26,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tests.support.stack import Stack, activate, backend_env, drop_pg_database, migrate
+from tests.support.stack import Stack, activate, backend_env, drop_pg_database, migrate, session_opener
 
 THRESHOLD = "2013-01-20T00:00:00Z"
 SAMPLES_PER_TABLE = 24
@@ -73,17 +71,6 @@ def operator_token() -> tuple[str, str]:
     user = get_user_model().objects.create_user("bench-operator", password="bench-password-1")
     user.groups.set([Group.objects.get(name="operator")])
     return "bench-password-1", ApiToken.issue(user, "bench")[1]
-
-
-def session_opener(base: str, username: str, password: str) -> urllib.request.OpenerDirector:
-    """Logged in through the login form, as a browser would (session cookie + CSRF)."""
-    jar = http.cookiejar.CookieJar()
-    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
-    page = opener.open(base + "/accounts/login/").read().decode()
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
-    form = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": token})
-    opener.open(urllib.request.Request(base + "/accounts/login/", form.encode(), headers={"Referer": base + "/"}))
-    return opener
 
 
 # ------------------------------------------------------------------------------------------ measures

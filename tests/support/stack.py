@@ -14,13 +14,16 @@ groups tests by the backend parameter, and the in-process Django is pointed at e
 """
 from __future__ import annotations
 
+import http.cookiejar
 import os
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
@@ -178,6 +181,18 @@ class Stack:
     def get(self, path: str) -> bytes:
         with urllib.request.urlopen(self.url + path, timeout=30) as resp:
             return resp.read()
+
+
+def session_opener(base: str, username: str, password: str) -> urllib.request.OpenerDirector:
+    """Logged in through the login form, as a browser would (session cookie + CSRF)."""
+    jar = http.cookiejar.CookieJar()
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
+    page = opener.open(base + "/accounts/login/").read().decode()
+    found = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page)
+    assert found, "the login page has no CSRF token"
+    form = urllib.parse.urlencode({"username": username, "password": password, "csrfmiddlewaretoken": found.group(1)})
+    opener.open(urllib.request.Request(base + "/accounts/login/", form.encode(), headers={"Referer": base + "/"}))
+    return opener
 
 
 def backend_env(backend: str, state: Path) -> tuple[dict[str, str], str | None]:

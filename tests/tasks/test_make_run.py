@@ -1,0 +1,71 @@
+"""`make run` on a fresh state folder, as the README promises: migrate, load and register the demo table,
+create the demo users (passwords printed), start web + worker + beat and print the URL; the printed operator
+password logs in and the API lists the demo table; Ctrl-C (SIGINT) stops everything. On both deployments:
+SQLite + filesystem broker (the embedded default) and PostgreSQL + Redis through the environment."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.support.stack import BACKENDS, REPO, backend_env, drop_pg_database, free_port, port_open, session_opener
+
+STARTUP_S = 600   # a fresh machine: the demo's Spark job and the worker's warm session
+
+
+def read_until(proc: subprocess.Popen, pattern: str, seen: list[str]) -> re.Match:
+    deadline = time.monotonic() + STARTUP_S
+    regex = re.compile(pattern)
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            raise AssertionError("make run ended before printing its URL:\n" + "".join(seen[-40:]))
+        seen.append(line)
+        found = regex.search(line)
+        if found:
+            return found
+    raise AssertionError("make run did not print its URL in time:\n" + "".join(seen[-40:]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_make_run_serves_the_demo_and_stops_on_ctrl_c(backend, tmp_path) -> None:
+    state = tmp_path / "state"
+    env, pg_database = backend_env(backend, state)
+    port = free_port()
+    env = {**os.environ, **env, "TIDEMARK_BIND": f"127.0.0.1:{port}", "DEMO_BATCHES": "2",
+           "TIDEMARK_WORKER_CONCURRENCY": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("TIDEMARK_CELERY_QUEUE")   # the real default queue: this stack's broker is its own
+    if backend == "postgresql":        # Redis is shared with other tests: a queue of its own after all
+        env["TIDEMARK_CELERY_QUEUE"] = f"make-run-{port}"
+    proc = subprocess.Popen(["make", "--no-print-directory", "run"], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen: list[str] = []
+    try:
+        password = read_until(proc, r"operator\s+user: operator\s+password: (\S+)", seen).group(1)
+        url = read_until(proc, r"Tidemark control plane: (http://\S+)/", seen).group(1)
+        opener = _wait_for_login(url, password)
+        tables = json.loads(opener.open(url + "/api/tables").read())
+        (flights,) = [t for t in tables["tables"] if t["name"] == "flights"]
+        assert flights["remaining_log_files"] > 0, flights
+        assert (state / "tables" / "flights" / ".hoodie" / "hoodie.properties").exists()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)          # Ctrl-C in the terminal reaches make's whole group
+        proc.wait(timeout=60)
+        if pg_database:
+            drop_pg_database(pg_database)
+    assert not port_open("127.0.0.1", port), "the web server outlived make run"
+
+
+def _wait_for_login(url: str, password: str):
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            return session_opener(url, "operator", password)
+        except OSError:
+            assert time.monotonic() < deadline, "the web server did not answer"
+            time.sleep(0.5)

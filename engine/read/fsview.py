@@ -5,7 +5,10 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 - a log file belongs to the slice whose base instant is in its name;
 - a slice whose base instant is a *pending* compaction C has no base yet: until C completes, readers
   see the previous slice followed by the logs already written under C (Java's pending-compaction merge);
-- blocks inside logs are filtered later by instant (see `engine.read.slice_reader`).
+- blocks inside logs are filtered later by instant (see `engine.read.slice_reader`);
+- as of an instant I (time travel, incremental end), only slices whose base instant is ≤ I exist: every file
+  of a slice X > I was written by X or later, and the logs a compaction X carried over into it (links or
+  copies) repeat blocks the older slice still holds, so reading them too would read those blocks twice.
 """
 from __future__ import annotations
 
@@ -168,18 +171,20 @@ class FileSystemView:
             raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
                                 + ", ".join(f"{p} -> {os.readlink(p)}" for p in self.dangling_links))
 
-    def latest_slices(self) -> list[FileSlice]:
-        """The slice each reader should use per file group (pending compactions folded in)."""
+    def latest_slices(self, as_of: str | None = None) -> list[FileSlice]:
+        """The slice each reader should use per file group (pending compactions folded in), now or as of
+        instant `as_of` (slices with a later base instant ignored)."""
         out: list[FileSlice] = []
         for group in self.file_groups():
-            sl = self.latest_of(group)
+            sl = self.latest_of(group, as_of)
             if sl is not None:
                 out.append(sl)
         return out
 
-    def latest_of(self, group: FileGroup) -> FileSlice | None:
+    def latest_of(self, group: FileGroup, as_of: str | None = None) -> FileSlice | None:
         """The slice readers use for one file group (None when nothing in it is visible)."""
-        visible = [s for s in group.slices if self._slice_visible(s)]
+        visible = [s for s in group.slices
+                   if self._slice_visible(s) and (as_of is None or s.base_instant <= as_of)]
         if not visible:
             return None
         latest = visible[-1]

@@ -2,11 +2,13 @@
 partial event-time compaction carried logs over (links, copies, and in exact mode a carry-forward log):
 every instant's time travel and every incremental range equal the model and hudi 0.5.0, with no key twice;
 consecutive ranges never return one version twice; the Spark data source and the CLI return the same rows;
-bad instants and ranges are refused before anything is written."""
+bad instants and ranges (and instants older than what the last clean kept) are refused before anything is
+written; a late update losing to a compacted base row follows hudi 0.5.0."""
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -176,3 +178,40 @@ def test_the_cli_reads_ranges_and_refuses_bad_ones_in_one_line(small, tmp_path, 
         assert main(["read", table.path, *argv, "--output", str(bad)]) == 1
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and not bad.exists() and not Path(str(bad) + ".tmp").exists()
+
+
+def test_a_late_update_that_loses_to_the_base_follows_hudi(spark_session, tmp_path):
+    """Ordering by event time: a late update after C loses to C's base row. Its range counts it as a change
+    only when the base's compaction is outside the range (the base then is not merged) — hudi 0.5.0's rule."""
+    table = Table.create(str(tmp_path / "t"), name="late", record_keys=["id"], ordering_field="ts",
+                         event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "1"})
+
+    def write(seq: int, rows: list[tuple[str, str]]) -> str:
+        src = tmp_path / f"{seq}.jsonl"
+        src.write_text("".join(json.dumps({"id": k, "ts": f"2024-01-{d}T06:00:00Z", "seq": seq}) + "\n"
+                               for k, d in rows))
+        return table.write(str(src)).instant
+
+    w0 = write(0, [("a", "02"), ("b", "02")])
+    plan = table.schedule_compaction(threshold=THRESHOLD)
+    assert plan.instant is not None
+    c = table.run_compaction(plan.instant).instant
+    w1 = write(1, [("a", "01"), ("b", "03")])          # a: late and older than the base row; b: newer
+    for begin, expected in ((c, {"a": 1, "b": 1}), (w0, {"b": 1})):
+        got = read_arrow(table.path, QuerySpec("incremental", begin=begin, end=w1)).to_pylist()
+        assert {r["id"]: r["seq"] for r in got} == expected, begin
+        assert versions(got) == versions(hudi_read(table.path, "incremental", begin=begin, end=w1).to_pylist())
+    assert {r["id"]: r["seq"] for r in read_arrow(table.path).to_pylist()} == {"a": 0, "b": 1}
+
+
+def test_an_instant_before_what_the_last_clean_kept_is_refused(history, tmp_path):
+    path = str(tmp_path / "t")
+    shutil.copytree(history.table.path, path, symlinks=True)   # carried-over logs stay relative links
+    result = Table.open(path).clean(retain_commits=1)
+    earliest = result.earliest_instant_to_retain
+    assert earliest is not None and result.deleted
+    older = [i for i in history.instants if i < earliest]
+    with pytest.raises(ConfigError, match="clean"):
+        read_arrow(path, QuerySpec("time_travel", as_of=older[-1]))
+    assert versions(read_arrow(path, QuerySpec("time_travel", as_of=earliest)).to_pylist()) == \
+        model_as_of(history, earliest)

@@ -95,6 +95,9 @@ class ReadResult(Result):
     query: str
     rows: int
     output: str | None
+    begin_instant: str | None = None   # incremental: the range (begin, end] as asked (None: start / latest)
+    end_instant: str | None = None
+    as_of_instant: str | None = None   # time travel: the instant
     table: pa.Table | None = None
 
 

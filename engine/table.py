@@ -115,18 +115,24 @@ class Table:
                              committed_at=r.utc(instant_to_millis(out.instant)), action=out.action,
                              base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}))
 
-    def read(self, query: str = "snapshot", *, output: str | None = None, local: bool = False,
+    def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
+             as_of: str | None = None, output: str | None = None, local: bool = False,
              on_progress: Progress | None = None) -> r.ReadResult:
-        """Run `query` ("snapshot" or "read_optimized"): into one Parquet file at `output`, or (no output)
-        in-process into an Arrow table (`result.table`)."""
+        """Run `query`: into one Parquet file at `output`, or (no output) in-process into an Arrow table
+        (`result.table`). Queries: "snapshot", "read_optimized", "time_travel" (the snapshot as of instant
+        `as_of`) and "incremental" (the records written in (`begin`, `end`]; begin defaults to the start,
+        end to the latest commit). A bad instant or range is a ConfigError, raised before anything is written."""
         from engine.read.export import export_query
-        from engine.read.query import read_arrow
+        from engine.read.query import QuerySpec, read_arrow
 
+        spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
-            rows = export_query(self.path, query, output, use_spark=not local, on_progress=on_progress)
-            return r.ReadResult(query=query, rows=rows, output=output)
-        table = read_arrow(self.path, query, on_progress=on_progress)
-        return r.ReadResult(query=query, rows=table.num_rows, output=None, table=table)
+            rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress)
+            return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
+                                as_of_instant=as_of)
+        table = read_arrow(self.path, spec, on_progress=on_progress)
+        return r.ReadResult(query=query, rows=table.num_rows, output=None, begin_instant=begin, end_instant=end,
+                            as_of_instant=as_of, table=table)
 
     # ------------------------------------------------------------------------------------ compaction
 

@@ -5,17 +5,26 @@ import datetime as dt
 import math
 
 import pyarrow as pa
-from hudi import HudiReadOptions, HudiTableBuilder
+from hudi import HudiQueryType, HudiReadOptions, HudiTableBuilder
 
 META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
         "_hoodie_file_name")
 
 
-def hudi_read(path, query: str = "snapshot") -> pa.Table:
+def hudi_read(path, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
+              as_of: str | None = None) -> pa.Table:
+    """hudi-rs's answer to a query: snapshot, read_optimized, time_travel (as_of) or incremental (begin, end]."""
     builder = HudiTableBuilder.from_base_uri(str(path))
     if query == "read_optimized":
         builder = builder.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
-    batches = builder.build().read(HudiReadOptions())
+    options = HudiReadOptions()
+    if query == "time_travel" and as_of is not None:
+        options = options.with_as_of_timestamp(as_of)
+    if query == "incremental":
+        options = options.with_query_type(HudiQueryType.Incremental).with_start_timestamp(begin or "0")
+        if end is not None:
+            options = options.with_end_timestamp(end)
+    batches = builder.build().read(options)
     return pa.Table.from_batches(batches) if batches else pa.table({})
 
 

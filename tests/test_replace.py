@@ -323,3 +323,21 @@ def test_java_table_with_a_replacecommit(java_table):
     assert {_group_of(n) for names in cleaned.deleted.values() for n in names} == {old_id}
     assert not any(old_id in n for n in os.listdir(java_table / SF))
     assert (java_rows(java_table), java_rows(java_table, "read_optimized")) == expected
+
+
+# ------------------------------------------------------------------------------------------ history queries
+
+def test_time_travel_and_incremental_across_an_overwrite(table, tmp_path):
+    """Before the replacecommit the replaced groups were live (and its new groups did not exist); an
+    incremental range holding the overwrite returns its rows. Ours equals hudi 0.5.0 for every instant."""
+    before = [i.instant for i in table.timeline()]
+    ow = table.write(rows_file(tmp_path, "ow", [("k1", "eu", 3), ("k9", "eu", 3)]), "insert_overwrite").instant
+    for as_of in before + [ow]:
+        ours = rows_by_key(table.read("time_travel", as_of=as_of).table, COLUMNS)
+        assert ours == rows_by_key(hudi_read(table.path, "time_travel", as_of=as_of), COLUMNS), as_of
+    assert notes(rows_by_key(table.read("time_travel", as_of=before[-1]).table, COLUMNS)) == \
+        notes(rows_by_key(hudi_read(table.path, "time_travel", as_of=before[-1]), COLUMNS))
+    assert "k9" not in notes(rows_by_key(table.read("time_travel", as_of=before[-1]).table, COLUMNS))
+    changed = rows_by_key(table.read("incremental", begin=before[-1], end=ow).table, COLUMNS)
+    assert changed == rows_by_key(hudi_read(table.path, "incremental", begin=before[-1], end=ow), COLUMNS)
+    assert notes(changed) == {"k1": "ow:k1", "k9": "ow:k9"}

@@ -42,7 +42,8 @@ def cmd_write(args: argparse.Namespace) -> int:
 def cmd_read(args: argparse.Namespace) -> int:
     t = Table.open(args.path)
     with output.progress_bar("reading") as on_progress:
-        result = t.read(args.query or "snapshot", output=args.output, local=args.local, on_progress=on_progress)
+        result = t.read(args.query or "snapshot", begin=args.begin, end=args.end, as_of=args.as_of, output=args.output,
+                        local=args.local, on_progress=on_progress)
     if args.json:
         output.emit(result, True, output.read)
     else:
@@ -211,7 +212,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_config(p)
 
     p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
-    p.add_argument("--query", choices=["snapshot", "read_optimized"], help="default: snapshot")
+    p.add_argument("--query", choices=["snapshot", "read_optimized", "incremental", "time_travel"],
+                   help="default: snapshot")
+    p.add_argument("--begin", help="incremental: records written after this instant (default: from the start)")
+    p.add_argument("--end", help="incremental: ... up to and including this instant (default: the latest commit)")
+    p.add_argument("--as-of", help="time_travel: the table as of this completed instant")
     p.add_argument("--output", required=True)
     p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
 

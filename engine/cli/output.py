@@ -83,6 +83,10 @@ def write(w: r.WriteResult) -> str:
 
 
 def read(rr: r.ReadResult) -> str:
+    if rr.query == "incremental":
+        return f"wrote {rr.rows} rows changed in ({rr.begin_instant or 'start'}, {rr.end_instant or 'latest'}] to {rr.output}"
+    if rr.query == "time_travel":
+        return f"wrote {rr.rows} rows as of {rr.as_of_instant} to {rr.output}"
     return f"wrote {rr.rows} rows to {rr.output}"
 
 

@@ -1,6 +1,13 @@
 """`spark.read.format("tidemark")`: a PySpark Python data source over Tidemark/Hudi tables.
 
     spark.read.format("tidemark").option("query", "read_optimized").load(path)
+    spark.read.format("tidemark").option("hoodie.datasource.query.type", "incremental")
+        .option("hoodie.datasource.read.begin.instanttime", i1)
+        .option("hoodie.datasource.read.end.instanttime", i2).load(path)
+    spark.read.format("tidemark").option("as.of.instant", i).load(path)   # time travel
+
+Options take Java Hudi's names; `query` is Tidemark's own (snapshot, read_optimized, incremental,
+time_travel). Java's time travel is a snapshot query with `as.of.instant`, so that option alone selects it.
 
 The driver plans the read (one input partition per file slice); executors merge their slices and
 yield Arrow record batches, so no row passes through Python one at a time.
@@ -15,6 +22,30 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
+from engine.read.query import QuerySpec
+
+QUERY_TYPE = "hoodie.datasource.query.type"
+BEGIN = "hoodie.datasource.read.begin.instanttime"
+END = "hoodie.datasource.read.end.instanttime"
+AS_OF = "as.of.instant"
+
+
+def spec_from_options(options) -> QuerySpec:
+    """The query the options ask for (ConfigError when they contradict each other)."""
+    ours, java = options.get("query"), options.get(QUERY_TYPE)
+    if ours and java and ours != java:
+        raise ConfigError(f"options query={ours!r} and {QUERY_TYPE}={java!r} disagree")
+    query = ours or java or "snapshot"
+    as_of = options.get(AS_OF) or None
+    if as_of is not None and query == "snapshot":
+        query = "time_travel"
+    return QuerySpec(query, begin=options.get(BEGIN) or None, end=options.get(END) or None, as_of=as_of)
+
+
+def spec_options(spec: QuerySpec) -> dict[str, str]:
+    """The data source options of a query (the inverse of `spec_from_options`)."""
+    named = {"query": spec.query, BEGIN: spec.begin, END: spec.end, AS_OF: spec.as_of}
+    return {k: v for k, v in named.items() if v is not None}
 
 
 class SlicePartition(InputPartition):
@@ -32,7 +63,7 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 
 class TidemarkReader(DataSourceReader):
-    def __init__(self, path: str, query: str, schema: StructType, tasks: int) -> None:
+    def __init__(self, path: str, query: QuerySpec, schema: StructType, tasks: int) -> None:
         from engine.read.query import plan_read
 
         self.plan = plan_read(path, query)
@@ -63,11 +94,11 @@ class TidemarkDataSource(DataSource):
     def name(cls) -> str:
         return "tidemark"
 
-    def _path_and_query(self) -> tuple[str, str]:
+    def _path_and_query(self) -> tuple[str, QuerySpec]:
         path = self.options.get("path")
         if not path:
             raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
-        return path, self.options.get("query", "snapshot")
+        return path, spec_from_options(self.options)
 
     def schema(self) -> StructType:
         from engine.config.properties import load_table_config
@@ -89,19 +120,20 @@ class TidemarkDataSource(DataSource):
         return int(raw)
 
 
-def load_table(spark, path: str, query: str = "snapshot"):
+def load_table(spark, path: str, query: str | QuerySpec = "snapshot"):
     """A query as a DataFrame, the fastest way Spark can run it.
 
     Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on
-    Spark's native Parquet reader (JVM, vectorised, no Python worker). Snapshot rows need the merge, so
-    they come from the `tidemark` Python data source.
+    Spark's native Parquet reader (JVM, vectorised, no Python worker). Snapshot, time-travel and
+    incremental rows need the merge, so they come from the `tidemark` Python data source.
     """
-    from engine.read.query import plan_read
+    from engine.read.query import as_spec, plan_read
 
-    plan = plan_read(path, query)
+    spec = as_spec(query)
+    plan = plan_read(path, spec)
     schema = spark_schema(plan.context.schema)
-    if query != "read_optimized":
-        return spark.read.format("tidemark").option("query", query).load(path)
+    if spec.query != "read_optimized":
+        return spark.read.format("tidemark").options(**spec_options(spec)).load(path)
     bases = [ref.base_path for ref in plan.slices if ref.base_path]
     if not bases:
         return spark.createDataFrame([], schema)

@@ -10,10 +10,10 @@ import tempfile
 import pyarrow.parquet as pq
 
 from engine.progress import Progress, tracked
-from engine.read.query import iter_arrow, plan_read
+from engine.read.query import QuerySpec, iter_arrow, plan_read
 
 
-def export_query(base_path: str, query: str, output: str, use_spark: bool = True,
+def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark: bool = True,
                  on_progress: Progress | None = None) -> int:
     """Write the query result to `output` (one Parquet file); returns the row count.
 

@@ -9,6 +9,9 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 - a file group named in `partitionToReplaceFileIds` of a *completed* replacecommit (insert_overwrite,
   insert_overwrite_table, clustering) is gone for every reader, whatever slices it still has on disk; only
   the cleaner (which deletes it) and rollback (which masks blocks in it) look at replaced groups.
+- as of an instant I (time travel, incremental end), only slices whose base instant is ≤ I exist: every file
+  of a slice X > I was written by X or later, and the logs a compaction X carried over into it (links or
+  copies) repeat blocks the older slice still holds, so reading them too would read those blocks twice.
 """
 from __future__ import annotations
 
@@ -127,6 +130,10 @@ class FileSystemView:
         return [(g, self._replaced[(g.partition_path, g.file_id)]) for g in self.all_file_groups()
                 if (g.partition_path, g.file_id) in self._replaced]
 
+    def _groups_as_of(self, as_of: str) -> list[FileGroup]:
+        """The groups live at instant `as_of`: one replaced by a later replacecommit was still live then."""
+        return [g for g in self.all_file_groups() if self._replaced.get((g.partition_path, g.file_id), "~") > as_of]
+
     def is_replaced(self, partition: str, file_id: str) -> bool:
         return (partition, file_id) in self._replaced
 
@@ -187,18 +194,20 @@ class FileSystemView:
             raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
                                 + ", ".join(f"{p} -> {os.readlink(p)}" for p in self.dangling_links))
 
-    def latest_slices(self) -> list[FileSlice]:
-        """The slice each reader should use per file group (pending compactions folded in)."""
+    def latest_slices(self, as_of: str | None = None) -> list[FileSlice]:
+        """The slice each reader should use per file group (pending compactions folded in), now or as of
+        instant `as_of` (slices with a later base instant ignored)."""
         out: list[FileSlice] = []
-        for group in self.file_groups():
-            sl = self.latest_of(group)
+        for group in self.file_groups() if as_of is None else self._groups_as_of(as_of):
+            sl = self.latest_of(group, as_of)
             if sl is not None:
                 out.append(sl)
         return out
 
-    def latest_of(self, group: FileGroup) -> FileSlice | None:
+    def latest_of(self, group: FileGroup, as_of: str | None = None) -> FileSlice | None:
         """The slice readers use for one file group (None when nothing in it is visible)."""
-        visible = [s for s in group.slices if self._slice_visible(s)]
+        visible = [s for s in group.slices
+                   if self._slice_visible(s) and (as_of is None or s.base_instant <= as_of)]
         if not visible:
             return None
         latest = visible[-1]

@@ -1,4 +1,5 @@
-"""Queries over a table: snapshot (base + logs merged) and read-optimized (base files only).
+"""Queries over a table: snapshot (base + logs merged), read-optimized (base files only), time travel (the
+snapshot as of an instant) and incremental (what changed in a range of instants; engine.read.incremental).
 
 `plan_read` turns the table into picklable per-slice work (`SliceRef`s + one `ReadContext`) that the
 Spark data source distributes to executors; `read_arrow` runs the same work in-process (CLI, tests,
@@ -15,13 +16,39 @@ import pyarrow.parquet as pq
 from engine.progress import Progress, Reporter
 from engine.services import integrity
 from engine.errors import ConfigError, TidemarkError
+from engine.read import incremental
 from engine.read.fsview import FileSlice, FileSystemView
+from engine.read.window import InstantWindow
 from engine.config.properties import load_table_config
 from engine.config.schema import table_read_schema
 from engine.read.slice_reader import ReadContext, SliceRef, read_slice
 from engine.timeline.instants import Timeline
 
-QUERIES = ("snapshot", "read_optimized")
+QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")
+
+
+@dataclass(frozen=True)
+class QuerySpec:
+    """A query and its instants: `begin`/`end` for incremental, `as_of` for time travel."""
+
+    query: str = "snapshot"
+    begin: str | None = None
+    end: str | None = None
+    as_of: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.query not in QUERIES:
+            raise ConfigError(f"unknown query type {self.query!r}; use {', '.join(QUERIES)}")
+        if self.query != "incremental" and (self.begin is not None or self.end is not None):
+            raise ConfigError(f"begin/end instants belong to an incremental query, not {self.query}")
+        if self.query != "time_travel" and self.as_of is not None:
+            raise ConfigError(f"an as-of instant belongs to a time_travel query, not {self.query}")
+        if self.query == "time_travel" and self.as_of is None:
+            raise ConfigError("a time_travel query needs the as-of instant")
+
+
+def as_spec(query: str | QuerySpec) -> QuerySpec:
+    return query if isinstance(query, QuerySpec) else QuerySpec(query)
 
 
 @dataclass(frozen=True)
@@ -52,22 +79,32 @@ def balance(refs: Sequence[SliceRef], tasks: int) -> list[list[SliceRef]]:
     return [g for g in groups if g]
 
 
-def plan_read(base_path: str, query: str = "snapshot") -> ReadPlan:
-    if query not in QUERIES:
-        raise ConfigError(f"unknown query type {query!r}; use snapshot or read_optimized")
+def plan_read(base_path: str, query: str | QuerySpec = "snapshot") -> ReadPlan:
+    spec = as_spec(query)
+    query = spec.query
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
     view.check_links()
+    window, slices = _slices(view, spec)
     ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
-                      ordering_field=cfg.ordering_field, committed=frozenset(view.committed_instants))
-    slices = view.latest_slices()
+                      ordering_field=cfg.ordering_field, committed=frozenset(view.committed_instants), window=window)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:
         integrity.warn_skipped(integrity.corrupt_blocks(lf.path for s in slices for lf in s.log_files))
     return ReadPlan(query, ctx, tuple(slice_ref(s) for s in slices))
+
+
+def _slices(view: FileSystemView, spec: QuerySpec) -> tuple[InstantWindow | None, list[FileSlice]]:
+    if spec.query == "time_travel" and spec.as_of is not None:
+        versioned = incremental.time_travel(view, spec.as_of)
+    elif spec.query == "incremental":
+        versioned = incremental.incremental(view, spec.begin, spec.end)
+    else:
+        return None, view.latest_slices()
+    return versioned.window, versioned.slices
 
 
 def check_base_files(paths: Iterable[str]) -> None:
@@ -88,7 +125,7 @@ def iter_arrow(plan: ReadPlan, on_progress: Progress | None = None) -> Iterator[
     progress.finish()
 
 
-def read_arrow(base_path: str, query: str = "snapshot", on_progress: Progress | None = None) -> pa.Table:
+def read_arrow(base_path: str, query: str | QuerySpec = "snapshot", on_progress: Progress | None = None) -> pa.Table:
     """The whole query result as one Arrow table, read in-process."""
     plan = plan_read(base_path, query)
     parts = list(iter_arrow(plan, on_progress))

@@ -17,6 +17,7 @@ from engine import logformat
 from engine.errors import TidemarkError
 from engine.read.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
                           merge_with_winners)
+from engine.read.window import InstantWindow
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -30,6 +31,7 @@ class ReadContext:
     merge_mode: str
     ordering_field: str | None
     committed: frozenset[str]         # completed write instants; other blocks are invisible
+    window: InstantWindow | None = None  # time travel / incremental: the instants (and rows) read
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,8 @@ class SliceLogs:
 
 
 def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
-                    until: str | None = None) -> SliceLogs:
-    """Decode the slice's logs; keep blocks of committed instants not rolled back (and ≤ `until`)."""
+                    window: InstantWindow | None = None) -> SliceLogs:
+    """Decode the slice's logs; keep blocks of committed instants not rolled back (and in `window`)."""
     contents = _decode_all(log_paths)
     # Like Java's log record reader, rollback command blocks count whatever their own instant: the
     # rollback action that wrote them is not a write instant.
@@ -69,7 +71,7 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
             inst = block.info.instant_time
             if isinstance(block, logformat.CommandBlock):
                 continue
-            if inst not in committed or inst in rolled_back or (until is not None and inst > until):
+            if inst not in committed or inst in rolled_back or (window is not None and not window.in_range(inst)):
                 skipped += 1
                 continue
             read += 1
@@ -119,8 +121,11 @@ def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iter
         for t in iter_base(ref.base_path, ctx.schema):
             yield conform_to_schema(t, ctx.schema)
         return
-    logs = read_slice_logs(ref.log_paths, ctx.committed)
+    window = ctx.window
+    logs = read_slice_logs(ref.log_paths, ctx.committed, window)
     winners = merge_log_items(logs.items, ctx.merge_mode, ctx.ordering_field, ctx.schema)
-    base = iter_base(ref.base_path, ctx.schema, base_batch_rows(winners.size))
-    yield from merge_with_winners(base, winners, ctx.merge_mode, ctx.ordering_field, ctx.schema)
+    base_path = ref.base_path if window is None or window.keeps_base(ref.base_instant) else None
+    merged = merge_with_winners(iter_base(base_path, ctx.schema, base_batch_rows(winners.size)), winners,
+                                ctx.merge_mode, ctx.ordering_field, ctx.schema)
+    yield from merged if window is None else (window.filter_rows(t) for t in merged)
 

@@ -23,7 +23,8 @@ from typing import Any
 
 from engine.io.faults import fault_point
 from engine.timeline import avro_models
-from engine.timeline.metadata import CommitMetadata, CompactionPlanRecord, RequestedReplaceMetadata
+from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
+                                      RequestedReplaceMetadata, RollbackRecord)
 from engine.errors import TableNotFoundError, TidemarkError, UnsupportedTableError
 
 HOODIE_DIR = ".hoodie"
@@ -268,6 +269,22 @@ class Timeline:
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """The typed commit metadata of a completed or inflight commit (see `read_commit_metadata`)."""
         return CommitMetadata.from_json(self.read_commit_metadata(instant))
+
+    def rollback_record(self, ts: str) -> RollbackRecord:
+        """What completed rollback `ts` undid."""
+        path = os.path.join(self.hoodie_path, instant_file_name(ts, ROLLBACK, State.COMPLETED))
+        try:
+            return RollbackRecord.from_bytes(_read_required(path))
+        except avro_models.AvroInstantError as exc:
+            raise TimelineError(f"{path}: {exc}") from exc
+
+    def clean_plan(self, ts: str) -> CleanPlanRecord:
+        """The plan of clean `ts` (its requested file, which Java and Tidemark keep after completion)."""
+        path = os.path.join(self.hoodie_path, instant_file_name(ts, CLEAN, State.REQUESTED))
+        try:
+            return CleanPlanRecord.from_bytes(_read_required(path))
+        except avro_models.AvroInstantError as exc:
+            raise TimelineError(f"{path}: {exc}") from exc
 
     def latest_schema(self) -> str | None:
         """extraMetadata.schema of the latest completed commit/deltacommit/replacecommit carrying one."""

@@ -383,6 +383,25 @@ class RequestedReplaceMetadata:
                                                     "extraMetadata": None, "version": None})
 
 
+# ------------------------------------------------------------------------------------------ rollbacks
+
+@dataclass(frozen=True)
+class RollbackRecord:
+    """A completed rollback's HoodieRollbackMetadata, as far as readers need it: what it undid."""
+
+    rolled_back: tuple[str, ...]
+
+    @classmethod
+    def from_avro(cls, record: Mapping[str, Any]) -> RollbackRecord:
+        instants = list(record.get("commitsRollback") or ())
+        instants += [i["commitTime"] for i in record.get("instantsRollback") or () if i.get("commitTime")]
+        return cls(tuple(dict.fromkeys(instants)))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> RollbackRecord:
+        return cls.from_avro(avro_models.read_rollback_metadata(data))
+
+
 # ------------------------------------------------------------------------------------------ clean plans
 
 @dataclass(frozen=True)

@@ -110,14 +110,19 @@ class Table:
                              committed_at=r.utc(instant_to_millis(out.instant)))
 
     def read(self, query: str = "snapshot", *, output: str | None = None, local: bool = False,
-             on_progress: Progress | None = None) -> r.ReadResult:
+             skip_corrupt: bool = False, on_progress: Progress | None = None) -> r.ReadResult:
         """Run `query` ("snapshot" or "read_optimized"): into one Parquet file at `output`, or (no output)
-        in-process into an Arrow table (`result.table`)."""
+        in-process into an Arrow table (`result.table`).
+
+        A corrupt log block of a committed instant hides its records: the in-process read warns
+        (CorruptLogBlockWarning, naming file and offset) and goes on; a read into `output` raises
+        CorruptLogBlockError and writes nothing, unless `skip_corrupt` (then it warns and goes on too)."""
         from engine.read.export import export_query
         from engine.read.query import read_arrow
 
         if output is not None:
-            rows = export_query(self.path, query, output, use_spark=not local, on_progress=on_progress)
+            rows = export_query(self.path, query, output, use_spark=not local, on_progress=on_progress,
+                                skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output)
         table = read_arrow(self.path, query, on_progress=on_progress)
         return r.ReadResult(query=query, rows=table.num_rows, output=None, table=table)

@@ -17,6 +17,7 @@ from engine import logformat
 from engine.errors import TidemarkError
 from engine.read.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
                           merge_with_winners)
+from engine.services import integrity
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -30,6 +31,10 @@ class ReadContext:
     merge_mode: str
     ordering_field: str | None
     committed: frozenset[str]         # completed write instants; other blocks are invisible
+    # Corrupt blocks of committed instants: warn and skip them, or fail the read (a full read into a file).
+    fail_on_corrupt: bool = False
+    reported: frozenset[tuple[str, int]] = frozenset()   # (path, offset) the driver already reported
+    report_dir: str | None = None     # relay what executors find to the driver here, instead of their own log
 
 
 @dataclass(frozen=True)
@@ -47,9 +52,10 @@ class SliceLogs:
     """A slice's committed log content, in log order, plus what was skipped and why."""
 
     items: list[LogItem]
-    corrupt: list[logformat.CorruptBlock]
+    corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.services.integrity)
     blocks_read: int
     blocks_skipped: int
+    torn: int = 0                           # torn tails of failed writes, skipped silently as in Java
 
 
 def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
@@ -62,9 +68,11 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                    if isinstance(b, logformat.CommandBlock)}
     items: list[LogItem] = []
     corrupt: list[logformat.CorruptBlock] = []
-    read = skipped = 0
+    read = skipped = torn = 0
     for c in contents:
-        corrupt.extend(c.corrupt)
+        found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed)
+        corrupt.extend(b for b in found.committed if until is None or b.instant is None or b.instant <= until)
+        torn += len(found.torn)
         for block in c.blocks:
             inst = block.info.instant_time
             if isinstance(block, logformat.CommandBlock):
@@ -74,7 +82,24 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                 continue
             read += 1
             items.append(_to_item(block))
-    return SliceLogs(items, corrupt, read, skipped)
+    return SliceLogs(items, corrupt, read, skipped, torn)
+
+
+def report_corrupt(blocks: Sequence[logformat.CorruptBlock], ctx: ReadContext) -> None:
+    """Warn about (or fail on) the corrupt committed blocks a decode found that the driver did not report."""
+    new = [b for b in blocks if (b.path, b.offset) not in ctx.reported]
+    if not new:
+        return
+    if ctx.fail_on_corrupt:
+        raise integrity.corrupt_error(new, "read stopped", READ_REMEDY)
+    if ctx.report_dir is not None:
+        integrity.relay(new, ctx.report_dir)
+    else:
+        integrity.warn_skipped(new)
+
+
+READ_REMEDY = ("Nothing was written. Repair the blocks, or read the rest explicitly without them "
+               "(tidemark read --skip-corrupt, Table.read(..., skip_corrupt=True)).")
 
 
 PARALLEL_DECODE_BYTES = 64 * 1024 * 1024
@@ -120,6 +145,7 @@ def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iter
             yield conform_to_schema(t, ctx.schema)
         return
     logs = read_slice_logs(ref.log_paths, ctx.committed)
+    report_corrupt(logs.corrupt, ctx)
     winners = merge_log_items(logs.items, ctx.merge_mode, ctx.ordering_field, ctx.schema)
     base = iter_base(ref.base_path, ctx.schema, base_batch_rows(winners.size))
     yield from merge_with_winners(base, winners, ctx.merge_mode, ctx.ordering_field, ctx.schema)

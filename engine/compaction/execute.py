@@ -329,8 +329,8 @@ def execute_operation(task: OpTask) -> dict:
     os.makedirs(temp_dir, exist_ok=True)
     logs = read_slice_logs(task.log_paths, task.committed)
     if logs.corrupt:  # folding would supersede the log and lose the block's records for good
-        raise integrity.corrupt_error(logs.corrupt, "refusing to fold the logs of file group "
-                                      f"{task.file_id}", "Nothing was written for it.")
+        raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
+                                      "Folding them would lose these records for good; nothing was written.")
     split = split_slice(logs.items, _following_items(task, pdir), _split_spec(task),
                         base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"

@@ -78,8 +78,11 @@ def scan_corruption(paths: Iterable[str], committed: AbstractSet[str]) -> Corrup
 
 
 def describe(block: CorruptBlock) -> str:
+    """`<path> at offset <n> (instant <i>): <reason>`, the reason without its own copy of path and offset."""
     instant = f" (instant {block.instant})" if block.instant else ""
-    return f"{block.path} at offset {block.offset}{instant}: {block.reason}"
+    reason = block.reason.replace(f" (block at offset {block.offset} of {block.path})", "")
+    reason = reason.replace(f" at offset {block.offset} of {block.path}", "")
+    return f"{block.path} at offset {block.offset}{instant}: {reason}"
 
 
 def warn_skipped(blocks: Iterable[CorruptBlock]) -> None:
@@ -115,14 +118,15 @@ def relayed(directory: str) -> list[CorruptBlock]:
 
 
 def corrupt_error(blocks: Sequence[CorruptBlock], doing: str, remedy: str) -> CorruptLogBlockError:
-    return CorruptLogBlockError(f"{doing}: corrupt log block(s) of committed instants, whose records would be "
-                                f"lost: {'; '.join(describe(b) for b in blocks)}. {remedy}")
+    return CorruptLogBlockError(f"{doing}: {len(blocks)} corrupt log block(s) of committed instants: "
+                                f"{'; '.join(describe(b) for b in blocks)}. {remedy}")
 
 
 def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str]) -> None:
     bad = scan_corruption(paths, committed).committed
     if bad:
-        raise corrupt_error(bad, "refusing to compact", "Repair or remove the blocks, then schedule again.")
+        raise corrupt_error(bad, "refusing to compact", "Folding their logs would lose their records for good; "
+                            "repair or remove the blocks, then schedule again.")
 
 
 _REMOTE = re.compile(r"CorruptLogBlockError: (.+)")

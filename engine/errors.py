@@ -19,7 +19,12 @@ class UnsupportedTableError(TidemarkError):
 
 
 class CorruptLogBlockError(TidemarkError):
-    """A log block failed its length or trailer check."""
+    """A log block of a committed instant is corrupt (framing or content): the operation would lose or hide its
+    records, so it stopped. The message names each block's file and offset."""
+
+
+class TidemarkWarning(UserWarning):
+    """Base class of Tidemark's warnings (the CLI prints them as `tidemark: warning: ...`)."""
 
 
 # Reason codes of a refusal: stable strings callers (CLI exit 3, control plane) dispatch on.

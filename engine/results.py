@@ -298,6 +298,8 @@ class BacklogMetrics(Result):
     log_event_time_sources: dict[str, int]
     pending_compactions: int
     pending_compaction_instants: list[str]
+    # Corrupt blocks of committed instants in the remaining logs (framing and content prefixes; see describe).
+    corrupt_log_blocks: int = 0
 
 
 @dataclass
@@ -329,9 +331,10 @@ class LogFileInfo(Result):
     name: str
     size: int
     blocks: int
-    corrupt_blocks: int
+    corrupt_blocks: int        # of committed instants: their records are missing from every read
     min_event_time: dt.datetime | None
     instants: list[str]
+    torn_blocks: int = 0       # torn tails of failed writes, skipped silently (as Java does)
 
 
 @dataclass
@@ -372,3 +375,4 @@ class TableDescription(Result):
     timeline: list[InstantInfo]
     file_groups: list[FileGroupInfo]
     replaced_file_groups: list[ReplacedGroupInfo] = field(default_factory=list)   # hidden from readers
+    corrupt_log_blocks: int = 0   # corrupt blocks of committed instants over every log file listed

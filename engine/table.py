@@ -117,17 +117,22 @@ class Table:
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
              as_of: str | None = None, output: str | None = None, local: bool = False,
-             on_progress: Progress | None = None) -> r.ReadResult:
+             skip_corrupt: bool = False, on_progress: Progress | None = None) -> r.ReadResult:
         """Run `query`: into one Parquet file at `output`, or (no output) in-process into an Arrow table
         (`result.table`). Queries: "snapshot", "read_optimized", "time_travel" (the snapshot as of instant
         `as_of`) and "incremental" (the records written in (`begin`, `end`]; begin defaults to the start,
-        end to the latest commit). A bad instant or range is a ConfigError, raised before anything is written."""
+        end to the latest commit). A bad instant or range is a ConfigError, raised before anything is written.
+
+        A corrupt log block of a committed instant hides its records: the in-process read warns
+        (CorruptLogBlockWarning, naming file and offset) and goes on; a read into `output` raises
+        CorruptLogBlockError and writes nothing, unless `skip_corrupt` (then it warns and goes on too)."""
         from engine.read.export import export_query
         from engine.read.query import QuerySpec, read_arrow
 
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
-            rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress)
+            rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress,
+                                skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
                                 as_of_instant=as_of)
         table = read_arrow(self.path, spec, on_progress=on_progress)

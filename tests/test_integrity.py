@@ -1,20 +1,100 @@
-"""A corrupt block is skipped by reads with a warning naming it, and a compaction refuses to drop it."""
+"""Corrupt log blocks: a committed block's damage is reported by every read, counted by `show` and metrics, and never
+compacted away; a torn tail of a failed write stays silently skippable, as in Hudi (engine.services.integrity)."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import warnings
+from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
+from engine import Table
+from engine.cli import main
 from engine.compaction import schedule_compaction
-from engine.errors import CorruptLogBlockError
-from engine.read.fsview import FileSystemView
-from engine.services.integrity import CorruptLogBlockWarning
-from engine.read.query import read_arrow
 from engine.config.layout import create_table
-from engine.write.pipeline import write_dataframe
+from engine.errors import CorruptLogBlockError
+from engine.io.faults import ENV as FAULT_ENV
+from engine.logformat import BlockType, encode_data_block, encode_rollback_block, scan_log_file
+from engine.observe.metrics import prometheus_text
+from engine.read.datasource import load_table
+from engine.read.fsview import FileSystemView
+from engine.read.query import read_arrow
+from engine.services import integrity
+from engine.services.integrity import CorruptLogBlockWarning
+from engine.timeline.instants import Timeline
+from engine.write.pipeline import WriteError, write_dataframe
+from tests.oracle import hudi_read, rows_by_key
 
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+def _days_table(tmp: Path, days: int = 3) -> Table:
+    """One file group, one log per day; day d writes keys a<d>, b<d> (no key is written twice)."""
+    table = Table.create(str(tmp / "t"), name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={"hoodie.bucket.index.num.buckets": "1"})
+    for day in range(1, days + 1):
+        src = tmp / f"day{day}.jsonl"
+        src.write_text("".join(f'{{"id":"{k}{day}","seq":1,"ts":"2024-01-0{day}T0{i}:00:00Z"}}\n'
+                               for i, k in enumerate("ab")))
+        table.write(str(src))
+    return table
+
+
+def _logs(path: str) -> list[str]:
+    (sl,) = FileSystemView(path).latest_slices()
+    return [lf.path for lf in sl.log_files]
+
+
+def _flip(log: str, at_content: int) -> bytes:
+    """XOR 0x7F into the byte `at_content` bytes into the content of the log's only (Avro) block; framing
+    (lengths, trailer, MAGIC) stays intact. Returns the original bytes."""
+    (info,) = scan_log_file(log).blocks
+    assert info.block_type is BlockType.AVRO_DATA
+    original = Path(log).read_bytes()
+    data = bytearray(original)
+    data[info.content_offset + at_content] ^= 0x7F
+    Path(log).write_bytes(bytes(data))
+    assert scan_log_file(log).corrupt == []  # the header scan cannot see it
+    return original
+
+
+RECORD_COUNT = 4   # the int32 record count after the content version: a content-prefix check sees it
+FIRST_RECORD = 8   # the first record's int32 length: only a decode sees it
+
+
+def _keys(rows: pa.Table) -> list[str]:
+    return sorted(rows.column("id").to_pylist())
+
+
+def _quiet(fn, *args, **kwargs):
+    """Call fn and return (result, the CorruptLogBlockWarnings it emitted)."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = fn(*args, **kwargs)
+    return out, [w for w in seen if issubclass(w.category, CorruptLogBlockWarning)]
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def _listing(path: str) -> dict[str, bytes]:
+    out = {}
+    for root, _, names in os.walk(path):
+        if ".hoodie" in root:
+            continue
+        for n in names:
+            out[os.path.relpath(os.path.join(root, n), path)] = Path(root, n).read_bytes()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ tests
 
 def test_corrupt_block_is_reported_and_never_compacted(spark, tmp_path):
     path = str(tmp_path / "t")
@@ -35,3 +115,148 @@ def test_corrupt_block_is_reported_and_never_compacted(spark, tmp_path):
     with pytest.raises(CorruptLogBlockError, match="refusing to compact"):
         schedule_compaction(path, strategy="unbounded")
     assert not [f for f in os.listdir(os.path.join(path, ".hoodie")) if "compaction" in f]
+
+
+def test_committed_or_torn_follows_the_instant_else_what_comes_after(tmp_path):
+    """The rule on raw log files: a readable INSTANT_TIME decides; without one, a data block after the region
+    means committed data was hit, while the end of the file or a rollback block after it means a torn tail."""
+    table = pa.table({"_hoodie_record_key": ["k"], "v": [1]})
+    schema = {"type": "record", "name": "r", "fields": [{"name": "_hoodie_record_key", "type": ["null", "string"]},
+                                                        {"name": "v", "type": ["null", "long"]}]}
+    c1, c2, failed = "20240101000000001", "20240101000000002", "20240101000000003"
+    good1, good2 = encode_data_block(table, schema, c1), encode_data_block(table, schema, c2)
+    headless = b"#HUDI#" + b"\x00" * 20   # MAGIC, then garbage: no header to read
+    cases = {
+        "trailing_garbage": ([good1, headless], "torn"),
+        "garbage_before_data": ([good1, headless, good2], "committed"),
+        "garbage_under_rollback": ([good1, headless, encode_rollback_block("20240101000000004", failed)], "torn"),
+        "truncated_committed": ([good1, good2[:-10]], "committed"),
+        "truncated_failed_write": ([good1, encode_data_block(table, schema, failed)[:-10]], "torn"),
+    }
+    for name, (blocks, kind) in cases.items():
+        log = tmp_path / f"{name}.log"
+        log.write_bytes(b"".join(blocks))
+        found = integrity.scan_corruption([str(log)], {c1, c2})
+        assert (len(found.committed), len(found.torn)) == ((1, 0) if kind == "committed" else (0, 1)), name
+
+
+def test_flipped_payload_bytes_are_reported_by_every_read(spark, tmp_path):
+    table = _days_table(tmp_path)
+    path = table.path
+    log = _logs(path)[1]
+    _flip(log, FIRST_RECORD)
+    where = f"{os.path.basename(log)} at offset 0"
+    with pytest.warns(CorruptLogBlockWarning, match=where):
+        rows = read_arrow(path)
+    assert _keys(rows) == ["a1", "a3", "b1", "b3"]
+    with pytest.warns(CorruptLogBlockWarning, match=where):
+        assert table.read().rows == 4
+    with pytest.raises(CorruptLogBlockError, match=where):
+        read_arrow(path, fail_on_corrupt=True)
+    # Spark: executors skip the block (warning in their log), or fail the query when asked to.
+    assert sorted(r["id"] for r in load_table(spark, path).collect()) == ["a1", "a3", "b1", "b3"]
+    with pytest.raises(Exception, match=os.path.basename(log)):
+        spark.read.format("tidemark").option("failOnCorrupt", "true").load(path).collect()
+
+
+@pytest.mark.parametrize("flags", [[], ["--local"]], ids=["spark", "local"])
+def test_cli_read_fails_on_a_corrupt_committed_block_unless_told_to_skip(spark, tmp_path, capsys, flags):
+    path = _days_table(tmp_path).path
+    log = _logs(path)[0]
+    _flip(log, FIRST_RECORD)
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    out_file = out_dir / "rows.parquet"
+    code, out, err = run(capsys, "read", path, "--output", str(out_file), *flags)
+    errors = [ln for ln in err.splitlines() if ln.startswith("tidemark: error:")]
+    assert code == 1 and out == "" and len(errors) == 1, err
+    assert f"{os.path.basename(log)} at offset 0" in errors[0]
+    assert os.listdir(out_dir) == []   # no output, no partial or temporary file
+    code, _, err = run(capsys, "read", path, "--output", str(out_file), "--skip-corrupt", *flags)
+    warned = [ln for ln in err.splitlines() if ln.startswith("tidemark: warning:")]
+    assert code == 0 and len(warned) == 1 and os.path.basename(log) in warned[0], err
+    assert _keys(pq.read_table(out_file)) == ["a2", "a3", "b2", "b3"]
+    assert os.listdir(out_dir) == ["rows.parquet"]
+
+
+def test_show_metrics_and_planning_see_a_corrupt_content_prefix(spark, tmp_path, capsys):
+    table = _days_table(tmp_path)
+    path = table.path
+    logs = _logs(path)
+    _flip(logs[1], RECORD_COUNT)
+    code, out, err = run(capsys, "show", path, "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    per_log = {lf["name"]: lf["corrupt_blocks"] for g in shown["file_groups"] for s in g["slices"]
+               for lf in s["log_files"]}
+    assert shown["corrupt_log_blocks"] == 1 and per_log == {os.path.basename(p): int(p == logs[1]) for p in logs}
+    code, out, err = run(capsys, "metrics", path, "--json")
+    assert code == 0 and json.loads(out)["corrupt_log_blocks"] == 1, err
+    assert 'tidemark_corrupt_log_blocks{table="t"} 1' in prometheus_text(table.metrics(), "t")
+    # Found at planning, so even a Spark read warns in the caller's process.
+    with pytest.warns(CorruptLogBlockWarning, match=f"{os.path.basename(logs[1])} at offset 0"):
+        df = load_table(spark, path)
+    assert sorted(r["id"] for r in df.collect()) == ["a1", "a3", "b1", "b3"]
+    with pytest.raises(CorruptLogBlockError, match=f"refusing to compact.*{os.path.basename(logs[1])} at offset 0"):
+        table.schedule_compaction(strategy="unbounded")
+    assert Timeline.load(path).pending_compactions() == []
+
+
+def test_compaction_that_cannot_decode_a_block_fails_and_loses_nothing(spark, tmp_path):
+    table = _days_table(tmp_path)
+    path = table.path
+    log = _logs(path)[0]
+    original = _flip(log, FIRST_RECORD)
+    before, _ = _quiet(read_arrow, path)
+    assert _keys(before) == ["a2", "a3", "b2", "b3"]
+    files = _listing(path)
+    plan = table.schedule_compaction(strategy="unbounded")  # headers and content prefixes are fine
+    assert plan.instant is not None
+    with pytest.raises(CorruptLogBlockError, match=f"compaction {plan.instant} failed.*"
+                                                   f"{os.path.basename(log)} at offset 0"):
+        table.run_compaction()
+    assert not Timeline.load(path).is_completed(plan.instant)
+    assert _quiet(read_arrow, path)[0] == before
+    table.rollback(plan.instant)
+    assert Timeline.load(path).pending_compactions() == []
+    assert _listing(path) == files   # nothing deleted, nothing left behind, the damaged log untouched
+    after, warned = _quiet(read_arrow, path)
+    assert warned and after == before
+    Path(log).write_bytes(original)   # repaired: every record is back, as hudi 0.5.0 reads it
+    repaired, warned = _quiet(read_arrow, path)
+    assert not warned and _keys(repaired) == ["a1", "a2", "a3", "b1", "b2", "b3"]
+    assert rows_by_key(repaired) == rows_by_key(hudi_read(path))
+
+
+def test_torn_tail_of_a_failed_write_is_skipped_silently_and_compacts(spark, tmp_path, monkeypatch):
+    table = _days_table(tmp_path, days=2)
+    path = table.path
+    src = tmp_path / "late.jsonl"
+    src.write_text('{"id":"x","seq":1,"ts":"2024-01-03T00:00:00Z"}\n')
+    monkeypatch.setenv(FAULT_ENV, "write:tasks:raise")
+    with pytest.raises(WriteError, match="failed and was rolled back") as failure:
+        table.write(str(src))
+    monkeypatch.delenv(FAULT_ENV)
+    failed = failure.value.args[0].split()[1]   # "write <instant> failed ..."
+    assert not Timeline.load(path).is_completed(failed)
+    # The failed writer had appended to the committed logs (as Java does) and died mid-block: one tail keeps its
+    # header (instant `failed`, never committed), the other is cut right after the MAGIC.
+    first, second = _logs(path)[:2]
+    (info,) = scan_log_file(second).blocks
+    block = Path(second).read_bytes()[info.offset:info.end_offset].replace(info.instant_time.encode(), failed.encode(), 1)
+    with open(second, "ab") as fh:
+        fh.write(block[:-10])
+    with open(first, "ab") as fh:
+        fh.write(b"#HUDI#\x00\x00\x00")
+    rows, warned = _quiet(read_arrow, path)
+    assert not warned and _keys(rows) == ["a1", "a2", "b1", "b2"]
+    shown = table.describe()
+    logs = [lf for g in shown.file_groups for s in g.slices for lf in s.log_files]
+    assert (shown.corrupt_log_blocks, sum(lf.torn_blocks for lf in logs)) == (0, 2)
+    assert table.metrics().corrupt_log_blocks == 0
+    plan = table.schedule_compaction(strategy="unbounded")
+    table.run_compaction()
+    assert Timeline.load(path).is_completed(plan.instant)
+    after, warned = _quiet(read_arrow, path)
+    assert not warned and after.sort_by("id").select(["id", "seq", "ts"]) == rows.sort_by("id").select(["id", "seq", "ts"])
+    assert rows_by_key(after) == rows_by_key(hudi_read(path))

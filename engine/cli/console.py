@@ -43,7 +43,7 @@ def cmd_read(args: argparse.Namespace) -> int:
     t = Table.open(args.path)
     with output.progress_bar("reading") as on_progress:
         result = t.read(args.query or "snapshot", begin=args.begin, end=args.end, as_of=args.as_of, output=args.output,
-                        local=args.local, on_progress=on_progress)
+                        local=args.local, skip_corrupt=args.skip_corrupt, on_progress=on_progress)
     if args.json:
         output.emit(result, True, output.read)
     else:
@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--as-of", help="time_travel: the table as of this completed instant")
     p.add_argument("--output", required=True)
     p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
+    p.add_argument("--skip-corrupt", action="store_true",
+                   help="skip corrupt log blocks of committed instants with a warning each (default: fail, "
+                        "write nothing)")
 
     _command(sub, "show", cmd_show, "timeline, file groups, slices and logs (with min event time)")
 
@@ -247,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    output.route_warnings()
     try:
         code: int = args.func(args)
         return code

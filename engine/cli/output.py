@@ -7,10 +7,11 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from typing import Any, Callable, Iterator, Sequence
+import warnings
+from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from engine import results as r
-from engine.errors import Refused
+from engine.errors import Refused, TidemarkWarning
 from engine.progress import Progress
 
 
@@ -38,6 +39,24 @@ def refusal(refused: Refused, as_json: bool) -> None:
 
 def error(message: str) -> None:
     print(f"tidemark: error: {message}", file=sys.stderr)
+
+
+def route_warnings() -> None:
+    """Tidemark's warnings (a skipped corrupt block, ...) as `tidemark: warning: ...` lines on stderr; other
+    warnings as Python prints them. Idempotent."""
+    current = warnings.showwarning
+    if getattr(current, "tidemark", False):
+        return
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: TextIO | None = None, line: str | None = None) -> None:
+        if issubclass(category, TidemarkWarning):
+            print(f"tidemark: warning: {message}", file=sys.stderr)
+        else:
+            current(message, category, filename, lineno, file, line)
+
+    show.tidemark = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
 
 
 @contextlib.contextmanager
@@ -101,10 +120,14 @@ def describe(d: r.TableDescription) -> str:
         for s in g.slices:
             lines.append(f"    slice {s.base_instant}: base {s.base_file or '-'}")
             lines += [f"      {lf.name}  {lf.size} B  {lf.blocks} blocks  min event time {_t(lf.min_event_time)}"
+                      + (f"  CORRUPT BLOCKS {lf.corrupt_blocks}" if lf.corrupt_blocks else "")
                       for lf in s.log_files]
     if d.replaced_file_groups:
         lines.append("replaced file groups (hidden from every query until cleaned):")
         lines += [f"  {g.partition or '(root)'} / {g.file_id}  by {g.replaced_by}" for g in d.replaced_file_groups]
+    if d.corrupt_log_blocks:
+        lines.append(f"{d.corrupt_log_blocks} corrupt log block(s) of committed instants: their records are "
+                     "missing from reads and compaction refuses their logs")
     return "\n".join(lines)
 
 

@@ -6,6 +6,9 @@ Executors: stream the old base batch by batch against the merged winners of the 
 new base `<fid>_<token>_<C>.parquet` incrementally (temp file under `.hoodie/.temp/<C>/`, then rename),
 and carry the remaining logs into slice C (symlink or byte copy). Every step is idempotent, so a crashed
 run is finished by simply running it again.
+A log to fold that holds a corrupt block of a committed instant stops the run with CorruptLogBlockError before
+anything is written for it: checked from headers on the driver, and by each executor's decode (the only place
+flipped bytes deep inside a block show); nothing is committed or published, and the plan can be rolled back.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
-from engine.errors import TidemarkError
+from engine.errors import CorruptLogBlockError, TidemarkError
+from engine.services import integrity
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
@@ -126,10 +130,11 @@ def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progres
     pending = _pick(timeline, instant)
     c = pending.timestamp
     plan = timeline.compaction_plan(c)
+    tasks = _tasks(cfg, timeline, c, plan)
+    _check_logs(c, tasks, pending.state.value)
     if pending.state is State.REQUESTED:
         transition_to_inflight(base_path, c, COMPACTION)
     fault_point("execute", "inflight")
-    tasks = _tasks(cfg, timeline, c, plan)
     if spark is None:
         from engine.spark import get_spark
 
@@ -137,10 +142,28 @@ def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progres
     try:
         outs = _execute_all(spark.sparkContext, tasks, on_progress)
     except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
+        found = integrity.found_in(exc)
+        if found is not None:
+            raise CorruptLogBlockError(f"compaction {c} failed, nothing was committed: {found} "
+                                       f"{_remedy(c, 'is inflight')}") from None
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
                               "back with rollback_compaction") from exc
     fault_point("execute", "tasks")
     return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
+
+
+def _check_logs(c: str, tasks: list[OpTask], state: str) -> None:
+    """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
+    changes (the plan is not even moved to inflight)."""
+    for task in tasks:
+        bad = integrity.scan_corruption(task.log_paths, task.committed).committed
+        if bad:
+            raise integrity.corrupt_error(bad, f"compaction {c} not run", _remedy(c, f"is still {state}"))
+
+
+def _remedy(c: str, state: str) -> str:
+    return (f"Compaction {c} {state}: roll it back (tidemark rollback --instant {c}, Table.rollback), repair or "
+            "remove the blocks, then schedule again.")
 
 
 def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[dict]:
@@ -301,6 +324,9 @@ def execute_operation(task: OpTask) -> dict:
     temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)
     os.makedirs(temp_dir, exist_ok=True)
     logs = read_slice_logs(task.log_paths, task.committed)
+    if logs.corrupt:  # folding would supersede the log and lose the block's records for good
+        raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
+                                      "Folding them would lose these records for good; nothing was written.")
     split = split_slice(logs.items, _following_items(task, pdir), _split_spec(task),
                         base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"

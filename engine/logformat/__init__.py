@@ -1,7 +1,7 @@
 """HoodieLogFormat v1 log files: encode blocks, scan their headers fast, decode them fully.
 
 Modules: blocks (vocabulary and result types), encode (framing and writers), deletes (delete-block content),
-scan (header-only scan), read (full decode).
+scan (header-only scan), content_check (content prefixes, no decode), read (full decode).
 """
 
 from engine.logformat.blocks import (
@@ -17,6 +17,7 @@ from engine.logformat.blocks import (
     LogFileContents,
     LogFileScan,
 )
+from engine.logformat.content_check import content_faults
 from engine.logformat.encode import append_blocks, encode_data_block, encode_delete_block, encode_rollback_block
 from engine.logformat.read import read_log_file
 from engine.logformat.scan import scan_log_file
@@ -34,6 +35,7 @@ __all__ = [
     "LogFileContents",
     "LogFileScan",
     "append_blocks",
+    "content_faults",
     "encode_data_block",
     "encode_delete_block",
     "encode_rollback_block",

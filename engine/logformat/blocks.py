@@ -107,6 +107,8 @@ class CorruptBlock:
     offset: int
     reason: str
     next_offset: int  # where scanning resumed: the next MAGIC, or EOF
+    instant: str | None = None  # its INSTANT_TIME header, when the header could still be read
+    content: bool = False  # framing intact, the content is what failed (decode or content-prefix check)
 
 
 @dataclass

@@ -51,7 +51,8 @@ def read_log_file(path: str, *, columns: list[str] | None = None) -> LogFileCont
             blocks.append(_decode_block(info, content, columns))
         except Exception as exc:  # noqa: BLE001 - any decode failure is confined to this block
             reason = f"content of {info.block_type.name} block at offset {info.offset} of {path} failed to decode: {exc}"
-            corrupt.append(CorruptBlock(path, info.offset, reason, info.offset + info.size))
+            corrupt.append(CorruptBlock(path, info.offset, reason, info.offset + info.size, info.instant_time,
+                                        content=True))
     corrupt.sort(key=lambda c: c.offset)
     return LogFileContents(path, blocks, corrupt)
 

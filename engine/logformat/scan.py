@@ -2,7 +2,9 @@
 
 Per block this does one pread that covers the previous block's trailer, the MAGIC after it and this block's header
 (facts §1.1: Java's isBlockCorrupt checks blockLength against the trailing int64 and requires MAGIC or EOF next).
-A block failing any check becomes a CorruptBlock and the scan resumes at the next MAGIC, as Java does.
+A block failing any check becomes a CorruptBlock and the scan resumes at the next MAGIC, as Java does. When its
+header is still readable, the CorruptBlock keeps the block's INSTANT_TIME: that is what tells a failed write's torn
+tail from damage to committed data (engine.services.integrity).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from engine.logformat.blocks import (
     BlockInfo,
     BlockType,
     CorruptBlock,
+    HeaderKey,
     LogFileScan,
 )
 
@@ -31,6 +34,10 @@ _BLOCK_TYPES = {t.value: t for t in BlockType}
 
 class _BadBlock(Exception):
     """Internal: the block at hand failed a check; the message becomes CorruptBlock.reason."""
+
+    def __init__(self, message: str, instant: str | None = None) -> None:
+        super().__init__(message)
+        self.instant = instant
 
 
 class _Window:
@@ -69,7 +76,7 @@ def scan_log_file(path: str) -> LogFileScan:
                 info = _read_block(win, path, pos)
             except _BadBlock as bad:
                 nxt = _next_magic(fd, size, pos + 1)
-                corrupt.append(CorruptBlock(path, pos, f"{bad} (block at offset {pos} of {path})", nxt))
+                corrupt.append(CorruptBlock(path, pos, f"{bad} (block at offset {pos} of {path})", nxt, bad.instant))
                 pos = nxt
                 continue
             blocks.append(info)
@@ -88,15 +95,20 @@ def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:
     (block_length,) = _LONG.unpack_from(head, MAGIC_LEN)
     end = pos + PREFIX_LEN + block_length
     if block_length < MIN_BLOCK_LENGTH:
-        raise _BadBlock(f"blockLength {block_length} is smaller than the minimum {MIN_BLOCK_LENGTH}")
+        raise _BadBlock(f"blockLength {block_length} is smaller than the minimum {MIN_BLOCK_LENGTH}",
+                        _salvage_instant(win, pos))
     if end > win.size:
-        raise _BadBlock(f"truncated: blockLength {block_length} exceeds file size {win.size}")
+        raise _BadBlock(f"truncated: blockLength {block_length} exceeds file size {win.size}",
+                        _salvage_instant(win, pos))
     # Parse the header while the window still holds it; report framing (trailer) failures first, like Java.
     try:
         parsed, head_error = _read_head(win, pos, end, block_length), None
     except _BadBlock as exc:
         parsed, head_error = None, exc
-    _check_trailer(win, end, block_length)
+    try:
+        _check_trailer(win, end, block_length)
+    except _BadBlock as exc:
+        raise _BadBlock(str(exc), parsed[1].get(HeaderKey.INSTANT_TIME) if parsed else None) from None
     if head_error is not None or parsed is None:
         raise head_error or _BadBlock("unreadable block header")
     block_type, headers, content_offset, content_length = parsed
@@ -146,6 +158,18 @@ def _read_headers(win: _Window, offset: int, end: int) -> tuple[dict[int, str], 
             raise _BadBlock(f"header entry {key} is not UTF-8: {exc}") from None
         offset += length
     return headers, offset
+
+
+def _salvage_instant(win: _Window, pos: int) -> str | None:
+    """INSTANT_TIME of a block whose framing failed, if its header survived (a truncated tail usually has one)."""
+    try:
+        version, _ = struct.unpack(">ii", win.get(pos + PREFIX_LEN, 8))
+        if version != LOG_FORMAT_VERSION:
+            return None
+        headers, _ = _read_headers(win, pos + PREFIX_LEN + 8, win.size)
+    except (_BadBlock, struct.error):
+        return None
+    return headers.get(HeaderKey.INSTANT_TIME)
 
 
 def _next_magic(fd: int, size: int, start: int) -> int:

@@ -1,10 +1,18 @@
-"""`tidemark show`: the table as its timeline and file-system view see it (no data decoded)."""
+"""`tidemark show`: the table as its timeline and file-system view see it (no data decoded).
+
+Per log file it counts corrupt blocks of committed instants (`corrupt_blocks`) and torn tails of failed writes
+(`torn_blocks`, harmless), found by the header scan (framing: lengths, trailer, MAGIC) and one small read of each
+block's content prefix (Avro/delete content version, record count or datum length that fits, Parquet magic;
+engine.logformat.content_check). Bytes flipped deeper inside a block's records show only when a read or a
+compaction decodes it; those report it then (engine.services.integrity).
+"""
 from __future__ import annotations
 
 from engine.config.properties import load_table_config
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
 from engine.read.fsview import FileSlice, FileSystemView
+from engine.services import integrity
 from engine.results import (FileGroupInfo, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription,
                              from_ms)
 from engine.timeline.instants import Timeline
@@ -28,7 +36,8 @@ def describe_table(base_path: str) -> TableDescription:
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
         event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline),
-        file_groups=groups,
+        file_groups=groups, corrupt_log_blocks=sum(lf.corrupt_blocks for g in groups for s in g.slices
+                                                   for lf in s.log_files),
         replaced_file_groups=[ReplacedGroupInfo(partition=g.partition_path, file_id=g.file_id, replaced_by=by)
                               for g, by in view.replaced_file_groups()])
 
@@ -37,8 +46,10 @@ def _slice(sl: FileSlice, committed: set[str]) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
         scan = scan_log_file(lf.path)
+        found = integrity.file_corruption(scan, committed)
         mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]
-        logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(scan.corrupt),
+        logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(found.committed),
+                                torn_blocks=len(found.torn),
                                 min_event_time=from_ms(min(mins)) if mins else None,
                                 instants=sorted({b.instant_time for b in scan.blocks if b.instant_time})))
     return SliceInfo(base_instant=sl.base_instant, base_file=sl.base_file.name if sl.base_file else None,

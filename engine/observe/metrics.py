@@ -3,7 +3,9 @@
 Everything is computed from the latest file slices with header scans only (no record is decoded for
 Tidemark-written logs), so a /metrics scrape stays cheap:
 - min event time over all remaining logs: how far back the next event-time compaction can move T;
-- slices with logs, remaining log files and bytes: the compaction backlog.
+- slices with logs, remaining log files and bytes: the compaction backlog;
+- corrupt log blocks of committed instants: records every read is missing, which no compaction will fold
+  until repaired (header scan plus one small read of each block's content prefix; engine.services.integrity).
 Carried-over logs (symlinks or copies re-homed into the compaction's slice) are still uncompacted data, so
 they count as remaining logs; their bytes are the target's (stat follows the link).
 """
@@ -18,6 +20,7 @@ from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
 from engine.config.eventtime import parse_time
 from engine.read.fsview import FileSystemView
 from engine.results import BacklogMetrics, from_ms
+from engine.services import integrity
 from engine.config.properties import load_table_config
 from engine.timeline.instants import Timeline
 
@@ -46,6 +49,7 @@ def backlog_metrics(base_path: str) -> BacklogMetrics:
         log_event_time_sources={s: sources.get(s, 0) for s in SOURCES},
         pending_compactions=len(pending),
         pending_compaction_instants=pending,
+        corrupt_log_blocks=len(integrity.scan_corruption((lf.path for lf in logs), view.committed_instants).committed),
     )
 
 
@@ -61,6 +65,8 @@ _GAUGES: tuple[tuple[str, str, str], ...] = (
     ("tidemark_logs_with_unknown_event_time", "logs_with_unknown_event_time",
      "Remaining log files whose min event time is unknown."),
     ("tidemark_pending_compactions", "pending_compactions", "Requested or inflight compactions."),
+    ("tidemark_corrupt_log_blocks", "corrupt_log_blocks",
+     "Corrupt log blocks of committed instants in the remaining logs (their records are missing from reads)."),
 )
 
 

@@ -11,6 +11,10 @@ time_travel). Java's time travel is a snapshot query with `as.of.instant`, so th
 
 The driver plans the read (one input partition per file slice); executors merge their slices and
 yield Arrow record batches, so no row passes through Python one at a time.
+
+A corrupt block of a committed instant is skipped with a warning naming its file and offset (planning warns
+about what header scans and content prefixes find; an executor warns, in its log, about a block it fails to
+decode). `option("failOnCorrupt", "true")` fails the query instead (engine.services.integrity).
 """
 from __future__ import annotations
 
@@ -63,10 +67,11 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 
 class TidemarkReader(DataSourceReader):
-    def __init__(self, path: str, query: QuerySpec, schema: StructType, tasks: int) -> None:
+    def __init__(self, path: str, query: QuerySpec, schema: StructType, tasks: int, fail_on_corrupt: bool,
+                 warn: bool, report_dir: str | None) -> None:
         from engine.read.query import plan_read
 
-        self.plan = plan_read(path, query)
+        self.plan = plan_read(path, query, fail_on_corrupt=fail_on_corrupt, warn=warn, report_dir=report_dir)
         self.schema = schema
         self.tasks = tasks
 
@@ -110,7 +115,17 @@ class TidemarkDataSource(DataSource):
 
     def reader(self, schema: StructType) -> DataSourceReader:
         path, query = self._path_and_query()
-        return TidemarkReader(path, query, schema, self._tasks())
+        return TidemarkReader(path, query, schema, self._tasks(), self._flag("failOnCorrupt"),
+                              not self._flag("corruptReported"), self.options.get("corruptReportDir") or None)
+
+    def _flag(self, name: str) -> bool:
+        """A true/false option, false when absent. `corruptReported` (set by load_table): the caller's process
+        already warned about what planning finds, so this planning, in a Python worker, stays quiet.
+        `corruptReportDir` (set by export): executors relay the corrupt blocks they find there, for the caller."""
+        raw = str(self.options.get(name, "false")).lower()
+        if raw not in ("true", "false"):
+            raise ConfigError(f"option {name}={raw!r} must be true or false")
+        return raw == "true"
 
     def _tasks(self) -> int:
         """Read tasks: option("partitions"), else two per core of this machine."""
@@ -120,20 +135,25 @@ class TidemarkDataSource(DataSource):
         return int(raw)
 
 
-def load_table(spark, path: str, query: str | QuerySpec = "snapshot"):
+def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False, plan=None,
+               report_dir: str | None = None):
     """A query as a DataFrame, the fastest way Spark can run it.
 
     Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on
     Spark's native Parquet reader (JVM, vectorised, no Python worker). Snapshot, time-travel and
-    incremental rows need the merge, so they come from the `tidemark` Python data source.
+    incremental rows need the merge, so they come from the `tidemark` Python data source. Planning here (or
+    the caller's `plan`) reports corrupt committed blocks in this process: the data source plans again in a
+    Python worker, whose warnings only reach the Spark log.
     """
     from engine.read.query import as_spec, plan_read
 
     spec = as_spec(query)
-    plan = plan_read(path, spec)
+    plan = plan or plan_read(path, spec, fail_on_corrupt=fail_on_corrupt)
     schema = spark_schema(plan.context.schema)
     if spec.query != "read_optimized":
-        return spark.read.format("tidemark").options(**spec_options(spec)).load(path)
+        reader = (spark.read.format("tidemark").options(**spec_options(spec))
+                  .option("failOnCorrupt", str(fail_on_corrupt).lower()).option("corruptReported", "true"))
+        return (reader.option("corruptReportDir", report_dir) if report_dir else reader).load(path)
     bases = [ref.base_path for ref in plan.slices if ref.base_path]
     if not bases:
         return spark.createDataFrame([], schema)

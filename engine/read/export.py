@@ -1,4 +1,9 @@
-"""Exporting a query result to a single Parquet file (the CLI's `read`)."""
+"""Exporting a query result to a single Parquet file (the CLI's `read`).
+
+A full read into a file stops at a corrupt block of a committed instant (CorruptLogBlockError naming its file
+and offset) and leaves no output, unless the caller asks to `skip_corrupt`: then each such block is skipped
+with a warning, as in-process reads always do (engine.services.integrity).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -11,16 +16,18 @@ import pyarrow.parquet as pq
 
 from engine.progress import Progress, tracked
 from engine.read.query import QuerySpec, iter_arrow, plan_read
+from engine.services import integrity
 
 
 def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark: bool = True,
-                 on_progress: Progress | None = None) -> int:
+                 on_progress: Progress | None = None, *, skip_corrupt: bool = False) -> int:
     """Write the query result to `output` (one Parquet file); returns the row count.
 
     Through Spark the slices are merged on executors and written as part files, which are then
     streamed into one file so the result never has to fit in the driver's memory.
     """
-    plan = plan_read(base_path, query)  # validates the table and query before any work
+    # Validates the table and query, and stops at corrupt blocks found from headers, before any work.
+    plan = plan_read(base_path, query, fail_on_corrupt=not skip_corrupt)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     if not use_spark:
         return _write_stream(output, plan.context.schema, iter_arrow(plan, on_progress))
@@ -29,14 +36,24 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark:
 
     spark = get_spark()
     tmp = tempfile.mkdtemp(prefix=".tidemark-export-", dir=os.path.dirname(os.path.abspath(output)))
+    reports = tempfile.mkdtemp(prefix=".tidemark-corrupt-", dir=os.path.dirname(os.path.abspath(output)))
     try:
-        writer = load_table(spark, base_path, query).write.mode("overwrite")
-        tracked(spark.sparkContext, lambda: writer.parquet(tmp), on_progress, "tasks")
+        df = load_table(spark, base_path, query, fail_on_corrupt=not skip_corrupt, plan=plan, report_dir=reports)
+        writer = df.write.mode("overwrite")
+        try:
+            tracked(spark.sparkContext, lambda: writer.parquet(tmp), on_progress, "tasks")
+        except Exception as exc:
+            found = integrity.found_in(exc)   # an executor's decode failed on a committed block
+            if found is None:
+                raise
+            raise found from None
+        integrity.warn_skipped(integrity.relayed(reports))   # skip_corrupt: what the executors skipped
         parts = sorted(glob.glob(os.path.join(tmp, "part-*.parquet")))
         schema = pq.read_schema(parts[0]) if parts else plan.context.schema
         return _write_stream(output, schema, (pq.ParquetFile(p).read(use_threads=False) for p in parts))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+        shutil.rmtree(reports, ignore_errors=True)
 
 
 def _write_stream(output: str, schema, tables) -> int:

@@ -13,6 +13,7 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.logformat import CorruptBlock
 from engine.progress import Progress, Reporter
 from engine.services import integrity
 from engine.errors import ConfigError, TidemarkError
@@ -21,7 +22,7 @@ from engine.read.fsview import FileSlice, FileSystemView
 from engine.read.window import InstantWindow
 from engine.config.properties import load_table_config
 from engine.config.schema import table_read_schema
-from engine.read.slice_reader import ReadContext, SliceRef, read_slice
+from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
 from engine.timeline.instants import Timeline
 
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")
@@ -79,21 +80,34 @@ def balance(refs: Sequence[SliceRef], tasks: int) -> list[list[SliceRef]]:
     return [g for g in groups if g]
 
 
-def plan_read(base_path: str, query: str | QuerySpec = "snapshot") -> ReadPlan:
+def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False,
+              warn: bool = True, report_dir: str | None = None) -> ReadPlan:
+    """The read's work per slice. Corrupt blocks of committed instants that header scans and content prefixes
+    find are reported here, on the driver: a warning each (unless `warn` is False: the caller already did),
+    or CorruptLogBlockError with `fail_on_corrupt` before any task runs. Executors report only what their
+    decode finds beyond these (`report_corrupt`), or relay it into `report_dir` for the driver to warn about."""
     spec = as_spec(query)
     query = spec.query
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
     view.check_links()
+    committed = frozenset(view.committed_instants)
     window, slices = _slices(view, spec)
-    ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
-                      ordering_field=cfg.ordering_field, committed=frozenset(view.committed_instants), window=window)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
+    corrupt: list[CorruptBlock] = []
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:
-        integrity.warn_skipped(integrity.corrupt_blocks(lf.path for s in slices for lf in s.log_files))
+        corrupt = integrity.scan_corruption((lf.path for s in slices for lf in s.log_files), committed).committed
+        if corrupt and fail_on_corrupt:
+            raise integrity.corrupt_error(corrupt, "read stopped", READ_REMEDY)
+        if warn:
+            integrity.warn_skipped(corrupt)
+    ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
+                      ordering_field=cfg.ordering_field, committed=committed, window=window,
+                      fail_on_corrupt=fail_on_corrupt, reported=frozenset((b.path, b.offset) for b in corrupt),
+                      report_dir=report_dir)
     return ReadPlan(query, ctx, tuple(slice_ref(s) for s in slices))
 
 
@@ -125,8 +139,9 @@ def iter_arrow(plan: ReadPlan, on_progress: Progress | None = None) -> Iterator[
     progress.finish()
 
 
-def read_arrow(base_path: str, query: str | QuerySpec = "snapshot", on_progress: Progress | None = None) -> pa.Table:
-    """The whole query result as one Arrow table, read in-process."""
-    plan = plan_read(base_path, query)
+def read_arrow(base_path: str, query: str | QuerySpec = "snapshot", on_progress: Progress | None = None, *,
+               fail_on_corrupt: bool = False) -> pa.Table:
+    """The whole query result as one Arrow table, read in-process; corrupt committed blocks warn (or fail)."""
+    plan = plan_read(base_path, query, fail_on_corrupt=fail_on_corrupt)
     parts = list(iter_arrow(plan, on_progress))
     return pa.concat_tables(parts) if parts else plan.context.schema.empty_table()

@@ -18,6 +18,7 @@ from engine.errors import TidemarkError
 from engine.read.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
                           merge_with_winners)
 from engine.read.window import InstantWindow
+from engine.services import integrity
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -32,6 +33,10 @@ class ReadContext:
     ordering_field: str | None
     committed: frozenset[str]         # completed write instants; other blocks are invisible
     window: InstantWindow | None = None  # time travel / incremental: the instants (and rows) read
+    # Corrupt blocks of committed instants: warn and skip them, or fail the read (a full read into a file).
+    fail_on_corrupt: bool = False
+    reported: frozenset[tuple[str, int]] = frozenset()   # (path, offset) the driver already reported
+    report_dir: str | None = None     # relay what executors find to the driver here, instead of their own log
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,10 @@ class SliceLogs:
     """A slice's committed log content, in log order, plus what was skipped and why."""
 
     items: list[LogItem]
-    corrupt: list[logformat.CorruptBlock]
+    corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.services.integrity)
     blocks_read: int
     blocks_skipped: int
+    torn: int = 0                           # torn tails of failed writes, skipped silently as in Java
 
 
 def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
@@ -64,9 +70,13 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                    if isinstance(b, logformat.CommandBlock)}
     items: list[LogItem] = []
     corrupt: list[logformat.CorruptBlock] = []
-    read = skipped = 0
+    read = skipped = torn = 0
     for c in contents:
-        corrupt.extend(c.corrupt)
+        found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed)
+        # Corruption outside a time-travel / incremental window hides nothing this read returns.
+        corrupt.extend(b for b in found.committed
+                       if window is None or b.instant is None or window.in_range(b.instant))
+        torn += len(found.torn)
         for block in c.blocks:
             inst = block.info.instant_time
             if isinstance(block, logformat.CommandBlock):
@@ -76,7 +86,24 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                 continue
             read += 1
             items.append(_to_item(block))
-    return SliceLogs(items, corrupt, read, skipped)
+    return SliceLogs(items, corrupt, read, skipped, torn)
+
+
+def report_corrupt(blocks: Sequence[logformat.CorruptBlock], ctx: ReadContext) -> None:
+    """Warn about (or fail on) the corrupt committed blocks a decode found that the driver did not report."""
+    new = [b for b in blocks if (b.path, b.offset) not in ctx.reported]
+    if not new:
+        return
+    if ctx.fail_on_corrupt:
+        raise integrity.corrupt_error(new, "read stopped", READ_REMEDY)
+    if ctx.report_dir is not None:
+        integrity.relay(new, ctx.report_dir)
+    else:
+        integrity.warn_skipped(new)
+
+
+READ_REMEDY = ("Nothing was written. Repair the blocks, or read the rest explicitly without them "
+               "(tidemark read --skip-corrupt, Table.read(..., skip_corrupt=True)).")
 
 
 PARALLEL_DECODE_BYTES = 64 * 1024 * 1024
@@ -123,6 +150,7 @@ def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iter
         return
     window = ctx.window
     logs = read_slice_logs(ref.log_paths, ctx.committed, window)
+    report_corrupt(logs.corrupt, ctx)
     winners = merge_log_items(logs.items, ctx.merge_mode, ctx.ordering_field, ctx.schema)
     base_path = ref.base_path if window is None or window.keeps_base(ref.base_instant) else None
     merged = merge_with_winners(iter_base(base_path, ctx.schema, base_batch_rows(winners.size)), winners,

@@ -1,42 +1,145 @@
-"""Corrupt log blocks, found by header scans: reported on every read, and never compacted away.
+"""Corrupt log blocks: damage to committed data is always reported and never compacted away; a torn tail is not.
 
-A reader skips a corrupt block (as Java does) so the rest of the table stays readable, but the records
-in it are then hidden. Tidemark says so on every read, and refuses to compact a log holding one: the new
-base file would supersede the log and the block's records would be gone for good.
+A corrupt region of a log file is one of two kinds (docs/ARCHITECTURE.md, invariant 7):
+- **committed**: its INSTANT_TIME header names a completed write instant, or — its header unreadable — a data or
+  delete block follows it in the file (a failed write's tail is the last thing it wrote). Its records are missing
+  from every result, so every read warns naming the file and offset (a full read into a file fails unless the
+  caller asks to skip), `show` and metrics count it, and no compaction folds its log: planning refuses, and an
+  execution that finds one while decoding fails with CorruptLogBlockError before it writes anything.
+- **torn tail**: its instant is not committed (a failed, in-flight or rolled-back write), or — header unreadable —
+  nothing but a rollback command block follows it (Java's log scanner drops a corrupt block on top of its stack
+  when a rollback block comes). Java skips it and so does every reader here, silently; a compaction may fold
+  its log, which removes nothing any reader could see.
+Found three ways, cheapest first: header scans (framing), content prefixes (logformat.content_check, one small
+pread per block) and the decode a read or compaction does anyway — never an extra decode pass.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
+import re
+import sys
+import uuid
 import warnings
-from typing import Iterable
+from dataclasses import dataclass, field
+from typing import AbstractSet, Iterable, Sequence
 
 from engine import logformat
-from engine.errors import CorruptLogBlockError
+from engine.errors import CorruptLogBlockError, TidemarkWarning
+from engine.logformat import BlockInfo, BlockType, CorruptBlock
 
 
-class CorruptLogBlockWarning(UserWarning):
-    """A query skipped a corrupt log block; its records are not in the result."""
+class CorruptLogBlockWarning(TidemarkWarning):
+    """A query skipped a corrupt block of a committed instant; its records are not in the result."""
 
 
-def corrupt_blocks(paths: Iterable[str]) -> list[logformat.CorruptBlock]:
-    found: list[logformat.CorruptBlock] = []
+@dataclass
+class Corruption:
+    committed: list[CorruptBlock] = field(default_factory=list)  # data loss risk: reported, never compacted
+    torn: list[CorruptBlock] = field(default_factory=list)       # a failed write's tail: skipped silently
+
+    def extend(self, other: Corruption) -> None:
+        self.committed.extend(other.committed)
+        self.torn.extend(other.torn)
+
+
+def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], committed: AbstractSet[str]) -> Corruption:
+    """Split one log file's corrupt regions; `framed` are its blocks whose framing is intact, in any order."""
+    rolled_back = {b.target_instant_time for b in framed if b.block_type is BlockType.COMMAND}
+    # What can follow a region whose header is gone: every block with a readable header, and whether it is a
+    # rollback command block.
+    marks = sorted([(b.offset, b.block_type is BlockType.COMMAND) for b in framed]
+                   + [(c.offset, False) for c in corrupt if c.instant is not None])
+    out = Corruption()
+    for c in corrupt:
+        if c.instant is not None:
+            bad = c.instant in committed and c.instant not in rolled_back
+        else:
+            after = next((is_command for offset, is_command in marks if offset > c.offset), None)
+            bad = after is False
+        (out.committed if bad else out.torn).append(c)
+    return out
+
+
+def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str]) -> Corruption:
+    """Corrupt regions of one scanned log: its framing failures plus its blocks' content-prefix faults."""
+    faults = logformat.content_faults(scan.path, scan.blocks)
+    bad = {f.offset for f in faults}
+    return classify(scan.corrupt + faults, [b for b in scan.blocks if b.offset not in bad], committed)
+
+
+def scan_corruption(paths: Iterable[str], committed: AbstractSet[str]) -> Corruption:
+    """Corrupt regions of `paths` from header scans and content prefixes (no content decoded)."""
+    out = Corruption()
     for path in paths:
-        found.extend(logformat.scan_log_file(path).corrupt)
-    return found
+        out.extend(file_corruption(logformat.scan_log_file(path), committed))
+    return out
 
 
-def describe(block: logformat.CorruptBlock) -> str:
-    return f"{block.path} at offset {block.offset}: {block.reason}"
+def describe(block: CorruptBlock) -> str:
+    """`<path> at offset <n> (instant <i>): <reason>`, the reason without its own copy of path and offset."""
+    instant = f" (instant {block.instant})" if block.instant else ""
+    reason = block.reason.replace(f" (block at offset {block.offset} of {block.path})", "")
+    reason = reason.replace(f" at offset {block.offset} of {block.path}", "")
+    return f"{block.path} at offset {block.offset}{instant}: {reason}"
 
 
-def warn_skipped(blocks: Iterable[logformat.CorruptBlock]) -> None:
+def warn_skipped(blocks: Iterable[CorruptBlock]) -> None:
+    caller = sys._getframe(2)
     for block in blocks:
-        warnings.warn(CorruptLogBlockWarning(f"corrupt log block skipped, its records are missing from this "
-                                             f"result: {describe(block)}"), stacklevel=3)
+        # A fresh registry per warning: Python's default filter shows a warning once per call site and text,
+        # and every read that skips committed records must say so, not only the first.
+        warnings.warn_explicit(
+            CorruptLogBlockWarning(f"corrupt log block of a committed instant skipped, its records are missing "
+                                   f"from this result: {describe(block)}"),
+            CorruptLogBlockWarning, caller.f_code.co_filename, caller.f_lineno, registry={})
 
 
-def refuse_to_compact(paths: Iterable[str]) -> None:
-    bad = corrupt_blocks(paths)
+def relay(blocks: Sequence[CorruptBlock], directory: str) -> None:
+    """An executor's findings for the driver to warn about (a Spark read into a file): one small JSON file each
+    call, written whole (temp name, then rename), in a directory the driver made and reads after the job."""
+    name = os.path.join(directory, f"corrupt-{uuid.uuid4().hex}.json")
+    with open(name + ".tmp", "w") as fh:
+        json.dump([dataclasses.asdict(b) for b in blocks], fh)
+    os.replace(name + ".tmp", name)
+
+
+def relayed(directory: str) -> list[CorruptBlock]:
+    """What executors relayed into `directory`, each block once, in file and offset order."""
+    found: dict[tuple[str, int], CorruptBlock] = {}
+    for name in sorted(os.listdir(directory)):
+        if name.startswith("corrupt-") and name.endswith(".json"):
+            with open(os.path.join(directory, name)) as fh:
+                for item in json.load(fh):
+                    block = CorruptBlock(**item)
+                    found[(block.path, block.offset)] = block
+    return [found[k] for k in sorted(found)]
+
+
+def corrupt_error(blocks: Sequence[CorruptBlock], doing: str, remedy: str) -> CorruptLogBlockError:
+    return CorruptLogBlockError(f"{doing}: {len(blocks)} corrupt log block(s) of committed instants: "
+                                f"{'; '.join(describe(b) for b in blocks)}. {remedy}")
+
+
+def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str]) -> None:
+    bad = scan_corruption(paths, committed).committed
     if bad:
-        raise CorruptLogBlockError(
-            "refusing to compact logs with corrupt blocks (their records would be lost for good): "
-            + "; ".join(describe(b) for b in bad) + ". Repair or remove the blocks, then schedule again.")
+        raise corrupt_error(bad, "refusing to compact", "Folding their logs would lose their records for good; "
+                            "repair or remove the blocks, then schedule again.")
+
+
+_REMOTE = re.compile(r"CorruptLogBlockError: (.+)")
+
+
+def found_in(exc: BaseException) -> CorruptLogBlockError | None:
+    """The CorruptLogBlockError behind `exc`: chained, or raised on a Spark executor (then only its text is left)."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, CorruptLogBlockError):
+            return cur
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    hits = _REMOTE.findall(str(exc))
+    return CorruptLogBlockError(hits[-1].strip()) if hits else None

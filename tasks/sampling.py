@@ -83,6 +83,7 @@ def refresh(table: RegisteredTable) -> MetricSample:
         file_slices_with_logs=backlog["file_slices_with_logs"],
         pending_compactions=backlog["pending_compactions"],
         late_records=fresh.get("late_records") or 0,
+        corrupt_log_blocks=backlog.get("corrupt_log_blocks") or 0,
         sla_breached=sla_breached(table, lag),
         tide=tide,
     )

@@ -54,12 +54,13 @@ def csrf_client(operator) -> Client:
 
 def sample(table: RegisteredTable, taken_at: dt.datetime, *, completion: dt.datetime | None, lag_s: float | None,
            files: int = 0, log_bytes: int = 0, slices: int = 0, pending: int = 0, late: int = 0,
-           tide: list | None = None) -> MetricSample:
+           corrupt: int = 0, tide: list | None = None) -> MetricSample:
     breached = table.freshness_sla_minutes is not None and lag_s is not None and lag_s > table.freshness_sla_minutes * 60
     return MetricSample.objects.create(
         table=table, taken_at=taken_at, ro_completion_time=completion, ro_freshness_time=completion,
         freshness_lag_seconds=lag_s, remaining_log_files=files, remaining_log_bytes=log_bytes,
-        file_slices_with_logs=slices, pending_compactions=pending, late_records=late, sla_breached=breached,
+        file_slices_with_logs=slices, pending_compactions=pending, late_records=late, corrupt_log_blocks=corrupt,
+        sla_breached=breached,
         tide=tide or [])
 
 
@@ -78,7 +79,7 @@ def flights(db, tmp_path, settings) -> RegisteredTable:
             {"start": "2013-01-20T01:00:00.000Z", "end": "2013-01-20T02:00:00.000Z", "log_files": 1,
              "log_records": 200, "log_bytes": 16_000}]
     sample(table, T0 + dt.timedelta(hours=1), completion=T0 - dt.timedelta(hours=1), lag_s=3 * 3600, files=4,
-           log_bytes=3 << 20, slices=3, pending=1, late=17, tide=tide)
+           log_bytes=3 << 20, slices=3, pending=1, late=17, corrupt=2, tide=tide)
     return table
 
 

@@ -7,7 +7,7 @@ from webapp.tables.models import Run
 
 NAMES = {"tidemark_ro_completion_timestamp_seconds", "tidemark_remaining_log_files", "tidemark_remaining_log_bytes",
          "tidemark_file_slices_with_logs", "tidemark_pending_compactions", "tidemark_compactions_total",
-         "tidemark_trigger_refusals_total", "tidemark_freshness_sla_breached"}
+         "tidemark_trigger_refusals_total", "tidemark_freshness_sla_breached", "tidemark_corrupt_log_blocks"}
 
 
 def samples(text: str) -> dict:
@@ -35,6 +35,7 @@ def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes):
     assert values[("tidemark_file_slices_with_logs", t)] == 3
     assert values[("tidemark_pending_compactions", t)] == 1
     assert values[("tidemark_freshness_sla_breached", t)] == 1
+    assert values[("tidemark_corrupt_log_blocks", t)] == 2
     assert values[("tidemark_compactions_total", (("outcome", "succeeded"), ("table", "flights")))] == 2
     assert values[("tidemark_compactions_total", (("outcome", "failed"), ("table", "flights")))] == 1
     assert values[("tidemark_trigger_refusals_total", (("reason", "pending_compaction"), ("table", "flights")))] == 1

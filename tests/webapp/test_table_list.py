@@ -16,6 +16,7 @@ def test_list_shows_the_latest_sample(operator_client, flights):
     assert "2013-01-19 18:00:00 UTC" not in html
     assert "3 h" in html and "SLA breached" in html      # 3 h lag against a 2 h SLA
     assert "late data: 17" in html
+    assert "corrupt blocks: 2" in html   # damaged committed data is flagged where the table is listed
     assert "3.0 MiB" in html and "1 pending" in html
 
 

@@ -35,13 +35,15 @@ class DatabaseCollector:
             "file_slices_with_logs": "File slices that still have log files.",
             "pending_compactions": "Compaction plans requested or inflight on the timeline.",
             "freshness_sla_breached": "1 when the RO freshness lag exceeds the table's SLA.",
+            "corrupt_log_blocks": "Corrupt log blocks of committed instants (their records are missing from reads).",
         }
         families = {k: GaugeMetricFamily(f"tidemark_{k}", doc, labels=["table"]) for k, doc in gauges.items()}
         for table_id, sample in samples.items():
             label = [names[table_id]]
             if sample["ro_completion_time"] is not None:
                 families["ro_completion_timestamp_seconds"].add_metric(label, sample["ro_completion_time"].timestamp())
-            for key in ("remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions"):
+            for key in ("remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions",
+                        "corrupt_log_blocks"):
                 families[key].add_metric(label, sample[key])
             families["freshness_sla_breached"].add_metric(label, 1.0 if sample["sla_breached"] else 0.0)
         yield from families.values()

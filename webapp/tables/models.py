@@ -112,6 +112,7 @@ class MetricSample(models.Model):
     file_slices_with_logs = models.IntegerField(default=0)
     pending_compactions = models.IntegerField(default=0)
     late_records = models.BigIntegerField(default=0)
+    corrupt_log_blocks = models.IntegerField(default=0)   # damaged committed blocks: their records are hidden
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
 

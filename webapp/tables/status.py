@@ -10,7 +10,7 @@ from webapp.tables.models import Run
 from webapp.tables.overview import TableStatus
 
 SAMPLE_KEYS = ("ro_freshness_time", "freshness_lag_seconds", "remaining_log_files", "remaining_log_bytes",
-               "file_slices_with_logs", "pending_compactions", "late_records")
+               "file_slices_with_logs", "pending_compactions", "late_records", "corrupt_log_blocks")
 
 
 def iso(value: dt.datetime | None) -> str | None:

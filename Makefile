@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run lint test bench demo clean
+.PHONY: setup run lint test bench demo clean model-soak
 
 setup: $(STAMP)
 
@@ -48,3 +48,8 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) demo-data
+
+# the stateful model test (tests/test_model_stateful.py) on thousands of fresh random sequences
+MODEL_SEQUENCES ?= $(or $(TIDEMARK_MODEL_EXAMPLES),2000)
+model-soak: setup
+	$(BIN)/python -m bench.bench_model_sequences --sequences $(MODEL_SEQUENCES)

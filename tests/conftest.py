@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.fixtures import FIXTURES, unzip_fixture
 
@@ -12,6 +14,16 @@ __all__ = ["FIXTURES", "unzip_fixture"]
 # The control-plane stack (database, live server, Celery worker) for tests/tasks and tests/webapp; pytest
 # only honours `pytest_plugins` in the top-level conftest.
 pytest_plugins = ["tests.support.stack"]
+
+# Hypothesis profiles (tests/test_model_stateful.py): `ci` is reproducible (derandomized, no example
+# database) and sized for CI; `soak` draws TIDEMARK_MODEL_EXAMPLES fresh random sequences (the bench target).
+_SLOW_OK = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+                print_blob=True)
+settings.register_profile("ci", max_examples=int(os.environ.get("TIDEMARK_MODEL_EXAMPLES", "200")),
+                          derandomize=True, database=None, **_SLOW_OK)
+settings.register_profile("soak", max_examples=int(os.environ.get("TIDEMARK_MODEL_EXAMPLES", "2000")),
+                          database=None, **_SLOW_OK)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 @pytest.hookimpl(trylast=True)

@@ -10,11 +10,15 @@ from engine.compaction import (EventTimeBasedCompactionStrategy, LogCandidate, S
                                UnboundedStrategy, compute_ro_times, resolve_log_event_times, schedule_compaction,
                                strategy_for)
 from engine.compaction import plan as plan_mod
+from engine.compaction import run_compaction
 from engine.errors import ConfigError, TidemarkError
 from engine.read.fsview import FileSystemView
 from engine.io.naming import instant_to_millis
+from engine.services.rollback import rollback
 from engine.timeline.instants import Timeline
+from tests.inline_spark import InlineSpark
 from tests.support.fixtures import unzip_fixture
+from tests.table_model import E, new_table, write
 
 MB = 1024 * 1024
 LOG_TS = 1695046462179  # `ts` of the single update in v6_trips_8i1u's log
@@ -179,3 +183,27 @@ def test_symlink_free_file_system_suggests_copy(trips, monkeypatch):
     monkeypatch.setattr(os, "symlink", no_symlinks)
     with pytest.raises(TidemarkError, match="carry_over='copy'"):
         plan_mod._check_symlinks(trips)
+
+
+@pytest.mark.parametrize("carry_over", ["symlink", "copy"])
+def test_a_carried_log_keeps_its_event_times_in_either_carry_over_mode(tmp_path, carry_over):
+    """A carried delete-only log is known only by its write stats; a copy must find them under the name it
+    copies (as a link does through its target), or the next plan compacts it although it is after T."""
+    path = str(tmp_path / "t")
+    new_table(path, history=[("upsert", [(1, E + 1000)]), ("delete", [(1, E + 5000)])])
+    assert schedule_compaction(path, threshold_ms=E + 2000, carry_over=carry_over).written
+    run_compaction(path, spark=InlineSpark())
+    again = schedule_compaction(path, threshold_ms=E + 2000, carry_over=carry_over, preview=True)
+    assert again.record is None, "the carried delete log (event time E+5000 > T) was planned again"
+
+
+def test_nothing_to_compact_once_every_write_is_rolled_back(tmp_path):
+    """Masked logs and rollback command blocks are all that is left: a plan over them could never run."""
+    path = str(tmp_path / "t")
+    new_table(path, history=[("upsert", [(0, E + 1000)])])
+    second = write(path, "upsert", [(0, E + 2000), (3, E + 1500)])
+    rollback(path, second)
+    rollback(path, Timeline.load(path).completed()[0].timestamp)
+    planned = schedule_compaction(path, threshold_ms=E + 5000)
+    assert not planned.written and "no completed write" in planned.message
+    assert not Timeline.load(path).pending_compactions()

@@ -136,3 +136,30 @@ def test_cli_rollback_and_its_refusal(tmp_path, capsys):
     assert main(["rollback", path, "--instant", c]) == 0
     assert f"rolled back compaction {c} as rollback" in capsys.readouterr().out
     assert snapshot(path) == model_of(HISTORY)
+
+
+def test_rolling_back_every_write_of_a_log_only_group_removes_it_so_the_next_write_is_visible(tmp_path):
+    """A group's first write rolled back after a later one was: masking it would leave a slice whose base
+    instant is gone, invisible to every reader together with the writes appended to it afterwards."""
+    path = str(tmp_path / "t")
+    new_table(path, history=[("upsert", [(2, E + 1000)])])   # k2: the other bucket, so the table keeps a write
+    first = write(path, "upsert", [(0, E + 1000)])
+    second = write(path, "upsert", [(0, E + 2000)])
+    rollback(path, second)
+    rollback(path, first)
+    assert snapshot(path) == {"k2": E + 1000}
+    write(path, "upsert", [(0, E + 3000)])
+    assert snapshot(path) == {"k2": E + 1000, "k0": E + 3000}   # ours and hudi 0.5.0
+
+
+def test_rollback_of_a_write_compacted_then_cleaned_is_refused(tmp_path):
+    """Its logs are gone from the file groups, but its commit still names them: the compaction that folded
+    it into base files depends on it."""
+    path = str(tmp_path / "t")
+    new_table(path, history=[("upsert", [(1, E + 1000)])])
+    last = write(path, "delete", [(1, E + 1000)])
+    c = compact(path, E + 5000)
+    run_clean(path, policy=KEEP_LATEST_FILE_VERSIONS, retain_versions=1)
+    with pytest.raises(RollbackRefused, match=f"compaction {c}"):
+        rollback(path, last)
+    assert snapshot(path) == {} and Timeline.load(path).is_completed(last)

@@ -24,7 +24,7 @@ from engine.config import eventtime
 from engine.read.fsview import FileSlice, FileSystemView
 from engine.logformat import BlockType
 from engine.config.properties import TableConfig, load_table_config
-from engine.timeline.instants import DELTACOMMIT, Timeline
+from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 
 SOURCES = ("header", "write_stats", "decoded", "none")
 _DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
@@ -63,6 +63,19 @@ def write_stat_event_times(timeline: Timeline) -> dict[tuple[str, str], tuple[in
     return out
 
 
+def carried_aliases(timeline: Timeline) -> dict[tuple[str, str], str]:
+    """(partition, carried log name) -> the name of the log it carries, from every completed compaction's
+    carry-over record. A copy has no stats of its own (and a delete-only log no header times), so without
+    this a copied log would read as "unknown" and be compacted by the next plan however late its data."""
+    out: dict[tuple[str, str], str] = {}
+    for inst in timeline.completed():
+        if inst.action != COMMIT:
+            continue
+        for entry in timeline.commit_metadata(inst).carried or ():
+            out[(entry.partition_path, entry.symlink)] = os.path.basename(entry.target)
+    return out
+
+
 def _fold_stat(out: dict, key: tuple[str, str], lo: int | None, hi: int | None) -> None:
     cur_lo, cur_hi, ok = out.get(key, (None, None, True))
     if lo is None:
@@ -86,19 +99,22 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
 
     `extra_committed` adds instants to treat as committed (the compaction about to commit, whose exact-mode
     spill log carries its instant); `aliases` maps a carried-over log (partition, name) to the name of the
-    log it copies, so its write stats are found under the original name.
+    log it copies, so its write stats are found under the original name (added to those the completed
+    compactions recorded).
     """
     cfg = cfg or load_table_config(view.base_path)
     committed = frozenset(view.committed_instants) | frozenset(extra_committed)
     stats: dict | None = None
+    known: dict[tuple[str, str], str] | None = None
     out: dict[str, LogEventTime] = {}
     for sl in slices:
         for lf in sl.log_files:
             found = _from_header(lf.path, committed)
             if found is None:
-                if stats is None:
+                if stats is None or known is None:
                     stats = write_stat_event_times(timeline)
-                found = _from_stats(stats, sl.partition_path, lf.name, lf.path, aliases or {})
+                    known = {**carried_aliases(timeline), **(aliases or {})}
+                found = _from_stats(stats, sl.partition_path, lf.name, lf.path, known)
             if found is None:
                 found = _from_content(lf.path, committed, event_time_column(cfg))
             out[lf.path] = found
@@ -125,13 +141,20 @@ def _from_header(path: str, committed: frozenset[str]) -> LogEventTime | None:
 
 def _from_stats(stats: dict, partition: str, name: str, path: str,
                 aliases: Mapping[tuple[str, str], str]) -> LogEventTime | None:
-    candidates = [name, aliases.get((partition, name))]
+    candidates = [name]
     if os.path.islink(path):  # a carried-over symlink: its stats are under the target's name
         candidates.append(os.path.basename(os.path.realpath(path)))
-    for cand in candidates:
-        hit = stats.get((partition, cand)) if cand else None
+    seen: set[str] = set()
+    while candidates:
+        cand = candidates.pop(0)
+        if cand in seen:
+            continue
+        seen.add(cand)
+        hit = stats.get((partition, cand))
         if hit is not None and hit[2] and hit[0] is not None:
             return LogEventTime(hit[0], hit[1], "write_stats")
+        if (partition, cand) in aliases:   # a copy (of a copy ...) of a written log
+            candidates.append(aliases[(partition, cand)])
     return None
 
 

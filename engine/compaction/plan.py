@@ -107,14 +107,20 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
     if exact and threshold is None:
         raise ConfigError("exact mode needs an event-time threshold (threshold_ms or a data latency)")
     strat = _make_strategy(cfg, strategy, threshold, settings)
+    result = ScheduledPlan(instant, threshold, settings=resolved,
+                           threshold_source=ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source)
+    if not (timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema")):
+        # Every write was rolled back: the logs left hold only masked blocks and rollback commands, and a
+        # plan over them could never run (no schema to write a base file with).
+        result.instant = None
+        result.message = "nothing to compact: the table has no completed write; no plan written"
+        return result
     view = FileSystemView(base_path, timeline)
     view.check_links()
     slices = [s for s in view.latest_slices() if s.log_files]
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
     candidates = [_candidate(s, times) for s in slices]
     ops = strat.plan(candidates)
-    result = ScheduledPlan(instant, threshold, settings=resolved,
-                           threshold_source=ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source)
     if not ops:
         result.instant = None
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"

@@ -189,10 +189,13 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
                                   "it can be rolled back once its writer finishes or its heartbeat expires", i)
     view = FileSystemView(base_path, timeline)
     bases_of_i = _base_files_named(view, i)   # uncommitted bases are not in the view: list them
+    live = {inst.timestamp for inst in timeline.instants}
     # Replaced groups too: were the replacecommit rolled back one day, i's blocks there must stay masked.
     requests = [request for group in view.all_file_groups()
-                if (request := _deltacommit_request(group, i, bases_of_i)) is not None]
+                if (request := _deltacommit_request(group, i, bases_of_i, live)) is not None]
     touched = {(r["partitionPath"], r["fileId"]) for r in requests}
+    if target.is_completed:   # its logs may be gone already (compacted, then cleaned): its stats still say where
+        touched |= {stat.key for stat in timeline.commit_metadata(target).write_stats}
     for later in _later_compactions(timeline, i):
         planned = {(op.get("partitionPath") or "", op["fileId"])
                    for op in timeline.read_compaction_plan(later.timestamp).get("operations") or []}
@@ -203,18 +206,32 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     return {"instantToRollback": {"commitTime": i, "action": DELTACOMMIT}, "RollbackRequests": requests}
 
 
-def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]]) -> dict | None:
-    """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks."""
+def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]],
+                         live: set[str]) -> dict | None:
+    """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks.
+
+    `i` created a log-only group when every other block in it is dead: blocks of instants rolled back
+    before (no longer on the timeline) and the rollback command blocks masking them. Masking `i` instead
+    would leave a slice whose base instant `i` is gone — invisible to every reader, with the next write
+    appended to it (and lost) too."""
     bases = bases_of_i.get((group.partition_path, group.file_id), [])
     logs = [lf for s in group.slices for lf in s.log_files]
-    instants_by_log = {lf.path: ({None} if os.path.islink(lf.path)   # a carry-over belongs to a compaction
-                                 else {b.instant_time for b in logformat.scan_log_file(lf.path).blocks})
-                       for lf in logs}
+    blocks_by_log = {lf.path: (None if os.path.islink(lf.path)   # a carry-over belongs to a compaction
+                               else logformat.scan_log_file(lf.path).blocks) for lf in logs}
+    instants_by_log = {p: ({None} if blocks is None else {b.instant_time for b in blocks})
+                       for p, blocks in blocks_by_log.items()}
     logs_of_i = [lf for lf in logs if i in instants_by_log[lf.path]]
     if not logs_of_i and not bases:
         return None
+
+    def only_i_or_dead(blocks) -> bool:
+        return blocks is not None and all(
+            b.instant_time == i or (b.block_type is not logformat.BlockType.COMMAND and b.instant_time not in live)
+            or (b.block_type is logformat.BlockType.COMMAND and b.target_instant_time not in live)
+            for b in blocks)
+
     created = (not any(s.base_file for s in group.slices)
-               and all(instants_by_log[lf.path] == {i} for lf in logs))
+               and all(only_i_or_dead(blocks_by_log[lf.path]) for lf in logs))
     return {"partitionPath": group.partition_path, "fileId": group.file_id,
             "latestBaseInstant": logs_of_i[-1].base_instant if logs_of_i else group.latest.base_instant,
             "filesToBeDeleted": sorted(bases + ([lf.path for lf in logs] if created else [])),

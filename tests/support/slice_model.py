@@ -1,0 +1,282 @@
+"""An in-memory model of an event-time MOR table, one record at a time, for the stateful model test.
+
+The model keeps what a reader sees per file group (bucket): the base rows of the latest completed base
+and the logs after it, each log a list of items in log order. Reads, compaction and rollback are written
+here from the rules in docs/ARCHITECTURE.md ("Merge rules", compaction, rollback) as a plain scalar fold
+per key, independently of the engine's vectorised code:
+
+- the merge: a left fold over the logs per key (ordering ≥ the winner's replaces it, ties to the later;
+  a delete without ordering value replaces anything, after it ordered deletes are ignored until the first
+  record), then the winner meets the base row (a processing-time delete removes it, otherwise the greater
+  ordering wins, ties to the log) — the rules tests/test_merge_rules.py verifies against hudi 0.5.0;
+- the event-time plan: per file group the prefix of logs up to the last one whose min event time is ≤ T
+  or unknown (delete-only logs without ordering values, rollback command logs, masked logs, carry-forward
+  logs holding deletes);
+- the run: the prefix's winners go into the base, except what the carry-forward rules
+  (engine/compaction/carry_forward.py's docstring) withhold or replay in the new slice's first log; in
+  exact mode items with event time > T that a later on-time item does not always beat are replayed there;
+- rollback: a deltacommit's items disappear (a rollback command log follows in every group it touched,
+  or the group goes when the write created it and all else in it is dead); a compaction restores the
+  groups it planned; both are refused when a later compaction planned over the groups.
+
+Ordering and event time are the same field `ts` (epoch millis). Compaction forgets tombstones as Java's
+does, so what a later write sees depends on where compactions cut: that is why the model keeps the
+structure, not just a key → row map.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+PUT, DELETE, HARD = "put", "delete", "hard"   # HARD: a delete without ordering value ("processing time")
+WRITE, CARRY, ROLLBACK = "write", "carry", "rollback"
+
+
+@dataclass(frozen=True)
+class Item:
+    key: str
+    kind: str             # PUT, DELETE or HARD
+    ts: int | None        # ordering = event time (ms); None for HARD
+    value: str | None = None
+
+
+@dataclass
+class Log:
+    origin: str           # the instant that wrote it (write, compaction, rollback)
+    kind: str             # WRITE, CARRY or ROLLBACK
+    items: list[Item]
+
+    @property
+    def min_event(self) -> int | None:
+        """What the engine can tell of the log's min event time (None: unknown, "must compact"): data block
+        headers, or a write's stats (ordered deletes carry event times there); nothing for a masked log,
+        a rollback command log, a delete without ordering value, or a carry-forward log with deletes."""
+        if not self.items or self.kind == ROLLBACK:
+            return None
+        if any(i.kind == HARD for i in self.items) or (self.kind == CARRY and any(i.kind != PUT for i in self.items)):
+            return None
+        return min(i.ts for i in self.items if i.ts is not None)
+
+
+@dataclass
+class Group:
+    base: dict[str, Item] = field(default_factory=dict)   # key -> PUT item of the latest base file
+    has_base: bool = False
+    logs: list[Log] = field(default_factory=list)
+
+    @property
+    def exists(self) -> bool:
+        return self.has_base or bool(self.logs)
+
+
+def fold(items: list[Item]) -> tuple[Item | None, bool]:
+    """The log winner of one key and whether it is a processing-time delete (kills the base row)."""
+    winner: Item | None = None
+    ignoring_ordered_deletes = False   # after a HARD delete until the first record
+    for it in items:
+        if it.kind == HARD:
+            winner, ignoring_ordered_deletes = it, True
+        elif ignoring_ordered_deletes:
+            if it.kind == PUT:
+                winner, ignoring_ordered_deletes = it, False
+        elif winner is None or winner.ts is None or (it.ts is not None and it.ts >= winner.ts):
+            winner = it
+    return winner, winner is not None and winner.kind == HARD
+
+
+def merge(base: Item | None, winner: Item | None, kills_base: bool) -> Item | None:
+    """The row a reader returns for a base row and a log winner."""
+    if winner is None:
+        return base
+    if kills_base:
+        return None
+    if base is None or (winner.ts is not None and base.ts is not None and winner.ts >= base.ts):
+        return winner if winner.kind == PUT else None
+    return base
+
+
+def items_of(logs: list[Log]) -> list[Item]:
+    return [it for log in logs for it in log.items]
+
+
+def cut(logs: list[Log], threshold: int) -> int:
+    """How many logs of a slice the event-time strategy compacts (a prefix)."""
+    n = 0
+    for i, log in enumerate(logs):
+        if log.min_event is None or log.min_event <= threshold:
+            n = i + 1
+    return n
+
+
+@dataclass
+class Plan:
+    instant: str
+    threshold: int
+    exact: bool
+    cuts: dict[int, int]                  # bucket -> number of logs compacted
+    saved: dict[int, Group]               # the planned groups as they were (for a rollback)
+    replaced: set[tuple[str, str]] = field(default_factory=set)   # (file id, base instant) of the slices it replaces
+    writes_into_slice: set[str] = field(default_factory=set)   # live writes into its planned groups
+    completed: bool = False
+    cleaned_since: bool = False
+
+
+class TableModel:
+    def __init__(self, buckets: int) -> None:
+        self.groups = {b: Group() for b in range(buckets)}
+        self.plans: list[Plan] = []       # compactions on the timeline, oldest first
+        self.writes: list[tuple[str, set[int]]] = []   # live deltacommits and the groups they touched
+
+    # -------------------------------------------------------------------------------- reads
+
+    def snapshot(self) -> dict[str, Item]:
+        out: dict[str, Item] = {}
+        for g in self.groups.values():
+            per_key: dict[str, list[Item]] = {}
+            for it in items_of(g.logs):
+                per_key.setdefault(it.key, []).append(it)
+            for key in set(g.base) | set(per_key):
+                row = merge(g.base.get(key), *fold(per_key.get(key, [])))
+                if row is not None:
+                    out[key] = row
+        return out
+
+    def read_optimized(self) -> dict[str, Item]:
+        return {k: it for g in self.groups.values() for k, it in g.base.items()}
+
+    @property
+    def pending(self) -> Plan | None:
+        return next((p for p in self.plans if not p.completed), None)
+
+    # -------------------------------------------------------------------------------- writes
+
+    def write(self, instant: str, by_bucket: dict[int, list[Item]]) -> None:
+        for b, items in by_bucket.items():
+            self.groups[b].logs.append(Log(instant, WRITE, list(items)))
+        self.writes.append((instant, set(by_bucket)))
+        for plan in self.plans:
+            if set(by_bucket) & set(plan.cuts):
+                plan.writes_into_slice.add(instant)
+
+    def rollback_write_allowed(self, instant: str) -> bool:
+        """Refused when a later compaction planned over a file group the write touched."""
+        touched = dict(self.writes)[instant]
+        return not any(p.instant > instant and set(p.cuts) & touched for p in self.plans)
+
+    def rollback_write(self, instant: str, rollback_instant: str) -> None:
+        touched = dict(self.writes)[instant]
+        self.writes = [w for w in self.writes if w[0] != instant]
+        for b in touched:
+            g = self.groups[b]
+            # Created by it: every other log is dead (a write rolled back before, or a rollback command).
+            created = not g.has_base and all(log.origin == instant or log.kind == ROLLBACK
+                                             or (log.kind == WRITE and not log.items) for log in g.logs)
+            if created:
+                self.groups[b] = Group()
+                continue
+            for log in g.logs:
+                if log.origin == instant:
+                    log.items = []       # masked: stays on disk, holds nothing committed
+            g.logs.append(Log(rollback_instant, ROLLBACK, []))
+        for plan in self.plans:
+            plan.writes_into_slice.discard(instant)
+
+    # -------------------------------------------------------------------------------- compaction
+
+    @property
+    def has_schema(self) -> bool:
+        """A completed write or compaction is on the timeline (rolled-back writes leave none)."""
+        return bool(self.writes) or any(p.completed for p in self.plans)
+
+    def schedule(self, instant: str | None, threshold: int, exact: bool,
+                 replaced: set[tuple[str, str]] | None = None) -> dict[int, int]:
+        if not self.has_schema:
+            return {}
+        cuts = {b: n for b, g in self.groups.items() if (n := cut(g.logs, threshold))}
+        if instant is not None and cuts:
+            self.plans.append(Plan(instant, threshold, exact, cuts, {b: copy.deepcopy(self.groups[b]) for b in cuts},
+                                   replaced or set()))
+        return cuts
+
+    def run(self, instant: str) -> int:
+        """Apply compaction `instant`; returns how many items its carry-forward logs replay."""
+        plan = next(p for p in self.plans if p.instant == instant)
+        carried = 0
+        for b, n in plan.cuts.items():
+            g = self.groups[b]
+            carry = compact_group(g, g.logs[:n], g.logs[n:], plan.threshold if plan.exact else None)
+            g.has_base = True
+            g.logs = ([Log(instant, CARRY, carry)] if carry else []) + g.logs[n:]
+            carried += len(carry)
+        plan.completed = True
+        return carried
+
+    def rollback_compaction_allowed(self, instant: str) -> bool:
+        plan = next(p for p in self.plans if p.instant == instant)
+        return plan is self.plans[-1] and not plan.writes_into_slice and not plan.cleaned_since
+
+    def rollback_compaction(self, instant: str) -> None:
+        plan = self.plans.pop()
+        assert plan.instant == instant
+        for b, saved in plan.saved.items():
+            self.groups[b] = copy.deepcopy(saved)
+
+    def cleaned(self, slices: set[tuple[str, str]]) -> None:
+        """A clean deleted files of these (file id, base instant) slices: a completed compaction that replaced
+        one of them can no longer be rolled back."""
+        for plan in self.plans:
+            if plan.completed and plan.replaced & slices:
+                plan.cleaned_since = True
+
+
+def compact_group(g: Group, compacted: list[Log], rest: list[Log], threshold: int | None) -> list[Item]:
+    """Fold the compacted logs into `g.base`; returns the carry-forward log's items."""
+    late_items: list[Item] = []
+    per_key: dict[str, list[Item]] = {}
+    for it in items_of(compacted):
+        per_key.setdefault(it.key, []).append(it)
+    winners: dict[str, tuple[Item, bool]] = {}
+    for key, items in per_key.items():
+        late = [threshold is not None and it.ts is not None and it.ts > threshold for it in items]
+        for i, it in enumerate(items):
+            if late[i] and not any(not late[j] and (items[j].kind == HARD or items[j].ts >= it.ts)
+                                   for j in range(i + 1, len(items))):
+                late_items.append(it)
+        on_time = [it for it, is_late in zip(items, late) if not is_late]
+        winner, kills = fold(on_time)
+        if winner is not None:
+            winners[key] = (winner, kills)
+    # Keep the spill in log order across keys.
+    order = {id(it): n for n, it in enumerate(items_of(compacted))}
+    late_items.sort(key=lambda it: order[id(it)])
+    following = late_items + items_of(rest)
+    carried: list[Item] = []
+    for key, (winner, kills) in winners.items():
+        withhold, carry = _carry_decision(key, winner, kills, g.base.get(key), following)
+        if carry or withhold:
+            carried.append(winner)
+        if not withhold:
+            row = merge(g.base.get(key), winner, kills)
+            if row is None:
+                g.base.pop(key, None)
+            else:
+                g.base[key] = row
+    return carried + late_items
+
+
+def _carry_decision(key: str, winner: Item, kills: bool, base: Item | None,
+                    following: list[Item]) -> tuple[bool, bool]:
+    """(withhold, carry) of a compacted winner, given the items of its key that follow it in slice C."""
+    mine = [it for it in following if it.key == key]
+    records = [it.ts for it in mine if it.kind == PUT]
+    if not records:
+        return False, False
+    low = min(records)
+    if kills:
+        withhold = base is not None and base.ts > low
+        return withhold, not withhold
+    first_hard = next((i for i, it in enumerate(mine) if it.kind == HARD), None)
+    after_hard = [it.ts for i, it in enumerate(mine) if it.kind == PUT and first_hard is not None and i > first_hard]
+    withhold = bool(after_hard) and min(after_hard) < winner.ts
+    carry = not withhold and winner.kind == DELETE and low < winner.ts
+    return withhold, carry

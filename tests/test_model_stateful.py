@@ -1,0 +1,323 @@
+"""Randomized stateful test (issue 9): sequences of writes, compactions, cleans, rollbacks and recovers
+against the in-memory model of tests/support/slice_model.py, with hudi 0.5.0 reading every step.
+
+Each hypothesis example is one sequence on a fresh two-bucket table (keys k0..k5, ordering = event time
+`ts` in whole seconds so CSV/JSONL spell them exactly). Rules:
+- write: upsert / insert / delete with ordering values / delete without, 1–5 distinct keys, event times
+  anywhere in a 30 s window (so late rows, ties and out-of-order deletes are common), from Parquet in ms
+  or µs, CSV or JSONL (the first write fixes the table's unit, later ones are converted to it);
+- schedule: event_time with a threshold in the data's window, carry-over symlink or copy, exact or not
+  (the plan must compact exactly the model's log prefixes; while a plan is pending it must be refused);
+- run, clean (either policy), rollback of the latest deltacommit or the latest compaction (refusals are
+  allowed exactly where the model says a later instant depends on it, and then change nothing), recover
+  (must find nothing to do).
+After every step: our snapshot == the model's, our RO == the model's base rows, and — whenever no write has
+gone into a pending compaction's slice (hudi 0.5.0 does not read those until the compaction completes) —
+hudi 0.5.0's snapshot and RO equal ours.
+
+Parquet writes and compaction runs use the in-process stand-in for Spark's scheduler (tests/inline_spark.py);
+CSV/JSONL writes need the real session (their rows become a DataFrame). Profiles (tests/conftest.py):
+`ci` (default; derandomized, a fixed number of sequences) and `soak` (TIDEMARK_MODEL_EXAMPLES sequences,
+random), which bench/bench_model_sequences.py runs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import tempfile
+from collections import Counter
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+
+from engine import Table
+from engine.compaction import run_compaction
+from engine.errors import Refused
+from engine.index.bucket_hash import bucket_ids
+from engine.io.naming import parse_base_file_name, parse_log_file_name
+from engine.read.query import read_arrow
+from engine.write.pipeline import write_file
+from tests.inline_spark import InlineSpark
+from tests.oracle import hudi_read
+from tests.support.slice_model import DELETE, HARD, PUT, Item, TableModel
+
+BUCKETS = 2
+KEYS = [f"k{i}" for i in range(6)]
+BUCKET_OF = dict(zip(KEYS, (int(b) for b in bucket_ids(pa.array(KEYS), BUCKETS))))
+E0 = int(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+SECONDS = 30
+FORMATS = ["parquet_ms", "parquet_us", "csv", "jsonl"]
+OPERATIONS = ["upsert", "insert", "delete_ordered", "delete_unordered"]
+OUTCOMES: Counter[str] = Counter()   # what the sequences exercised, printed at the end (pytest -s)
+# CSV/JSONL rows become a Spark DataFrame (~0.4 s a write): at most this many per sequence, the rest of the
+# drawn text writes go as Parquet (counted under their real format).
+TEXT_WRITES_PER_SEQUENCE = int(os.environ.get("TIDEMARK_MODEL_TEXT_WRITES", "1"))
+ROWS = st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, SECONDS)), min_size=1, max_size=5,
+                unique_by=lambda r: r[0])
+
+
+def ms(second: int) -> int:
+    return E0 + second * 1000
+
+
+def iso(second: int) -> str:
+    return dt.datetime.fromtimestamp(ms(second) / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def as_rows(table: pa.Table) -> dict[str, tuple[int, str]]:
+    """id -> (ts in epoch ms, v) of a query result (ours or hudi's); duplicate keys fail."""
+    if table.num_columns == 0 or table.num_rows == 0:
+        return {}
+    ts = table.column("ts").cast(pa.timestamp("ms", tz="UTC")).cast(pa.int64()).to_pylist()
+    out = dict(zip(table.column("id").to_pylist(), zip(ts, table.column("v").to_pylist())))
+    assert len(out) == table.num_rows, "duplicate keys"
+    return out
+
+
+def slice_of(file_name: str) -> tuple[str, str]:
+    """(file id, base instant) of a base or log file."""
+    name = os.path.basename(file_name)
+    base = parse_base_file_name(name)
+    if base is not None:
+        return base.file_id, base.instant
+    log = parse_log_file_name(name)
+    return (log.file_id, log.base_instant) if log is not None else ("", "")
+
+
+def model_rows(rows: dict[str, Item]) -> dict[str, tuple[int, str]]:
+    return {k: (it.ts, it.value) for k, it in rows.items() if it.ts is not None and it.value is not None}
+
+
+class TableSequences(RuleBasedStateMachine):
+    """One table, one model; Spark (started on first need) only for CSV/JSONL writes."""
+
+    spark_factory: Callable[[], Any] | None = None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dir = tempfile.mkdtemp(prefix="model-")
+        self.path = os.path.join(self.dir, "t")
+        self.table = Table.create(self.path, name="m", record_keys=["id"], ordering_field="ts", event_time_field="ts",
+                                  settings={"hoodie.bucket.index.num.buckets": str(BUCKETS)})
+        self.model = TableModel(BUCKETS)
+        self.inputs = 0
+        self.text_writes = 0
+        self.late_bound: int | None = None   # the last threshold scheduled, in seconds
+        self.slice_written = False   # a write went into the pending compaction's slice: hudi lags until it runs
+
+    def teardown(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ------------------------------------------------------------------------------------ inputs
+
+    def _input(self, fmt: str, op: str, rows: list[tuple[str, int]], label: str) -> str:
+        self.inputs += 1
+        name = os.path.join(self.dir, f"in{self.inputs}")
+        cols: dict[str, list] = {"id": [k for k, _ in rows]}
+        if op != "delete_unordered":
+            cols["ts"] = [s for _, s in rows]
+        if op in ("upsert", "insert"):
+            cols["v"] = [f"{label}.{k}" for k, _ in rows]
+        if fmt.startswith("parquet"):
+            unit = "ms" if fmt == "parquet_ms" else "us"
+            data = {c: (pa.array([ms(s) * (1 if unit == "ms" else 1000) for s in v], pa.int64())
+                        .cast(pa.timestamp(unit, tz="UTC")) if c == "ts" else v) for c, v in cols.items()}
+            pq.write_table(pa.table(data), name + ".parquet")
+            return name + ".parquet"
+        text = [{c: (iso(v[i]) if c == "ts" else v[i]) for c, v in cols.items()} for i in range(len(rows))]
+        if fmt == "csv":
+            lines = [",".join(cols)] + [",".join(str(r[c]) for c in cols) for r in text]
+            with open(name + ".csv", "w") as fh:
+                fh.write("\n".join(lines) + "\n")
+            return name + ".csv"
+        with open(name + ".jsonl", "w") as fh:
+            fh.write("".join(json.dumps(r) + "\n" for r in text))
+        return name + ".jsonl"
+
+    def _write(self, fmt: str, op: str, rows: list[tuple[str, int]]) -> None:
+        if not self.model.has_schema:
+            op = "upsert"                  # every write rolled back: the table has no schema again
+        if not fmt.startswith("parquet"):
+            if self.text_writes >= TEXT_WRITES_PER_SEQUENCE:
+                fmt = "parquet_us" if fmt == "jsonl" else "parquet_ms"   # each costs a Spark job
+            self.text_writes += 1
+        label = f"w{self.inputs + 1}"
+        source = self._input(fmt, op, rows, label)
+        factory = type(self).spark_factory
+        assert factory is not None
+        spark = InlineSpark() if fmt.startswith("parquet") else factory()
+        operation = "delete" if op.startswith("delete") else op
+        instant = write_file(self.path, source, operation, spark=spark).instant
+        kind = {"delete_ordered": DELETE, "delete_unordered": HARD}.get(op, PUT)
+        by_bucket: dict[int, list[Item]] = {}
+        for key, s in rows:
+            item = Item(key, kind, None if kind == HARD else ms(s), f"{label}.{key}" if kind == PUT else None)
+            by_bucket.setdefault(BUCKET_OF[key], []).append(item)
+        pending = self.model.pending
+        if pending is not None and set(by_bucket) & set(pending.cuts):
+            self.slice_written = True
+        self.model.write(instant, by_bucket)
+        OUTCOMES[f"write {op} {fmt}" + (" into a pending slice" if self.slice_written else "")] += 1
+
+    # ------------------------------------------------------------------------------------ rules
+
+    @initialize(fmt=st.sampled_from(FORMATS), rows=ROWS)
+    def first_write(self, fmt, rows):
+        """The first write is an upsert: it gives the table its schema (and its timestamp unit)."""
+        self._write(fmt, "upsert", rows)
+
+    @rule(fmt=st.sampled_from(FORMATS), op=st.sampled_from(OPERATIONS), rows=ROWS)
+    def write(self, fmt, op, rows):
+        self._write(fmt, op, rows)
+
+    @precondition(lambda self: self.late_bound is not None)
+    @rule(fmt=st.sampled_from(FORMATS), op=st.sampled_from(OPERATIONS), data=st.data())
+    def late_write(self, fmt, op, data):
+        """Rows at or before the last compaction threshold: the data the RO guarantee has to hear about."""
+        late = st.lists(st.tuples(st.sampled_from(KEYS), st.integers(0, max(0, self.late_bound))), min_size=1,
+                        max_size=5, unique_by=lambda r: r[0])
+        self._write(fmt, op, data.draw(late))
+
+    @rule(threshold=st.integers(-1, SECONDS + 1), carry_over=st.sampled_from(["symlink", "copy"]), exact=st.booleans())
+    def schedule(self, threshold, carry_over, exact):
+        self._schedule(threshold, carry_over, exact)
+
+    @precondition(lambda self: self.model.pending is None)
+    @rule(threshold=st.integers(-1, SECONDS + 1), carry_over=st.sampled_from(["symlink", "copy"]), exact=st.booleans())
+    def compact(self, threshold, carry_over, exact):
+        """Schedule and run at once (the common case; `schedule` + `run` leave a window for writes)."""
+        if self._schedule(threshold, carry_over, exact):
+            self.run()
+
+    def _schedule(self, threshold: int, carry_over: str, exact: bool) -> bool:
+        if self.model.pending is not None:
+            with self.unchanged():
+                with pytest.raises(Refused):
+                    self.table.schedule_compaction(strategy="event_time", threshold=ms(threshold),
+                                                   carry_over=carry_over, exact=exact)
+            OUTCOMES["schedule refused (one pending)"] += 1
+            return False
+        plan = self.table.schedule_compaction(strategy="event_time", threshold=ms(threshold), carry_over=carry_over,
+                                              exact=exact)
+        replaced = {(op.file_id, op.base_instant or "") for op in plan.operations}
+        replaced |= {slice_of(c.target) for op in plan.operations for c in op.logs_carried}
+        expected = self.model.schedule(plan.instant, ms(threshold), exact, replaced)
+        planned = {int(op.file_id[:8]): len(op.logs_compacted) for op in plan.operations}
+        assert planned == expected, (plan.state, planned, expected)
+        assert (plan.state == "nothing_to_do") == (not expected)
+        if expected:
+            assert plan.exact is exact and plan.carry_over == carry_over
+        OUTCOMES[f"schedule {'exact ' if exact else ''}{carry_over}: {len(expected)} group(s)"] += 1
+        self.late_bound = threshold
+        self.slice_written = False
+        return bool(expected)
+
+    @precondition(lambda self: self.model.pending is not None)
+    @rule()
+    def run(self):
+        instant = self.model.pending.instant
+        run_compaction(self.path, instant, spark=InlineSpark())
+        carried = self.model.run(instant)
+        OUTCOMES[f"run ({carried} item(s) carried forward)" if carried else "run"] += 1
+        self.slice_written = False
+
+    @precondition(lambda self: bool(self.model.writes))
+    @rule(retain=st.integers(1, 3), by_versions=st.booleans())
+    def clean(self, retain, by_versions):
+        before = self.reads()
+        try:
+            result = (self.table.clean(retain_versions=retain) if by_versions else
+                      self.table.clean(retain_commits=retain))
+        except Refused:
+            assert self.reads() == before
+            return
+        assert not result.failed and not result.errors, result
+        if result.deleted:
+            self.model.cleaned({slice_of(f) for files in result.deleted.values() for f in files})
+        OUTCOMES["clean deleted files" if result.deleted else "clean (nothing)"] += 1
+
+    @precondition(lambda self: bool(self.model.writes))
+    @rule()
+    def rollback_latest_write(self):
+        instant = self.model.writes[-1][0]
+        if not self.model.rollback_write_allowed(instant):
+            with self.unchanged():
+                with pytest.raises(Refused):
+                    self.table.rollback(instant)
+            OUTCOMES["rollback write refused"] += 1
+            return
+        result = self.table.rollback(instant)
+        OUTCOMES["rollback write"] += 1
+        assert result.action == "deltacommit" and result.was_completed
+        self.model.rollback_write(instant, result.rollback_instant)
+
+    @precondition(lambda self: bool(self.model.plans))
+    @rule()
+    def rollback_latest_compaction(self):
+        instant = self.model.plans[-1].instant
+        if not self.model.rollback_compaction_allowed(instant):
+            with self.unchanged():
+                with pytest.raises(Refused):
+                    self.table.rollback(instant)
+            OUTCOMES["rollback compaction refused"] += 1
+            return
+        OUTCOMES[f"rollback {'completed' if self.model.plans[-1].completed else 'pending'} compaction"] += 1
+        self.table.rollback(instant)
+        self.model.rollback_compaction(instant)
+        self.slice_written = False
+
+    @rule()
+    def recover(self):
+        with self.unchanged():
+            assert not self.table.recover().changed
+
+    # ------------------------------------------------------------------------------------ checks
+
+    def reads(self) -> tuple[dict, dict]:
+        if not any(i.action in ("deltacommit", "commit") for i in self.table.timeline()):
+            return {}, {}   # every write rolled back: no schema, nothing to read
+        return as_rows(read_arrow(self.path)), as_rows(read_arrow(self.path, "read_optimized"))
+
+    def unchanged(self):
+        machine = self
+
+        class Unchanged:
+            def __enter__(self):
+                self.before = machine.reads(), [(i.instant, i.action, i.state) for i in machine.table.timeline()]
+
+            def __exit__(self, *exc):
+                if exc[0] is None:
+                    after = machine.reads(), [(i.instant, i.action, i.state) for i in machine.table.timeline()]
+                    assert after == self.before
+                return False
+
+        return Unchanged()
+
+    @invariant()
+    def agrees_with_the_model_and_hudi(self):
+        snapshot, ro = self.reads()
+        assert snapshot == model_rows(self.model.snapshot())
+        assert ro == model_rows(self.model.read_optimized())
+        if self.model.writes and not self.slice_written:
+            assert as_rows(hudi_read(self.path)) == snapshot
+            assert as_rows(hudi_read(self.path, "read_optimized")) == ro
+            OUTCOMES["checked against hudi 0.5.0"] += 1
+        else:
+            OUTCOMES["checked against the model only (slice C written)"] += 1
+
+
+def test_random_sequences_agree_with_the_model_and_hudi(request):
+    TableSequences.spark_factory = lambda: request.getfixturevalue("spark")
+    OUTCOMES.clear()
+    run_state_machine_as_test(TableSequences, settings=settings(stateful_step_count=STEPS))
+    print("\n".join(f"{n:6d}  {what}" for what, n in sorted(OUTCOMES.items())))
+
+
+STEPS = int(os.environ.get("TIDEMARK_MODEL_STEPS", "20"))

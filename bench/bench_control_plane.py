@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import json
 import os
 import shutil
@@ -67,7 +68,7 @@ def operator_token() -> tuple[str, str]:
 
     from webapp.accounts.models import ApiToken
 
-    call_command("tidemark_users", "--groups-only", verbosity=0)
+    call_command("tidemark_users", "--groups-only", stdout=io.StringIO())   # stdout carries only the JSON line
     user = get_user_model().objects.create_user("bench-operator", password="bench-password-1")
     user.groups.set([Group.objects.get(name="operator")])
     return "bench-password-1", ApiToken.issue(user, "bench")[1]

@@ -260,3 +260,34 @@ def test_torn_tail_of_a_failed_write_is_skipped_silently_and_compacts(spark, tmp
     after, warned = _quiet(read_arrow, path)
     assert not warned and after.sort_by("id").select(["id", "seq", "ts"]) == rows.sort_by("id").select(["id", "seq", "ts"])
     assert rows_by_key(after) == rows_by_key(hudi_read(path))
+
+
+def test_damage_outside_a_time_travel_or_incremental_window_hides_nothing(spark, tmp_path):
+    """Time travel before the damaged write, or an incremental range that ends before it, reads none of its
+    blocks: no warning, and a full read into a file does not stop."""
+    table = _days_table(tmp_path)
+    logs = _logs(table.path)
+    _flip(logs[2], RECORD_COUNT)   # day 3's write, seen by the content-prefix check at planning
+    day1, day2, _ = [i.instant for i in table.timeline()]
+    rows, seen = _quiet(table.read, "time_travel", as_of=day2)
+    assert _keys(rows.table) == ["a1", "a2", "b1", "b2"] and seen == []
+    rows, seen = _quiet(table.read, "incremental", begin=day1, end=day2)
+    assert _keys(rows.table) == ["a2", "b2"] and seen == []
+    out = tmp_path / "then.parquet"
+    assert table.read("time_travel", as_of=day2, output=str(out), local=True).rows == 4
+    with pytest.warns(CorruptLogBlockWarning, match=os.path.basename(logs[2])):
+        table.read()   # the current snapshot does read it
+
+
+def test_rolling_back_a_write_never_deletes_a_damaged_log_of_another(tmp_path):
+    """A log-only group whose other log is damaged is not "created by" the write rolled back: its blocks
+    are masked, and the damaged log (a committed write's records) stays for repair."""
+    table = _days_table(tmp_path, days=2)
+    first, second = _logs(table.path)
+    original = Path(first).read_bytes()
+    Path(first).write_bytes(original[:-10])   # truncated: its only block fails the framing checks
+    assert scan_log_file(first).blocks == [] and scan_log_file(first).corrupt
+    table.rollback([i.instant for i in table.timeline()][-1])
+    assert os.path.exists(first)
+    Path(first).write_bytes(original)   # repaired: the first write's records are all back
+    assert _keys(table.read().table) == ["a1", "b1"]

@@ -233,6 +233,18 @@ def test_rollback_of_an_overwrite_is_refused_after_a_later_write(table, tmp_path
     assert refused.value.reason == "rollback_dependency"
 
 
+def test_rollback_of_an_overwrite_is_refused_once_its_replaced_groups_are_cleaned(table, tmp_path):
+    """KEEP_LATEST_FILE_VERSIONS deletes replaced groups at once; bringing them back is then impossible, and
+    rolling the overwrite back anyway would leave its partitions empty."""
+    ow = table.write(rows_file(tmp_path, "ow", [("k1", "eu", 3)]), "insert_overwrite")
+    table.clean(retain_versions=1)
+    after = result(table.path)
+    with pytest.raises(RollbackRefused, match="already deleted") as refused:
+        table.rollback(ow.instant)
+    assert refused.value.reason == "rollback_dependency" and refused.value.blocking_instant == ow.instant
+    assert result(table.path) == after
+
+
 def test_a_failed_overwrite_is_rolled_back(table, tmp_path, monkeypatch):
     before = result(table.path)
     monkeypatch.setenv("TIDEMARK_FAULT", "write:tasks:raise")

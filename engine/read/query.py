@@ -100,6 +100,8 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
         slices = [s for s in slices if s.base_file is not None]
     else:
         corrupt = integrity.scan_corruption((lf.path for s in slices for lf in s.log_files), committed).committed
+        # Damage to blocks outside a time-travel / incremental window hides nothing this read returns.
+        corrupt = [b for b in corrupt if window is None or b.instant is None or window.in_range(b.instant)]
         if corrupt and fail_on_corrupt:
             raise integrity.corrupt_error(corrupt, "read stopped", READ_REMEDY)
         if warn:

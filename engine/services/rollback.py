@@ -189,7 +189,10 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
                                   "it can be rolled back once its writer finishes or its heartbeat expires", i)
     view = FileSystemView(base_path, timeline)
     bases_of_i = _base_files_named(view, i)   # uncommitted bases are not in the view: list them
-    live = {inst.timestamp for inst in timeline.instants}
+    # Instants still on the active timeline, and every archived one (older than it): all not rolled back.
+    on_timeline = {inst.timestamp for inst in timeline.instants}
+    oldest = min(on_timeline, default="")
+    live = _LiveInstants(on_timeline, oldest)
     # Replaced groups too: were the replacecommit rolled back one day, i's blocks there must stay masked.
     requests = [request for group in view.all_file_groups()
                 if (request := _deltacommit_request(group, i, bases_of_i, live)) is not None]
@@ -206,8 +209,18 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     return {"instantToRollback": {"commitTime": i, "action": DELTACOMMIT}, "RollbackRequests": requests}
 
 
+class _LiveInstants:
+    """`x in live`: x is on the active timeline or older than it (archived), so not rolled back."""
+
+    def __init__(self, on_timeline: set[str], oldest: str) -> None:
+        self.on_timeline, self.oldest = on_timeline, oldest
+
+    def __contains__(self, instant: object) -> bool:
+        return isinstance(instant, str) and (instant in self.on_timeline or instant < self.oldest)
+
+
 def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]],
-                         live: set[str]) -> dict | None:
+                         live: _LiveInstants) -> dict | None:
     """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks.
 
     `i` created a log-only group when every other block in it is dead: blocks of instants rolled back
@@ -216,10 +229,12 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
     appended to it (and lost) too."""
     bases = bases_of_i.get((group.partition_path, group.file_id), [])
     logs = [lf for s in group.slices for lf in s.log_files]
-    blocks_by_log = {lf.path: (None if os.path.islink(lf.path)   # a carry-over belongs to a compaction
-                               else logformat.scan_log_file(lf.path).blocks) for lf in logs}
-    instants_by_log = {p: ({None} if blocks is None else {b.instant_time for b in blocks})
-                       for p, blocks in blocks_by_log.items()}
+    scans = {lf.path: (None if os.path.islink(lf.path)   # a carry-over belongs to a compaction
+                       else logformat.scan_log_file(lf.path)) for lf in logs}
+    # A log with a damaged region is never counted dead: its records may belong to a committed write.
+    blocks_by_log = {p: (None if scan is None or scan.corrupt else scan.blocks) for p, scan in scans.items()}
+    instants_by_log = {p: ({None} if scan is None else {b.instant_time for b in scan.blocks})
+                       for p, scan in scans.items()}
     logs_of_i = [lf for lf in logs if i in instants_by_log[lf.path]]
     if not logs_of_i and not bases:
         return None
@@ -254,6 +269,8 @@ def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, all
         raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back replacecommit {i}: {later[0].action} "
                               f"{later[0].timestamp} came after it (roll that back first)", later[0].timestamp)
     view = FileSystemView(base_path, timeline)
+    if target.is_completed:
+        _refuse_cleaned_replaced_groups(view, timeline, target)
     created = _base_files_named(view, i)
     requests = []
     for (partition, file_id), bases in sorted(created.items()):
@@ -263,6 +280,18 @@ def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, all
         requests.append({"partitionPath": partition, "fileId": file_id, "latestBaseInstant": i,
                          "filesToBeDeleted": sorted(bases + logs), "logBlocksToBeDeleted": None})
     return {"instantToRollback": {"commitTime": i, "action": REPLACECOMMIT}, "RollbackRequests": requests}
+
+
+def _refuse_cleaned_replaced_groups(view: FileSystemView, timeline: Timeline, target: Instant) -> None:
+    """Rolling an overwrite back brings the groups it replaced back; a clean may have deleted them already
+    (KEEP_LATEST_FILE_VERSIONS does at once), and then the rollback would leave those partitions empty."""
+    on_disk = {(g.partition_path, g.file_id) for g in view.all_file_groups() if g.slices}
+    gone = sorted(timeline.commit_metadata(target).replaced_file_groups - on_disk)
+    if gone:
+        partition, file_id = gone[0]
+        raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back replacecommit {target.timestamp}: a clean "
+                              f"already deleted {len(gone)} file group(s) it replaced (e.g. {partition or '(root)'}"
+                              f"/{file_id}); rolling it back would lose their records", target.timestamp)
 
 
 def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str], list[str]]:

@@ -39,10 +39,17 @@ def cmd_write(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _implied_query(args: argparse.Namespace) -> str:
+    """As the data source: --as-of alone means time travel, --begin/--end alone an incremental read."""
+    if args.as_of:
+        return "time_travel"
+    return "incremental" if args.begin or args.end else "snapshot"
+
+
 def cmd_read(args: argparse.Namespace) -> int:
     t = Table.open(args.path)
     with output.progress_bar("reading") as on_progress:
-        result = t.read(args.query or "snapshot", begin=args.begin, end=args.end, as_of=args.as_of, output=args.output,
+        result = t.read(args.query or _implied_query(args), begin=args.begin, end=args.end, as_of=args.as_of, output=args.output,
                         local=args.local, skip_corrupt=args.skip_corrupt, on_progress=on_progress)
     if args.json:
         output.emit(result, True, output.read)

@@ -42,7 +42,9 @@ def projected_completion(threshold_ms: int | None, exact: bool, operations: Iter
 
     The same rule as `compute_ro_times`, applied to the logs the plan leaves: those it carries over and those
     of slices it does not touch. Exact mode spills versions whose event times are only known once decoded,
-    so its projection is T itself (what it promises). Execution recomputes the real value.
+    so its projection is T itself (what it promises). Execution recomputes the real value; it can be lower
+    than projected (never below T) when a file group's run carries records forward (a carry-forward log of
+    replayed deletes' withheld winners), whose event times are only known once decoded.
     """
     if threshold_ms is None:
         return None

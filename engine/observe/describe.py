@@ -8,6 +8,8 @@ compaction decodes it; those report it then (engine.services.integrity).
 """
 from __future__ import annotations
 
+import os
+
 from engine.config.properties import load_table_config
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
@@ -30,23 +32,24 @@ def describe_table(base_path: str) -> TableDescription:
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
     committed = view.committed_instants
+    corrupt: dict[str, int] = {}   # per real file: a carried link or copy of a damaged log is one damage
     groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
-                            slices=[_slice(sl, committed) for sl in g.slices]) for g in view.file_groups()]
+                            slices=[_slice(sl, committed, corrupt) for sl in g.slices]) for g in view.file_groups()]
     return TableDescription(
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
         event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline),
-        file_groups=groups, corrupt_log_blocks=sum(lf.corrupt_blocks for g in groups for s in g.slices
-                                                   for lf in s.log_files),
+        file_groups=groups, corrupt_log_blocks=sum(corrupt.values()),
         replaced_file_groups=[ReplacedGroupInfo(partition=g.partition_path, file_id=g.file_id, replaced_by=by)
                               for g, by in view.replaced_file_groups()])
 
 
-def _slice(sl: FileSlice, committed: set[str]) -> SliceInfo:
+def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int]) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
         scan = scan_log_file(lf.path)
         found = integrity.file_corruption(scan, committed)
+        corrupt[_content_key(lf.path)] = len(found.committed)
         mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]
         logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(found.committed),
                                 torn_blocks=len(found.torn),
@@ -54,3 +57,9 @@ def _slice(sl: FileSlice, committed: set[str]) -> SliceInfo:
                                 instants=sorted({b.instant_time for b in scan.blocks if b.instant_time})))
     return SliceInfo(base_instant=sl.base_instant, base_file=sl.base_file.name if sl.base_file else None,
                      log_files=logs)
+
+
+def _content_key(path: str) -> str:
+    """The file whose bytes a log is: a carried-over link resolves to the log it carries, so one damaged log
+    counts once however many slices link to it (a carry-over byte copy is a file of its own)."""
+    return os.path.realpath(path)

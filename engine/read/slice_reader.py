@@ -57,7 +57,6 @@ class SliceLogs:
     corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.services.integrity)
     blocks_read: int
     blocks_skipped: int
-    torn: int = 0                           # torn tails of failed writes, skipped silently as in Java
 
 
 def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
@@ -70,13 +69,12 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                    if isinstance(b, logformat.CommandBlock)}
     items: list[LogItem] = []
     corrupt: list[logformat.CorruptBlock] = []
-    read = skipped = torn = 0
+    read = skipped = 0
     for c in contents:
         found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed)
         # Corruption outside a time-travel / incremental window hides nothing this read returns.
         corrupt.extend(b for b in found.committed
                        if window is None or b.instant is None or window.in_range(b.instant))
-        torn += len(found.torn)
         for block in c.blocks:
             inst = block.info.instant_time
             if isinstance(block, logformat.CommandBlock):
@@ -86,7 +84,7 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
                 continue
             read += 1
             items.append(_to_item(block))
-    return SliceLogs(items, corrupt, read, skipped, torn)
+    return SliceLogs(items, corrupt, read, skipped)
 
 
 def report_corrupt(blocks: Sequence[logformat.CorruptBlock], ctx: ReadContext) -> None:

@@ -1,6 +1,6 @@
 """Corrupt log blocks: damage to committed data is always reported and never compacted away; a torn tail is not.
 
-A corrupt region of a log file is one of two kinds (docs/ARCHITECTURE.md, invariant 7):
+A corrupt region of a log file is one of two kinds (docs/ARCHITECTURE.md, "Corrupt log blocks (and why)"):
 - **committed**: its INSTANT_TIME header names a completed write instant, or — its header unreadable — a data or
   delete block follows it in the file (a failed write's tail is the last thing it wrote). Its records are missing
   from every result, so every read warns naming the file and offset (a full read into a file fails unless the

@@ -8,7 +8,8 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 - blocks inside logs are filtered later by instant (see `engine.read.slice_reader`);
 - a file group named in `partitionToReplaceFileIds` of a *completed* replacecommit (insert_overwrite,
   insert_overwrite_table, clustering) is gone for every reader, whatever slices it still has on disk; only
-  the cleaner (which deletes it) and rollback (which masks blocks in it) look at replaced groups.
+  the cleaner (which deletes it) and rollback (which masks blocks in it) look at replaced groups — and
+  time travel to an instant before the replacecommit, when the group was still live.
 - as of an instant I (time travel, incremental end), only slices whose base instant is ≤ I exist: every file
   of a slice X > I was written by X or later, and the logs a compaction X carried over into it (links or
   copies) repeat blocks the older slice still holds, so reading them too would read those blocks twice.
@@ -97,7 +98,7 @@ class FileSystemView:
         self._planned_outputs = self._pending_plan_outputs()
         self._replaced = self.timeline.replaced_file_groups()
         self._groups: dict[tuple[str, str], FileGroup] | None = None
-        self.dangling_links: list[str] = []   # carried-over log links whose target is gone
+        self._dangling: list[tuple[tuple[str, str], str]] = []   # (group, link path): links whose target is gone
 
     def _pending_plan_outputs(self) -> set[str]:
         """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
@@ -132,7 +133,16 @@ class FileSystemView:
 
     def _groups_as_of(self, as_of: str) -> list[FileGroup]:
         """The groups live at instant `as_of`: one replaced by a later replacecommit was still live then."""
-        return [g for g in self.all_file_groups() if self._replaced.get((g.partition_path, g.file_id), "~") > as_of]
+        return [g for g in self.all_file_groups() if self.live_at((g.partition_path, g.file_id), as_of)]
+
+    def live_at(self, key: tuple[str, str], as_of: str) -> bool:
+        """Was file group `key` live at instant `as_of` (not yet replaced by a completed replacecommit)?"""
+        return self._replaced.get(key, "~") > as_of
+
+    def committed_slice_instants(self) -> dict[tuple[str, str], list[str]]:
+        """(partition, fileId) -> base instants of the group's slices on disk that are completed writes."""
+        return {(g.partition_path, g.file_id): [s.base_instant for s in g.slices if s.base_instant in self._committed]
+                for g in self.all_file_groups()}
 
     def is_replaced(self, partition: str, file_id: str) -> bool:
         return (partition, file_id) in self._replaced
@@ -155,9 +165,8 @@ class FileSystemView:
             for entry in entries:
                 if not entry.is_file():   # follows symlinks: carried-over logs are links
                     dangling = parse_log_file_name(entry.name) if entry.is_symlink() else None
-                    # A replaced group's records are gone for readers anyway: its broken link loses nothing.
-                    if dangling is not None and (partition, dangling.file_id) not in self._replaced:
-                        self.dangling_links.append(entry.path)
+                    if dangling is not None:
+                        self._dangling.append(((partition, dangling.file_id), entry.path))
                     continue
                 self._add_file(partition, entry, slices)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
@@ -187,12 +196,20 @@ class FileSystemView:
         if slice_.base_file is None or name > slice_.base_file.name:
             slice_.base_file = bf
 
-    def check_links(self) -> None:
-        """Refuse to go on when a carried-over log link dangles: its records would silently be missing."""
+    def dangling_links(self, as_of: str | None = None) -> list[str]:
+        """Carried-over log links whose target is gone, in the groups a read now (or as of `as_of`) reads: a
+        replaced group's records are gone for current readers, but time travel before its replacecommit
+        still reads them, so there its broken link would lose records too."""
         self.all_file_groups()
-        if self.dangling_links:
+        return [path for key, path in self._dangling
+                if (key not in self._replaced if as_of is None else self.live_at(key, as_of))]
+
+    def check_links(self, as_of: str | None = None) -> None:
+        """Refuse to go on when a carried-over log link dangles: its records would silently be missing."""
+        dangling = self.dangling_links(as_of)
+        if dangling:
             raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
-                                + ", ".join(f"{p} -> {os.readlink(p)}" for p in self.dangling_links))
+                                + ", ".join(f"{p} -> {os.readlink(p)}" for p in dangling))
 
     def latest_slices(self, as_of: str | None = None) -> list[FileSlice]:
         """The slice each reader should use per file group (pending compactions folded in), now or as of

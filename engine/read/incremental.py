@@ -14,7 +14,12 @@ One slice per file group is read, never the carried files beside their originals
 key, and consecutive ranges never return one version of a record twice.
 
 The instants must be completed writes (deltacommit, commit, replacecommit) on the active timeline; anything
-else — unknown, pending, rolled back, archived, or older than what the last clean kept — is a ConfigError.
+else — unknown, pending, rolled back, archived — is a ConfigError. So is a read whose slices a clean deleted
+(`check_not_cleaned`): as of I, a file group live at I needs its latest slice with base instant ≤ I; when any
+completed clean deleted a file of a slice S ≤ I of such a group (the deleted files name their slice) and the
+group has no later committed slice ≤ I on disk, S was the one visible at I and the read would be partial.
+An incremental (I1, I2] reads only the slices as of I2 of the groups the range changed, so only those are
+checked, as of I2; the begin needs nothing (the slice as of I2 holds every row committed in the range).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from dataclasses import dataclass
 
 from engine.errors import ConfigError
 from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
+from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.window import InstantWindow
 from engine.timeline.instants import CLEAN, COMMIT, ROLLBACK, Timeline
 
@@ -38,7 +44,7 @@ class VersionedSlices:
 
 def time_travel(view: FileSystemView, as_of: str) -> VersionedSlices:
     check_instant(view.timeline, as_of, "as-of")
-    check_not_cleaned(view.timeline, as_of, "as-of")
+    check_not_cleaned(view, as_of, "as-of")
     return VersionedSlices(InstantWindow(end=as_of), view.latest_slices(as_of=as_of))
 
 
@@ -50,11 +56,11 @@ def incremental(view: FileSystemView, begin: str | None, end: str | None) -> Ver
         end = latest_write(timeline)
     else:
         check_instant(timeline, end, "end")
-    check_not_cleaned(timeline, end, "end")
     start = begin if begin is not None else EARLIEST
     if start >= end:
         raise ConfigError(f"incremental range ({begin}, {end}] is empty: the begin instant must be before the end")
     changed = _written_groups(timeline, start, end)
+    check_not_cleaned(view, end, "end", changed)
     window = InstantWindow(end=end, begin=start)
     slices = [s for s in view.latest_slices(as_of=end) if (s.partition_path, s.file_id) in changed]
     return VersionedSlices(window, slices)
@@ -104,12 +110,34 @@ def check_instant(timeline: Timeline, ts: str, name: str) -> None:
     raise ConfigError(f"{name} instant {ts} is not on the timeline of {timeline.base_path}")
 
 
-def check_not_cleaned(timeline: Timeline, ts: str, name: str) -> None:
-    """The slices as of `ts` must still exist: refuse an instant before what the last clean retained."""
-    cleans = [i for i in timeline.completed() if i.action == CLEAN]
-    if not cleans:
-        return
-    earliest = timeline.clean_plan(cleans[-1].timestamp).earliest_instant_to_retain
-    if earliest is not None and ts < earliest[0]:
-        raise ConfigError(f"{name} instant {ts} is older than the earliest instant clean {cleans[-1].timestamp} "
-                          f"retained ({earliest[0]}): its file slices are gone")
+def check_not_cleaned(view: FileSystemView, ts: str, name: str,
+                      groups: set[tuple[str, str]] | None = None) -> None:
+    """Refuse when a clean deleted a slice that a read as of `ts` needs (in `groups`, or in any group).
+
+    Exact for every policy (KEEP_LATEST_COMMITS and KEEP_LATEST_FILE_VERSIONS, whose plans name no earliest
+    instant to retain) and over every completed clean, not just the last one."""
+    timeline = view.timeline
+    on_disk = view.committed_slice_instants()
+    for clean in (i for i in timeline.completed() if i.action == CLEAN):
+        for key, base in sorted(_cleaned_slices(timeline.clean_plan(clean.timestamp).deleted_names())):
+            if base > ts or (groups is not None and key not in groups) or not view.live_at(key, ts):
+                continue
+            if any(base < later <= ts for later in on_disk.get(key, [])):
+                continue   # a newer slice, still on disk, is the one visible at ts
+            where = f"{key[0]}/{key[1]}" if key[0] else key[1]
+            raise ConfigError(f"{name} instant {ts} needs file slice {base} of file group {where}, which clean "
+                              f"{clean.timestamp} deleted: the table as of {ts} is no longer complete")
+
+
+def _cleaned_slices(deleted: dict[str, list[str]]) -> set[tuple[tuple[str, str], str]]:
+    """((partition, fileId), base instant) of every slice a clean deleted a file of."""
+    out: set[tuple[tuple[str, str], str]] = set()
+    for partition, names in deleted.items():
+        for name in names:
+            log = parse_log_file_name(name)
+            base = parse_base_file_name(name)
+            if log is not None:
+                out.add(((partition, log.file_id), log.base_instant))
+            elif base is not None:
+                out.add(((partition, base.file_id), base.instant))
+    return out

@@ -91,9 +91,9 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
-    view.check_links()
     committed = frozenset(view.committed_instants)
-    window, slices = _slices(view, spec)
+    window, slices = _slices(view, spec)   # refuses bad instants first
+    view.check_links(as_of=window.end if window is not None else None)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     corrupt: list[CorruptBlock] = []
     if query == "read_optimized":

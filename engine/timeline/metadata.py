@@ -429,6 +429,14 @@ class CleanPlanRecord:
             file_names={p: list(names) for p, names in (record.get("filesToBeDeletedPerPartition") or {}).items()},
             retained=_millis((record.get("extraMetadata") or {}).get(CLEAN_RETAINED)))
 
+    def deleted_names(self) -> dict[str, list[str]]:
+        """Partition -> names of the files this plan deletes (v2 paths and v1 names alike)."""
+        out: dict[str, list[str]] = {p: [path.rstrip("/").rsplit("/", 1)[-1] for path in paths]
+                                     for p, paths in self.file_paths.items()}
+        for partition, names in self.file_names.items():
+            out.setdefault(partition, []).extend(names)
+        return out
+
     def to_avro(self) -> dict[str, Any]:
         """v2: full file paths per partition; the deprecated name map stays empty, as Java leaves it."""
         earliest = self.earliest_instant_to_retain

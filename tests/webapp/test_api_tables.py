@@ -10,9 +10,9 @@ def post(client, url, body):
 
 def test_list_reports_completion_backlog_and_sla(viewer_client, flights):
     body = viewer_client.get("/api/tables").json()
-    assert body["count"] == 1
-    table = body["tables"][0]
-    assert table["name"] == "flights"
+    # Other rows may exist when this worker process served a live-stack test before (same database).
+    assert body["count"] == len(body["tables"]) == RegisteredTable.objects.count() >= 1
+    (table,) = [t for t in body["tables"] if t["name"] == "flights"]
     assert table["ro_completion_time"] == "2013-01-19T23:00:00Z"
     assert (table["remaining_log_files"], table["remaining_log_bytes"], table["file_slices_with_logs"]) == (
         4, 3 << 20, 3)

@@ -180,13 +180,20 @@ def _later_compactions(timeline: Timeline, instant: str) -> list[Instant]:
             and (i.action == COMPACTION or (i.action == COMMIT and _is_compaction_commit(timeline, i)))]
 
 
+def _refuse_live_write(base_path: str, target: Instant, allow_live: bool) -> None:
+    """A pending write whose heartbeat is live belongs to a running writer: never rolled back under it."""
+    if target.is_completed or allow_live:
+        return
+    expiry = heartbeat.expiry_ms(load_table_config(base_path))
+    if not heartbeat.is_expired(base_path, target.timestamp, expiry):
+        raise RollbackRefused(PENDING_WRITE, f"{target.action} {target.timestamp} is still being written (its "
+                              "heartbeat is live); it can be rolled back once its writer finishes or its heartbeat "
+                              "expires", target.timestamp)
+
+
 def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
     i = target.timestamp
-    if not target.is_completed and not allow_live:
-        expiry = heartbeat.expiry_ms(load_table_config(base_path))
-        if not heartbeat.is_expired(base_path, i, expiry):
-            raise RollbackRefused(PENDING_WRITE, f"deltacommit {i} is still being written (its heartbeat is live); "
-                                  "it can be rolled back once its writer finishes or its heartbeat expires", i)
+    _refuse_live_write(base_path, target, allow_live)
     view = FileSystemView(base_path, timeline)
     bases_of_i = _base_files_named(view, i)   # uncommitted bases are not in the view: list them
     # Instants still on the active timeline, and every archived one (older than it): all not rolled back.
@@ -256,11 +263,7 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
 def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
     """Delete the file groups overwrite `i` created; refuse when a later write or compaction may build on it."""
     i = target.timestamp
-    if not target.is_completed and not allow_live:
-        expiry = heartbeat.expiry_ms(load_table_config(base_path))
-        if not heartbeat.is_expired(base_path, i, expiry):
-            raise RollbackRefused(PENDING_WRITE, f"replacecommit {i} is still being written (its heartbeat is live); "
-                                  "it can be rolled back once its writer finishes or its heartbeat expires", i)
+    _refuse_live_write(base_path, target, allow_live)
     later = [x for x in timeline.instants if x.timestamp > i
              and x.action in (DELTACOMMIT, COMMIT, COMPACTION, LOGCOMPACTION, REPLACECOMMIT)]
     if target.is_completed and later:

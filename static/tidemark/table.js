@@ -5,8 +5,8 @@
   const css = getComputedStyle(document.documentElement);
   const color = (name) => css.getPropertyValue(name).trim();
   const timeAxis = { type: "time", grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 16 },
-    time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss",
-      displayFormats: { millisecond: "HH:mm:ss.SSS", second: "HH:mm:ss", minute: "HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
+    time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss", minUnit: "second",
+      displayFormats: { second: "HH:mm:ss", minute: "HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
   Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
   Chart.defaults.color = color("--muted");
   Chart.defaults.maintainAspectRatio = false;

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from django.conf import settings
 from django.utils.dateparse import parse_datetime
 
-from engine.config.properties import parse_duration_ms
+from engine import TidemarkError, latency_ms
 
 
 class InvalidInput(ValueError):
@@ -53,8 +53,8 @@ def parse_latency(raw: Any) -> str:
     if not isinstance(raw, str):
         raise InvalidInput(f"data_latency must be a string like \"2h\", got {raw!r}")
     try:
-        parse_duration_ms(raw)
-    except ValueError as exc:
+        latency_ms(raw)   # the engine's own parser: what it accepts, the form accepts
+    except TidemarkError as exc:
         raise InvalidInput(f"data_latency: {exc}") from None
     return raw.strip()
 

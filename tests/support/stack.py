@@ -314,6 +314,23 @@ def stack(stack_env: Stack) -> Iterator[Stack]:
     yield stack_env
 
 
+@pytest.fixture(autouse=True)
+def _stack_rows_cleared(request) -> Iterator[None]:
+    """After a test on a live stack, delete the rows it committed (tables with their runs, samples, leases and
+    audit, users). The in-process Django stays pointed at the stack's database for the rest of this worker
+    process, so a later unit test (`db`, rolled back per test) would otherwise see them."""
+    yield
+    if "stack_env" not in request.fixturenames:
+        return
+    from django.contrib.auth import get_user_model
+
+    from webapp.tables.models import AuditEvent, RegisteredTable
+
+    AuditEvent.objects.all().delete()
+    RegisteredTable.objects.all().delete()
+    get_user_model().objects.all().delete()
+
+
 def _pytest_django_blocker(request):
     """pytest-django (when configured) blocks DB access outside its fixtures; the stack's DB is ours."""
     import contextlib

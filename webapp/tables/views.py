@@ -136,10 +136,15 @@ def execute(request: HttpRequest, name: str) -> HttpResponse:
     return _instant_action(request, name, Run.Kind.EXECUTE, "Execution")
 
 
+def _table_action(request: HttpRequest, name: str, kind: str, what: str) -> HttpResponse:
+    """Queue a run that takes no arguments (clean, recover, metrics refresh)."""
+    table = get_object_or_404(RegisteredTable, name=name)
+    return _after_action(request, table, services.request_run(table, kind, request.user), what)
+
+
 @operator_action
 def clean(request: HttpRequest, name: str) -> HttpResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    return _after_action(request, table, services.request_run(table, Run.Kind.CLEAN, request.user), "Clean")
+    return _table_action(request, name, Run.Kind.CLEAN, "Clean")
 
 
 @operator_action
@@ -149,15 +154,12 @@ def rollback(request: HttpRequest, name: str) -> HttpResponse:
 
 @operator_action
 def recover(request: HttpRequest, name: str) -> HttpResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    return _after_action(request, table, services.request_run(table, Run.Kind.RECOVER, request.user), "Recover")
+    return _table_action(request, name, Run.Kind.RECOVER, "Recover")
 
 
 @operator_action
 def refresh(request: HttpRequest, name: str) -> HttpResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    return _after_action(request, table, services.request_run(table, Run.Kind.METRICS, request.user),
-                         "Metrics refresh")
+    return _table_action(request, name, Run.Kind.METRICS, "Metrics refresh")
 
 
 @operator_action

@@ -19,13 +19,15 @@ import re
 import uuid
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from engine.io.faults import fault_point
 from engine.timeline import avro_models
 from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
                                       RequestedReplaceMetadata, RollbackRecord)
 from engine.errors import TableNotFoundError, TidemarkError, UnsupportedTableError
+
+_T = TypeVar("_T")
 
 HOODIE_DIR = ".hoodie"
 
@@ -272,17 +274,17 @@ class Timeline:
 
     def rollback_record(self, ts: str) -> RollbackRecord:
         """What completed rollback `ts` undid."""
-        path = os.path.join(self.hoodie_path, instant_file_name(ts, ROLLBACK, State.COMPLETED))
-        try:
-            return RollbackRecord.from_bytes(_read_required(path))
-        except avro_models.AvroInstantError as exc:
-            raise TimelineError(f"{path}: {exc}") from exc
+        return self._decoded(ts, ROLLBACK, State.COMPLETED, RollbackRecord.from_bytes)
 
     def clean_plan(self, ts: str) -> CleanPlanRecord:
         """The plan of clean `ts` (its requested file, which Java and Tidemark keep after completion)."""
-        path = os.path.join(self.hoodie_path, instant_file_name(ts, CLEAN, State.REQUESTED))
+        return self._decoded(ts, CLEAN, State.REQUESTED, CleanPlanRecord.from_bytes)
+
+    def _decoded(self, ts: str, action: str, state: State, decode: Callable[[bytes], _T]) -> _T:
+        """One Avro instant file, decoded; a file that does not decode is named in the TimelineError."""
+        path = os.path.join(self.hoodie_path, instant_file_name(ts, action, state))
         try:
-            return CleanPlanRecord.from_bytes(_read_required(path))
+            return decode(_read_required(path))
         except avro_models.AvroInstantError as exc:
             raise TimelineError(f"{path}: {exc}") from exc
 

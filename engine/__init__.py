@@ -7,11 +7,12 @@ from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
                             CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
+from engine.observe.changes import TimelineMark
 from engine.table import Table, latency_ms, threshold_ms
 
 __all__ = [
     "BacklogMetrics", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
     "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
-    "TideBucket", "WriteResult", "latency_ms", "threshold_ms",
+    "TideBucket", "TimelineMark", "WriteResult", "latency_ms", "threshold_ms",
 ]

@@ -21,6 +21,7 @@ from engine.config.properties import TableConfig, load_table_config, parse_durat
 from engine.errors import ConfigError
 from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
+from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
 from engine.timeline.instants import Timeline
 
@@ -60,6 +61,14 @@ class Table:
                            merge_mode=merge_mode, hive_style=hive_style,
                            settings=validate_settings(dict(settings or {})))
         return cls(cfg)
+
+    @staticmethod
+    def mark(path: str) -> TimelineMark:
+        """The cheap change check: a fingerprint of `.hoodie/` from one listing, without opening the table.
+
+        Equal marks mean nothing was committed, started or rolled back in between (engine.observe.changes).
+        """
+        return timeline_mark(path)
 
     @property
     def path(self) -> str:

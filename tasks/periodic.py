@@ -13,7 +13,6 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
-from tasks import sampling
 from tasks.jobs import dispatch
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 
@@ -68,13 +67,8 @@ def check_sla(table: RegisteredTable, sample: MetricSample, previous: MetricSamp
 
 
 def sample_all_tables() -> list[int]:
-    triggered = []
-    for table in RegisteredTable.objects.all().order_by("pk"):
-        previous = MetricSample.objects.filter(table=table).order_by("-taken_at").first()
-        sample = sampling.refresh_quietly(table)
-        if sample is None:
-            continue
-        run = check_sla(table, sample, previous)
-        if run is not None:
-            triggered.append(run.pk)
-    return triggered
+    """Every table in this process (change check first; see tasks.change_sampling); returns SLA runs."""
+    from tasks import change_sampling
+
+    ids = RegisteredTable.objects.order_by("pk").values_list("pk", flat=True)
+    return change_sampling.sample_tables(list(ids)).triggered

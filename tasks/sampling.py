@@ -18,8 +18,8 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from engine import Table
-from webapp.tables.models import MetricSample, RegisteredTable
+from engine import Table, TimelineMark
+from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
 
@@ -65,15 +65,20 @@ def sla_breached(table: RegisteredTable, lag_seconds: float | None) -> bool:
     return sla is not None and lag_seconds is not None and lag_seconds > sla * 60
 
 
-def refresh(table: RegisteredTable) -> MetricSample:
-    """Read freshness, backlog and tide through the engine and store them as the table's newest sample."""
+def refresh(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample:
+    """Read freshness, backlog and tide through the engine and store them as the table's newest sample.
+
+    The timeline mark (`mark`, or taken here first) is stored with it, so the next change check skips the
+    table unless something happened after this sample started (tasks.change_sampling).
+    """
+    mark = mark or Table.mark(table.path)
     engine_table = Table.open(table.path)
     fresh = engine_table.freshness().to_dict()
     backlog = engine_table.metrics().to_dict()
     tide = [bucket.to_dict() for bucket in engine_table.tide(bucket=TIDE_BUCKET)]
     completion = _when(fresh.get("ro_completion_time"))
     lag = freshness_lag_seconds(completion, tide)
-    return MetricSample.objects.create(
+    sample = MetricSample.objects.create(
         table=table, taken_at=timezone.now(),
         ro_completion_time=completion,
         ro_freshness_time=_when(fresh.get("ro_freshness_time")),
@@ -87,12 +92,14 @@ def refresh(table: RegisteredTable) -> MetricSample:
         sla_breached=sla_breached(table, lag),
         tide=tide,
     )
+    SamplingState.objects.filter(table=table).update(mark=mark.digest, newest_instant=mark.newest_instant or "")
+    return sample
 
 
-def refresh_quietly(table: RegisteredTable) -> MetricSample | None:
+def refresh_quietly(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample | None:
     """`refresh`, logging instead of raising: a run's outcome is already recorded, sampling is extra."""
     try:
-        return refresh(table)
+        return refresh(table, mark)
     except Exception:
         log.exception("could not sample metrics of table %s", table.name)
         return None

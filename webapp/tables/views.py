@@ -1,8 +1,6 @@
 """Server-rendered pages: tables list, table page, run (plan audit) page, runs history, audit log."""
 from __future__ import annotations
 
-import datetime as dt
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -11,70 +9,49 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from webapp.accounts.decorators import operator_action
-from webapp.tables import inputs, overview, plans, services
+from webapp.tables import history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
 
-CHART_SAMPLES = 500      # points per chart: enough for days of 5-minute samples
 PAGE_SIZE = 50
 LIST_PAGE_SIZE = 100
 
 
-def _when(sample: dict | None, key: str) -> dt.datetime:
-    value = sample[key] if sample else None
-    return value or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
-
-
-def _number(sample: dict | None, key: str) -> float:
-    value = sample[key] if sample else None
-    return -1 if value is None else value
-
-
-SORT_KEYS = {
-    "name": lambda r: r.table["name"],
-    "completion": lambda r: _when(r.sample, "ro_completion_time"),
-    "lag": lambda r: _number(r.sample, "freshness_lag_seconds"),
-    "files": lambda r: _number(r.sample, "remaining_log_files"),
-    "bytes": lambda r: _number(r.sample, "remaining_log_bytes"),
-    "slices": lambda r: _number(r.sample, "file_slices_with_logs"),
-    "sla": lambda r: ("breached", "unknown", "ok", "none").index(r.sla),
-}
-STATUS_FILTERS = {
-    "breached": lambda r: r.sla == "breached",
-    "late": lambda r: r.late,
-    "backlog": lambda r: bool(r.sample and r.sample["remaining_log_files"]),
-}
-
-
 @login_required
 def table_list(request: HttpRequest) -> HttpResponse:
-    """Every table's latest stored status (three queries), filtered, sorted, one page rendered."""
-    rows = overview.statuses(filter_tables(RegisteredTable.objects.all(), request.GET))
-    summary = {"tables": len(rows), "breached": sum(r.sla == "breached" for r in rows),
-               "late": sum(r.late for r in rows),
-               "running": sum(bool(r.last_run and r.last_run["state"] in ("queued", "running")) for r in rows)}
-    status = request.GET.get("status", "")
-    if status in STATUS_FILTERS:
-        rows = [r for r in rows if STATUS_FILTERS[status](r)]
-    sort = request.GET.get("sort", "name")
-    rows.sort(key=SORT_KEYS.get(sort.lstrip("-"), SORT_KEYS["name"]), reverse=sort.startswith("-"))
-    page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "tables/list.html", {"page": page, "sort": sort, "q": request.GET.get("q", ""),
-                                                "status": status, "summary": summary,
-                                                "query": _query_without_page(request)})
+    """One page of tables (webapp.tables.listing: filtered, sorted and keyset-paginated in the database)."""
+    try:
+        page = listing.page(request.GET, LIST_PAGE_SIZE)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        page = listing.page({}, LIST_PAGE_SIZE)
+    summary = listing.summary(filter_tables(RegisteredTable.objects.all(), request.GET))
+    return render(request, "tables/list.html", {"page": page.rows, "sort": page.sort, "q": request.GET.get("q", ""),
+                                                "status": page.status, "summary": summary,
+                                                "next_query": _cursor_query(request, "after", page.next_cursor),
+                                                "prev_query": _cursor_query(request, "before", page.prev_cursor)})
+
+
+def _cursor_query(request: HttpRequest, name: str, cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    params = request.GET.copy()
+    for key in ("after", "before", "page"):
+        params.pop(key, None)
+    params[name] = cursor
+    return params.urlencode()
 
 
 @login_required
 def table_detail(request: HttpRequest, name: str) -> HttpResponse:
     table = get_object_or_404(RegisteredTable, name=name)
-    history = list(MetricSample.objects.filter(table=table).order_by("-taken_at")[:CHART_SAMPLES])
-    sample = history[0] if history else None
+    sample = MetricSample.objects.filter(sampling_latest__table=table).first()
+    window = request.GET.get("range") if request.GET.get("range") in history.RANGES else history.DEFAULT_RANGE
+    series = history.chart_series(table, window, newest=sample.taken_at if sample else None)
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
     pending = plans.pending_plan(table)
-    series = [{"t": iso(s.taken_at), "files": s.remaining_log_files, "bytes": s.remaining_log_bytes,
-               "slices": s.file_slices_with_logs, "lag": s.freshness_lag_seconds} for s in reversed(history)]
     return render(request, "tables/detail.html", {
         "table": table, "sample": sample, "runs": runs,
         "sla": overview.sla_status(table.freshness_sla_minutes,
@@ -83,6 +60,7 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
+        "range": window, "ranges": list(history.RANGES),
     })
 
 

@@ -1,0 +1,187 @@
+"""The tables list at scale: search, status filters, sorting and keyset pagination, all in the database.
+
+Each table's newest sample is one join away (SamplingState.latest_sample, kept by webapp.tables.latest), so
+a page of the list is one query whatever the number of tables: filter and sort on the joined sample,
+then take the rows after the cursor (keyset pagination — no OFFSET, so page 100 costs what page 1 does,
+and a table registered meanwhile never shifts a page). The pages and GET /api/tables share this module.
+
+Cursors are opaque to clients: the sort value and the (unique) name of the last row of a page, base64url
+JSON. Missing values sort as the lowest value (an unsampled table first ascending, last descending),
+as they always did on this page.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from django.db.models import (Case, Count, Exists, F, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery,
+                              Value, When)
+from django.db.models.functions import Coalesce
+
+from webapp.tables.filters import filter_tables
+from webapp.tables.inputs import InvalidInput
+from webapp.tables.models import RegisteredTable, Run
+from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, latest_runs
+
+LATEST = "sampling__latest_sample__"
+NEVER = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+ACTIVE = (Run.State.QUEUED, Run.State.RUNNING)
+
+
+def _lag() -> F:
+    return F(f"{LATEST}freshness_lag_seconds")
+
+
+def _number(field: str, output) -> Coalesce:
+    return Coalesce(F(f"{LATEST}{field}"), Value(-1), output_field=output)
+
+
+def _sla_rank() -> Case:
+    """breached, unknown, ok, none — the order of SLA urgency."""
+    return Case(When(freshness_sla_minutes__isnull=True, then=Value(3)),
+                When(**{f"{LATEST}freshness_lag_seconds__isnull": True}, then=Value(1)),
+                When(breached(), then=Value(0)), default=Value(2), output_field=IntegerField())
+
+
+SORTS = {
+    "name": lambda: F("name"),
+    "completion": lambda: Coalesce(F(f"{LATEST}ro_completion_time"), Value(NEVER)),
+    "lag": lambda: _number("freshness_lag_seconds", FloatField()),
+    "files": lambda: _number("remaining_log_files", IntegerField()),
+    "bytes": lambda: _number("remaining_log_bytes", IntegerField()),
+    "slices": lambda: _number("file_slices_with_logs", IntegerField()),
+    "sla": _sla_rank,
+}
+
+
+def breached() -> Q:
+    """The newest sample's lag exceeds the table's SLA (computed, so an edited SLA applies at once)."""
+    return Q(freshness_sla_minutes__isnull=False) & Q(**{f"{LATEST}freshness_lag_seconds__gt":
+                                                         F("freshness_sla_minutes") * 60})
+
+
+def _last_run_state() -> Subquery:
+    """The state of the table's newest run other than a metrics refresh (uses the (table, -queued_at) index)."""
+    return Subquery(Run.objects.filter(table=OuterRef("pk")).exclude(kind=Run.Kind.METRICS)
+                    .order_by("-queued_at", "-id").values("state")[:1])
+
+
+STATUSES = {
+    "breached": breached,
+    "late": lambda: Q(**{f"{LATEST}late_records__gt": 0}),
+    "backlog": lambda: Q(**{f"{LATEST}remaining_log_files__gt": 0}),
+    "pending": lambda: Q(**{f"{LATEST}pending_compactions__gt": 0}),
+    # its newest run failed, or its change check / sample fails (storage unreadable, table gone);
+    # `last_run_state` is annotated by `select` for this filter only
+    "failing": lambda: Q(last_run_state=Run.State.FAILED) | Q(sampling__error__gt=""),
+}
+
+
+@dataclass
+class ListPage:
+    rows: list[TableStatus]
+    next_cursor: str | None
+    prev_cursor: str | None
+    sort: str
+    status: str
+
+
+def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
+    """The tables matching ?q= and ?status= (unknown status: InvalidInput naming the known ones)."""
+    tables = filter_tables(RegisteredTable.objects.all(), params)
+    status = params.get("status") or ""
+    if status:
+        if status not in STATUSES:
+            raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+        if status == "failing":
+            tables = tables.annotate(last_run_state=_last_run_state())
+        tables = tables.filter(STATUSES[status]())
+    return tables
+
+
+def summary(tables: QuerySet[RegisteredTable]) -> dict[str, int]:
+    """Counts for the tiles, in one aggregate query."""
+    active = Run.objects.filter(table=OuterRef("pk"), state__in=ACTIVE)
+    return tables.order_by().aggregate(
+        tables=Count("pk"), breached=Count("pk", filter=breached()),
+        late=Count("pk", filter=Q(**{f"{LATEST}late_records__gt": 0})),
+        running=Count("pk", filter=Q(Exists(active))))
+
+
+def page(params: Mapping[str, str], limit: int) -> ListPage:
+    """One page of the list for ?q= &status= &sort=[-]key &after= | &before= (cursors from earlier pages)."""
+    sort = params.get("sort") or "name"
+    key = sort.lstrip("-")
+    if key not in SORTS:
+        raise InvalidInput(f"sort must be one of {', '.join(SORTS)} (prefix - for descending), got {sort!r}")
+    descending = sort.startswith("-")
+    tables = select(params).annotate(sort_key=SORTS[key]())
+    after, before = params.get("after"), params.get("before")
+    if after and before:
+        raise InvalidInput("give either after or before, not both")
+    backwards = bool(before)
+    cursor = decode_cursor(before or after, key) if (before or after) else None
+    # Walking backwards is walking forwards in the opposite order, then reversing the page.
+    forward_desc = descending != backwards
+    if cursor is not None:
+        tables = tables.filter(_beyond(cursor, forward_desc))
+    order = ["-sort_key", "-name"] if forward_desc else ["sort_key", "name"]
+    rows = list(tables.order_by(*order).values(*TABLE_FIELDS, "sort_key",
+                                               *(LATEST + f for f in SAMPLE_FIELDS))[:limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    if backwards:
+        rows.reverse()
+    has_next = more if not backwards else True
+    has_prev = (more if backwards else cursor is not None) and bool(rows)
+    statuses = _statuses(rows)
+    return ListPage(statuses,
+                    next_cursor=encode_cursor(rows[-1]["sort_key"], rows[-1]["name"]) if rows and has_next else None,
+                    prev_cursor=encode_cursor(rows[0]["sort_key"], rows[0]["name"]) if has_prev else None,
+                    sort=sort, status=params.get("status") or "")
+
+
+def _beyond(cursor: tuple[Any, str], descending: bool) -> Q:
+    value, name = cursor
+    if descending:
+        return Q(sort_key__lt=value) | Q(sort_key=value, name__lt=name)
+    return Q(sort_key__gt=value) | Q(sort_key=value, name__gt=name)
+
+
+def _statuses(rows: list[dict[str, Any]]) -> list[TableStatus]:
+    ids = [r["id"] for r in rows]
+    runs = latest_runs(RegisteredTable.objects.filter(pk__in=ids)) if ids else {}
+    out = []
+    for row in rows:
+        sample = {f: row[LATEST + f] for f in SAMPLE_FIELDS} if row[LATEST + "id"] is not None else None
+        out.append(TableStatus({f: row[f] for f in TABLE_FIELDS}, sample, runs.get(row["id"])))
+    return out
+
+
+def encode_cursor(value: Any, name: str) -> str:
+    raw = value.isoformat() if isinstance(value, dt.datetime) else value
+    text = json.dumps([raw, name], separators=(",", ":"))
+    return base64.urlsafe_b64encode(text.encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, key: str) -> tuple[Any, str]:
+    """The (sort value, name) of a cursor made for sort `key`; InvalidInput for anything else."""
+    try:
+        raw, name = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not isinstance(name, str):
+            raise ValueError("name is not a string")
+        if key == "completion":
+            return dt.datetime.fromisoformat(raw), name
+        if key == "name":
+            if not isinstance(raw, str):
+                raise ValueError("value is not a name")
+            return raw, name
+        if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+            raise ValueError("value is not a number")
+        return raw, name
+    except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput(f"invalid page cursor {cursor[:40]!r} for sort {key!r} ({exc}); "
+                           "start again from the first page") from None

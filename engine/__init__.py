@@ -7,12 +7,13 @@ from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
                             CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
+from engine.config.discovery import FoundTable
 from engine.observe.changes import TimelineMark
 from engine.table import Table, latency_ms, threshold_ms
 
 __all__ = [
     "BacklogMetrics", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
-    "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
+    "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
     "TideBucket", "TimelineMark", "WriteResult", "latency_ms", "threshold_ms",
 ]

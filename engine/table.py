@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
+from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
 from engine.io.naming import instant_to_millis
@@ -69,6 +70,12 @@ class Table:
         Equal marks mean nothing was committed, started or rolled back in between (engine.observe.changes).
         """
         return timeline_mark(path)
+
+    @staticmethod
+    def discover(root: str) -> list[FoundTable]:
+        """Every Hudi table at or under `root` (folders with `.hoodie/hoodie.properties`; metadata tables
+        and a table's own partitions are not searched; engine.config.discovery)."""
+        return find_tables(root)
 
     @property
     def path(self) -> str:

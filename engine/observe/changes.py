@@ -12,7 +12,7 @@ Sub-folders (`metadata/`, `archived/`, `.aux/`, `.heartbeat/`, `.temp/`) are not
 only alongside an instant file of the active timeline, or (heartbeats) while a writer is alive, which
 says nothing new about committed data.
 
-All listing goes through `list_entries`, so a storage layer for `s3://` prefixes replaces one function.
+The listing is engine.io.listing.list_folder, the one storage call a layer for `s3://` prefixes replaces.
 """
 from __future__ import annotations
 
@@ -22,18 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from engine.errors import TableNotFoundError
+from engine.io.listing import Entry, list_folder
 from engine.timeline.instants import HOODIE_DIR, parse_instant_file_name
 
 PROPERTIES_FILE = "hoodie.properties"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One file of a listing: its name (relative to the listed folder), size and modification time."""
-
-    name: str
-    size: int
-    mtime_ns: int
+STATES = ("requested", "inflight", "completed")
 
 
 @dataclass(frozen=True)
@@ -48,26 +41,11 @@ class TimelineMark:
         return {"digest": self.digest, "newest_instant": self.newest_instant, "files": self.files}
 
 
-def list_entries(folder: str) -> list[Entry]:
-    """The files directly in `folder` (not its sub-folders): the one storage call of the change check.
-
-    Local paths today; an object-store prefix becomes one LIST with delimiter "/" here.
-    """
-    entries = []
-    with os.scandir(folder) as it:
-        for item in it:
-            if not item.is_file(follow_symlinks=True):
-                continue
-            stat = item.stat(follow_symlinks=True)
-            entries.append(Entry(item.name, stat.st_size, stat.st_mtime_ns))
-    return entries
-
-
 def timeline_mark(base_path: str) -> TimelineMark:
     """The mark of the table at `base_path`; TableNotFoundError when it has no `.hoodie/hoodie.properties`."""
     folder = os.path.join(base_path, HOODIE_DIR)
     try:
-        entries = list_entries(folder)
+        entries = list_folder(folder).files
     except (FileNotFoundError, NotADirectoryError):
         raise TableNotFoundError(f"no Hudi table at {base_path}: {folder} does not exist") from None
     if not any(e.name == PROPERTIES_FILE for e in entries):
@@ -81,6 +59,8 @@ def mark_of(entries: Iterable[Entry]) -> TimelineMark:
     digest = hashlib.sha256()
     for e in ordered:
         digest.update(f"{e.name}\0{e.size}\0{e.mtime_ns}\n".encode())
-    instants = [(parsed.timestamp, e.name) for e in ordered if (parsed := parse_instant_file_name(e.name))]
-    newest = max(instants)[1] if instants else None
+    # newest instant, and of its files the most advanced state (completed over inflight over requested)
+    instants = [(parsed.timestamp, STATES.index(parsed.state.value), e.name)
+                for e in ordered if (parsed := parse_instant_file_name(e.name))]
+    newest = max(instants)[2] if instants else None
     return TimelineMark(digest.hexdigest(), newest, len(ordered))

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from webapp.api.sampling_metrics import SamplingCollector
 from webapp.tables.overview import latest_samples
 from webapp.tables.models import RegisteredTable, Run
 
@@ -79,4 +80,5 @@ def metrics(request: HttpRequest) -> HttpResponse:
             return response
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
+    registry.register(SamplingCollector())
     return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)

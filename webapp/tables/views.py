@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from webapp.accounts.decorators import operator_action
+from webapp.tables import discovery as table_discovery
 from webapp.tables import history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
@@ -149,6 +150,20 @@ def register(request: HttpRequest) -> HttpResponse:
         return redirect("tables:list")
     messages.success(request, f"Registered {table.name}; its first metrics sample is on the way.")
     return redirect("tables:detail", table.name)
+
+
+@operator_action
+def discover(request: HttpRequest) -> HttpResponse:
+    """Register every table under a root (or, with "dry run", show what would be registered)."""
+    try:
+        report = table_discovery.discover(
+            request.user, request.POST.get("root"), dry_run=bool(request.POST.get("dry_run")),
+            prefix=(request.POST.get("prefix") or "").strip(), defaults=table_discovery.Defaults.parse(request.POST.dict()))
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("tables:list")
+    return render(request, "tables/discover.html", {"report": report, "summary": report.summary(),
+                                                    "form": request.POST})
 
 
 @login_required

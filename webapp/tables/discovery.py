@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +91,7 @@ def discover(user, root_raw: Any, *, dry_run: bool, prefix: str = "", defaults: 
     from engine import Table
 
     root = inputs.table_path(root_raw)
-    if prefix and slugify(prefix) != prefix:
+    if not re.fullmatch(r"[-a-z0-9_]*", prefix):
         raise inputs.InvalidInput(f"prefix {prefix!r} must be a slug (lower-case letters, digits, - and _)")
     report = Report(root, dry_run)
     known_paths = dict(RegisteredTable.objects.values_list("path", "name"))

@@ -65,12 +65,9 @@ def sla_breached(table: RegisteredTable, lag_seconds: float | None) -> bool:
     return sla is not None and lag_seconds is not None and lag_seconds > sla * 60
 
 
-def refresh(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample:
-    """Read freshness, backlog and tide through the engine and store them as the table's newest sample.
-
-    The timeline mark (`mark`, or taken here first) is stored with it, so the next change check skips the
-    table unless something happened after this sample started (tasks.change_sampling).
-    """
+def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[TimelineMark, dict[str, Any]]:
+    """Freshness, backlog and tide of `table` through the engine, as MetricSample fields (nothing stored),
+    with the timeline mark they were read under (`mark`, or taken here first)."""
     mark = mark or Table.mark(table.path)
     engine_table = Table.open(table.path)
     fresh = engine_table.freshness().to_dict()
@@ -78,22 +75,40 @@ def refresh(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricS
     tide = [bucket.to_dict() for bucket in engine_table.tide(bucket=TIDE_BUCKET)]
     completion = _when(fresh.get("ro_completion_time"))
     lag = freshness_lag_seconds(completion, tide)
-    sample = MetricSample.objects.create(
-        table=table, taken_at=timezone.now(),
-        ro_completion_time=completion,
-        ro_freshness_time=_when(fresh.get("ro_freshness_time")),
-        freshness_lag_seconds=lag,
-        remaining_log_files=backlog["remaining_log_files"],
-        remaining_log_bytes=backlog["remaining_log_bytes"],
-        file_slices_with_logs=backlog["file_slices_with_logs"],
-        pending_compactions=backlog["pending_compactions"],
-        late_records=fresh.get("late_records") or 0,
-        corrupt_log_blocks=backlog.get("corrupt_log_blocks") or 0,
-        sla_breached=sla_breached(table, lag),
-        tide=tide,
-    )
+    return mark, {
+        "ro_completion_time": completion,
+        "ro_freshness_time": _when(fresh.get("ro_freshness_time")),
+        "freshness_lag_seconds": lag,
+        "remaining_log_files": backlog["remaining_log_files"],
+        "remaining_log_bytes": backlog["remaining_log_bytes"],
+        "file_slices_with_logs": backlog["file_slices_with_logs"],
+        "pending_compactions": backlog["pending_compactions"],
+        "late_records": fresh.get("late_records") or 0,
+        "corrupt_log_blocks": backlog.get("corrupt_log_blocks") or 0,
+        "sla_breached": sla_breached(table, lag),
+        "tide": tide,
+    }
+
+
+def store(table: RegisteredTable, mark: TimelineMark, fields: dict[str, Any]) -> MetricSample:
+    """Store `fields` as the table's newest sample, with the mark they were read under."""
+    sample = MetricSample.objects.create(table=table, taken_at=timezone.now(), **fields)
     SamplingState.objects.filter(table=table).update(mark=mark.digest, newest_instant=mark.newest_instant or "")
     return sample
+
+
+def same_as(sample: MetricSample | None, fields: dict[str, Any]) -> bool:
+    """`fields` say nothing `sample` did not (a floor sample of an unchanged table)."""
+    return sample is not None and all(getattr(sample, key) == value for key, value in fields.items())
+
+
+def refresh(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample:
+    """Read freshness, backlog and tide through the engine and store them as the table's newest sample.
+
+    The timeline mark (`mark`, or taken here first) is stored with it, so the next change check skips the
+    table unless something happened after this sample started (tasks.change_sampling).
+    """
+    return store(table, *read(table, mark))
 
 
 def refresh_quietly(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample | None:

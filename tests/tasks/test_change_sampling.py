@@ -62,8 +62,14 @@ def test_floor_interval_samples_unchanged_tables(stack_env, flights, monkeypatch
     soon = change_sampling.sample_tables([table.pk], now=sampled_at + dt.timedelta(seconds=599))
     assert (soon.skipped, soon.sampled) == (1, 0)
     due = change_sampling.sample_tables([table.pk], now=sampled_at + dt.timedelta(seconds=601))
-    assert (due.changed, due.floor, due.sampled) == (0, 1, 1)
-    assert samples(table) == 2
+    assert (due.changed, due.floor, due.sampled, due.confirmed) == (0, 1, 1, 1)
+    assert samples(table) == 1                        # it read what the latest sample says: nothing stored
+    assert state(table).sampled_at == sampled_at + dt.timedelta(seconds=601)
+    table.freshness_sla_minutes = 1                   # the same table now breaches a new SLA
+    table.save()
+    later = change_sampling.sample_tables([table.pk], now=sampled_at + dt.timedelta(seconds=1300))
+    assert (later.floor, later.sampled, later.confirmed) == (1, 1, 0)
+    assert samples(table) == 2 and state(table).latest_sample.sla_breached
 
 
 def test_a_runs_own_sample_makes_the_next_check_a_skip(stack_env, flights):

@@ -133,6 +133,13 @@ def _register(user, report: Report, defaults: Defaults) -> None:
 
 
 def _register_batch(user, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
+    """One transaction per batch (a commit per table would cost a disk flush each), one savepoint per
+    table so a name registered meanwhile refuses that table alone."""
+    with transaction.atomic():
+        return _register_each(user, root, batch, defaults)
+
+
+def _register_each(user, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
     ids = []
     for candidate in batch:
         try:

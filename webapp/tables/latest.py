@@ -1,4 +1,5 @@
-"""Keeps `SamplingState.latest_sample` pointing at each table's newest MetricSample, whoever saves one.
+"""Keeps `SamplingState.latest_sample` pointing at each table's newest MetricSample, whoever saves one
+(and the tide on that newest sample only).
 
 Connected to MetricSample's post_save (webapp.tables.apps), so samples written by workers, by the demo
 command or by tests all move the pointer; bulk inserts (the benchmark's synthetic history) call
@@ -25,10 +26,18 @@ def on_sample_saved(sender, instance: MetricSample, created: bool, **_: object) 
 
 
 def point_at(sample: MetricSample) -> None:
-    """Make `sample` its table's latest unless a newer one is already there."""
+    """Make `sample` its table's latest unless a newer one is already there.
+
+    The sample it replaces loses its tide: only the latest tide is ever shown, and a tide (one bucket per
+    event-time hour of backlog) is most of a sample's bytes, so history keeps the numbers only.
+    """
     newer_or_none = Q(latest_sample__isnull=True) | Q(latest_sample__taken_at__lte=sample.taken_at)
+    replaced = (SamplingState.objects.filter(table_id=sample.table_id)
+                .values_list("latest_sample_id", flat=True).first())
     moved = (SamplingState.objects.filter(newer_or_none, table_id=sample.table_id)
              .update(latest_sample=sample, sampled_at=sample.taken_at))
+    if moved and replaced and replaced != sample.pk:
+        MetricSample.objects.filter(pk=replaced).exclude(tide=[]).update(tide=[])
     if not moved:
         SamplingState.objects.get_or_create(table_id=sample.table_id,
                                             defaults={"latest_sample": sample, "sampled_at": sample.taken_at})

@@ -22,11 +22,12 @@ from typing import Any, Iterator
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.tables.models import MetricSample
+from webapp.tables.models import MetricSample, RegisteredTable
 
 HOUR, DAY = 3600, 86400
 FIELDS = ("id", "table_id", "taken_at", "freshness_lag_seconds", "sla_breached", "rolled_up")
 BATCH = 2000
+TABLES_PER_PASS = 200   # a first roll-up of a month of history reads at most this many tables' rows at once
 
 
 @dataclass(frozen=True)
@@ -85,11 +86,21 @@ def _aligned(moment: dt.datetime, bucket_s: int) -> dt.datetime:
 
 def _roll(before: dt.datetime, bucket_s: int) -> int:
     """Fold every (table, bucket) group of finer rows taken before `before` into its newest row."""
-    rows = (MetricSample.objects.filter(resolution_seconds__lt=bucket_s, taken_at__lt=before)
-            .order_by("table_id", "taken_at", "id").values(*FIELDS))
-    rows = iter(list(rows))  # read before writing: SQLite does not isolate a cursor from its own writes
+    folded = 0
+    ids = list(RegisteredTable.objects.order_by("pk").values_list("pk", flat=True))
+    for i in range(0, len(ids), TABLES_PER_PASS):
+        folded += _roll_tables(ids[i:i + TABLES_PER_PASS], before, bucket_s)
+    return folded
+
+
+def _roll_tables(table_ids: list[int], before: dt.datetime, bucket_s: int) -> int:
+    """`_roll` for some tables: their rows are read whole first (SQLite does not isolate a cursor from its
+    own connection's writes), a bounded number at a time."""
+    rows = list(MetricSample.objects.filter(table_id__in=table_ids, resolution_seconds__lt=bucket_s,
+                                            taken_at__lt=before)
+                .order_by("table_id", "taken_at", "id").values(*FIELDS))
     folded, keep, drop = 0, [], []
-    for group in _groups(rows, bucket_s):
+    for group in _groups(iter(rows), bucket_s):
         newest = group[-1]
         lags = [r["freshness_lag_seconds"] for r in group if r["freshness_lag_seconds"] is not None]
         keep.append(MetricSample(id=newest["id"], resolution_seconds=bucket_s,

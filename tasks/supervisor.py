@@ -1,4 +1,4 @@
-"""Run the whole control plane in one terminal: web server, Celery worker and Celery beat.
+"""Run the whole control plane in one terminal: web server, Celery workers (runs; samples) and Celery beat.
 
 `python -m tasks.supervisor` (what `make run` ends with) starts the three processes, prints the URL,
 and stops all of them when any one exits or on Ctrl-C / SIGTERM — so a crashed worker never leaves a
@@ -28,18 +28,25 @@ def commands(bind: str) -> dict[str, list[str]]:
         web = [py, "manage.py", "runserver", bind, "--noreload", "--insecure"]
     concurrency = os.environ.get("TIDEMARK_WORKER_CONCURRENCY", "1")
     state = os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state"))
+    # the names tasks.queues gives the two queues (computed here without loading Django)
+    runs_queue = os.environ.get("TIDEMARK_CELERY_QUEUE", "tidemark")
+    sampling_queue = os.environ.get("TIDEMARK_SAMPLING_QUEUE") or f"{runs_queue}-sampling"
     return {
         "web": web,
         "worker": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
-                   concurrency, "--without-gossip", "--without-mingle"],
+                   concurrency, "--without-gossip", "--without-mingle", "-Q", runs_queue, "-n", "worker@%h"],
+        # change checks and samples on their own worker (no Spark), never behind a compaction (tasks.queues)
+        "sampler": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
+                    os.environ.get("TIDEMARK_SAMPLER_CONCURRENCY", "1"), "--without-gossip", "--without-mingle",
+                    "-Q", sampling_queue, "-n", "sampler@%h"],
         "beat": [py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO",
                  "--schedule", os.path.join(state, "celerybeat-schedule")],
     }
 
 
-def start(argv: list[str]) -> subprocess.Popen:
+def start(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Popen:
     # Own process group: stopping a process also stops its children (pool processes, Spark's JVM).
-    return subprocess.Popen(argv, cwd=ROOT, start_new_session=True)
+    return subprocess.Popen(argv, cwd=ROOT, start_new_session=True, env=env)
 
 
 def stop(procs: dict[str, subprocess.Popen], grace_s: float = 20) -> None:
@@ -62,7 +69,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 def main() -> int:
     bind = os.environ.get("TIDEMARK_BIND", "0.0.0.0:8000")
-    procs = {name: start(argv) for name, argv in commands(bind).items()}
+    procs = {name: start(argv, {**os.environ, "TIDEMARK_WARM_SPARK": "0"} if name == "sampler" else None)
+             for name, argv in commands(bind).items()}
     host, port = bind.rsplit(":", 1)
     print(f"\nTidemark control plane: http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/  "
           "(web, worker and beat running; Ctrl-C stops all three)\n", flush=True)

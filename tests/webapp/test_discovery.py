@@ -120,3 +120,15 @@ def test_page_dry_run_then_register(root, stack_env):
     assert "must be absolute" in bad
     assert os.path.isdir(root)
     assert re.search(r"Register every table under a folder", client.get("/").content.decode())
+
+
+def test_a_name_registered_meanwhile_refuses_that_table_alone(root):
+    report = discovery.discover(None, str(root), dry_run=True)
+    RegisteredTable.objects.create(name="top", path="/somewhere/else")       # between the check and the insert
+    registered = discovery._register_batch(None, str(root), report.candidates, discovery.Defaults())
+    outcomes = {c.name: c.outcome for c in report.candidates}
+    assert outcomes.pop("top") == "refused" and set(outcomes.values()) == {"registered"}
+    assert len(registered) == 3 and RegisteredTable.objects.get(name="top").path == "/somewhere/else"
+    from webapp.tables.models import SamplingState
+
+    assert SamplingState.objects.filter(table_id__in=registered).count() == 3

@@ -146,6 +146,20 @@ def change_real_tables(real_paths: list[str]) -> None:
             raise RuntimeError(f"no compaction to plan on {path}: {plan.message}")
 
 
+def wait_idle(quiet_s: float = 5.0) -> None:
+    """Until no check happened for `quiet_s` (whatever was queued before has been worked off)."""
+    from django.db.models import Sum
+
+    from webapp.tables.models import SamplingState
+
+    last, since = None, time.perf_counter()
+    while time.perf_counter() - since < quiet_s:
+        checks = SamplingState.objects.aggregate(n=Sum("checks"))["n"]
+        if checks != last:
+            last, since = checks, time.perf_counter()
+        time.sleep(0.5)
+
+
 def sampling_cycle(stack: Stack, tables: int) -> dict:
     """Beat's fan-out on a real sampling worker; seconds until every table was checked."""
     from django.db.models import Sum
@@ -155,8 +169,10 @@ def sampling_cycle(stack: Stack, tables: int) -> dict:
     from tasks.jobs import sample_all_tables
     from webapp.tables.models import SamplingState
 
+    wait_idle()
+
     before = SamplingState.objects.aggregate(s=Sum("samples"), k=Sum("skips"), c=Sum("check_seconds"),
-                                             f=Sum("sample_seconds"))
+                                             f=Sum("sample_seconds"), n=Sum("checks"))
     t0 = timezone.now()
     start = time.perf_counter()
     sample_all_tables.apply_async(queue=queues.sampling_queue())
@@ -165,12 +181,14 @@ def sampling_cycle(stack: Stack, tables: int) -> dict:
             raise RuntimeError("the sampling cycle did not finish in 30 minutes:\n" + stack.log_text("sampler")[-3000:])
         time.sleep(0.25)
     seconds = time.perf_counter() - start
+    wait_idle(2.0)   # the last chunk's bookkeeping is committed
     after = SamplingState.objects.aggregate(s=Sum("samples"), k=Sum("skips"), c=Sum("check_seconds"),
-                                            f=Sum("sample_seconds"))
+                                            f=Sum("sample_seconds"), n=Sum("checks"))
     sampled = after["s"] - before["s"]
     sample_s = after["f"] - before["f"]
     mean_sample = sample_s / sampled if sampled else 0.0
-    return {"cycle_s": round(seconds, 1), "sampled": sampled, "skipped": after["k"] - before["k"],
+    return {"cycle_s": round(seconds, 1), "checked": after["n"] - before["n"], "sampled": sampled,
+            "skipped": after["k"] - before["k"],
             "check_s_total": round(after["c"] - before["c"], 1), "sample_s_total": round(sample_s, 1),
             "mean_full_sample_s": round(mean_sample, 3),
             "sample_every_table_estimate_s": round(mean_sample * tables, 0)}
@@ -331,8 +349,7 @@ def main() -> None:
                                 "-Q", f"{env['TIDEMARK_CELERY_QUEUE']}-sampling", "-n", "sampler@%h"],
                     {"TIDEMARK_WARM_SPARK": "0", "TIDEMARK_LOG_LEVEL": "INFO"})
         stack.wait_for_log("sampler", "ready.")
-        sampling_cycle(stack, args.tables)   # also drains the first samples discovery queued
-        unchanged = sampling_cycle(stack, args.tables)
+        unchanged = sampling_cycle(stack, args.tables)   # after the first samples discovery queued
         log(f"cycle with nothing changed: {unchanged}")
         change_real_tables(real_paths)
         out["sampling_cycle"] = sampling_cycle(stack, args.tables)

@@ -92,3 +92,15 @@ def test_downsample_buckets_are_consecutive_and_complete():
     rows = [(start + dt.timedelta(minutes=i),) for i in range(1000)]
     buckets = history.downsample(rows, 10)
     assert len(buckets) == 10 and [r for b in buckets for r in b] == rows
+
+
+def test_an_old_latest_sample_is_never_rolled_up(stack_env):
+    table = RegisteredTable.objects.create(name="quiet", path="/x/quiet")
+    old = NOW - dt.timedelta(days=20)
+    MetricSample.objects.create(table=table, taken_at=old, freshness_lag_seconds=9.0)
+    last = MetricSample.objects.create(table=table, taken_at=old + dt.timedelta(minutes=5), freshness_lag_seconds=1.0,
+                                       tide=[{"start": "x"}])
+    roll_up(NOW, Retention(raw_days=7, hourly_days=90, keep_days=400))
+    last.refresh_from_db()
+    assert (last.resolution_seconds, last.freshness_lag_seconds, last.tide) == (0, 1.0, [{"start": "x"}])
+    assert MetricSample.objects.filter(table=table).count() == 2

@@ -1,13 +1,13 @@
 """`/metrics` families about sampling itself: what the change checks and full samples cost, and how many
 samples the checks saved (tasks.change_sampling keeps the counters on each table's SamplingState).
 
-Totals are summed over all tables in one aggregate query; the per-table gauge is the duration of the
-table's last full sample, to find the tables that make a cycle slow.
+Totals are summed over all tables in one aggregate query; the per-table gauge of the duration of each
+table's last full sample (to find the tables that make a cycle slow) is in webapp.api.table_gauges.
 """
 from __future__ import annotations
 
 from django.db.models import Sum
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily
 
 from webapp.tables.models import SamplingState
 
@@ -28,10 +28,3 @@ class SamplingCollector:
             family = CounterMetricFamily(name, doc)
             family.add_metric([], float(totals[key] or 0))
             yield family
-        last = GaugeMetricFamily("tidemark_sample_duration_seconds", "Duration of the table's last full sample.",
-                                 labels=["table"])
-        rows = (SamplingState.objects.filter(last_sample_seconds__isnull=False)
-                .values_list("table__name", "last_sample_seconds"))
-        for name, seconds in rows:
-            last.add_metric([name], seconds)
-        yield last

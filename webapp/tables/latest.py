@@ -13,6 +13,15 @@ from django.db.models import OuterRef, Q, Subquery
 
 from webapp.tables.models import MetricSample, SamplingState
 
+# SamplingState field ← MetricSample field: the latest sample's sort and filter keys
+KEYS = {"lag_seconds": "freshness_lag_seconds", "completion": "ro_completion_time", "log_files": "remaining_log_files",
+        "log_bytes": "remaining_log_bytes", "slices": "file_slices_with_logs", "late_records": "late_records",
+        "pending_compactions": "pending_compactions", "corrupt_log_blocks": "corrupt_log_blocks"}
+
+
+def keys_of(sample: MetricSample) -> dict:
+    return {key: getattr(sample, field) for key, field in KEYS.items()}
+
 
 def on_table_saved(sender, instance, created: bool, **_: object) -> None:
     """Every registered table has its SamplingState row from the start (never sampled, never checked)."""
@@ -35,12 +44,12 @@ def point_at(sample: MetricSample) -> None:
     replaced = (SamplingState.objects.filter(table_id=sample.table_id)
                 .values_list("latest_sample_id", flat=True).first())
     moved = (SamplingState.objects.filter(newer_or_none, table_id=sample.table_id)
-             .update(latest_sample=sample, sampled_at=sample.taken_at))
+             .update(latest_sample=sample, sampled_at=sample.taken_at, **keys_of(sample)))
     if moved and replaced and replaced != sample.pk:
         MetricSample.objects.filter(pk=replaced).exclude(tide=[]).update(tide=[])
     if not moved:
-        SamplingState.objects.get_or_create(table_id=sample.table_id,
-                                            defaults={"latest_sample": sample, "sampled_at": sample.taken_at})
+        SamplingState.objects.get_or_create(table_id=sample.table_id, defaults={
+            "latest_sample": sample, "sampled_at": sample.taken_at, **keys_of(sample)})
 
 
 def point_at_newest(table_ids: Iterable[int] | None = None) -> int:
@@ -50,4 +59,5 @@ def point_at_newest(table_ids: Iterable[int] | None = None) -> int:
     if table_ids is not None:
         states = states.filter(table_id__in=list(table_ids))
     return states.update(latest_sample=Subquery(newest.values("id")[:1]),
-                         sampled_at=Subquery(newest.values("taken_at")[:1]))
+                         sampled_at=Subquery(newest.values("taken_at")[:1]),
+                         **{key: Subquery(newest.values(field)[:1]) for key, field in KEYS.items()})

@@ -1,7 +1,8 @@
 """The tables list at scale: search, status filters, sorting and keyset pagination, all in the database.
 
-Each table's newest sample is one join away (SamplingState.latest_sample, kept by webapp.tables.latest), so
-a page of the list is one query whatever the number of tables: filter and sort on the joined sample,
+Each table's newest sample's sort and filter keys sit on its SamplingState row (kept by webapp.tables.latest
+with the pointer to the sample), so a page of the list is one query on narrow rows whatever the number of
+tables, plus the page's own samples and runs: filter and sort on those keys,
 then take the rows after the cursor (keyset pagination — no OFFSET, so page 100 costs what page 1 does,
 and a table registered meanwhile never shifts a page). The pages and GET /api/tables share this module.
 
@@ -23,44 +24,39 @@ from django.db.models.functions import Coalesce
 
 from webapp.tables.filters import filter_tables
 from webapp.tables.inputs import InvalidInput
-from webapp.tables.models import RegisteredTable, Run
+from webapp.tables.models import MetricSample, RegisteredTable, Run
 from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, latest_runs
 
-LATEST = "sampling__latest_sample__"
+KEY = "sampling__"   # the latest sample's sort/filter keys, copied onto SamplingState (webapp.tables.latest)
 NEVER = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
 ACTIVE = (Run.State.QUEUED, Run.State.RUNNING)
 
 
-def _lag() -> F:
-    return F(f"{LATEST}freshness_lag_seconds")
-
-
 def _number(field: str, output) -> Coalesce:
-    return Coalesce(F(f"{LATEST}{field}"), Value(-1), output_field=output)
+    return Coalesce(F(f"{KEY}{field}"), Value(-1), output_field=output)
 
 
 def _sla_rank() -> Case:
     """breached, unknown, ok, none — the order of SLA urgency."""
     return Case(When(freshness_sla_minutes__isnull=True, then=Value(3)),
-                When(**{f"{LATEST}freshness_lag_seconds__isnull": True}, then=Value(1)),
+                When(**{f"{KEY}lag_seconds__isnull": True}, then=Value(1)),
                 When(breached(), then=Value(0)), default=Value(2), output_field=IntegerField())
 
 
 SORTS = {
     "name": lambda: F("name"),
-    "completion": lambda: Coalesce(F(f"{LATEST}ro_completion_time"), Value(NEVER)),
-    "lag": lambda: _number("freshness_lag_seconds", FloatField()),
-    "files": lambda: _number("remaining_log_files", IntegerField()),
-    "bytes": lambda: _number("remaining_log_bytes", IntegerField()),
-    "slices": lambda: _number("file_slices_with_logs", IntegerField()),
+    "completion": lambda: Coalesce(F(f"{KEY}completion"), Value(NEVER)),
+    "lag": lambda: _number("lag_seconds", FloatField()),
+    "files": lambda: _number("log_files", IntegerField()),
+    "bytes": lambda: _number("log_bytes", IntegerField()),
+    "slices": lambda: _number("slices", IntegerField()),
     "sla": _sla_rank,
 }
 
 
 def breached() -> Q:
     """The newest sample's lag exceeds the table's SLA (computed, so an edited SLA applies at once)."""
-    return Q(freshness_sla_minutes__isnull=False) & Q(**{f"{LATEST}freshness_lag_seconds__gt":
-                                                         F("freshness_sla_minutes") * 60})
+    return Q(freshness_sla_minutes__isnull=False) & Q(**{f"{KEY}lag_seconds__gt": F("freshness_sla_minutes") * 60})
 
 
 def _last_run_state() -> Subquery:
@@ -71,9 +67,9 @@ def _last_run_state() -> Subquery:
 
 STATUSES = {
     "breached": breached,
-    "late": lambda: Q(**{f"{LATEST}late_records__gt": 0}),
-    "backlog": lambda: Q(**{f"{LATEST}remaining_log_files__gt": 0}),
-    "pending": lambda: Q(**{f"{LATEST}pending_compactions__gt": 0}),
+    "late": lambda: Q(**{f"{KEY}late_records__gt": 0}),
+    "backlog": lambda: Q(**{f"{KEY}log_files__gt": 0}),
+    "pending": lambda: Q(**{f"{KEY}pending_compactions__gt": 0}),
     # its newest run failed, or its change check / sample fails (storage unreadable, table gone);
     # `last_run_state` is annotated by `select` for this filter only
     "failing": lambda: Q(last_run_state=Run.State.FAILED) | Q(sampling__error__gt=""),
@@ -107,7 +103,7 @@ def summary(tables: QuerySet[RegisteredTable]) -> dict[str, int]:
     active = Run.objects.filter(table=OuterRef("pk"), state__in=ACTIVE)
     return tables.order_by().aggregate(
         tables=Count("pk"), breached=Count("pk", filter=breached()),
-        late=Count("pk", filter=Q(**{f"{LATEST}late_records__gt": 0})),
+        late=Count("pk", filter=Q(**{f"{KEY}late_records__gt": 0})),
         running=Count("pk", filter=Q(Exists(active))))
 
 
@@ -129,8 +125,7 @@ def page(params: Mapping[str, str], limit: int) -> ListPage:
     if cursor is not None:
         tables = tables.filter(_beyond(cursor, forward_desc))
     order = ["-sort_key", "-name"] if forward_desc else ["sort_key", "name"]
-    rows = list(tables.order_by(*order).values(*TABLE_FIELDS, "sort_key",
-                                               *(LATEST + f for f in SAMPLE_FIELDS))[:limit + 1])
+    rows = list(tables.order_by(*order).values(*TABLE_FIELDS, "sort_key", "sampling__latest_sample_id")[:limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     if backwards:
@@ -152,13 +147,13 @@ def _beyond(cursor: tuple[Any, str], descending: bool) -> Q:
 
 
 def _statuses(rows: list[dict[str, Any]]) -> list[TableStatus]:
+    """The page's tables with their latest samples and runs (two queries for the page's rows only)."""
     ids = [r["id"] for r in rows]
     runs = latest_runs(RegisteredTable.objects.filter(pk__in=ids)) if ids else {}
-    out = []
-    for row in rows:
-        sample = {f: row[LATEST + f] for f in SAMPLE_FIELDS} if row[LATEST + "id"] is not None else None
-        out.append(TableStatus({f: row[f] for f in TABLE_FIELDS}, sample, runs.get(row["id"])))
-    return out
+    sample_ids = [r["sampling__latest_sample_id"] for r in rows if r["sampling__latest_sample_id"] is not None]
+    samples = {s["id"]: s for s in MetricSample.objects.filter(id__in=sample_ids).values(*SAMPLE_FIELDS)}
+    return [TableStatus({f: row[f] for f in TABLE_FIELDS}, samples.get(row["sampling__latest_sample_id"]),
+                        runs.get(row["id"])) for row in rows]
 
 
 def encode_cursor(value: Any, name: str) -> str:

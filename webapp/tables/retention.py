@@ -9,7 +9,7 @@ Three tiers, each an environment setting (days; read on every roll-up):
 A rolled-up row is the newest sample of its bucket (its backlog and completion time are the state at the
 end of the bucket) with the bucket's *peak* freshness lag, "breached" when any sample of the bucket
 breached, `rolled_up` = how many samples it stands for, and no tide (only the latest sample's tide is
-ever shown). The table's latest sample is the newest of its bucket, so it is always kept. Cut-offs are
+ever shown). A table's latest sample is never rolled up (an unchanged table's may be weeks old). Cut-offs are
 aligned to whole buckets, so a bucket is rolled up once, completely.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any, Iterator
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.tables.models import MetricSample, RegisteredTable
+from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 HOUR, DAY = 3600, 86400
 FIELDS = ("id", "table_id", "taken_at", "freshness_lag_seconds", "sla_breached", "rolled_up")
@@ -96,8 +96,10 @@ def _roll(before: dt.datetime, bucket_s: int) -> int:
 def _roll_tables(table_ids: list[int], before: dt.datetime, bucket_s: int) -> int:
     """`_roll` for some tables: their rows are read whole first (SQLite does not isolate a cursor from its
     own connection's writes), a bounded number at a time."""
+    latest = SamplingState.objects.filter(table_id__in=table_ids, latest_sample__isnull=False)
     rows = list(MetricSample.objects.filter(table_id__in=table_ids, resolution_seconds__lt=bucket_s,
                                             taken_at__lt=before)
+                .exclude(id__in=latest.values("latest_sample_id"))   # a table's latest sample stays as taken
                 .order_by("table_id", "taken_at", "id").values(*FIELDS))
     folded, keep, drop = 0, [], []
     for group in _groups(iter(rows), bucket_s):

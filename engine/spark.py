@@ -76,7 +76,9 @@ def _adopt_one(tmp: Path, archive: Path) -> None:
 
 def _driver_java_options(master: str) -> str:
     logging = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
-    if not master.startswith("local") or os.environ.get("TIDEMARK_NO_CDS"):
+    # The driver JVM runs in this process's host whatever the master (pyspark is always client mode), so a
+    # cluster driver starts from the same archive as a local one.
+    if os.environ.get("TIDEMARK_NO_CDS"):
         return logging
     archive = _cds_archive()
     _adopt_finished_archive(archive)
@@ -129,7 +131,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         )
         if os.environ.get("TIDEMARK_EXECUTOR_MEMORY"):
             builder = builder.config("spark.executor.memory", os.environ["TIDEMARK_EXECUTOR_MEMORY"])
-        # Read by the launcher before the driver JVM starts (local mode), so CDS and logging apply.
+        # Read by the launcher before the driver JVM starts, so CDS and logging apply.
         builder = builder.config("spark.driver.extraJavaOptions", _driver_java_options(master))
         with _jvm_stderr_filtered():
             spark = builder.getOrCreate()

@@ -1,7 +1,8 @@
 """Tidemark's Spark jobs on a real standalone cluster (1 master + 2 workers from pyspark's own jars).
 
 The executors run a Python that has the runtime dependencies but not Tidemark, so every task imports the
-engine from the zip the driver shipped at session start. The driver processes (the CLI, then a script) name
+engine from the zip the driver shipped at session start. The driver process (a script that starts with the CLI's `create` and
+`write --input day1.parquet`) names
 the table and every input by a path *relative* to their working directory, as a user in a shell would:
 before paths were resolved at the API boundary, executors looked for `day1.parquet` in their own folders.
 Writes in every input format (Parquet on the routing path, CSV, JSON lines, a Parquet delete), an
@@ -13,12 +14,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 
-from engine import Table
 from tests.oracle import hudi_read, rows_by_key
 from tests.support import cluster_steps as steps
 from tests.support.spark_cluster import bare_executor_python, imports_engine, standalone_cluster
@@ -54,12 +55,10 @@ def test_executor_python_has_the_runtime_dependencies_but_not_tidemark(executor_
 def test_cluster_writes_compacts_and_reads_like_local_spark(cluster, executor_python, tmp_path, spark):
     on_cluster = tmp_path / "cluster"
     steps.make_inputs(on_cluster)
-    env = cluster.env(executor_python)
-    cli = [sys.executable, "-m", "engine"]
-    _run([*cli, "create", steps.TABLE, "--name=orders", "--record-key=id", "--partition-field=region",
-          "--ordering-field=seq", "--event-time-field=ts", "--config=hoodie.bucket.index.num.buckets=2"], on_cluster, env)
-    _run([*cli, "write", steps.TABLE, "--input", "day1.parquet", "--json"], on_cluster, env)
-    summary = json.loads(_run([sys.executable, str(STEPS_SCRIPT), str(on_cluster)], on_cluster, env).splitlines()[-1])
+    started = time.perf_counter()
+    out = _run([sys.executable, str(STEPS_SCRIPT), str(on_cluster)], on_cluster, cluster.env(executor_python))
+    summary = json.loads(out.splitlines()[-1])
+    print(f"cluster driver {time.perf_counter() - started:.1f} s, steps {summary['seconds']}")
 
     # Every task ran in the bare interpreter on the shipped zip, never on an installed Tidemark.
     assert summary["executors"], "no executor answered"
@@ -69,9 +68,7 @@ def test_cluster_writes_compacts_and_reads_like_local_spark(cluster, executor_py
 
     local = tmp_path / "local"
     steps.make_inputs(local)
-    table = Table.create(str(local / steps.TABLE), **steps.CREATE)
-    table.write(str(local / "day1.parquet"))
-    expected = steps.after_first_write(str(local))
+    expected = steps.run_all(str(local))
 
     assert summary["table"] == str(on_cluster / steps.TABLE)   # the relative name, resolved by the driver
     assert summary["compaction"] == expected["compaction"]

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,8 +21,7 @@ import pyarrow.parquet as pq
 
 TABLE = "table"   # relative to the data folder
 THRESHOLD = "2024-01-02T12:00:00Z"   # compacts the day-1 and day-2 logs, carries the day-3 logs over
-CREATE = dict(name="orders", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
-              event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "2"})
+
 REGIONS = ("eu", "us")
 
 
@@ -49,27 +49,45 @@ def make_inputs(folder: Path) -> None:
     pq.write_table(_rows(range(300, 320), 5, 3), folder / "delete.parquet")
 
 
-def after_first_write(root: str) -> dict:
-    """Everything after `create` + the day-1 write (which the test does through the CLI on the cluster).
-    `root` is the data folder as the caller names it ("." on the cluster: paths stay relative)."""
+CLI_CREATE = ["create", TABLE, "--name=orders", "--record-key=id", "--partition-field=region", "--ordering-field=seq",
+              "--event-time-field=ts", "--config=hoodie.bucket.index.num.buckets=2"]
+
+
+def run_all(root: str) -> dict:
+    """The whole scenario; `root` is the data folder as the caller names it ("." on the cluster, so every path
+    stays relative). Create and the first write go through the CLI's own entry point (in this process, so
+    one SparkSession serves the scenario): `tidemark write table --input day1.parquet` is the command
+    that failed on executors before paths were resolved at the boundary."""
     from engine import Table
+    from engine.cli import main
 
     def at(name: str) -> str:
         return os.path.join(root, name)
 
+    seconds: dict[str, float] = {}
+
+    def timed(step: str, fn):
+        start = time.perf_counter()
+        out = fn()
+        seconds[step] = round(time.perf_counter() - start, 2)
+        return out
+
+    create = [*CLI_CREATE[:1], at(TABLE), *CLI_CREATE[2:]]
+    assert main(create) == 0 and timed("write parquet (CLI)", lambda: main(["write", at(TABLE), "--input", at("day1.parquet")])) == 0
     table = Table.open(at(TABLE))
-    table.write(at("day2.csv"))
-    table.write(at("day3.jsonl"), "insert")
+    timed("write csv", lambda: table.write(at("day2.csv")))
+    timed("write jsonl", lambda: table.write(at("day3.jsonl"), "insert"))
     plan = table.schedule_compaction(threshold=THRESHOLD, carry_over="copy")
-    compaction = table.run_compaction(plan.instant)
-    table.write(at("late.parquet"))
-    table.write([at("delete.parquet")], "delete")
+    compaction = timed("compaction run", lambda: table.run_compaction(plan.instant))
+    timed("write late parquet", lambda: table.write(at("late.parquet")))
+    timed("delete parquet list", lambda: table.write([at("delete.parquet")], "delete"))
     os.makedirs(at("out"), exist_ok=True)
-    reads = {q: table.read(q, output=at(f"out/{q}.parquet")).rows for q in ("snapshot", "read_optimized")}
+    reads = {q: timed(f"read {q}", lambda q=q: table.read(q, output=at(f"out/{q}.parquet")).rows)
+             for q in ("snapshot", "read_optimized")}
     return {"table": table.path, "compaction": {"base_files": len(compaction.base_files),
                                                 "records_written": compaction.records_written,
                                                 "logs_carried_over": compaction.logs_carried_over},
-            "reads": reads, "executors": executor_probe()}
+            "reads": reads, "executors": executor_probe(), "seconds": seconds}
 
 
 def executor_probe() -> list[str]:
@@ -87,4 +105,4 @@ def executor_probe() -> list[str]:
 
 if __name__ == "__main__":
     os.chdir(sys.argv[1])
-    print(json.dumps(after_first_write(".")))
+    print(json.dumps(run_all(".")))

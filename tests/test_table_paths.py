@@ -8,6 +8,7 @@ import pytest
 
 from engine import Table
 from engine.errors import ConfigError
+from engine.read.datasource import load_table
 from engine.table import absolute_location
 from tests.support.tables import create_table, day_file
 
@@ -48,3 +49,7 @@ def test_relative_inputs_and_outputs_resolve_before_spark_sees_them(spark, tmp_p
     result = table.read(output="out/snapshot.parquet")
     assert result.output == str(tmp_path / "out" / "snapshot.parquet") and result.rows == 3
     assert os.path.isfile(tmp_path / "out" / "snapshot.parquet")
+    # Spark users name tables relatively too: planned here, read by executors in other folders.
+    assert load_table(spark, "t").count() == 3
+    assert load_table(spark, "t", "read_optimized").count() == 0
+    assert spark.read.format("tidemark").load("t").count() == 3

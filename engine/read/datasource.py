@@ -150,7 +150,9 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     """
     from engine.read.query import as_spec, plan_read
     from engine.spark import spark_path
+    from engine.table import absolute_location
 
+    path = absolute_location(path)   # this process's working directory, not the planner worker's
     spec = as_spec(query)
     plan = plan or plan_read(path, spec, fail_on_corrupt=fail_on_corrupt)
     schema = spark_schema(plan.context.schema)

@@ -105,7 +105,8 @@ class TidemarkDataSource(DataSource):
         path = self.options.get("path")
         if not path:
             raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
-        # Resolved where the query is planned (the caller's host and folder), not in each executor's folder.
+        # Resolved where the query is planned — the driver JVM's working directory, as Spark's own readers
+        # resolve a relative path (load_table resolves in the caller first) — never in each executor's folder.
         return absolute_location(path), spec_from_options(self.options)
 
     def schema(self) -> StructType:

@@ -88,7 +88,7 @@ class WriteResult(Result):
     action: str = "deltacommit"
     base_files: list[str] = field(default_factory=list)          # an overwrite's new file groups' base files
     replaced_file_groups: dict[str, list[str]] = field(default_factory=dict)   # partition -> file ids replaced
-    catalog_sync: CatalogSyncResult | None = None                # set when the table syncs to a catalog
+    catalog_sync: list[CatalogSyncResult] | None = None                # set when the table syncs to a catalog
 
 
 @dataclass
@@ -155,7 +155,7 @@ class CompactionResult(Result):
     spill_logs: list[str]
     ro_completion_time: dt.datetime | None
     ro_freshness_time: dt.datetime | None
-    catalog_sync: CatalogSyncResult | None = None
+    catalog_sync: list[CatalogSyncResult] | None = None
 
 
 @dataclass
@@ -214,7 +214,7 @@ class RollbackResult(Result):
     was_completed: bool = False
     rollback_log_files: list[str] = field(default_factory=list)   # logs holding the rollback command blocks
     restored_ro: dict[str, str] | None = None                     # the RO guarantee put back (compactions)
-    catalog_sync: CatalogSyncResult | None = None
+    catalog_sync: list[CatalogSyncResult] | None = None
 
 
 # ------------------------------------------------------------------------------------------ services
@@ -236,7 +236,7 @@ class CleanResult(Result):
     errors: list[str]
     resumed: list[str]
     message: str
-    catalog_sync: CatalogSyncResult | None = None
+    catalog_sync: list[CatalogSyncResult] | None = None
 
     @property
     def total_deleted(self) -> int:
@@ -291,7 +291,7 @@ class RecoverResult(Result):
     finished_cleans: list[str] = field(default_factory=list)
     republished_guarantee: str | None = None
     removed_files: list[str] = field(default_factory=list)
-    catalog_sync: CatalogSyncResult | None = None
+    catalog_sync: list[CatalogSyncResult] | None = None
 
 
 # ------------------------------------------------------------------------------------------ observing

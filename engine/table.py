@@ -39,7 +39,7 @@ class Table:
     def __init__(self, config: TableConfig) -> None:
         self._config = config
         # The catalog sync `create` did (None: the table does not sync); operations return theirs in their result.
-        self.catalog_sync: r.CatalogSyncResult | None = None
+        self.catalog_sync: list[r.CatalogSyncResult] | None = None
 
     # ------------------------------------------------------------------------------------ opening
 
@@ -253,10 +253,11 @@ class Table:
             finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
             removed_files=out.removed_files, catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
 
-    def sync_catalog(self, *, metastore: str | None = None) -> r.CatalogSyncResult:
-        """Register or update `<name>_ro` / `<name>_rt` in the table's catalog now (HiveSyncTool's shape),
-        whether or not `hoodie.datasource.hive_sync.enable` is set. `metastore` (thrift://host:port)
-        overrides the table's metastore; a catalog that fails after the retries is `ok=False` in the result."""
+    def sync_catalog(self, *, metastore: str | None = None) -> list[r.CatalogSyncResult]:
+        """Register or update `<name>_ro` / `<name>_rt` now in each of the table's catalogs (HiveSyncTool's
+        shape), whether or not `hoodie.datasource.hive_sync.enable` is set: one result per target. `metastore`
+        (thrift://host:port) names the Hive metastore to use; a catalog that fails after the retries is
+        `ok=False` in its result (ConfigError when there is no metastore to sync to)."""
         from engine.catalog.sync import sync_catalog
 
         return sync_catalog(self.path, metastore=metastore)
@@ -348,7 +349,7 @@ def latency_ms(value: Latency | None) -> int | None:
 
 # ------------------------------------------------------------------------------------------ conversions
 
-def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> r.CatalogSyncResult | None:
+def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> list[r.CatalogSyncResult] | None:
     """The catalog sync an operation owes once committed (never raises; see engine.catalog.sync)."""
     from engine.catalog.sync import sync_after
 

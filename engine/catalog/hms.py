@@ -13,6 +13,7 @@ full-listing sync does.
 from __future__ import annotations
 
 import getpass
+import logging
 import time
 from typing import Any, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,9 @@ from urllib.parse import urlparse
 
 from engine.catalog.shape import OWNED_PREFIXES, CatalogShape, CatalogTable, Column, Partition
 from engine.errors import ConfigError
+
+# TSocket logs every refused connection at ERROR before raising it; the raised error is what we report.
+logging.getLogger("thrift.transport.TSocket").setLevel(logging.CRITICAL)
 
 CONNECT_TIMEOUT_MS = 10_000
 CALL_TIMEOUT_MS = 60_000

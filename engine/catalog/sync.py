@@ -27,7 +27,7 @@ from typing import Any, Iterable
 from engine import results as r
 from engine.catalog import glue, hms
 from engine.catalog.shape import CatalogShape, SyncNames, catalog_shape
-from engine.config.properties import GLUE_SYNC_TOOL, TableConfig, load_table_config
+from engine.config.properties import GLUE_SYNC_TOOL, HIVE_SYNC_TOOL, TableConfig, load_table_config
 from engine.errors import ConfigError, TidemarkError, TidemarkWarning
 from engine.timeline.instants import Timeline
 
@@ -56,19 +56,25 @@ def enabled(cfg: TableConfig) -> bool:
     return bool(cfg.setting("hoodie.datasource.hive_sync.enable"))
 
 
-def resolve_target(cfg: TableConfig, metastore: str | None = None) -> SyncTarget:
-    """Where `cfg`'s table syncs: `metastore` (a thrift:// URI) if given; else the table's sync tool —
-    Glue, or a metastore from `hoodie.datasource.hive_sync.metastore.uris`, then $TIDEMARK_HIVE_METASTORE_URIS."""
+def resolve_targets(cfg: TableConfig, metastore: str | None = None) -> list[SyncTarget]:
+    """Where `cfg`'s table syncs, one target per sync tool of `hoodie.meta.sync.client.tool.class` (Hudi takes a
+    comma-separated list): Glue, and/or a Hive metastore at `metastore` (a thrift:// URI) if given, else
+    `hoodie.datasource.hive_sync.metastore.uris`, else $TIDEMARK_HIVE_METASTORE_URIS. `metastore` given means
+    that metastore is synced whatever the tools."""
     names = SyncNames(cfg.setting("hoodie.datasource.hive_sync.database") or "default",
                       cfg.setting("hoodie.datasource.hive_sync.table") or cfg.name)
     support_ts = bool(cfg.setting("hoodie.datasource.hive_sync.support_timestamp"))
-    if metastore is None and cfg.setting("hoodie.meta.sync.client.tool.class") == GLUE_SYNC_TOOL:
+    tools = cfg.setting("hoodie.meta.sync.client.tool.class")
+    targets: list[SyncTarget] = []
+    if metastore is not None or HIVE_SYNC_TOOL in tools:
+        uris = metastore or cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or os.environ.get(ENV_URIS, "")
+        hms.parse_uris(uris)   # a malformed or missing URI is a ConfigError before anything is sent
+        targets.append(SyncTarget(HIVE, uris, names, support_ts))
+    if GLUE_SYNC_TOOL in tools:
         region = cfg.setting("hoodie.aws.glue.region")
-        return SyncTarget(GLUE, f"glue:{region}" if region else "glue", names, support_ts, region,
-                          cfg.setting("hoodie.aws.glue.endpoint"))
-    uris = metastore or cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or os.environ.get(ENV_URIS, "")
-    hms.parse_uris(uris)   # a malformed or missing URI is a ConfigError before anything is sent
-    return SyncTarget(HIVE, uris, names, support_ts)
+        targets.append(SyncTarget(GLUE, f"glue:{region}" if region else "glue", names, support_ts, region,
+                                  cfg.setting("hoodie.aws.glue.endpoint")))
+    return targets
 
 
 def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
@@ -92,13 +98,19 @@ def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
 
 
 def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = "manual",
-                 attempts: int = ATTEMPTS) -> r.CatalogSyncResult:
-    """Register or update `<name>_ro` / `<name>_rt` now, retrying `attempts` times.
+                 attempts: int = ATTEMPTS) -> list[r.CatalogSyncResult]:
+    """Register or update `<name>_ro` / `<name>_rt` now in every target, retrying each `attempts` times.
 
     ConfigError for a table or target that cannot be synced at all (no metastore URI, malformed URI); a
-    catalog that fails is `ok=False` in the result, with the last error."""
+    catalog that fails is `ok=False` in its result, with the last error."""
     cfg = load_table_config(base_path)
-    target = resolve_target(cfg, metastore)
+    targets = resolve_targets(cfg, metastore)
+    results = [_sync_one(cfg, target, reason, attempts) for target in targets]
+    _record(cfg, results)
+    return results
+
+
+def _sync_one(cfg: TableConfig, target: SyncTarget, reason: str, attempts: int) -> r.CatalogSyncResult:
     shape = build_shape(cfg, target)
     result = _result(target, reason)
     if shape is None:
@@ -122,12 +134,12 @@ def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = 
                 time.sleep(delay)
                 delay *= 2
     result.synced_at = dt.datetime.now(dt.timezone.utc)
-    _record(cfg, result, shape)
     return result
 
 
-def sync_after(base_path: str, reason: str, *, partitions: Iterable[str] | None = None) -> r.CatalogSyncResult | None:
-    """The sync an operation that just committed owes its catalog; None when the table does not sync or
+def sync_after(base_path: str, reason: str, *,
+               partitions: Iterable[str] | None = None) -> list[r.CatalogSyncResult] | None:
+    """The sync an operation that just committed owes its catalogs; None when the table does not sync or
     (a write) nothing the catalog shows changed. Never raises: a failure is returned, warned and recorded."""
     try:
         cfg = load_table_config(base_path)
@@ -135,14 +147,16 @@ def sync_after(base_path: str, reason: str, *, partitions: Iterable[str] | None 
             return None
         if reason == "write" and not _write_changes_catalog(cfg, partitions):
             return None
-        result = sync_catalog(base_path, reason=reason)
+        results = sync_catalog(base_path, reason=reason)
     except Exception as exc:  # noqa: BLE001 — the operation is committed; a sync problem must not undo it
-        result = _failed(base_path, reason, exc)
-    if not result.ok:
-        warnings.warn(CatalogSyncWarning(
-            f"catalog sync after {reason} failed ({result.error}); the {reason} is committed, the next "
-            f"operation or `tidemark sync {base_path}` retries"), stacklevel=2)
-    return result
+        results = [_failed(base_path, reason, exc)]
+    for result in results:
+        if not result.ok:
+            where = f" to {result.catalog}" if result.catalog else ""
+            warnings.warn(CatalogSyncWarning(
+                f"catalog sync{where} after {reason} failed ({result.error}); the {reason} is committed, the "
+                f"next operation or `tidemark sync {base_path}` retries"), stacklevel=2)
+    return results
 
 
 def last_sync(base_path: str) -> dict[str, Any] | None:
@@ -175,7 +189,7 @@ def _failed(base_path: str, reason: str, exc: Exception) -> r.CatalogSyncResult:
     result = r.CatalogSyncResult(ok=False, target="", catalog="", database="", tables=[], reason=reason,
                                  synced_at=dt.datetime.now(dt.timezone.utc), error=message.splitlines()[0])
     try:
-        _record(load_table_config(base_path), result, None)
+        _record(load_table_config(base_path), [result])
     except Exception:  # noqa: BLE001 — nothing more to report than the failure itself
         pass
     return result
@@ -195,13 +209,18 @@ def _write_changes_catalog(cfg: TableConfig, partitions: Iterable[str] | None) -
     return any(p and p not in known for p in (partitions or []))
 
 
-def _record(cfg: TableConfig, result: r.CatalogSyncResult, shape: CatalogShape | None) -> None:
+def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
     """Keep the outcome (atomically: temp file + rename), so writes, `show` and the control plane see it."""
     previous = last_sync(cfg.base_path) or {}
-    state = {**result.to_dict(),
-             "schema": _schema_digest(cfg) if shape is not None else previous.get("schema"),
-             "partitions": [p.path for p in shape.partitions] if shape is not None else previous.get("partitions", []),
-             "last_ok_at": r.iso(result.synced_at) if result.ok else previous.get("last_ok_at")}
+    ok = all(x.ok for x in results)
+    synced = [x for x in results if x.ok and not x.skipped]
+    now = r.iso(dt.datetime.now(dt.timezone.utc))
+    state = {"ok": ok, "synced_at": now, "error": next((x.error for x in results if not x.ok), None),
+             "targets": [x.to_dict() for x in results],
+             # what the catalog holds once every target took it: a write compares its own changes with this
+             "schema": _schema_digest(cfg) if ok and synced else previous.get("schema"),
+             "partitions": sorted(_partitions(cfg)) if ok and synced else previous.get("partitions", []),
+             "last_ok_at": now if ok and synced else previous.get("last_ok_at")}
     path = os.path.join(cfg.hoodie_dir(), STATE_FILE)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -210,5 +229,11 @@ def _record(cfg: TableConfig, result: r.CatalogSyncResult, shape: CatalogShape |
     os.replace(tmp, path)
 
 
+def _partitions(cfg: TableConfig) -> list[str]:
+    from engine.read.fsview import list_partitions
+
+    return [p for p in list_partitions(cfg.base_path) if p]
+
+
 __all__ = ["CatalogSyncWarning", "ConfigError", "SyncTarget", "build_shape", "enabled", "last_sync",
-           "resolve_target", "sync_after", "sync_catalog"]
+           "resolve_targets", "sync_after", "sync_catalog"]

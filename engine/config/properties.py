@@ -81,6 +81,15 @@ def _metastore_uris(value: str) -> str:
     return value
 
 
+def _sync_tools(value: str) -> list[str]:
+    """Comma-separated sync tool classes (as Hudi takes them): HiveSyncTool and/or AwsGlueCatalogSyncTool."""
+    tools = [t.strip() for t in value.split(",") if t.strip()]
+    for tool in tools:
+        if tool not in (HIVE_SYNC_TOOL, GLUE_SYNC_TOOL):
+            raise ValueError(f"must be {HIVE_SYNC_TOOL} and/or {GLUE_SYNC_TOOL} (comma-separated)")
+    return tools
+
+
 def _catalog_name(value: str) -> str:
     if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
         raise ValueError("must be letters, digits and underscores")
@@ -117,7 +126,7 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.datasource.hive_sync.database": (_catalog_name, "default"),
     "hoodie.datasource.hive_sync.table": (_catalog_name, ""),
     "hoodie.datasource.hive_sync.support_timestamp": (_boolean, "true"),
-    "hoodie.meta.sync.client.tool.class": (_choice(HIVE_SYNC_TOOL, GLUE_SYNC_TOOL), HIVE_SYNC_TOOL),
+    "hoodie.meta.sync.client.tool.class": (_sync_tools, HIVE_SYNC_TOOL),
     "hoodie.aws.glue.region": (str, ""),
     "hoodie.aws.glue.endpoint": (str, ""),
 }

@@ -278,6 +278,21 @@ class CatalogSyncResult(Result):
 
 
 @dataclass
+class CatalogStatus(Result):
+    """Where a table syncs and how its last sync went (from the table's settings and its recorded outcome)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("synced_at", "last_ok_at")
+
+    enabled: bool                        # hoodie.datasource.hive_sync.enable
+    catalogs: list[str]                  # metastore URIs / "glue:<region>"; empty when none is configured
+    tables: list[str]                    # "<database>.<name>_ro", "<database>.<name>_rt"
+    synced_at: dt.datetime | None = None # the last attempt
+    ok: bool | None = None               # None: never synced
+    error: str | None = None
+    last_ok_at: dt.datetime | None = None
+
+
+@dataclass
 class RecoverResult(Result):
     """What `recover` finished or undid after crashes; `changed` False means the table was quiescent."""
 

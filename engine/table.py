@@ -253,6 +253,27 @@ class Table:
             finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
             removed_files=out.removed_files, catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
 
+    def update_settings(self, settings: Mapping[str, str], *, lock: TableLock | None = None) -> TableConfig:
+        """Store write/sync settings (`--config` keys, e.g. `hoodie.datasource.hive_sync.enable`) in the table's
+        hoodie.properties, under the table lock; ConfigError for an unknown key or a malformed value. Returns
+        the new configuration. Turning catalog sync on does not sync by itself: the next operation, or
+        `sync_catalog()`, does."""
+        from engine.config.properties import save_table_config, validate_settings
+        from engine.lock import FileLock, holding
+
+        checked = validate_settings(dict(settings))
+        with holding(lock or FileLock(self.path), "update the table's settings"):
+            cfg = self._reload()
+            cfg.props.update(checked)
+            save_table_config(cfg)
+        return self._reload()
+
+    def catalog_status(self) -> r.CatalogStatus:
+        """The catalogs the table syncs to (`<db>.<name>_ro` / `_rt`) and how its last sync went."""
+        from engine.catalog.sync import status
+
+        return status(self.path)
+
     def sync_catalog(self, *, metastore: str | None = None) -> list[r.CatalogSyncResult]:
         """Register or update `<name>_ro` / `<name>_rt` now in each of the table's catalogs (HiveSyncTool's
         shape), whether or not `hoodie.datasource.hive_sync.enable` is set: one result per target. `metastore`

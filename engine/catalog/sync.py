@@ -170,6 +170,28 @@ def last_sync(base_path: str) -> dict[str, Any] | None:
         return None
 
 
+def status(base_path: str) -> r.CatalogStatus:
+    """The table's catalogs and its last sync; a target that cannot resolve (no URI) is named in `error`."""
+    cfg = load_table_config(base_path)
+    names = SyncNames(cfg.setting("hoodie.datasource.hive_sync.database") or "default",
+                      cfg.setting("hoodie.datasource.hive_sync.table") or cfg.name)
+    out = r.CatalogStatus(enabled=enabled(cfg), catalogs=[], tables=[f"{names.database}.{names.ro}",
+                                                                     f"{names.database}.{names.rt}"])
+    try:
+        out.catalogs = [t.catalog for t in resolve_targets(cfg)]
+    except ConfigError as exc:
+        out.error = str(exc)
+    state = last_sync(base_path)
+    if state:
+        out.ok, out.error = bool(state.get("ok")), state.get("error") or out.error
+        out.synced_at, out.last_ok_at = _parse(state.get("synced_at")), _parse(state.get("last_ok_at"))
+    return out
+
+
+def _parse(value: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
 # ------------------------------------------------------------------------------------------ internals
 
 def _push(target: SyncTarget, shape: CatalogShape) -> None:
@@ -236,4 +258,4 @@ def _partitions(cfg: TableConfig) -> list[str]:
 
 
 __all__ = ["CatalogSyncWarning", "ConfigError", "SyncTarget", "build_shape", "enabled", "last_sync",
-           "resolve_targets", "sync_after", "sync_catalog"]
+           "resolve_targets", "status", "sync_after", "sync_catalog"]

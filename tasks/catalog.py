@@ -21,8 +21,12 @@ def sync_if_owed(table: RegisteredTable) -> bool | None:
     try:
         engine_table = Table.open(table.path)
         status = engine_table.catalog_status()
-        if not status.enabled or status.ok:
-            return None
+    except Exception as exc:  # no table there (any more): the run or the sample says so, not us
+        log.debug("no catalog status for table %s: %s", table.name, exc)
+        return None
+    if not status.enabled or status.ok:
+        return None
+    try:
         results = engine_table.sync_catalog()
     except Exception:
         log.exception("catalog sync of table %s could not run", table.name)

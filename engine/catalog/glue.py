@@ -53,7 +53,26 @@ def _sync_table(glue: Any, table: CatalogTable) -> None:
         glue.create_table(DatabaseName=table.database, TableInput=_table_input(table, table.parameters))
         return
     kept = {k: v for k, v in (remote.get("Parameters") or {}).items() if not k.startswith(OWNED_PREFIXES)}
-    glue.update_table(DatabaseName=table.database, TableInput=_table_input(table, {**kept, **table.parameters}))
+    wanted = _table_input(table, {**kept, **table.parameters})
+    if _current(remote) != _comparable(wanted):
+        # only on a change: every UpdateTable makes a new table version in Glue
+        glue.update_table(DatabaseName=table.database, TableInput=wanted)
+
+
+def _comparable(table_input: dict[str, Any]) -> dict[str, Any]:
+    sd = table_input["StorageDescriptor"]
+    return {"TableType": table_input["TableType"], "Parameters": table_input["Parameters"],
+            "PartitionKeys": [(c["Name"], c["Type"]) for c in table_input["PartitionKeys"]],
+            "Columns": [(c["Name"], c["Type"]) for c in sd["Columns"]], "Location": sd["Location"],
+            "InputFormat": sd["InputFormat"], "OutputFormat": sd["OutputFormat"],
+            "Serde": (sd["SerdeInfo"].get("SerializationLibrary"), sd["SerdeInfo"].get("Parameters") or {})}
+
+
+def _current(remote: dict[str, Any]) -> dict[str, Any]:
+    return _comparable({"TableType": remote.get("TableType"), "Parameters": remote.get("Parameters") or {},
+                        "PartitionKeys": remote.get("PartitionKeys") or [],
+                        "StorageDescriptor": {**remote["StorageDescriptor"],
+                                              "Columns": remote["StorageDescriptor"].get("Columns") or []}})
 
 
 def _sync_partitions(glue: Any, table: CatalogTable, partitions: list[Partition]) -> None:

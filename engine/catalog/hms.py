@@ -127,17 +127,34 @@ def _sync_table(client: Any, table: CatalogTable) -> None:
         client.create_table(_thrift_table(table))
         return
     wanted = _thrift_table(table)
+    columns_changed = _cols(remote.sd.cols) != _cols(wanted.sd.cols)
+    parameters = _merged_parameters(remote.parameters or {}, table.parameters)
+    serde = {**(remote.sd.serdeInfo.parameters or {}), **table.serde_parameters}
+    if not columns_changed and _same_location(remote.sd.location, table.location) \
+            and (remote.sd.inputFormat, remote.sd.outputFormat, remote.sd.serdeInfo.serializationLib, remote.tableType) \
+            == (table.input_format, table.output_format, table.serde, table.table_type) \
+            and serde == remote.sd.serdeInfo.parameters and _without_ddl_time(parameters) == _without_ddl_time(remote.parameters):
+        return   # already the shape: no alter (an alter rewrites the table's row and, with CASCADE, its partitions')
     remote.sd.cols = wanted.sd.cols
     remote.sd.location = wanted.sd.location
     remote.sd.inputFormat, remote.sd.outputFormat = wanted.sd.inputFormat, wanted.sd.outputFormat
     remote.sd.serdeInfo.serializationLib = table.serde
-    remote.sd.serdeInfo.parameters = {**(remote.sd.serdeInfo.parameters or {}), **table.serde_parameters}
-    remote.parameters = _merged_parameters(remote.parameters or {}, table.parameters)
+    remote.sd.serdeInfo.parameters = serde
+    remote.parameters = parameters
     remote.tableType = table.table_type
-    # CASCADE: partitions keep their own column lists in HMS; a new column must reach them too
-    # (HMSDDLExecutor.updateTableDefinition does the same for partitioned tables).
-    context = EnvironmentContext({"CASCADE": "true"} if table.partition_keys else {})
+    # CASCADE when the columns change: partitions keep column lists of their own in HMS, and a new column
+    # must reach them too (HMSDDLExecutor.updateTableDefinition does the same for partitioned tables).
+    context = EnvironmentContext({"CASCADE": "true"} if table.partition_keys and columns_changed else {})
     client.alter_table_with_environment_context(table.database, table.name, remote, context)
+
+
+def _cols(cols: list[Any] | None) -> list[tuple[str, str]]:
+    return [(c.name.lower(), c.type.lower()) for c in cols or []]   # the metastore lower-cases names
+
+
+def _without_ddl_time(params: dict[str, str] | None) -> dict[str, str]:
+    # transient_lastDdlTime is the metastore's own bookkeeping
+    return {k: v for k, v in (params or {}).items() if k != "transient_lastDdlTime"}
 
 
 def _merged_parameters(remote: dict[str, str], ours: dict[str, str]) -> dict[str, str]:

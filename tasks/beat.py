@@ -30,6 +30,8 @@ def beat_schedule() -> dict[str, dict]:
                               "options": {"queue": sampling_queue()}},
         "roll-up-samples": {"task": "tasks.jobs.roll_up_samples",
                             "schedule": _seconds("TIDEMARK_ROLLUP_SECONDS", 3600)},
+        "sync-owed-catalogs": {"task": "tasks.jobs.sync_owed_catalogs",
+                               "schedule": _seconds("TIDEMARK_CATALOG_SYNC_SECONDS", 60)},
         "sweep-lost-runs": {"task": "tasks.jobs.sweep_lost_runs",
                             "schedule": _seconds("TIDEMARK_SWEEP_SECONDS", 30)},
     }

@@ -119,6 +119,8 @@ class MetricSample(models.Model):
     # hourly or daily row that stands for `rolled_up` samples.
     resolution_seconds = models.IntegerField(default=0)
     rolled_up = models.IntegerField(default=1)
+    # engine.Table.catalog_status(): catalogs, `<db>.<name>_ro/_rt`, the last sync (synced_at, ok, error)
+    catalog = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-taken_at"]

@@ -9,11 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine import Table, TableLock
+from engine import CompactionPlan, Refused, Table, TableLock
 
 from webapp.tables.models import Run
 
 Progress = Callable[[int, int, str], None]
+
+# A trigger whose plan is empty is refused (nothing was written), like one blocked by a pending plan: the
+# operator reads "refused: nothing_to_compact" and the reason, never a failure.
+NOTHING_TO_COMPACT = "nothing_to_compact"
 
 
 @dataclass
@@ -31,8 +35,17 @@ def _schedule_kwargs(run: Run) -> dict[str, Any]:
             "carry_over": run.carry_over or None, "exact": run.exact}
 
 
+def _planned(plan: CompactionPlan) -> CompactionPlan:
+    """The plan when one was written; a Refused(nothing_to_compact) naming the threshold otherwise."""
+    if plan.instant is None:
+        upto = plan.threshold.isoformat().replace("+00:00", "Z") if plan.threshold else "the threshold"
+        raise Refused(NOTHING_TO_COMPACT, f"nothing to compact up to {upto}: no log file of the latest slices "
+                                          "qualifies; no plan written")
+    return plan
+
+
 def schedule(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    plan = table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock)
+    plan = _planned(table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock))
     return Outcome(instant=plan.instant, plan=plan.to_dict())
 
 
@@ -43,7 +56,7 @@ def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
 
 
 def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    planned = schedule(table, run, lock, progress)
+    planned = schedule(table, run, lock, progress)  # Refused(nothing_to_compact) before anything is recorded
     # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
     result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)

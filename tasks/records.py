@@ -15,8 +15,8 @@ def finish(run: Run, state: str, **fields: Any) -> bool:
 
     Returns whether this call recorded the outcome.
     """
-    now = timezone.now()
-    recorded = Run.objects.filter(pk=run.pk, state="running").update(state=state, finished_at=now, **fields)
+    fields.setdefault("finished_at", timezone.now())
+    recorded = Run.objects.filter(pk=run.pk, state="running").update(state=state, **fields)
     if recorded:
         audit(run, state, {k: v for k, v in fields.items() if k in AUDITED_FIELDS})
     return bool(recorded)

@@ -7,11 +7,11 @@ from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
                             CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
-from engine.table import Table, latency_ms, threshold_ms
+from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
     "BacklogMetrics", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
     "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
-    "TideBucket", "WriteResult", "latency_ms", "threshold_ms",
+    "TideBucket", "WriteResult", "compaction_threshold", "latency_ms", "threshold_ms",
 ]

@@ -74,6 +74,15 @@ class Table:
         """The table's hoodie.properties as of the last call (re-read by every operation)."""
         return self._config
 
+    @property
+    def default_data_latency(self) -> str | None:
+        """The data latency configured on the table (`hoodie.compaction.event.time.data.latency`), which a
+        trigger given neither a threshold nor a latency plans with; None when none is configured."""
+        from engine.config.resolve import DATA_LATENCY_KEY
+
+        value = self._config.props.get(DATA_LATENCY_KEY, "").strip()
+        return value or None
+
     def _reload(self) -> TableConfig:
         self._config = load_table_config(self.path)
         return self._config
@@ -311,6 +320,21 @@ def threshold_ms(value: Threshold | None) -> int | None:
     raise ConfigError(f"threshold must be a datetime, an ISO-8601 string or epoch millis, got {value!r}")
 
 
+def compaction_threshold(value: Threshold) -> dt.datetime:
+    """A compaction threshold T as `schedule_compaction` accepts it (ISO-8601 string — naive is UTC —,
+    tz-aware datetime or epoch millis, from 1970 to the end of year 9999), as a UTC datetime; ConfigError
+    naming the value otherwise. Callers validating input up front use this, so they refuse exactly what
+    the engine would refuse later."""
+    ms = threshold_ms(value)
+    assert ms is not None
+    if not 0 <= ms <= eventtime.MAX_MS:
+        raise ConfigError(f"threshold {value!r} is out of range: a compaction threshold is an event time "
+                          "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z")
+    when = r.from_ms(ms)
+    assert when is not None
+    return when
+
+
 def latency_ms(value: Latency | None) -> int | None:
     """A duration ("2h"-style string, timedelta or int millis) as millis."""
     if value is None:
@@ -324,8 +348,8 @@ def latency_ms(value: Latency | None) -> int | None:
     if isinstance(value, str):
         try:
             return parse_duration_ms(value)
-        except ValueError as exc:
-            raise ConfigError(f"malformed duration {value!r}: {exc}") from None
+        except ValueError as exc:  # its message already names the value and what is wrong with it
+            raise ConfigError(str(exc)) from None
     raise ConfigError(f"duration must be like '2h', a timedelta or millis, got {value!r}")
 
 

@@ -111,12 +111,15 @@
       const value = form.elements[field].value.trim();
       if (value) body[field] = field === "exact" ? value === "true" : value;
     }
+    if (form.elements.confirm_future.checked) body.confirm_future = true;
     previewBox.hidden = false;
     previewBox.innerHTML = '<p class="sub">Planning (dry run, writes nothing)…</p>';
     const response = await fetch(form.dataset.previewUrl, { method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() }, body: JSON.stringify(body) });
     const answer = await response.json();
     if (!response.ok) {
+      // The same validation as the form: a far-future T asks for the confirmation box.
+      if (answer.needs === "confirm_future") document.getElementById("confirm-future-label").hidden = false;
       previewBox.innerHTML = '<p class="msg error">' + esc(answer.error || response.statusText) + "</p>";
       return;
     }

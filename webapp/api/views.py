@@ -38,7 +38,7 @@ def _bad_input(handler):
         try:
             return handler(request, *args, **kwargs)
         except inputs.InvalidInput as exc:
-            return error(400, str(exc))
+            return error(400, str(exc), **({"needs": exc.needs} if exc.needs else {}))
     wrapped.__name__ = handler.__name__
     wrapped.__doc__ = handler.__doc__
     return wrapped
@@ -81,7 +81,7 @@ def trigger(request: HttpRequest, name: str) -> JsonResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     body = _body(request)
     execute = inputs.parse_exact(body.get("execute", True)) is not False  # same boolean rules as "exact"
-    args = inputs.trigger_args({k: v for k, v in body.items() if k != "execute"})
+    args = services.trigger_args(table, {k: v for k, v in body.items() if k != "execute"})
     return _accepted(services.trigger_compaction(table, request.user, args, execute=execute))
 
 
@@ -97,7 +97,7 @@ def preview(request: HttpRequest, name: str) -> JsonResponse:
     from engine import TidemarkError
 
     table = get_object_or_404(RegisteredTable, name=name)
-    args = inputs.trigger_args(_body(request))
+    args = services.trigger_args(table, _body(request))
     try:
         return JsonResponse(services.preview(table, request.user, args))
     except (TidemarkError, ValueError) as exc:
@@ -125,7 +125,7 @@ def recover(request: HttpRequest, name: str) -> JsonResponse:
 @_bad_input
 def list_runs(request: HttpRequest) -> JsonResponse:
     runs = filter_runs(Run.objects.select_related("table", "requested_by"), request.GET)
-    limit = inputs.optional_positive_int(request.GET.get("limit"), "limit") or RUNS_LIMIT
+    limit = inputs.bounded_int(request.GET.get("limit"), "limit", maximum=inputs.MAX_LIMIT, unit="runs") or RUNS_LIMIT
     rows = [run_dict(r) for r in runs[:limit]]
     return JsonResponse({"count": len(rows), "runs": rows})
 

@@ -6,6 +6,7 @@ lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.db import transaction
@@ -51,6 +52,16 @@ def _dispatch(run_id: int) -> None:
     dispatch(run_id)
 
 
+def default_latency(table: RegisteredTable) -> str | None:
+    """The latency a trigger without T or latency plans with: the registered one, else the Hudi table's."""
+    return table.data_latency or _engine_table(table.path).default_data_latency
+
+
+def trigger_args(table: RegisteredTable, data: dict[str, Any]) -> inputs.TriggerArgs:
+    """The one validation of a trigger or preview of `table` (form, API and preview call this)."""
+    return inputs.validate_trigger(data, default_latency=default_latency(table))
+
+
 def trigger_compaction(table: RegisteredTable, user, args: inputs.TriggerArgs, execute: bool = True) -> Run:
     """Plan an event-time compaction and (unless `execute` is False: plan only, to inspect first) run it."""
     kind = Run.Kind.SCHEDULE_EXECUTE if execute else Run.Kind.SCHEDULE
@@ -59,36 +70,47 @@ def trigger_compaction(table: RegisteredTable, user, args: inputs.TriggerArgs, e
 
 
 def register_table(user, data: dict[str, Any]) -> RegisteredTable:
-    """Validate and register a table (its path must hold a Tidemark/Hudi table under an allowed root)."""
+    """Validate and register a table (its path must hold a Tidemark/Hudi table under an allowed root, not
+    registered yet under any name: one registration — and so one lease — per physical table)."""
     path = inputs.table_path(data.get("path"))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise inputs.InvalidInput("name is required")
+    name = name.strip()
     if slugify(name) != name:
         raise inputs.InvalidInput(f"name {name!r} must be a slug (lower-case letters, digits, - and _)")
     if RegisteredTable.objects.filter(name=name).exists():
         raise inputs.InvalidInput(f"a table named {name!r} is already registered")
-    _require_table_at(path)
-    table = RegisteredTable.objects.create(
-        name=name, path=path, created_by=user,
-        schedule_minutes=inputs.optional_positive_int(data.get("schedule_minutes"), "schedule_minutes"),
-        data_latency=inputs.parse_latency(data.get("data_latency")),
-        freshness_sla_minutes=inputs.optional_positive_int(data.get("freshness_sla_minutes"),
-                                                           "freshness_sla_minutes"),
-        carry_over=inputs.parse_carry_over(data.get("carry_over")) or "symlink",
-        exact=bool(inputs.parse_exact(data.get("exact"))))
+    same = registered_at(path)
+    if same is not None:
+        raise inputs.InvalidInput(f"the table at {path} is already registered as {same.name!r}")
+    engine_table = _engine_table(path)
+    values = inputs.table_settings(data, table_latency=engine_table.default_data_latency)
+    table = RegisteredTable.objects.create(name=name, path=path, created_by=user, **asdict(values))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
 
 
-def _require_table_at(path: str) -> None:
-    from engine import Table, TidemarkError
+def registered_at(path: str) -> RegisteredTable | None:
+    """The table registered for this physical table, comparing canonical paths (`..`, symlinks and
+    trailing slashes resolved, for rows stored before paths were canonical too)."""
+    wanted = inputs.canonical_path(path)
+    for table in RegisteredTable.objects.only("pk", "name", "path"):
+        if inputs.canonical_path(table.path) == wanted:
+            return table
+    return None
+
+
+def _engine_table(path: str):
+    from engine import Table, TableNotFoundError, TidemarkError
 
     try:
-        Table.open(path)
+        return Table.open(path)
+    except TableNotFoundError as exc:   # its message names the path and what is missing
+        raise inputs.InvalidInput(str(exc)) from None
     except TidemarkError as exc:
-        raise inputs.InvalidInput(f"no Hudi table at {path}: {exc}") from None
+        raise inputs.InvalidInput(f"cannot open the table at {path}: {exc}") from None
 
 
 def preview(table: RegisteredTable, user, args: inputs.TriggerArgs) -> dict[str, Any]:

@@ -49,7 +49,13 @@ STATUS_FILTERS = {
 
 @login_required
 def table_list(request: HttpRequest) -> HttpResponse:
-    """Every table's latest stored status (three queries), filtered, sorted, one page rendered."""
+    return _list_page(request)
+
+
+def _list_page(request: HttpRequest, form: dict | None = None,
+               form_error: inputs.InvalidInput | None = None) -> HttpResponse:
+    """Every table's latest stored status (three queries), filtered, sorted, one page rendered; after a
+    refused registration, again with the register form open on what the user typed."""
     rows = overview.statuses(filter_tables(RegisteredTable.objects.all(), request.GET))
     summary = {"tables": len(rows), "breached": sum(r.sla == "breached" for r in rows),
                "late": sum(r.late for r in rows),
@@ -62,12 +68,19 @@ def table_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "tables/list.html", {"page": page, "sort": sort, "q": request.GET.get("q", ""),
                                                 "status": status, "summary": summary,
-                                                "query": _query_without_page(request)})
+                                                "query": _query_without_page(request),
+                                                "form": form or {}, "form_error": form_error},
+                  status=400 if form_error else 200)
 
 
 @login_required
 def table_detail(request: HttpRequest, name: str) -> HttpResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
+    return _detail_page(request, get_object_or_404(RegisteredTable, name=name))
+
+
+def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None = None,
+                 form_error: inputs.InvalidInput | None = None) -> HttpResponse:
+    """The table page; after a refused trigger form, again with what the user typed and the one error."""
     history = list(MetricSample.objects.filter(table=table).order_by("-taken_at")[:CHART_SAMPLES])
     sample = history[0] if history else None
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
@@ -83,7 +96,8 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
-    })
+        "form": form or {}, "form_error": form_error,
+    }, status=400 if form_error else 200)
 
 
 def _watched_run(request: HttpRequest, table: RegisteredTable) -> Run | None:
@@ -112,9 +126,9 @@ def _invalid(request: HttpRequest, table: RegisteredTable, exc: Exception) -> Ht
 def trigger(request: HttpRequest, name: str) -> HttpResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     try:
-        args = inputs.trigger_args(request.POST)
+        args = services.trigger_args(table, request.POST.dict())
     except inputs.InvalidInput as exc:
-        return _invalid(request, table, exc)
+        return _detail_page(request, table, form=request.POST.dict(), form_error=exc)
     execute = request.POST.get("mode", "execute") != "schedule"
     run = services.trigger_compaction(table, request.user, args, execute=execute)
     return _after_action(request, table, run, "Compaction" if execute else "Compaction plan")
@@ -167,8 +181,7 @@ def register(request: HttpRequest) -> HttpResponse:
     try:
         table = services.register_table(request.user, request.POST.dict())
     except inputs.InvalidInput as exc:
-        messages.error(request, str(exc))
-        return redirect("tables:list")
+        return _list_page(request, form=request.POST.dict(), form_error=exc)
     messages.success(request, f"Registered {table.name}; its first metrics sample is on the way.")
     return redirect("tables:detail", table.name)
 

@@ -5,7 +5,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.http import FileResponse, HttpRequest, JsonResponse
+import yaml
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
@@ -18,7 +19,7 @@ from webapp.tables.plans import pending_plan
 from webapp.tables.status import run_dict, table_dict
 
 SCHEMA = Path(__file__).with_name("openapi.yaml")
-RUNS_LIMIT = 100
+RUNS_LIMIT = 20         # a page of the runs list: summaries, newest first
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
@@ -124,10 +125,17 @@ def recover(request: HttpRequest, name: str) -> JsonResponse:
 
 @_bad_input
 def list_runs(request: HttpRequest) -> JsonResponse:
+    """One page of runs, newest first, as summaries (a run's plan and result are at its own URL)."""
     runs = filter_runs(Run.objects.select_related("table", "requested_by"), request.GET)
     limit = inputs.bounded_int(request.GET.get("limit"), "limit", maximum=inputs.MAX_LIMIT, unit="runs") or RUNS_LIMIT
-    rows = [run_dict(r) for r in runs[:limit]]
-    return JsonResponse({"count": len(rows), "runs": rows})
+    page = inputs.bounded_int(request.GET.get("page"), "page", maximum=10**9, unit="pages") or 1
+    total = runs.count()
+    rows = [run_dict(r, summary=True) for r in runs[(page - 1) * limit:page * limit]]
+    more = page * limit < total
+    query = request.GET.copy()
+    query["page"] = str(page + 1)
+    return JsonResponse({"count": total, "page": page, "limit": limit, "runs": rows,
+                         "next": f"{request.path}?{query.urlencode()}" if more else None})
 
 
 def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
@@ -135,7 +143,12 @@ def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse(run_dict(run))
 
 
-def schema(request: HttpRequest) -> FileResponse:
+def schema(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI document: YAML, or JSON for `?format=json` or `Accept: application/json`."""
+    wants_json = request.GET.get("format") == "json" or \
+        "application/json" in request.headers.get("Accept", "") and "yaml" not in request.headers.get("Accept", "")
+    if wants_json:
+        return JsonResponse(yaml.safe_load(SCHEMA.read_text()))
     return FileResponse(SCHEMA.open("rb"), content_type="application/yaml")
 
 

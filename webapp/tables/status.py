@@ -42,8 +42,9 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
     return body
 
 
-def run_dict(run: Run) -> dict[str, Any]:
-    return {
+def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
+    """A run as JSON; `summary` (the runs list) leaves out the plan and the result, which can be large."""
+    body = {
         "id": run.pk, "url": reverse("api:run", args=[run.pk]), "table": run.table.name, "kind": run.kind,
         "state": run.state, "instant": run.instant or None, "threshold": iso(run.threshold),
         "data_latency": run.data_latency or None, "carry_over": run.carry_over or None, "exact": run.exact,
@@ -54,3 +55,7 @@ def run_dict(run: Run) -> dict[str, Any]:
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
     }
+    if summary:
+        del body["plan"], body["result"]
+        body["file_groups"] = len((run.plan or {}).get("operations") or [])
+    return body

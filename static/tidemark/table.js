@@ -181,21 +181,18 @@
     else if (run.error) detail.push(run.error);
     el("progress-detail").textContent = detail.join(" · ");
     if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
-    if (run.state === "succeeded" && !reloaded) waitForSample(run.finished_at, 0);
+    // "queued as run #N" must not sit above a refusal or a failure.
+    if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());
+    if (!reloaded) showFinished();
   }
 
-  // The worker samples the table right after a run; reload once that sample is stored.
-  async function waitForSample(finishedAt, attempt) {
-    const response = await fetch(box.dataset.tableUrl, { credentials: "same-origin" });
-    const table = response.ok ? await response.json() : null;
-    if ((table && table.sampled_at && table.sampled_at >= finishedAt) || attempt > 30) {
-      const url = new URL(window.location.href);
-      url.searchParams.delete("run");
-      url.searchParams.set("done", box.dataset.runUrl.split("/").pop());
-      window.location.replace(url.toString());
-      return;
-    }
-    setTimeout(() => waitForSample(finishedAt, attempt + 1), 1000);
+  // The worker records a run's outcome and the table's new sample in one transaction: once the run is
+  // final, the page reloaded now shows the new "complete up to", backlog and recent runs together.
+  function showFinished() {
+    const url = new URL(window.location.href);
+    url.searchParams.delete("run");
+    url.searchParams.set("done", box.dataset.runUrl.split("/").pop());
+    window.location.replace(url.toString());
   }
 
   const reloaded = new URL(window.location.href).searchParams.has("done");

@@ -16,4 +16,6 @@ urlpatterns = [
     path("runs", views.runs, name="runs"),
     path("runs/<int:run_id>", views.run, name="run"),
     path("schema", views.schema_view, name="schema"),
+    path("alert-channels", views.alert_channels, name="alert-channels"),
+    path("alert-channels/<int:channel_id>", views.alert_channel, name="alert-channel"),
 ]

@@ -10,6 +10,9 @@ from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from webapp.alerts import channels
+from webapp.alerts.channels import channel_dict
+from webapp.alerts.models import AlertChannel
 from webapp.api.auth import api_view, error
 from webapp.tables import inputs, services
 from webapp.tables.filters import filter_runs, filter_tables
@@ -152,6 +155,27 @@ def schema(request: HttpRequest) -> HttpResponse:
     return FileResponse(SCHEMA.open("rb"), content_type="application/yaml")
 
 
+@_bad_input
+def list_alert_channels(request: HttpRequest) -> JsonResponse:
+    rows = [channel_dict(c) for c in AlertChannel.objects.all()]
+    return JsonResponse({"count": len(rows), "channels": rows})
+
+
+@_bad_input
+def create_alert_channel(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(channel_dict(channels.create_channel(request.user, _body(request))), status=201)
+
+
+def get_alert_channel(request: HttpRequest, channel_id: int) -> JsonResponse:
+    """The channel with its latest deliveries (status, attempts, response code)."""
+    return JsonResponse(channel_dict(get_object_or_404(AlertChannel, pk=channel_id), deliveries=100))
+
+
+def delete_alert_channel(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channels.delete_channel(request.user, get_object_or_404(AlertChannel, pk=channel_id))
+    return HttpResponse(status=204)
+
+
 tables = api_view({"GET": list_tables, "POST": create_table})
 table = api_view({"GET": get_table})
 compactions = api_view({"POST": trigger})
@@ -163,4 +187,6 @@ recover_view = api_view({"POST": recover})
 runs = api_view({"GET": list_runs})
 run = api_view({"GET": get_run})
 schema_view = api_view({"GET": schema})
+alert_channels = api_view({"GET": list_alert_channels, "POST": create_alert_channel})
+alert_channel = api_view({"GET": get_alert_channel, "DELETE": delete_alert_channel})
 

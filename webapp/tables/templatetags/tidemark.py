@@ -9,7 +9,8 @@ from django.utils.safestring import mark_safe
 
 register = template.Library()
 
-STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn"}
+STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn",
+               "cancelled": "muted", "pending": "muted", "retrying": "warn", "sent": "ok", "suppressed": "muted"}
 
 
 @register.filter

@@ -13,7 +13,7 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
@@ -189,16 +189,19 @@ class Table:
                            projected_completion_ms=planned.projected_completion_ms)
 
     def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
-                       on_progress: Progress | None = None) -> r.CompactionResult:
+                       on_progress: Progress | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> r.CompactionResult:
         """Execute the pending compaction (or `instant`) on Spark and commit it.
 
         One run per table at a time (the compaction lock, never waited for); writers go on meanwhile.
-        `lock`, when given, is held in addition for the whole run.
+        `lock`, when given, is held in addition for the whole run. `should_stop` is polled while file
+        groups are written: once True no further file group starts, the plan is rolled back and
+        `Cancelled` is raised (nothing committed).
         """
         from engine.compaction.execute import run_compaction
 
         self._reload()
-        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress)
+        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop)
         return r.CompactionResult(
             instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
             records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,

@@ -6,6 +6,7 @@ as JSON (`.to_dict()`). They never touch the timeline themselves; refusals surfa
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,8 +50,25 @@ def schedule(table: Table, run: Run, lock: TableLock, progress: Progress) -> Out
     return Outcome(instant=plan.instant, plan=plan.to_dict())
 
 
+class CancelCheck:
+    """`should_stop` for the engine: has an operator asked to cancel this run? (Read at most once a second:
+    the engine polls it while file groups are written.)"""
+
+    def __init__(self, run_id: int, every_s: float = 1.0) -> None:
+        self.run_id, self.every_s = run_id, every_s
+        self._last, self._answer = 0.0, False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self._answer and now - self._last >= self.every_s:
+            self._last = now
+            self._answer = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+        return self._answer
+
+
 def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress)
+    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress,
+                                  should_stop=CancelCheck(run.pk))
     plan = table.compaction(result.instant)
     return Outcome(instant=result.instant, plan=plan.to_dict(), result=result.to_dict())
 
@@ -59,7 +77,8 @@ def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress
     planned = schedule(table, run, lock, progress)  # Refused(nothing_to_compact) before anything is recorded
     # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
-    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)
+    # A cancel asked while planning is honoured by the engine before the first file group starts.
+    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress, should_stop=CancelCheck(run.pk))
     return Outcome(instant=result.instant, plan=planned.plan, result=result.to_dict())
 
 

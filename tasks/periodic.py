@@ -50,7 +50,8 @@ def _due(table: RegisteredTable, now: dt.datetime) -> bool:
 
 def trigger_due_tables() -> list[int]:
     now = timezone.now()
-    due = [t for t in RegisteredTable.objects.filter(schedule_minutes__isnull=False, schedule_minutes__gt=0)
+    due = [t for t in RegisteredTable.objects.filter(schedule_minutes__isnull=False, schedule_minutes__gt=0,
+                                                     paused=False)
            if _due(t, now)]
     return [enqueue_compaction(t, "schedule").pk for t in due]
 
@@ -60,7 +61,7 @@ def check_sla(table: RegisteredTable, sample: MetricSample) -> Run | None:
     (nothing to compact, a plan pending, no threshold) is recorded once per breach as a refused run with
     its reason, instead of being queued to fail on every sample. (The breach itself is audited and alerted
     by tasks.watch when the sample is stored.)"""
-    if not sample.sla_breached or _busy(table):
+    if not sample.sla_breached or table.paused or _busy(table):
         return None
     refusal = _cannot_plan(table)
     if refusal is None:

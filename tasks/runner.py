@@ -15,7 +15,7 @@ from typing import Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from engine import Refused, Table, TidemarkError
+from engine import Cancelled, Refused, Table, TidemarkError
 from tasks import operations, sampling
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
 from tasks.progress import RunProgress
@@ -86,6 +86,8 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
     try:
         table = Table.open(run.table.path)
         outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
+    except Cancelled as cancelled:
+        return "cancelled", {"instant": cancelled.instant, "error": cancelled.message}
     except Refused as refusal:
         return "refused", {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
                            "error": refusal.message}

@@ -157,9 +157,9 @@
 
   // ---- live progress ---------------------------------------------------------------------------
   const box = document.getElementById("progress");
-  const FINAL = ["succeeded", "failed", "refused"];
+  const FINAL = ["succeeded", "failed", "refused", "cancelled"];
   const KIND = { schedule_execute: "compaction", schedule: "plan (schedule)", metrics: "metrics refresh" };
-  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn" };
+  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn", cancelled: "muted" };
   const el = (id) => document.getElementById(id);
 
   async function poll() {
@@ -181,6 +181,7 @@
     else if (run.error) detail.push(run.error);
     el("progress-detail").textContent = detail.join(" · ");
     if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
+    if (el("cancel-form")) el("cancel-form").hidden = true;
     // "queued as run #N" must not sit above a refusal or a failure.
     if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());
     if (!reloaded) showFinished();

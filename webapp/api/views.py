@@ -41,6 +41,8 @@ def _bad_input(handler):
     def wrapped(request: HttpRequest, *args, **kwargs):
         try:
             return handler(request, *args, **kwargs)
+        except services.Conflict as exc:
+            return error(409, str(exc))
         except inputs.InvalidInput as exc:
             return error(400, str(exc), **({"needs": exc.needs} if exc.needs else {}))
     wrapped.__name__ = handler.__name__
@@ -176,8 +178,37 @@ def delete_alert_channel(request: HttpRequest, channel_id: int) -> HttpResponse:
     return HttpResponse(status=204)
 
 
+@_bad_input
+def cancel_run(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = services.cancel_run(request.user, get_object_or_404(Run.objects.select_related("table"), pk=run_id))
+    return JsonResponse({"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested,
+                         "url": run_dict(run)["url"]}, status=202)
+
+
+@_bad_input
+def edit_table(request: HttpRequest, name: str) -> JsonResponse:
+    table = services.update_settings(request.user, get_object_or_404(RegisteredTable, name=name), _body(request))
+    return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
+
+
+@_bad_input
+def delete_table(request: HttpRequest, name: str) -> HttpResponse:
+    services.unregister(request.user, get_object_or_404(RegisteredTable, name=name))
+    return HttpResponse(status=204)
+
+
+def _pause(paused: bool):
+    def view(request: HttpRequest, name: str) -> JsonResponse:
+        table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
+        return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
+    return view
+
+
 tables = api_view({"GET": list_tables, "POST": create_table})
-table = api_view({"GET": get_table})
+table = api_view({"GET": get_table, "PATCH": edit_table, "DELETE": delete_table})
+pause_view = api_view({"POST": _pause(True)})
+resume_view = api_view({"POST": _pause(False)})
+cancel_view = api_view({"POST": cancel_run})
 compactions = api_view({"POST": trigger})
 execute_view = api_view({"POST": execute})
 preview_view = api_view({"POST": preview})

@@ -10,7 +10,7 @@ import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from django.conf import settings
 
@@ -139,8 +139,8 @@ class TableSettings:
                                          "carry_over", "exact")
 
 
-def table_settings(data: Mapping[str, Any], *, table_latency: str | None) -> TableSettings:
-    """Validate a table's settings; `table_latency` is the latency configured on the Hudi table itself.
+def table_settings(data: Mapping[str, Any], *, table_latency: Callable[[], str | None]) -> TableSettings:
+    """Validate a table's settings; `table_latency()` reads the latency configured on the Hudi table itself.
     An SLA needs a way to trigger: its breach queues a compaction at now − data latency."""
     parsed = TableSettings(
         schedule_minutes=bounded_int(data.get("schedule_minutes"), "schedule_minutes"),
@@ -148,7 +148,7 @@ def table_settings(data: Mapping[str, Any], *, table_latency: str | None) -> Tab
         freshness_sla_minutes=bounded_int(data.get("freshness_sla_minutes"), "freshness_sla_minutes"),
         carry_over=parse_carry_over(data.get("carry_over")) or "symlink",
         exact=bool(parse_exact(data.get("exact"))))
-    if parsed.freshness_sla_minutes and not (parsed.data_latency or table_latency):
+    if parsed.freshness_sla_minutes and not (parsed.data_latency or table_latency()):
         raise InvalidInput("a freshness SLA needs a data latency to trigger compactions when it is breached: "
                            "set data_latency (or hoodie.compaction.event.time.data.latency on the table)")
     return parsed

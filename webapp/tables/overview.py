@@ -14,7 +14,7 @@ from django.db.models import OuterRef, QuerySet, Subquery
 from webapp.tables.models import MetricSample, RegisteredTable, Run
 
 TABLE_FIELDS = ("id", "name", "path", "schedule_minutes", "data_latency", "freshness_sla_minutes", "carry_over",
-                "exact")
+                "exact", "paused")
 SAMPLE_FIELDS = ("table_id", "taken_at", "ro_completion_time", "ro_freshness_time", "freshness_lag_seconds",
                  "remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions",
                  "late_records", "corrupt_log_blocks", "sla_breached", "id")

@@ -85,7 +85,7 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
     if same is not None:
         raise inputs.InvalidInput(f"the table at {path} is already registered as {same.name!r}")
     engine_table = _engine_table(path)
-    values = inputs.table_settings(data, table_latency=engine_table.default_data_latency)
+    values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
     table = RegisteredTable.objects.create(name=name, path=path, created_by=user, **asdict(values))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
@@ -139,3 +139,68 @@ def partition_summary(plan: dict[str, Any]) -> list[dict[str, Any]]:
         row["bytes_compacted"] += op.get("bytes_compacted") or 0
         row["bytes_carried"] += op.get("bytes_carried") or 0
     return sorted(rows.values(), key=lambda r: r["partition"])
+
+
+# ------------------------------------------------------------------------------------------ operator controls
+
+CANCELLABLE_RUNNING = (Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
+
+
+class Conflict(inputs.InvalidInput):
+    """The request is well-formed but the run's or table's state does not allow it (HTTP 409)."""
+
+
+def cancel_run(user, run: Run) -> Run:
+    """A queued run never starts; a running compaction stops at its next file-group boundary (the engine
+    rolls its inflight plan back and the worker releases the lease). Other running kinds end on their own."""
+    now = timezone.now()
+    if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
+            state=Run.State.CANCELLED, finished_at=now, cancel_requested=True,
+            error=f"cancelled by {actor_name(user)} before it started"):
+        outcome = "cancelled"
+    elif run.kind in CANCELLABLE_RUNNING and Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
+            cancel_requested=True):
+        outcome = "cancel_requested"
+    else:
+        run.refresh_from_db()
+        if run.state == Run.State.RUNNING:
+            raise Conflict(f"run {run.pk} ({run.kind}) is running and cannot be cancelled: it ends on its own")
+        raise Conflict(f"run {run.pk} is already {run.state}")
+    audit(user, "cancel", table=run.table, run=run, outcome=outcome)
+    run.refresh_from_db()
+    return run
+
+
+def set_paused(user, table: RegisteredTable, paused: bool) -> RegisteredTable:
+    """Pause (or resume) the table's schedule and SLA auto-trigger; manual runs stay possible."""
+    RegisteredTable.objects.filter(pk=table.pk).update(paused=paused)
+    table.refresh_from_db()
+    audit(user, "pause" if paused else "resume", table=table, outcome="succeeded")
+    return table
+
+
+def update_settings(user, table: RegisteredTable, data: dict[str, Any]) -> RegisteredTable:
+    """Edit schedule, SLA, data latency, carry-over and exact (fields absent from `data` keep their value),
+    with the same validation as registration; the audit entry holds the old and new values."""
+    current = {field: getattr(table, field) for field in inputs.TableSettings.FIELDS}
+    unknown = set(data) - set(current)
+    if unknown:
+        raise inputs.InvalidInput(f"unknown settings: {', '.join(sorted(unknown))}; known: "
+                                  f"{', '.join(inputs.TableSettings.FIELDS)}")
+    merged = {**current, **data}
+    values = asdict(inputs.table_settings(merged, table_latency=lambda: _engine_table(table.path).default_data_latency))
+    changed = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
+    RegisteredTable.objects.filter(pk=table.pk).update(**values)
+    table.refresh_from_db()
+    audit(user, "settings", table=table, outcome="succeeded", detail=changed)
+    return table
+
+
+def unregister(user, table: RegisteredTable) -> None:
+    """Forget the table (its runs, samples and lease go with it; the audit log keeps its name). Refused while
+    one of its runs is queued or running. The table on storage is not touched."""
+    active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
+    if active is not None:
+        raise Conflict(f"table {table.name} has run {active.pk} {active.state}: cancel it or wait before unregistering")
+    audit(user, "unregister", table=None, outcome="succeeded", detail={"table": table.name, "path": table.path})
+    table.delete()

@@ -26,7 +26,7 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
     table, sample = status.table, status.sample
     prefix = api_prefix or reverse("api:tables")
     body = {key: table[key] for key in ("name", "path", "schedule_minutes", "data_latency",
-                                        "freshness_sla_minutes", "carry_over", "exact")}
+                                        "freshness_sla_minutes", "carry_over", "exact", "paused")}
     body["url"] = f"{prefix}/{table['name']}"
     body["sampled_at"] = iso(sample["taken_at"]) if sample else None
     body["ro_completion_time"] = iso(sample["ro_completion_time"]) if sample else None
@@ -54,6 +54,7 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         "progress": {"done": run.progress_done, "total": run.progress_total, "unit": run.progress_unit or None},
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
+        "cancel_requested": run.cancel_requested,
     }
     if summary:
         del body["plan"], body["result"]

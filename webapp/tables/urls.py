@@ -16,5 +16,10 @@ urlpatterns = [
     path("tables/<slug:name>/refresh", views.refresh, name="refresh"),
     path("runs/", views.run_list, name="runs"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/cancel", views.cancel, name="cancel"),
+    path("tables/<slug:name>/pause", views.pause, name="pause"),
+    path("tables/<slug:name>/resume", views.resume, name="resume"),
+    path("tables/<slug:name>/settings", views.edit_settings, name="settings"),
+    path("tables/<slug:name>/unregister", views.unregister, name="unregister"),
     path("audit/", views.audit_log, name="audit"),
 ]

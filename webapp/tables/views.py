@@ -177,6 +177,57 @@ def refresh(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @operator_action
+def cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("table"), pk=run_id)
+    try:
+        run = services.cancel_run(request.user, run)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run #{run.pk} cancelled." if run.state == Run.State.CANCELLED else
+                         f"Run #{run.pk} will stop at its next file-group boundary; its plan is then rolled back.")
+    return redirect(request.POST.get("next") or reverse("tables:run", args=[run.pk]))
+
+
+def _pause(paused: bool):
+    @operator_action
+    def view(request: HttpRequest, name: str) -> HttpResponse:
+        table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
+        messages.success(request, f"{table.name}: schedule and SLA auto-trigger {'paused' if paused else 'resumed'}.")
+        return redirect("tables:detail", table.name)
+    return view
+
+
+pause = _pause(True)
+resume = _pause(False)
+
+
+@operator_action
+def edit_settings(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    data = {field: request.POST.get(field, "") for field in inputs.TableSettings.FIELDS}
+    data["exact"] = "true" if request.POST.get("exact") else "false"
+    try:
+        services.update_settings(request.user, table, data)
+    except inputs.InvalidInput as exc:
+        return _detail_page(request, table, form={"settings": data}, form_error=exc)
+    messages.success(request, f"Settings of {table.name} saved.")
+    return redirect("tables:detail", table.name)
+
+
+@operator_action
+def unregister(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        services.unregister(request.user, table)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("tables:detail", table.name)
+    messages.success(request, f"Unregistered {name}; the table on storage is untouched.")
+    return redirect("tables:list")
+
+
+@operator_action
 def register(request: HttpRequest) -> HttpResponse:
     try:
         table = services.register_table(request.user, request.POST.dict())

@@ -5,13 +5,13 @@ The public API is `Table` (engine.table); see the README's "Python API" section.
 from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
 from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
-                            CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
+                            CompactionSummary, FileGroupOperation, Freshness, InstantDetail, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
 from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
     "BacklogMetrics", "Cancelled", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
-    "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
+    "FileGroupOperation", "FileLock", "Freshness", "InstantDetail", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
     "TideBucket", "WriteResult", "compaction_threshold", "latency_ms", "threshold_ms",
 ]

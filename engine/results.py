@@ -313,6 +313,16 @@ class InstantInfo(Result):
 
 
 @dataclass
+class InstantDetail(InstantInfo):
+    """An instant with what its commit metadata says (None where an instant has no commit metadata: a
+    requested or inflight one, a clean, a rollback): files written, records written, bytes written."""
+
+    files: int | None = None
+    records: int | None = None
+    bytes: int | None = None
+
+
+@dataclass
 class TideBucket(Result):
     """Uncompacted log data whose min event time falls in [start, end): what moving T past `end` compacts.
 

@@ -282,6 +282,12 @@ class Table:
 
         return instant_infos(Timeline.load(self.path))
 
+    def timeline_details(self) -> list[r.InstantDetail]:
+        """The active timeline, oldest first, with the files, records and bytes each completed commit wrote."""
+        from engine.observe.describe import instant_details
+
+        return instant_details(Timeline.load(self.path))
+
     def compactions(self) -> list[r.CompactionSummary]:
         """Every compaction on the active timeline (pending or completed), oldest first."""
         from engine.compaction.history import list_compactions

@@ -27,6 +27,12 @@
     emptyNote(lagCanvas, "No metric samples yet.");
   } else {
     const points = (key, scale) => series.map((s) => ({ x: s.t, y: s[key] === null ? null : s[key] / (scale || 1) }));
+    // Completed compactions as markers on both charts (triangles on the time axis).
+    const first = series[0].t;
+    const markers = (data.compactions || []).filter((c) => c.t >= first);
+    const markerSet = (axis) => ({ label: "compaction", data: markers.map((c) => ({ x: c.t, y: 0 })), yAxisID: axis,
+      showLine: false, pointStyle: "triangle", pointRadius: 7, pointHoverRadius: 9, borderColor: color("--ok"),
+      backgroundColor: color("--ok"), instants: markers.map((c) => c.instant) });
     new Chart(backlogCanvas, {
       type: "line",
       data: { datasets: [
@@ -34,13 +40,14 @@
         { label: "slices with logs", data: points("slices"), borderColor: color("--info"), yAxisID: "count", stepped: true },
         { label: "log MiB", data: points("bytes", 1048576), borderColor: color("--warn"), yAxisID: "bytes",
           borderDash: [4, 3], stepped: true },
+        markerSet("count"),
       ] },
       options: { parsing: true, pointRadius: series.length > 60 ? 0 : 2, interaction: { mode: "index", intersect: false },
         scales: { x: timeAxis, count: { beginAtZero: true, position: "left", title: { display: true, text: "count" } },
                   bytes: { beginAtZero: true, position: "right", grid: { display: false }, title: { display: true, text: "MiB" } } } },
     });
     const lagSets = [{ label: "freshness lag (h)", data: points("lag", 3600), borderColor: color("--accent"),
-      backgroundColor: color("--accent-soft"), fill: true, stepped: true }];
+      backgroundColor: color("--accent-soft"), fill: true, stepped: true }, markerSet("y")];
     if (data.sla_seconds) {
       lagSets.push({ label: "SLA", data: [{ x: series[0].t, y: data.sla_seconds / 3600 },
         { x: series[series.length - 1].t, y: data.sla_seconds / 3600 }], borderColor: color("--bad"),

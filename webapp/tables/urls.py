@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.table_list, name="list"),
     path("tables/register", views.register, name="register"),
     path("tables/<slug:name>/", views.table_detail, name="detail"),
+    path("tables/<slug:name>/timeline", views.timeline, name="timeline"),
     path("tables/<slug:name>/trigger", views.trigger, name="trigger"),
     path("tables/<slug:name>/execute", views.execute, name="execute"),
     path("tables/<slug:name>/clean", views.clean, name="clean"),

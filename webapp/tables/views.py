@@ -93,11 +93,51 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
+                  "compactions": _compaction_markers(table),
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
         "form": form or {}, "form_error": form_error,
     }, status=400 if form_error else 200)
+
+
+TIMELINE_ACTIONS = ("deltacommit", "commit", "compaction", "replacecommit", "clean", "rollback")
+TIMELINE_STATES = ("requested", "inflight", "completed")
+
+
+@login_required
+def timeline(request: HttpRequest, name: str) -> HttpResponse:
+    """Every instant of the table's active timeline (newest first) with its files and records, filtered by
+    action and state; compactions link to the runs that planned or executed them."""
+    from engine import Table, TidemarkError
+
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        instants = [i.to_dict() for i in reversed(Table.open(table.path).timeline_details())]
+        error = ""
+    except TidemarkError as exc:
+        instants, error = [], str(exc)
+    total = len(instants)
+    action, state = request.GET.get("action", ""), request.GET.get("state", "")
+    if action:
+        instants = [i for i in instants if i["action"] == action]
+    if state:
+        instants = [i for i in instants if i["state"] == state]
+    runs = dict(table.runs.exclude(instant="").exclude(kind=Run.Kind.ROLLBACK).order_by("queued_at")
+                .values_list("instant", "pk"))
+    for instant in instants:
+        instant["run"] = runs.get(instant["instant"])
+    page = Paginator(instants, PAGE_SIZE * 2).get_page(request.GET.get("page"))
+    return render(request, "tables/timeline.html", {
+        "table": table, "page": page, "total": total, "error": error, "action": action, "state": state,
+        "actions": TIMELINE_ACTIONS, "states": TIMELINE_STATES, "query": _query_without_page(request)})
+
+
+def _compaction_markers(table: RegisteredTable) -> list[dict]:
+    """When each completed compaction finished (for markers on the backlog and freshness charts)."""
+    done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
+            .exclude(instant="").order_by("-finished_at")[:CHART_SAMPLES])
+    return [{"t": iso(r.finished_at), "instant": r.instant, "run": r.pk} for r in done if r.finished_at]
 
 
 def _watched_run(request: HttpRequest, table: RegisteredTable) -> Run | None:

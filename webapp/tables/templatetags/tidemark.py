@@ -49,8 +49,13 @@ def utc(value) -> str:
     """A datetime as "2013-01-20 00:00:00 UTC"."""
     if not value:
         return "—"
-    if isinstance(value, str):
-        return value.replace("T", " ").replace("Z", " UTC")
+    if isinstance(value, str):   # an ISO-8601 time from the engine's JSON: the one format of the pages too
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

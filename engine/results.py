@@ -315,10 +315,11 @@ class InstantInfo(Result):
 @dataclass
 class InstantDetail(InstantInfo):
     """An instant with what its commit metadata says (None where an instant has no commit metadata: a
-    requested or inflight one, a clean, a rollback): files written, records written, bytes written."""
+    requested or inflight one, a clean, a rollback): files, records, deletes and bytes written."""
 
     files: int | None = None
-    records: int | None = None
+    records: int | None = None       # records written (inserts and updates)
+    deletes: int | None = None       # delete records written
     bytes: int | None = None
 
 

@@ -188,7 +188,7 @@
     else if (run.error) detail.push(run.error);
     el("progress-detail").textContent = detail.join(" · ");
     if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
-    if (el("cancel-form")) el("cancel-form").hidden = true;
+    if (el("cancel-form")) el("cancel-form").remove();
     // "queued as run #N" must not sit above a refusal or a failure.
     if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());
     if (!reloaded) showFinished();

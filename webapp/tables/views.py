@@ -284,6 +284,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     operations = plan.get("operations") or []
     return render(request, "tables/run.html", {
         "run": run, "plan": plan, "operations": operations, "result": run.result or {},
+        "is_compaction": run.kind in (Run.Kind.SCHEDULE, Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE),
         "partitions": services.partition_summary(plan),
         "settings_used": sorted((plan.get("settings_used") or {}).items()),
         "events": run.audit_events.select_related("user").order_by("at"),

@@ -30,8 +30,8 @@ def test_not_found_is_json(operator_client, flights, url):
 
 
 def test_wrong_method_is_json(operator_client, flights):
-    body = assert_json_error(operator_client.delete("/api/tables/flights"), 405)
-    assert "DELETE" in body["error"]
+    body = assert_json_error(operator_client.put("/api/tables/flights"), 405)
+    assert "PUT" in body["error"]
 
 
 def test_a_crash_is_one_json_line_with_an_error_id(operator_client, flights, monkeypatch, caplog):

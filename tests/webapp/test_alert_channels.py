@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.webapp.schema import validate
 from webapp.alerts.models import AlertChannel, AlertDelivery
 from webapp.tables.models import AuditEvent
 
@@ -18,6 +19,7 @@ def test_create_list_and_show_channels_through_the_api(operator_client, flights)
     created = post_json(operator_client, "/api/alert-channels",
                         {"kind": "webhook", "target": "https://hooks.example/T0/B0", "events": ["run_failed", "sla_breached"]})
     assert created.status_code == 201, created.content
+    validate("/api/alert-channels", "post", created)
     body = created.json()
     assert body["kind"] == "webhook" and body["events"] == ["run_failed", "sla_breached"]
     channel = AlertChannel.objects.get(pk=body["id"])
@@ -25,6 +27,7 @@ def test_create_list_and_show_channels_through_the_api(operator_client, flights)
                                  response_code=500, last_error="webhook answered 500")
     listed = operator_client.get("/api/alert-channels").json()
     assert listed["count"] == 1 and listed["channels"][0]["id"] == channel.pk
+    validate("/api/alert-channels/{id}", "get", operator_client.get(body["url"]))
     shown = operator_client.get(body["url"]).json()
     assert shown["deliveries"][0] | {"created_at": None} == {
         "id": shown["deliveries"][0]["id"], "event": "run_failed", "table": "flights", "run": None, "status": "failed",

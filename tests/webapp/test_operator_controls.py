@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.webapp.schema import validate
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 
 
@@ -19,6 +20,7 @@ def test_cancel_a_queued_run_means_it_never_starts(operator_client, flights, fin
     run = Run.objects.create(table=flights, kind="clean", state="queued")
     response = post(operator_client, f"/api/runs/{run.pk}/cancel")
     assert response.status_code == 202 and response.json()["state"] == "cancelled"
+    validate("/api/runs/{id}/cancel", "post", response)
     assert runner.perform(run.pk) == "cancelled"
     run.refresh_from_db()
     assert run.started_at is None and run.error == "cancelled by olivia before it started"

@@ -165,7 +165,7 @@
   // ---- live progress ---------------------------------------------------------------------------
   const box = document.getElementById("progress");
   const FINAL = ["succeeded", "failed", "refused", "cancelled"];
-  const KIND = { schedule_execute: "compaction", schedule: "plan (schedule)", metrics: "metrics refresh" };
+  const KIND = data.kinds || {};
   const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn", cancelled: "muted" };
   const el = (id) => document.getElementById(id);
 

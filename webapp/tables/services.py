@@ -15,6 +15,7 @@ from django.utils.text import slugify
 
 from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
+from webapp.tables.status import iso
 
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
 
@@ -41,7 +42,7 @@ def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", 
         run = Run.objects.create(table=table, kind=kind, state=Run.State.QUEUED, trigger=trigger,
                                  requested_by=user, queued_at=timezone.now(), **fields)
         audit(user, f"request.{kind}", table=table, run=run, outcome="queued",
-              detail={k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in fields.items()})
+              detail={k: (iso(v) if hasattr(v, "isoformat") else v) for k, v in fields.items()})
         transaction.on_commit(lambda: _dispatch(run.pk))
     return run
 

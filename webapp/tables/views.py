@@ -15,6 +15,7 @@ from webapp.tables import inputs, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
+from webapp.tables.templatetags.tidemark import KIND_LABELS
 
 CHART_SAMPLES = 500      # points per chart: enough for days of 5-minute samples
 PAGE_SIZE = 50
@@ -93,7 +94,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
-                  "compactions": _compaction_markers(table),
+                  "compactions": _compaction_markers(table), "kinds": KIND_LABELS,
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),

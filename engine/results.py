@@ -321,6 +321,10 @@ class InstantDetail(InstantInfo):
     records: int | None = None       # records written (inserts and updates)
     deletes: int | None = None       # delete records written
     bytes: int | None = None
+    # A completed compaction (commit): what Hudi's metrics report for it, from its write stats.
+    log_files_compacted: int | None = None
+    log_bytes_compacted: int | None = None
+    records_updated: int | None = None
 
 
 @dataclass

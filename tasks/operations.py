@@ -70,7 +70,7 @@ def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
     result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress,
                                   should_stop=CancelCheck(run.pk))
     plan = table.compaction(result.instant)
-    return Outcome(instant=result.instant, plan=plan.to_dict(), result=result.to_dict())
+    return Outcome(instant=result.instant, plan=plan.to_dict(), result=_with_stats(table, result.to_dict()))
 
 
 def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
@@ -79,7 +79,18 @@ def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
     # A cancel asked while planning is honoured by the engine before the first file group starts.
     result = table.run_compaction(planned.instant, lock=lock, on_progress=progress, should_stop=CancelCheck(run.pk))
-    return Outcome(instant=result.instant, plan=planned.plan, result=result.to_dict())
+    return Outcome(instant=result.instant, plan=planned.plan, result=_with_stats(table, result.to_dict()))
+
+
+def _with_stats(table: Table, result: dict[str, Any]) -> dict[str, Any]:
+    """The result plus what Hudi's metrics report for a compaction (log files and bytes compacted, records
+    updated), read from its commit's write stats — the figures /metrics sums up."""
+    for instant in table.timeline_details():
+        if instant.instant == result["instant"] and instant.action == "commit":
+            result["compaction_stats"] = {"log_files_compacted": instant.log_files_compacted,
+                                          "log_bytes_compacted": instant.log_bytes_compacted,
+                                          "records_updated": instant.records_updated}
+    return result
 
 
 def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:

@@ -75,6 +75,9 @@ def refresh(table: RegisteredTable) -> MetricSample:
     completion = _when(fresh.get("ro_completion_time"))
     lag = freshness_lag_seconds(completion, tide)
     previous = MetricSample.objects.filter(table=table).order_by("-taken_at", "-pk").first()
+    compactions = engine_table.compactions()
+    pending = [c.instant for c in compactions if c.state != "completed"]
+    completed = [c.instant for c in compactions if c.state == "completed"]
     sample = MetricSample.objects.create(
         table=table, taken_at=timezone.now(),
         ro_completion_time=completion,
@@ -86,6 +89,8 @@ def refresh(table: RegisteredTable) -> MetricSample:
         pending_compactions=backlog["pending_compactions"],
         late_records=fresh.get("late_records") or 0,
         corrupt_log_blocks=backlog.get("corrupt_log_blocks") or 0,
+        earliest_pending_compaction=min(pending, default=""),
+        latest_completed_compaction=max(completed, default=""),
         sla_breached=sla_breached(table, lag),
         tide=tide,
     )

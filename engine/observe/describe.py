@@ -31,14 +31,17 @@ def instant_details(timeline: Timeline) -> list[InstantDetail]:
     """`instant_infos` with the files, records and bytes each completed commit wrote (from its metadata)."""
     out = []
     for info, inst in zip(instant_infos(timeline), timeline.instants):
-        files = records = deletes = size = None
+        detail = InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time)
         if inst.state is State.COMPLETED and inst.action in COMMIT_ACTIONS:
             stats = timeline.commit_metadata(inst).write_stats
-            files, records = len(stats), sum(s.num_writes for s in stats)
-            deletes = sum(s.num_deletes for s in stats)
-            size = sum(s.total_write_bytes or s.file_size for s in stats)
-        out.append(InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time,
-                                 files=files, records=records, deletes=deletes, bytes=size))
+            detail.files, detail.records = len(stats), sum(s.num_writes for s in stats)
+            detail.deletes = sum(s.num_deletes for s in stats)
+            detail.bytes = sum(s.total_write_bytes or s.file_size for s in stats)
+            if inst.action == "commit":   # a completed compaction
+                detail.log_files_compacted = sum(s.total_log_files_compacted for s in stats)
+                detail.log_bytes_compacted = sum(s.total_log_size_compacted for s in stats)
+                detail.records_updated = sum(s.total_updated_records_compacted for s in stats)
+        out.append(detail)
     return out
 
 

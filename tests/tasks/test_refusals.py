@@ -39,6 +39,11 @@ def test_a_trigger_after_compacting_to_a_later_t_is_refused_nothing_to_compact(s
     table = register(flights)
     first = perform(queued(table, "schedule_execute", threshold=T))
     assert first.state == "succeeded", first.error
+    # What Hudi's metrics report for the compaction is kept for /metrics, and the sample names it.
+    stats = first.result["compaction_stats"]
+    assert stats["log_files_compacted"] > 0 and stats["log_bytes_compacted"] > 0
+    sample = table.samples.order_by("-taken_at").first()
+    assert sample.latest_completed_compaction == first.instant and sample.earliest_pending_compaction == ""
 
     for kind in ("schedule_execute", "schedule"):
         again = perform(queued(table, kind, threshold=EARLIER_T))

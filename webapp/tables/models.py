@@ -116,6 +116,8 @@ class MetricSample(models.Model):
     pending_compactions = models.IntegerField(default=0)
     late_records = models.BigIntegerField(default=0)
     corrupt_log_blocks = models.IntegerField(default=0)   # damaged committed blocks: their records are hidden
+    earliest_pending_compaction = models.CharField(max_length=32, blank=True)   # instant time, "" when none
+    latest_completed_compaction = models.CharField(max_length=32, blank=True)
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
 

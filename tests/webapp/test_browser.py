@@ -227,6 +227,13 @@ def test_timeline_alerts_and_cancel_pages(stack, demo, browser):
     asked: list[str] = []
     page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
 
+    # The health column: sortable, worst first, with the reason under the badge.
+    page.goto(f"{stack.url}/?sort=health")
+    health = page.locator("#tables tr", has=page.locator(f"a:text-is('{demo.name}')")).locator("[data-health]")
+    assert health.get_attribute("data-health") in ("critical", "warning", "ok")
+    assert page.inner_text("th a.sort[href*='sort=-health']").startswith("Health")
+    page.screenshot(path=str(ARTIFACTS / "list-health.png"), full_page=True)
+
     page.goto(f"{stack.url}/tables/{demo.name}/")
     page.click("#timeline-link")
     page.wait_for_selector("#timeline")

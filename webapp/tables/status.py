@@ -35,6 +35,8 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
     if sample:
         body["ro_freshness_time"] = iso(sample["ro_freshness_time"])
     body["sla_status"] = status.sla
+    health = status.health
+    body["health"] = {"level": health.level, "reasons": health.reasons}
     body["late_data"] = status.late
     run = status.last_run
     body["last_run"] = None if run is None else {"id": run["id"], "kind": run["kind"], "state": run["state"],

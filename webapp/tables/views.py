@@ -40,11 +40,13 @@ SORT_KEYS = {
     "bytes": lambda r: _number(r.sample, "remaining_log_bytes"),
     "slices": lambda r: _number(r.sample, "file_slices_with_logs"),
     "sla": lambda r: ("breached", "unknown", "ok", "none").index(r.sla),
+    "health": lambda r: (r.health.rank, r.table["name"]),   # "health" is worst first
 }
 STATUS_FILTERS = {
     "breached": lambda r: r.sla == "breached",
     "late": lambda r: r.late,
     "backlog": lambda r: bool(r.sample and r.sample["remaining_log_files"]),
+    "unhealthy": lambda r: r.health.level in ("critical", "warning"),
 }
 
 
@@ -64,7 +66,7 @@ def _list_page(request: HttpRequest, form: dict | None = None,
     status = request.GET.get("status", "")
     if status in STATUS_FILTERS:
         rows = [r for r in rows if STATUS_FILTERS[status](r)]
-    sort = request.GET.get("sort", "name")
+    sort = request.GET.get("sort") or ("health" if status == "unhealthy" else "name")
     rows.sort(key=SORT_KEYS.get(sort.lstrip("-"), SORT_KEYS["name"]), reverse=sort.startswith("-"))
     page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "tables/list.html", {"page": page, "sort": sort, "q": request.GET.get("q", ""),

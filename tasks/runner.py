@@ -16,7 +16,7 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from engine import Cancelled, Refused, Table, TidemarkError
-from tasks import operations, sampling
+from tasks import catalog, operations, sampling
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
 from tasks.progress import RunProgress
 from tasks.records import finish
@@ -70,6 +70,10 @@ def _record(run: Run, state: str, fields: dict[str, Any]) -> None:
     sees the run finished also sees the table's new freshness ("complete up to") and backlog. A failure to
     record still ends the run, as failed with one line and an error id."""
     try:
+        if state != "refused":
+            # The engine synced the catalog after what it committed; a sync it could not finish is retried
+            # here, after every run, so the catalog catches up as soon as it answers.
+            catalog.sync_if_owed(run.table)
         sample = sampling.refresh_quietly(run.table) if state != "refused" else None
         with transaction.atomic():
             now = timezone.now()

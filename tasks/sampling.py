@@ -93,6 +93,7 @@ def refresh(table: RegisteredTable) -> MetricSample:
         latest_completed_compaction=max(completed, default=""),
         sla_breached=sla_breached(table, lag),
         tide=tide,
+        catalog=engine_table.catalog_status().to_dict(),
     )
     watch.observe(table, sample, previous)  # breaches, late data, corrupt blocks: audited + alerted once
     return sample

@@ -120,6 +120,8 @@ class MetricSample(models.Model):
     latest_completed_compaction = models.CharField(max_length=32, blank=True)
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
+    # engine.Table.catalog_status(): catalogs, `<db>.<name>_ro/_rt`, the last sync (synced_at, ok, error)
+    catalog = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-taken_at"]

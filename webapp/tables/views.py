@@ -100,8 +100,20 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
+        "catalog": _catalog(sample),
         "form": form or {}, "form_error": form_error,
     }, status=400 if form_error else 200)
+
+
+def _catalog(sample: MetricSample | None) -> dict | None:
+    """The sampled catalog status with its times parsed; None when the table syncs nowhere."""
+    status = dict(sample.catalog or {}) if sample else {}
+    if not status.get("enabled") and not status.get("synced_at"):
+        return None
+    for key in ("synced_at", "last_ok_at"):
+        value = status.get(key)
+        status[key] = dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    return status
 
 
 TIMELINE_ACTIONS = ("deltacommit", "commit", "compaction", "replacecommit", "clean", "rollback")

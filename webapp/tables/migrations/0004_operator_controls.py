@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tables', '0002_metricsample_corrupt_log_blocks'),
+        ('tables', '0003_metricsample_catalog'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@
   const color = (name) => css.getPropertyValue(name).trim();
   const timeAxis = { type: "time", grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 16 },
     time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss", minUnit: "second",
-      displayFormats: { second: "HH:mm:ss", minute: "HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
+      displayFormats: { second: "MMM d HH:mm:ss", minute: "MMM d HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
   Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
   Chart.defaults.color = color("--muted");
   Chart.defaults.maintainAspectRatio = false;

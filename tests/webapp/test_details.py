@@ -3,6 +3,7 @@ audit times in UTC with a Z like the API, and the run page shows only the fields
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -34,3 +35,15 @@ def test_run_page_shows_only_its_kind_s_fields(operator_client, flights, finishe
     clean = Run.objects.create(table=flights, kind="clean", state="succeeded")
     assert "Threshold T" not in operator_client.get(f"/runs/{clean.pk}/").content.decode()
     assert "Threshold T" in operator_client.get(f"/runs/{finished_compaction.pk}/").content.decode()
+
+
+def test_run_page_folds_long_lists(operator_client, flights, finished_compaction):
+    carried = [{"name": f".fg-1_001.log.{i}_0-1-0", "target": f".fg-1_002.log.{i}_0-1-0", "mode": "symlink"}
+               for i in range(12)]
+    plan = {**finished_compaction.plan}
+    plan["operations"] = [{**plan["operations"][0], "logs_carried": carried}]
+    finished_compaction.plan = plan
+    finished_compaction.save()
+    page = operator_client.get(f"/runs/{finished_compaction.pk}/").content.decode()
+    assert re.search(r"<details>\s*<summary>12 logs, 400 B</summary>", page), "12 carried logs folded"
+    assert re.search(r"<details open>\s*<summary>1 log, 0.98 KiB</summary>", page), "short lists stay open"

@@ -231,7 +231,7 @@ def test_timeline_alerts_and_cancel_pages(stack, demo, browser):
     page.goto(f"{stack.url}/?sort=health")
     health = page.locator("#tables tr", has=page.locator(f"a:text-is('{demo.name}')")).locator("[data-health]")
     assert health.get_attribute("data-health") in ("critical", "warning", "ok")
-    assert page.inner_text("th a.sort[href*='sort=-health']").startswith("Health")
+    assert page.inner_text("th a.sort[href*='sort=-health']").lower().startswith("health ▲")
     page.screenshot(path=str(ARTIFACTS / "list-health.png"), full_page=True)
 
     page.goto(f"{stack.url}/tables/{demo.name}/")

@@ -291,3 +291,86 @@ def test_rolling_back_a_write_never_deletes_a_damaged_log_of_another(tmp_path):
     assert os.path.exists(first)
     Path(first).write_bytes(original)   # repaired: the first write's records are all back
     assert _keys(table.read().table) == ["a1", "b1"]
+
+
+# ------------------------------------------------ committed extents: a damaged header is not a torn tail
+
+def _one_bucket(tmp_path) -> str:
+    from tests.table_model import new_table
+
+    path = str(tmp_path / "t")
+    new_table(path, history=[], buckets=1)
+    return path
+
+
+def _damage_magic(log: str) -> bytes:
+    """Overwrite the first block's MAGIC `#HUDI#` with `#XUDI#` (the issue's damage); returns the original bytes."""
+    original = Path(log).read_bytes()
+    assert original[:6] == b"#HUDI#"
+    Path(log).write_bytes(b"#XUDI#" + original[6:])
+    return original
+
+
+def _ids(rows: pa.Table) -> list[str]:
+    return sorted(rows.column("id").to_pylist())
+
+
+def test_a_damaged_header_inside_the_committed_extent_is_a_corrupt_committed_block(tmp_path):
+    """Issue 12 case 1, exactly: one bucket, 3 rows (one log block), the first bytes overwritten. The header is
+    gone, nothing follows the region — what a torn tail looks like — but the write stat of the completed instant
+    says these bytes are committed: reported, counted, never folded, and repairing the bytes brings every row
+    back. hudi 0.5.0 does not skip it either: it fails on the magic."""
+    from tests.table_model import E, write
+
+    path = _one_bucket(tmp_path)
+    w1 = write(path, "upsert", [(0, E), (1, E + 1), (2, E + 2)])
+    (log,) = _logs(path)
+    (stat,) = [s for i in Timeline.load(path).completed() for s in Timeline.load(path).commit_metadata(i).write_stats]
+    assert stat.committed_extent == (0, os.path.getsize(log))
+    original = _damage_magic(log)
+    with pytest.raises(Exception, match="Invalid magic"):
+        hudi_read(path)
+    rows, warned = _quiet(read_arrow, path)
+    assert rows.num_rows == 0 and len(warned) == 1
+    assert f"{os.path.basename(log)} at offset 0 (instant {w1})" in str(warned[0].message)
+    with pytest.raises(CorruptLogBlockError, match=f"{os.path.basename(log)} at offset 0"):
+        read_arrow(path, fail_on_corrupt=True)
+    table = Table.open(path)
+    assert table.describe().corrupt_log_blocks == 1 and table.metrics().corrupt_log_blocks == 1
+    with pytest.raises(CorruptLogBlockError, match="refusing to compact"):
+        schedule_compaction(path, strategy="unbounded")
+    assert Timeline.load(path).pending_compactions() == []
+    assert table.clean(retain_commits=1).deleted == {}   # its slice is the latest: nothing of it goes
+    Path(log).write_bytes(original)
+    rows, warned = _quiet(read_arrow, path)
+    assert not warned and _ids(rows) == ["k0", "k1", "k2"] and rows_by_key(rows) == rows_by_key(hudi_read(path))
+    # A block begun past the committed extent is a torn tail (a failed append): skipped silently, as in Java.
+    with open(log, "ab") as fh:
+        fh.write(b"#HUDI#\x00\x00\x00")
+    rows, warned = _quiet(read_arrow, path)
+    assert not warned and _ids(rows) == ["k0", "k1", "k2"] and table.metrics().corrupt_log_blocks == 0
+
+
+@pytest.mark.parametrize("mode", ["symlink", "copy"])
+def test_a_damaged_header_of_a_carried_log_is_a_corrupt_committed_block(tmp_path, mode):
+    """A carried link has its target's committed extent, a carried copy the extent of the log it copies."""
+    from tests.inline_spark import InlineSpark
+    from tests.table_model import E, write
+    from engine.compaction import run_compaction
+
+    path = _one_bucket(tmp_path)
+    write(path, "upsert", [(0, E + 1000)])
+    w2 = write(path, "upsert", [(1, E + 5000), (2, E + 5000)])
+    schedule_compaction(path, threshold_ms=E + 2000, carry_over=mode)
+    run_compaction(path, spark=InlineSpark())
+    (carried,) = _logs(path)
+    assert os.path.islink(carried) == (mode == "symlink")
+    _damage_magic(os.path.realpath(carried))   # a link's damage is its target's; a copy's its own
+    with pytest.raises(Exception, match="Invalid magic"):
+        hudi_read(path)
+    rows, warned = _quiet(read_arrow, path)
+    assert _ids(rows) == ["k0"] and len(warned) == 1 and f"(instant {w2})" in str(warned[0].message)
+    table = Table.open(path)
+    assert table.describe().corrupt_log_blocks == 1 and table.metrics().corrupt_log_blocks == 1
+    with pytest.raises(CorruptLogBlockError, match=f"refusing to compact.*{os.path.basename(carried)} at offset 0"):
+        schedule_compaction(path, strategy="unbounded")

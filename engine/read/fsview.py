@@ -214,6 +214,8 @@ class FileSystemView:
         its link, as cleans before links-first ordering could be): reads of that slice are refused as cleaned
         (`incremental.check_not_cleaned`), every other read goes on."""
         self.all_file_groups()
+        if not self._dangling:
+            return []
         cleaned = {(p, n) for _, deleted in self.cleans() for p, names in deleted.items() for n in names}
         return [path for key, path in self._dangling
                 if (key not in self._replaced if as_of is None else self.live_at(key, as_of))

@@ -37,6 +37,7 @@ from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
 from engine.errors import CorruptLogBlockError, Refused, TidemarkError
 from engine.services import integrity
+from engine.services.rollback import rollback_locked
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
@@ -173,8 +174,6 @@ def _give_up(base_path: str, c: str, lock: TableLock | None, what: str, state: s
     table lock is the caller's, already held, or the table's file lock, taken here) so scheduling and cleaning
     go on, and the damaged log stays untouched for repair. Refused (writes went into slice C, which a rollback
     would orphan), the plan stays and the error says so."""
-    from engine.services.rollback import rollback_locked   # rollback imports compaction modules
-
     what = what.rstrip(". ")
     try:
         if lock is not None:

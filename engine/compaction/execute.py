@@ -85,7 +85,7 @@ class OpTask:
     row_group_rows: int
     compression: str
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
-    extents: dict[str, tuple[integrity.Extent, ...]] = field(default_factory=dict)   # of log_paths
+    extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
 
 
 @dataclass
@@ -229,6 +229,7 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
     committed = frozenset(t for t in view.committed_instants if t < c)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
+    extents = integrity.CommittedExtents(cfg.base_path, timeline)
     out = []
     for op in plan.operations:
         part = op.partition_path
@@ -246,7 +247,7 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
             committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
             compression=str(cfg.setting("hoodie.parquet.compression.codec")),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
-            extents=integrity.committed_extents(cfg.base_path, timeline, log_paths)))
+            extents=extents))
     return out
 
 

@@ -129,7 +129,7 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
     # write does not (engine.services.integrity). Execution catches what only a decode finds.
     folded = [lf.path for op in ops for lf in op.to_compact]
     integrity.refuse_to_compact(folded, view.committed_instants,
-                                integrity.committed_extents(base_path, timeline, folded))
+                                integrity.CommittedExtents(base_path, timeline))
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview:

@@ -33,8 +33,7 @@ def describe_table(base_path: str) -> TableDescription:
     view = FileSystemView(base_path, timeline)
     committed = view.committed_instants
     corrupt: dict[str, int] = {}   # per real file: a carried link or copy of a damaged log is one damage
-    extents = integrity.committed_extents(base_path, timeline, [lf.path for g in view.file_groups()
-                                                                for sl in g.slices for lf in sl.log_files])
+    extents = integrity.CommittedExtents(base_path, timeline)
     groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
                             slices=[_slice(sl, committed, corrupt, extents) for sl in g.slices])
               for g in view.file_groups()]
@@ -47,11 +46,12 @@ def describe_table(base_path: str) -> TableDescription:
                               for g, by in view.replaced_file_groups()])
 
 
-def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int], extents: integrity.Extents) -> SliceInfo:
+def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
+           extents: integrity.CommittedExtents) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
         scan = scan_log_file(lf.path)
-        found = integrity.file_corruption(scan, committed, extents.get(lf.path, ()))
+        found = integrity.file_corruption(scan, committed, extents)
         corrupt[_content_key(lf.path)] = len(found.committed)
         mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]
         logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(found.committed),

@@ -51,7 +51,7 @@ def backlog_metrics(base_path: str) -> BacklogMetrics:
         pending_compaction_instants=pending,
         corrupt_log_blocks=len(integrity.scan_corruption(
             [lf.path for lf in logs], view.committed_instants,
-            integrity.committed_extents(base_path, timeline, [lf.path for lf in logs])).committed),
+            integrity.CommittedExtents(base_path, timeline)).committed),
     )
 
 

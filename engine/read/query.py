@@ -96,12 +96,11 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     view.check_links(as_of=window.end if window is not None else None)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     corrupt: list[CorruptBlock] = []
-    extents: dict[str, tuple[integrity.Extent, ...]] = {}
+    extents = integrity.CommittedExtents(base_path, timeline)
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:
         log_paths = [lf.path for s in slices for lf in s.log_files]
-        extents = integrity.committed_extents(base_path, timeline, log_paths)
         corrupt = integrity.scan_corruption(log_paths, committed, extents).committed
         # Damage to blocks outside a time-travel / incremental window hides nothing this read returns.
         corrupt = [b for b in corrupt if window is None or b.instant is None or window.in_range(b.instant)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -37,9 +37,9 @@ class ReadContext:
     fail_on_corrupt: bool = False
     reported: frozenset[tuple[str, int]] = frozenset()   # (path, offset) the driver already reported
     report_dir: str | None = None     # relay what executors find to the driver here, instead of their own log
-    # Log path -> the byte ranges completed instants wrote there (integrity.committed_extents): damage inside
-    # them is a committed block's, never a torn tail.
-    extents: Mapping[str, tuple[integrity.Extent, ...]] = field(default_factory=dict)
+    # The byte ranges of each log completed instants wrote (built only if a log is damaged): damage inside them
+    # is a committed block's, never a torn tail.
+    extents: integrity.CommittedExtents | None = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ class SliceLogs:
 
 
 def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str], window: InstantWindow | None = None,
-                    extents: integrity.Extents | None = None) -> SliceLogs:
+                    extents: integrity.CommittedExtents | None = None) -> SliceLogs:
     """Decode the slice's logs; keep blocks of committed instants not rolled back (and in `window`).
     `extents`: the logs' committed extents, so damage inside them counts as a committed block's."""
     contents = _decode_all(log_paths)
@@ -75,7 +75,8 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str], window:
     corrupt: list[logformat.CorruptBlock] = []
     read = skipped = 0
     for c in contents:
-        found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed, (extents or {}).get(c.path, ()))
+        known = extents.of(c.path) if c.corrupt and extents is not None else ()
+        found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed, known)
         # Corruption outside a time-travel / incremental window hides nothing this read returns.
         corrupt.extend(b for b in found.committed
                        if window is None or b.instant is None or window.in_range(b.instant))

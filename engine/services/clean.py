@@ -324,8 +324,7 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
     present = [p for p in copies if os.path.isfile(p) and not os.path.islink(p)]
     if not present:
         return {}
-    chain = [*present, *(copies[p] for p in present if os.path.isfile(copies[p]))]
-    extents = integrity.committed_extents(view.base_path, timeline, chain)
+    extents = integrity.CommittedExtents(view.base_path, timeline)
     out: dict[str, str] = {}
     for copy in present:
         cur = copy
@@ -337,12 +336,8 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
     return out
 
 
-def _damaged(path: str, committed: set[str], extents: integrity.Extents) -> bool:
-    if not os.path.isfile(path):
-        return False
-    if path not in extents:
-        extents = {path: ()}
-    return bool(integrity.scan_corruption([path], committed, extents).committed)
+def _damaged(path: str, committed: set[str], extents: integrity.CommittedExtents) -> bool:
+    return os.path.isfile(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
 
 
 def _protect_chain(path: str, protected: set[str], errors: list[str], where: str) -> None:

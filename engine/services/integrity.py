@@ -33,10 +33,10 @@ from engine.errors import CorruptLogBlockError, TidemarkWarning
 from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
 from engine.logformat import BlockInfo, BlockType, CorruptBlock
 from engine.timeline.instants import COMMIT, COMMIT_ACTIONS, Timeline
+from engine.timeline.metadata import CommitMetadata, log_extents
 
 # [start, end) of a log's bytes that a completed instant wrote, and that instant.
 Extent = tuple[int, int, str]
-Extents = Mapping[str, Sequence[Extent]]   # log path (as readers list it) -> its committed extents
 
 
 class CorruptLogBlockWarning(TidemarkWarning):
@@ -56,7 +56,7 @@ class Corruption:
 def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], committed: AbstractSet[str],
              extents: Sequence[Extent] = ()) -> Corruption:
     """Split one log file's corrupt regions; `framed` are its blocks whose framing is intact, in any order;
-    `extents` the file's committed extents (`committed_extents`)."""
+    `extents` the file's committed extents (`CommittedExtents.of`)."""
     rolled_back = {b.target_instant_time for b in framed if b.block_type is BlockType.COMMAND}
     live = [e for e in extents if e[2] in committed and e[2] not in rolled_back]
     # What can follow a region whose header is gone: every block with a readable header, and whether it is a
@@ -90,22 +90,25 @@ def _extent_owner(c: CorruptBlock, extents: Sequence[Extent]) -> str | None:
 
 
 def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str],
-                    extents: Sequence[Extent] = ()) -> Corruption:
+                    extents: CommittedExtents | None = None) -> Corruption:
     """Corrupt regions of one scanned log: its framing failures plus its blocks' content-prefix faults."""
     faults = logformat.content_faults(scan.path, scan.blocks)
     bad = {f.offset for f in faults}
-    return classify(scan.corrupt + faults, [b for b in scan.blocks if b.offset not in bad], committed, extents)
+    regions = scan.corrupt + faults
+    known = extents.of(scan.path) if regions and extents is not None else ()
+    return classify(regions, [b for b in scan.blocks if b.offset not in bad], committed, known)
 
 
-def scan_corruption(paths: Iterable[str], committed: AbstractSet[str], extents: Extents | None = None) -> Corruption:
+def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
+                    extents: CommittedExtents | None = None) -> Corruption:
     """Corrupt regions of `paths` from header scans and content prefixes (no content decoded)."""
     out = Corruption()
     for path in paths:
-        out.extend(file_corruption(logformat.scan_log_file(path), committed, (extents or {}).get(path, ())))
+        out.extend(file_corruption(logformat.scan_log_file(path), committed, extents))
     return out
 
 
-def committed_extents(base_path: str, timeline: Timeline, paths: Iterable[str]) -> dict[str, tuple[Extent, ...]]:
+class CommittedExtents:
     """Log path -> the byte ranges of it that completed instants wrote, from the timeline alone.
 
     A write's extent is its delta write stat's [logOffset, logOffset + fileSizeInBytes) (what Java's append
@@ -114,28 +117,43 @@ def committed_extents(base_path: str, timeline: Timeline, paths: Iterable[str]) 
     completed compaction's carry-forward log (version 1 of its slice) was written whole before the compaction
     completed, so all of it is committed. Instants archived off the active timeline give no extent: their logs
     fall back to the header rules of `classify`.
+
+    Built on first use — only a log with a corrupt region asks — so undamaged tables never read every commit's
+    metadata for it. Picklable for executors (the timeline is reloaded there if the index was not built yet).
     """
-    written: dict[tuple[str, str], list[Extent]] = {}
-    aliases: dict[tuple[str, str], str] = {}
-    compactions: set[str] = set()
-    for inst in timeline.completed():
-        if inst.action not in COMMIT_ACTIONS:
-            continue
-        meta = timeline.commit_metadata(inst)
-        if inst.action == COMMIT:
-            compactions.add(inst.timestamp)
-            for entry in meta.carried or ():
-                aliases[(entry.partition_path, entry.symlink)] = os.path.basename(entry.target)
-        for stat in meta.write_stats:
-            extent = stat.committed_extent
-            if extent is not None:
-                written.setdefault((stat.partition_path, stat.file_name), []).append((*extent, inst.timestamp))
-    out: dict[str, tuple[Extent, ...]] = {}
-    for path in paths:
-        partition = os.path.relpath(os.path.dirname(os.path.abspath(path)), os.path.abspath(base_path))
-        partition = "" if partition == "." else partition.replace(os.sep, "/")
-        out[path] = tuple(_extents_of(path, partition, written, aliases, compactions))
-    return out
+
+    def __init__(self, base_path: str, timeline: Timeline | None = None) -> None:
+        self.base_path = os.path.abspath(base_path)
+        self._timeline = timeline
+        self._index: tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_timeline": None}
+
+    def of(self, path: str) -> tuple[Extent, ...]:
+        written, aliases, compactions = self._built()
+        rel = os.path.relpath(os.path.dirname(os.path.abspath(path)), self.base_path)
+        partition = "" if rel == "." else rel.replace(os.sep, "/")
+        return tuple(_extents_of(path, partition, written, aliases, compactions))
+
+    def _built(self) -> tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]]:
+        if self._index is None:
+            timeline = self._timeline or Timeline.load(self.base_path)
+            written: dict[tuple[str, str], list[Extent]] = {}
+            aliases: dict[tuple[str, str], str] = {}
+            compactions: set[str] = set()
+            for inst in timeline.completed():
+                if inst.action not in COMMIT_ACTIONS:
+                    continue
+                doc = timeline.read_commit_metadata(inst)
+                if inst.action == COMMIT:
+                    compactions.add(inst.timestamp)
+                    for entry in CommitMetadata.from_json(doc).carried or ():
+                        aliases[(entry.partition_path, entry.symlink)] = os.path.basename(entry.target)
+                for partition, name, start, end in log_extents(doc):
+                    written.setdefault((partition, name), []).append((start, end, inst.timestamp))
+            self._index = (written, aliases, compactions)
+        return self._index
 
 
 def _extents_of(path: str, partition: str, written: Mapping[tuple[str, str], list[Extent]],
@@ -211,7 +229,8 @@ def corrupt_error(blocks: Sequence[CorruptBlock], doing: str, remedy: str) -> Co
                                 f"{'; '.join(describe(b) for b in blocks)}. {remedy}")
 
 
-def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str], extents: Extents | None = None) -> None:
+def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str],
+                      extents: CommittedExtents | None = None) -> None:
     bad = scan_corruption(paths, committed, extents).committed
     if bad:
         raise corrupt_error(bad, "refusing to compact", "Folding their logs would lose their records for good; "

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from engine.timeline import avro_models
 
@@ -251,6 +251,18 @@ class WriteStat:
                    min_event_time=_millis(s.get("minEventTime")), max_event_time=_millis(s.get("maxEventTime")),
                    log_files=tuple(s.get("logFiles") or ()), base_file=s.get("baseFile") or None,
                    log_offset=int(s["logOffset"]) if s.get("logOffset") is not None else None)
+
+
+def log_extents(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, int, int]]:
+    """(partition, log name, start, end) of every log append in a commit's JSON metadata: the bytes
+    [logOffset, logOffset + fileSizeInBytes) of `path` (WriteStat.committed_extent, without building every stat:
+    a read asks this of every commit on the timeline)."""
+    for partition, stats in (doc.get("partitionToWriteStats") or {}).items():
+        for s in stats or ():
+            offset, size = s.get("logOffset"), s.get("fileSizeInBytes") or 0
+            if offset is not None and size > 0 and s.get("path"):
+                yield (s.get("partitionPath") or partition or "", s["path"].rsplit("/", 1)[-1], int(offset),
+                       int(offset) + int(size))
 
 
 @dataclass(frozen=True)

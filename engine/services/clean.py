@@ -14,8 +14,14 @@ compactions' `tidemark.carryOver` records) is never deleted, even when its own s
 anything of the latest slices, or anything a pending compaction/clustering plan names (those file groups are
 skipped entirely). A dangling link in a kept slice is an error: the table already lost data there.
 
+Two more files are kept whatever their slice: the log a carried byte copy was made from while the copy holds a
+corrupt block of a committed instant (it may hold the only intact bytes; the clean's message says so), until the
+copy is repaired.
+
 Timeline: `R.clean.requested` (HoodieCleanerPlan) -> `R.clean.inflight` -> `R.clean` (HoodieCleanMetadata).
-A clean interrupted after `requested` is finished by the next `run_clean`, re-checking every file first.
+Symlinks are deleted before every other file, so a clean killed part-way never leaves a link whose target it
+already deleted. A clean interrupted after `requested` is finished by the next `run_clean` (or `recover`),
+re-checking every file first.
 """
 from __future__ import annotations
 

@@ -127,7 +127,9 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
     # write does not (engine.services.integrity). Execution catches what only a decode finds.
-    integrity.refuse_to_compact((lf.path for op in ops for lf in op.to_compact), view.committed_instants)
+    folded = [lf.path for op in ops for lf in op.to_compact]
+    integrity.refuse_to_compact(folded, view.committed_instants,
+                                integrity.CommittedExtents(base_path, timeline))
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview:

@@ -51,8 +51,10 @@ def describe_table(base_path: str) -> TableDescription:
     view = FileSystemView(base_path, timeline)
     committed = view.committed_instants
     corrupt: dict[str, int] = {}   # per real file: a carried link or copy of a damaged log is one damage
+    extents = integrity.CommittedExtents(base_path, timeline)
     groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
-                            slices=[_slice(sl, committed, corrupt) for sl in g.slices]) for g in view.file_groups()]
+                            slices=[_slice(sl, committed, corrupt, extents) for sl in g.slices])
+              for g in view.file_groups()]
     return TableDescription(
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
@@ -62,11 +64,12 @@ def describe_table(base_path: str) -> TableDescription:
                               for g, by in view.replaced_file_groups()])
 
 
-def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int]) -> SliceInfo:
+def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
+           extents: integrity.CommittedExtents) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
         scan = scan_log_file(lf.path)
-        found = integrity.file_corruption(scan, committed)
+        found = integrity.file_corruption(scan, committed, extents)
         corrupt[_content_key(lf.path)] = len(found.committed)
         mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]
         logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(found.committed),

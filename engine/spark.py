@@ -86,6 +86,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
     with _LOCK:
         active = SparkSession.getActiveSession()
         if active is not None:
+            ship_storage_env(active)
             return active
         # Executors' Python must be this interpreter (the venv), not whatever `python3` is on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -111,7 +112,27 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
             spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         _register_datasource(spark)
+        ship_storage_env(spark)
         return spark
+
+
+# How executors reach object storage: the AWS chain's variables as the driver sees them now, so the Python
+# workers' pyarrow.fs (and boto3) talk to the same store with the same credentials. Python workers are keyed by
+# their environment, so a changed endpoint starts fresh workers.
+STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+               "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+               "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "TIDEMARK_S3_CONDITIONAL_PUT")
+
+
+def ship_storage_env(spark: SparkSession) -> None:
+    """Copy the storage variables into the environment every Python task of this session gets."""
+    env = spark.sparkContext.environment
+    for key in STORAGE_ENV:
+        value = os.environ.get(key)
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
 
 
 # Lines the JVM prints on every start that tell a user nothing: the launcher always adds an incubator module,

@@ -19,6 +19,7 @@ from engine import results as r
 from engine.config import eventtime
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
+from engine.io import storage
 from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
 from engine.progress import Progress
@@ -43,8 +44,9 @@ class Table:
 
     @classmethod
     def open(cls, path: str) -> Table:
-        """The table at `path`; TableNotFoundError when there is none."""
-        return cls(load_table_config(path))
+        """The table at `path` (a local folder or a URI such as s3://bucket/prefix/t); TableNotFoundError when
+        there is none."""
+        return cls(load_table_config(storage.resolve(path)))
 
     @classmethod
     def create(cls, path: str, *, name: str, record_keys: Sequence[str], ordering_field: str,
@@ -55,7 +57,7 @@ class Table:
         from engine.config.layout import create_table
         from engine.config.properties import validate_settings
 
-        cfg = create_table(path, name=name, record_keys=list(record_keys), ordering_field=ordering_field,
+        cfg = create_table(storage.resolve(path), name=name, record_keys=list(record_keys), ordering_field=ordering_field,
                            event_time_field=event_time_field, partition_fields=list(partition_fields or []),
                            merge_mode=merge_mode, hive_style=hive_style,
                            settings=validate_settings(dict(settings or {})))
@@ -99,9 +101,9 @@ class Table:
             raise ConfigError(f"unknown operation {operation!r}; use {', '.join(WRITE_OPERATIONS)}")
         self._reload()
         if isinstance(source, str):
-            out = pipeline.write_file(self.path, source, operation, settings, lock=lock, on_progress=on_progress)
+            out = pipeline.write_file(self.path, storage.resolve(source), operation, settings, lock=lock, on_progress=on_progress)
         elif isinstance(source, (list, tuple)):
-            out = pipeline.write_parquet(self.path, [str(p) for p in source], operation, settings, lock=lock,
+            out = pipeline.write_parquet(self.path, [storage.resolve(str(p)) for p in source], operation, settings, lock=lock,
                                          on_progress=on_progress)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,

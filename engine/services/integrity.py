@@ -23,7 +23,7 @@ import sys
 import uuid
 import warnings
 from dataclasses import dataclass, field
-from typing import AbstractSet, Iterable, Sequence
+from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from engine import logformat
 from engine.errors import CorruptLogBlockError, TidemarkWarning
@@ -64,16 +64,18 @@ def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], commi
 
 def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str]) -> Corruption:
     """Corrupt regions of one scanned log: its framing failures plus its blocks' content-prefix faults."""
-    faults = logformat.content_faults(scan.path, scan.blocks)
+    faults = logformat.content_faults(scan.path, scan.blocks, scan.content_heads)
     bad = {f.offset for f in faults}
     return classify(scan.corrupt + faults, [b for b in scan.blocks if b.offset not in bad], committed)
 
 
-def scan_corruption(paths: Iterable[str], committed: AbstractSet[str]) -> Corruption:
-    """Corrupt regions of `paths` from header scans and content prefixes (no content decoded)."""
+def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
+                    sizes: Mapping[str, int] | None = None) -> Corruption:
+    """Corrupt regions of `paths` from header scans and content prefixes (no content decoded). `sizes` from a
+    listing spare an object store one HEAD per file."""
     out = Corruption()
     for path in paths:
-        out.extend(file_corruption(logformat.scan_log_file(path), committed))
+        out.extend(file_corruption(logformat.scan_log_file(path, (sizes or {}).get(path)), committed))
     return out
 
 

@@ -148,6 +148,12 @@ def list_compactions(base_path: str) -> list[r.CompactionSummary]:
 
 def _sizes(pdir: str, names: list[str]) -> int | None:
     """Bytes of the named files (links followed); None when one is gone (e.g. cleaned since)."""
+    if storage.is_remote(pdir) and names:   # one LIST of the partition, not one HEAD per file
+        try:
+            listed = {e.name: e.size for e in storage.list_entries(pdir)}
+        except FileNotFoundError:
+            return None
+        return sum(listed[n] for n in names) if all(n in listed for n in names) else None
     total = 0
     for name in names:
         try:

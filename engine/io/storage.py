@@ -305,6 +305,8 @@ def read_bytes(path: str) -> bytes:
     if not is_remote(path):
         with open(path, "rb") as fh:
             return fh.read()
+    if scheme(path) in ("s3", "s3a"):
+        return _s3_get(path)   # one GET (pyarrow's stream would HEAD first)
     fs, p = filesystem(path)
     try:
         with fs.open_input_stream(p) as fh:
@@ -315,6 +317,22 @@ def read_bytes(path: str) -> bytes:
         if "not found" in str(exc).lower() or "NoSuchKey" in str(exc):
             raise FileNotFoundError(path) from exc
         raise
+
+
+def _s3_get(path: str, byte_range: str | None = None) -> bytes:
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        kwargs = {"Range": byte_range} if byte_range else {}
+        return s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("NoSuchKey", "404", "NotFound"):
+            raise FileNotFoundError(path) from None
+        if code == "InvalidRange":   # an empty object has no byte 0
+            return b""
+        raise OSError(f"{path}: {code or exc}") from exc
 
 
 def read_optional(path: str) -> bytes | None:
@@ -334,9 +352,11 @@ def read_range(path: str, offset: int, length: int) -> bytes:
         with open(path, "rb") as fh:
             fh.seek(offset)
             return fh.read(length)
+    if scheme(path) in ("s3", "s3a"):
+        return _s3_get(path, f"bytes={offset}-{offset + length - 1}") if length > 0 else b""
     fs, p = filesystem(path)
     with fs.open_input_file(p) as fh:
-        return fh.read_at(length, offset)
+        return bytes(fh.read_at(length, offset))
 
 
 def open_input(path: str) -> Any:
@@ -498,9 +518,15 @@ def copy(src: str, dst: str) -> None:
 
 
 def remove(path: str) -> None:
-    """Delete a file (a local link, not its target); FileNotFoundError when missing."""
+    """Delete a file (a local link, not its target); FileNotFoundError when a local file is missing (S3's
+    DELETE does not say, and deleting what is gone is done)."""
     if not is_remote(path):
         os.unlink(path)
+        return
+    if scheme(path) in ("s3", "s3a"):
+        # One DELETE (S3's is idempotent; pyarrow would HEAD first and re-create a folder marker after).
+        bucket, key = _bucket_key(path)
+        s3_client().delete_object(Bucket=bucket, Key=key)
         return
     fs, p = filesystem(path)
     if fs.get_file_info(p).type == pafs.FileType.NotFound:
@@ -572,9 +598,7 @@ class RangeReader:
         if self._fd is not None:
             return os.pread(self._fd, length, offset)
         if self._s3 is not None:
-            got = s3_client().get_object(Bucket=self._s3[0], Key=self._s3[1],
-                                         Range=f"bytes={offset}-{offset + length - 1}")
-            return got["Body"].read()
+            return _s3_get(self.path, f"bytes={offset}-{offset + length - 1}")
         return bytes(self._file.read_at(length, offset))
 
     def close(self) -> None:

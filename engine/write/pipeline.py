@@ -100,6 +100,10 @@ def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
     incoming = keys.arrow_schema_of(df)
     inputs.check_types(current, incoming, "input")
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
+    if storage.is_remote(cfg.base_path):
+        from engine.spark import ship_storage_env
+
+        ship_storage_env(df.sparkSession)   # the executors' pyarrow.fs reaches the same store
 
     def run(job: WriteJob) -> list[dict]:
         routed = (_with_routing(cfg, df).repartition(n_tasks, PART_COL, BUCKET_COL)

@@ -16,9 +16,11 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+import uuid
+from typing import Any, Iterator
 
 import boto3
+import pytest
 
 LOG_PATH = "/_tidemark/requests"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
@@ -128,6 +130,25 @@ class S3Server:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto server per test process (free port), stopped at the end of the session."""
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The AWS chain pointed at the server, and a fresh bucket: `bucket_uri`, `storage_options` (hudi-rs)."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "TIDEMARK_S3_CONDITIONAL_PUT"):
+        monkeypatch.delenv(key, raising=False)
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    s3_server.make_bucket(bucket)
+    return {"bucket_uri": f"s3://{bucket}", "storage_options": s3_server.storage_options(), "server": s3_server}
 
 
 if __name__ == "__main__":

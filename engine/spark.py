@@ -111,8 +111,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         with _jvm_stderr_filtered():
             spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        _register_datasource(spark)
-        ship_storage_env(spark)
+        ship_storage_env(spark)   # registers the data source, whose planner workers get the same environment
         return spark
 
 
@@ -124,8 +123,14 @@ STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
                "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "TIDEMARK_S3_CONDITIONAL_PUT")
 
 
+_SHIPPED: dict[int, dict[str, str]] = {}
+
+
 def ship_storage_env(spark: SparkSession) -> None:
-    """Copy the storage variables into the environment every Python task of this session gets."""
+    """Copy the storage variables into the environment every Python task of this session gets.
+
+    The data source's planner workers take the environment its registration captured, so a change
+    registers it again."""
     env = spark.sparkContext.environment
     for key in STORAGE_ENV:
         value = os.environ.get(key)
@@ -133,6 +138,10 @@ def ship_storage_env(spark: SparkSession) -> None:
             env.pop(key, None)
         else:
             env[key] = value
+    wanted = {k: env[k] for k in STORAGE_ENV if k in env}
+    if _SHIPPED.get(id(spark)) != wanted:
+        _register_datasource(spark)
+        _SHIPPED[id(spark)] = wanted
 
 
 # Lines the JVM prints on every start that tell a user nothing: the launcher always adds an incubator module,

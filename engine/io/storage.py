@@ -495,6 +495,16 @@ def _s3_put_if_absent(path: str, data: bytes) -> None:
         raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
 
 
+def upload(local: str, dest: str) -> None:
+    """Stream a local file to `dest` (a multipart upload on S3: the object appears only once complete)."""
+    with open(local, "rb") as src, open_output(dest) as out:
+        while True:
+            chunk = src.read(8 << 20)
+            if not chunk:
+                break
+            out.write(chunk)
+
+
 def rename(src: str, dst: str) -> None:
     """Move a file over `dst` (local: atomic rename; S3: server-side copy, then delete the source)."""
     if not is_remote(src):

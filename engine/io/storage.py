@@ -79,6 +79,24 @@ def resolve(path: str) -> str:
     return os.path.abspath(text)
 
 
+def split_locations(text: str) -> list[str]:
+    """A list of table roots as an environment variable holds it (TIDEMARK_TABLE_ROOTS): separated by
+    `os.pathsep` (":") or ",", where the ":" of a URI's scheme ("s3://bucket/prefix") separates nothing.
+    Each is resolved (`resolve`)."""
+    out: list[str] = []
+    for piece in text.replace(",", os.pathsep).split(os.pathsep):
+        if out and piece.startswith("//") and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", out[-1]):
+            out[-1] = f"{out[-1]}:{piece}"
+        elif piece.strip():
+            out.append(piece.strip())
+    return [resolve(p) for p in out]
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or below it (URIs by prefix; both already `resolve`d)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
 def join(base: str, *parts: str) -> str:
     """`base` joined with relative `parts` ("/" separated for URIs and local paths alike)."""
     if is_remote(base):

@@ -75,11 +75,22 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
         data_latency=inputs.parse_latency(data.get("data_latency")),
         freshness_sla_minutes=inputs.optional_positive_int(data.get("freshness_sla_minutes"),
                                                            "freshness_sla_minutes"),
-        carry_over=inputs.parse_carry_over(data.get("carry_over")) or "symlink",
+        carry_over=_carry_over_for(path, inputs.parse_carry_over(data.get("carry_over"))),
         exact=bool(inputs.parse_exact(data.get("exact"))))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
+
+
+def _carry_over_for(path: str, asked: str | None) -> str:
+    """Object stores have no links: their tables carry over by (server-side) copy; symlink is refused."""
+    from engine import is_object_store
+
+    if not is_object_store(path):
+        return asked or "symlink"
+    if asked == "symlink":
+        raise inputs.InvalidInput(f"carry_over symlink is impossible on object storage ({path}); use copy")
+    return "copy"
 
 
 def _require_table_at(path: str) -> None:

@@ -158,7 +158,8 @@ def _check_logs(c: str, tasks: list[OpTask], state: str) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
     changes (the plan is not even moved to inflight)."""
     for task in tasks:
-        bad = integrity.scan_corruption(task.log_paths, task.committed).committed
+        sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
+        bad = integrity.scan_corruption(task.log_paths, task.committed, sizes).committed
         if bad:
             raise integrity.corrupt_error(bad, f"compaction {c} not run", _remedy(c, f"is still {state}"))
 
@@ -412,7 +413,8 @@ def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, 
     if storage.is_remote(dest):
         with storage.open_output(dest) as sink:
             counts = _write_base(task, split.base_winners, sink, name)
-        return counts, storage.size(dest)
+            size = sink.tell()   # what was uploaded: no HEAD afterwards
+        return counts, size
     tmp = os.path.join(temp_dir, name)
     counts = _write_base(task, split.base_winners, tmp, name)
     os.replace(tmp, dest)

@@ -405,6 +405,10 @@ def write_bytes(path: str, data: bytes) -> None:
         with open(path, "wb") as fh:
             fh.write(data)
         return
+    if scheme(path) in ("s3", "s3a"):   # one PutObject (pyarrow's stream is a 3-request multipart upload)
+        bucket, key = _bucket_key(path)
+        s3_client().put_object(Bucket=bucket, Key=key, Body=data)
+        return
     fs, p = filesystem(path)
     with fs.open_output_stream(p) as out:
         out.write(data)

@@ -50,6 +50,7 @@ class _Window:
     def __init__(self, source: storage.RangeReader) -> None:
         self.source, self.size = source, source.size
         self.start, self.buf = 0, b""
+        self.last_head: bytes | None = None
 
     def load(self, start: int, length: int) -> None:
         self.start, self.buf = start, self.source.pread(length, start)
@@ -124,7 +125,7 @@ def _scan(path: str, size: int | None = None, data: bytes | None = None) -> LogF
                 pos = nxt
                 continue
             blocks.append(info)
-            head = win.cached(info.content_offset, min(CONTENT_HEAD, info.content_length))
+            head, win.last_head = win.last_head, None
             if head is not None:
                 heads[info.offset] = head
             pos = info.offset + info.size
@@ -152,6 +153,8 @@ def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:
         parsed, head_error = _read_head(win, pos, end, block_length), None
     except _BadBlock as exc:
         parsed, head_error = None, exc
+    if parsed is not None:   # the content's first bytes, while the window holds them (before the trailer read)
+        win.last_head = win.cached(parsed[2], min(CONTENT_HEAD, parsed[3]))
     try:
         _check_trailer(win, end, block_length)
     except _BadBlock as exc:

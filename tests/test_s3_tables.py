@@ -168,6 +168,17 @@ def test_symlink_carry_over_on_s3_is_refused(s3_env, tmp_path):  # noqa: F811
     with pytest.raises(ConfigError, match="impossible on object storage.*--carry-over copy"):
         table.schedule_compaction(threshold="2024-01-01T12:00:00Z", carry_over="symlink")
     assert not table.compactions()
+    # planning reads only log headers: ranged GETs sized from the one listing, at most 2 per log, no HEAD
+    server = s3_env["server"]
+    server.reset_counts()
+    assert table.plan_compaction(threshold="2024-01-01T12:00:00Z").operations
+    per_log: dict[str, list[dict]] = {}
+    for r in server.counts():
+        if ".log." in r["path"]:
+            per_log.setdefault(r["path"], []).append(r)
+    assert len(per_log) == 2
+    for requests in per_log.values():
+        assert 1 <= len(requests) <= 2 and all(r["method"] == "GET" and r["range"] for r in requests), requests
 
 
 def test_properties_update_keeps_hudis_backup_protocol(s3_env, s3_server):  # noqa: F811

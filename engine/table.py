@@ -6,6 +6,10 @@
     plan = t.schedule_compaction(data_latency="2h")
     t.run_compaction(plan.instant)
 
+Paths (the table's, inputs, outputs) are resolved here, once, to absolute locations: a relative path means
+the caller's working directory, never an executor's (on a cluster each executor runs in its own folder).
+URIs (`s3://…`) are kept as they are; `file://` URIs become plain absolute paths.
+
 Every operation that changes the timeline takes `lock=` (a `TableLock`; default: the table's file lock)
 and raises `Refused` when the table's state or the lock does not allow it. Long operations take
 `on_progress(done, total, unit)`. Results are dataclasses from `engine.results` with `to_dict()`.
@@ -13,6 +17,7 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
 from engine import results as r
@@ -31,6 +36,7 @@ if TYPE_CHECKING:
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")   # RFC 3986 scheme, then an authority
 WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 
@@ -46,9 +52,8 @@ class Table:
 
     @classmethod
     def open(cls, path: str) -> Table:
-        """The table at `path` (a local folder or a URI such as s3://bucket/prefix/t); TableNotFoundError when
-        there is none."""
-        return cls(load_table_config(storage.resolve(path)))
+        """The table at `path`; TableNotFoundError when there is none."""
+        return cls(load_table_config(absolute_location(path)))
 
     @classmethod
     def create(cls, path: str, *, name: str, record_keys: Sequence[str], ordering_field: str,
@@ -59,12 +64,12 @@ class Table:
         from engine.config.layout import create_table
         from engine.config.properties import validate_settings
 
-        cfg = create_table(storage.resolve(path), name=name, record_keys=list(record_keys), ordering_field=ordering_field,
-                           event_time_field=event_time_field, partition_fields=list(partition_fields or []),
-                           merge_mode=merge_mode, hive_style=hive_style,
+        cfg = create_table(absolute_location(path), name=name, record_keys=list(record_keys),
+                           ordering_field=ordering_field, event_time_field=event_time_field,
+                           partition_fields=list(partition_fields or []), merge_mode=merge_mode, hive_style=hive_style,
                            settings=validate_settings(dict(settings or {})))
         table = cls(cfg)
-        table.catalog_sync = _sync_after(path, "create")
+        table.catalog_sync = _sync_after(table.path, "create")
         return table
 
     @property
@@ -105,10 +110,11 @@ class Table:
             raise ConfigError(f"unknown operation {operation!r}; use {', '.join(WRITE_OPERATIONS)}")
         self._reload()
         if isinstance(source, str):
-            out = pipeline.write_file(self.path, storage.resolve(source), operation, settings, lock=lock, on_progress=on_progress)
+            out = pipeline.write_file(self.path, absolute_location(source), operation, settings, lock=lock,
+                                      on_progress=on_progress)
         elif isinstance(source, (list, tuple)):
-            out = pipeline.write_parquet(self.path, [storage.resolve(str(p)) for p in source], operation, settings, lock=lock,
-                                         on_progress=on_progress)
+            out = pipeline.write_parquet(self.path, [absolute_location(str(p)) for p in source], operation, settings,
+                                         lock=lock, on_progress=on_progress)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
                                            on_progress=on_progress)
@@ -139,6 +145,7 @@ class Table:
 
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
+            output = absolute_location(output)
             rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress,
                                 skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
@@ -332,6 +339,15 @@ class Table:
 
 
 # ------------------------------------------------------------------------------------------ argument parsing
+
+def absolute_location(path: str) -> str:
+    """`path` as the location every process means by it (`engine.io.storage.resolve`): relative paths against
+    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
+    never a URI taken for a folder name."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
+    return storage.resolve(path)
+
 
 def threshold_ms(value: Threshold | None) -> int | None:
     """A threshold (tz-aware datetime, ISO-8601 string or epoch millis) as epoch millis."""

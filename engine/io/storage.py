@@ -72,11 +72,16 @@ def resolve(path: str) -> str:
             raise ConfigError(f"{text}: a {s}:// URI needs a bucket or host (e.g. {s}://bucket/prefix)")
         return text.rstrip("/")
     if text.lower().startswith("file://"):
-        text = text[len("file://"):]
+        parsed = urlsplit(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigError(f"{text}: a file:// URI must name a local path (file:///…), not host {parsed.netloc!r}")
+        from urllib.parse import unquote
+
+        return os.path.abspath(unquote(parsed.path))
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/[^/]", text):
         # `s3:/lake/t` is a URI someone lost a slash of, never a folder named "s3:".
         raise ConfigError(f"{text}: looks like a URI with a missing slash (write {text.replace(':/', '://', 1)})")
-    return os.path.abspath(text)
+    return os.path.abspath(os.path.expanduser(text))
 
 
 def split_locations(text: str) -> list[str]:

@@ -448,7 +448,9 @@ def parquet_dataframe(spark: SparkSession, paths: list[str]) -> DataFrame:
     """Parquet files as a DataFrame: Spark's reader for local files; through pyarrow.fs for object stores,
     which Spark's Hadoop readers cannot reach here (no s3a connector)."""
     if not any(storage.is_remote(p) for p in paths):
-        return spark.read.parquet(*paths)
+        from engine.spark import spark_path
+
+        return spark.read.parquet(*map(spark_path, paths))
     tables = [pq.read_table(storage.parquet_source(p)) for p in paths]
     return spark.createDataFrame(pa.concat_tables(tables, promote_options="default"))
 

@@ -2,19 +2,19 @@
 
 The public API is `Table` (engine.table); see the README's "Python API" section.
 """
-from engine.errors import Refused, TableNotFoundError, TidemarkError
+from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
 from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
-                            CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
+                            CompactionSummary, FileGroupOperation, Freshness, InstantDetail, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
 from engine.io.storage import is_remote as is_object_store
 from engine.io.storage import is_within, resolve as resolve_location, split_locations
-from engine.table import Table, latency_ms, threshold_ms
+from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
-    "BacklogMetrics", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
-    "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
+    "BacklogMetrics", "Cancelled", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
+    "FileGroupOperation", "FileLock", "Freshness", "InstantDetail", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
-    "TideBucket", "WriteResult", "is_object_store", "is_within", "latency_ms", "resolve_location",
-    "split_locations", "threshold_ms",
+    "TideBucket", "WriteResult", "compaction_threshold", "is_object_store", "is_within", "latency_ms",
+    "resolve_location", "split_locations", "threshold_ms",
 ]

@@ -364,6 +364,21 @@ class InstantInfo(Result):
 
 
 @dataclass
+class InstantDetail(InstantInfo):
+    """An instant with what its commit metadata says (None where an instant has no commit metadata: a
+    requested or inflight one, a clean, a rollback): files, records, deletes and bytes written."""
+
+    files: int | None = None
+    records: int | None = None       # records written (inserts and updates)
+    deletes: int | None = None       # delete records written
+    bytes: int | None = None
+    # A completed compaction (commit): what Hudi's metrics report for it, from its write stats.
+    log_files_compacted: int | None = None
+    log_bytes_compacted: int | None = None
+    records_updated: int | None = None
+
+
+@dataclass
 class TideBucket(Result):
     """Uncompacted log data whose min event time falls in [start, end): what moving T past `end` compacts.
 

@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -34,13 +34,13 @@ from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
-from engine.errors import CorruptLogBlockError, TidemarkError
+from engine.errors import Cancelled, CorruptLogBlockError, TidemarkError
 from engine.services import integrity
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
-from engine.lock import TableLock, ensure_held, holding
-from engine.progress import Progress, counted
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, Stopped, counted
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.read.merge import (DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows,
                                conform_to_schema, remaining_log_rows)
@@ -115,7 +115,8 @@ class CompactionResult:
 # ------------------------------------------------------------------------------------------- driver
 
 def run_compaction(base_path: str, instant: str | None = None, spark=None, lock: TableLock | None = None,
-                   on_progress: Progress | None = None) -> CompactionResult:
+                   on_progress: Progress | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> CompactionResult:
     """Execute the single pending compaction (or `instant`) and commit it.
 
     One run at a time per table (the compaction lock): two runs of one plan would delete each other's
@@ -123,10 +124,11 @@ def run_compaction(base_path: str, instant: str | None = None, spark=None, lock:
     """
     with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE), \
             (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
-        return _run_locked(base_path, instant, spark, on_progress)
+        return _run_locked(base_path, instant, spark, on_progress, should_stop, lock)
 
 
-def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None) -> CompactionResult:
+def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None,
+                should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
@@ -142,7 +144,11 @@ def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progres
 
         spark = get_spark()
     try:
-        outs = _execute_all(spark.sparkContext, tasks, on_progress)
+        outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
+    except Stopped as stopped:
+        _roll_back_cancelled(base_path, c, lock)
+        raise Cancelled(c, f"compaction {c} cancelled after {stopped.done} of {len(tasks)} file groups; its plan "
+                           "was rolled back and nothing was committed") from None
     except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
         found = integrity.found_in(exc)
         if found is not None:
@@ -169,7 +175,17 @@ def _remedy(c: str, state: str) -> str:
             "remove the blocks, then schedule again.")
 
 
-def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[dict]:
+def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None:
+    """Undo a cancelled run's plan (base files written so far included) under the table lock; the
+    compaction lock is ours already, so no other run of the plan can be writing."""
+    from engine.services.rollback import rollback_locked
+
+    with holding(table_lock_of(base_path, lock), f"roll back cancelled compaction {c}"):
+        rollback_locked(base_path, c)
+
+
+def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None,
+                 should_stop: Callable[[], bool] | None = None) -> list[dict]:
     """One Spark task per file group; each finished group counts towards the progress."""
     if not tasks:
         return []
@@ -182,7 +198,7 @@ def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[
 
         return sc.parallelize(tasks, len(tasks)).map(one).collect()
 
-    return counted(sc, run, on_progress, len(tasks), "file groups")
+    return counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
 
 
 def _pick(timeline: Timeline, instant: str | None):

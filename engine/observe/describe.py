@@ -16,9 +16,9 @@ from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
 from engine.read.fsview import FileSlice, FileSystemView
 from engine.services import integrity
-from engine.results import (FileGroupInfo, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription,
-                             from_ms)
-from engine.timeline.instants import Timeline
+from engine.results import (FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo,
+                             TableDescription, from_ms)
+from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 
 
 def instant_infos(timeline: Timeline) -> list[InstantInfo]:
@@ -26,6 +26,24 @@ def instant_infos(timeline: Timeline) -> list[InstantInfo]:
     return [InstantInfo(instant=i.timestamp, action=i.action, state=i.state.value,
                         time=from_ms(instant_to_millis(i.timestamp)) if is_instant(i.timestamp) else None)
             for i in timeline.instants]
+
+
+def instant_details(timeline: Timeline) -> list[InstantDetail]:
+    """`instant_infos` with the files, records and bytes each completed commit wrote (from its metadata)."""
+    out = []
+    for info, inst in zip(instant_infos(timeline), timeline.instants):
+        detail = InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time)
+        if inst.state is State.COMPLETED and inst.action in COMMIT_ACTIONS:
+            stats = timeline.commit_metadata(inst).write_stats
+            detail.files, detail.records = len(stats), sum(s.num_writes for s in stats)
+            detail.deletes = sum(s.num_deletes for s in stats)
+            detail.bytes = sum(s.total_write_bytes or s.file_size for s in stats)
+            if inst.action == "commit":   # a completed compaction
+                detail.log_files_compacted = sum(s.total_log_files_compacted for s in stats)
+                detail.log_bytes_compacted = sum(s.total_log_size_compacted for s in stats)
+                detail.records_updated = sum(s.total_updated_records_compacted for s in stats)
+        out.append(detail)
+    return out
 
 
 def describe_table(base_path: str) -> TableDescription:

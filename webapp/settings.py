@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine import split_locations
+
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -111,8 +113,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = STATE_DIR / "static"
 
 # --- Tidemark ----------------------------------------------------------------------------------
-TIDEMARK_TABLE_ROOTS = [str(Path(p).resolve()) for p in
-                        os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")).split(os.pathsep) if p]
+# Local folders and object-store prefixes (s3://bucket/prefix), separated by ":" or ",".
+TIDEMARK_TABLE_ROOTS = split_locations(os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")))
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Alerts (webapp/alerts): links in alerts start with the dashboard's public URL; email goes through Django's

@@ -6,7 +6,7 @@ lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from django.db import transaction
@@ -87,10 +87,22 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
         raise inputs.InvalidInput(f"the table at {path} is already registered as {same.name!r}")
     engine_table = _engine_table(path)
     values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
+    values = replace(values, carry_over=_carry_over_for(path, inputs.parse_carry_over(data.get("carry_over"))))
     table = RegisteredTable.objects.create(name=name, path=path, created_by=user, **asdict(values))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
+
+
+def _carry_over_for(path: str, asked: str | None) -> str:
+    """Object stores have no links: their tables carry over by (server-side) copy; symlink is refused."""
+    from engine import is_object_store
+
+    if not is_object_store(path):
+        return asked or "symlink"
+    if asked == "symlink":
+        raise inputs.InvalidInput(f"carry_over symlink is impossible on object storage ({path}); use copy")
+    return "copy"
 
 
 def registered_at(path: str) -> RegisteredTable | None:

@@ -1,8 +1,8 @@
 """One run's life in a worker: queued → running → succeeded | failed | refused, recorded on its Run row.
 
 `perform(run_id)` is the body of every Celery task that changes a table: mark the run running, take the
-table's lease (a refusal when another owner keeps it past the wait), open the table through the engine
-and call the kind's operation with the lease as the engine's lock and a progress callback, record the
+table's lease (a refusal when another owner keeps it past the wait), resolve the table's location and check it
+against the allow-list (tasks.location), open the table there through the engine and call the kind's operation with the lease as the engine's lock and a progress callback, record the
 plan/result JSON, refresh the table's metric sample, record and audit the outcome, release the lease.
 The engine decides everything about the table; this module only records what happened.
 """
@@ -16,6 +16,7 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from engine import Refused, Table, TidemarkError
+from tasks import location as locations
 from tasks import operations, sampling
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
 from tasks.progress import RunProgress
@@ -36,7 +37,11 @@ def perform(run_id: int, task_id: str | None = None) -> str:
         return run.state
     if run.kind == "metrics":
         return _refresh(run)
-    lease = DatabaseLease(run.table_id, owner=run_owner(run.pk))
+    try:
+        lease = DatabaseLease(run.table_id, owner=run_owner(run.pk), path=run.table.path)
+    except ValueError as exc:
+        finish(run, "failed", error=f"ValueError: {exc}")
+        return "failed"
     if not lease.acquire(DEFAULT_WAIT_S):
         finish(run, "refused", **_lock_refusal(run))
         return "refused"
@@ -56,7 +61,7 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
     """Run the kind's engine operation; returns the final state and the run fields to record."""
     progress = RunProgress(run.pk)
     try:
-        table = Table.open(run.table.path)
+        table = Table.open(_location_inside_lease(run, lease))
         outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
     except Refused as refusal:
         return "refused", {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
@@ -72,6 +77,18 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
         return "failed", {**fields, "error": "lease lost while running (its heartbeat could not renew it); "
                                              "check the table with a recover run"}
     return "succeeded", fields
+
+
+def _location_inside_lease(run: Run, lease: DatabaseLease) -> str:
+    """Where the engine works: the registered path resolved now, under the lease, checked against the
+    allow-list and against the location the lease guards (Refused otherwise). The engine is opened at
+    this resolved location, so a link swapped later cannot redirect the run."""
+    location = locations.checked(run.table.path)
+    if location != lease.location:
+        raise Refused(locations.LOCATION_CHANGED,
+                      f"table path {run.table.path} now resolves to {location}, not {lease.location} as when its "
+                      "lease was taken; nothing was done")
+    return location
 
 
 def _lock_refusal(run: Run) -> dict[str, Any]:

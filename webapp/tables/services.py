@@ -98,7 +98,8 @@ def preview(table: RegisteredTable, user, args: inputs.TriggerArgs) -> dict[str,
     kwargs = args.engine_kwargs()
     if kwargs["threshold"] is None and kwargs["data_latency"] is None and table.data_latency:
         kwargs["data_latency"] = table.data_latency
-    plan = Table.open(table.path).plan_compaction(strategy="event_time", **kwargs).to_dict()
+    # Re-checked on every preview: the registered folder may have been swapped for a link out of the roots.
+    plan = Table.open(inputs.table_path(table.path)).plan_compaction(strategy="event_time", **kwargs).to_dict()
     audit(user, "preview", table=table, outcome="shown",
           detail={"threshold": plan.get("threshold"), "operations": len(plan.get("operations") or [])})
     return {"plan": plan, "partitions": partition_summary(plan)}

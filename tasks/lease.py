@@ -66,9 +66,33 @@ class Holder:
     expires_at: dt.datetime
 
 
+def _process_start(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat field 22); "" when unknown.
+
+    pid + start time name one process for the life of the host, even after its pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
 def owner_name(label: str = "") -> str:
-    """A globally unique owner: `<label>@<host>:<pid>:<random>` (label names the run, e.g. `run:42`)."""
-    return f"{label}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A globally unique owner: `<label>@<host>:<pid>:<start>:<random>` (label names the run, e.g. `run:42`)."""
+    pid = os.getpid()
+    return f"{label}@{socket.gethostname()}:{pid}:{_process_start(pid)}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_dead(owner: str) -> bool:
+    """Known dead: the owner ran on this host and its process (pid and start time) no longer exists.
+
+    False when it cannot be known (another host, an owner name without a start time): such a lease is
+    only ever taken after it expires."""
+    _, _, where = owner.rpartition("@")
+    parts = where.split(":")
+    if len(parts) != 4 or parts[0] != socket.gethostname() or not parts[1].isdigit() or not parts[2]:
+        return False
+    return _process_start(int(parts[1])) != parts[2]
 
 
 def run_owner(run_id: int) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine import Table, TableLock
+from engine import Refused, Table, TableLock
 
 from webapp.tables.models import Run
 
@@ -46,8 +46,26 @@ def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress
     planned = schedule(table, run, lock, progress)
     # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
-    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)
+    try:
+        result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)
+    except Refused:
+        raise   # the lease was lost or the table moved on: nothing of ours to undo, and no lock to undo it
+    except Exception:
+        _withdraw_plan(table, run, planned.instant or "", lock)
+        raise
     return Outcome(instant=result.instant, plan=planned.plan, result=result.to_dict())
+
+
+def _withdraw_plan(table: Table, run: Run, instant: str, lock: TableLock) -> None:
+    """This run made the plan and could not carry it out (e.g. its Spark JVM died): roll it back at once, so
+    a failed start never leaves a plan that refuses every later trigger. Recorded on the run (`result`),
+    so the table page does not offer it any more; a rollback that fails too is left to a recover run."""
+    try:
+        undone = table.rollback(instant, lock=lock).to_dict()
+    except Exception as exc:  # the original failure is what the run reports
+        Run.objects.filter(pk=run.pk).update(result={"withdrawn_plan": None, "withdraw_error": f"{type(exc).__name__}: {exc}"})
+        return
+    Run.objects.filter(pk=run.pk).update(result={"withdrawn_plan": instant, "rollback": undone})
 
 
 def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
@@ -69,6 +87,7 @@ def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
     result = table.recover(lock=lock).to_dict()
     abandoned = _abandoned_plans(table, run)
     result["abandoned_plans"] = [table.rollback(instant, lock=lock).to_dict() for instant in abandoned]
+    result["rolled_back_plans"] = abandoned   # the instants the table page must stop offering
     result["changed"] = bool(result["changed"] or abandoned)
     return Outcome(result=result)
 

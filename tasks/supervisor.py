@@ -110,7 +110,7 @@ class Child:
         if now - self.started_at >= HEALTHY_AFTER_S:
             self.backoff_s = 1.0
         self.restart_at = now + self.backoff_s
-        log(f"{self.name} exited with {code}; restarting in {self.backoff_s:g} s (web, worker and beat others keep running)")
+        log(f"{self.name} exited with {code}; restarting in {self.backoff_s:g} s (the others keep running)")
         self.backoff_s = min(self.backoff_s * 2, max_backoff_s)
 
     def stop(self, grace_s: float) -> None:

@@ -63,13 +63,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.hygiene.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.accounts.middleware.RefusalAuditMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "webapp.accounts.middleware.RoleRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+CSRF_FAILURE_VIEW = "webapp.accounts.middleware.csrf_failure"
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
@@ -128,6 +133,7 @@ TIDEMARK_TABLE_ROOTS = [str(Path(p).resolve()) for p in
                         os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")).split(os.pathsep) if p]
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_OPEN = _flag("TIDEMARK_METRICS_OPEN", False)   # /metrics without a token only when asked for
 
 # --- Celery (owned by tasks/; read by tasks/__init__.py through namespace "CELERY") ----------------
 # Redis (or any kombu URL) in production; kombu's filesystem broker under the state folder by default,
@@ -163,9 +169,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
 _LEASE_TTL_S = float(os.environ.get("TIDEMARK_LEASE_TTL", "30"))
-CELERY_VISIBILITY_TIMEOUT_S = max(60.0, 4 * _LEASE_TTL_S)
+TIDEMARK_VISIBILITY_TIMEOUT_S = max(60.0, 4 * _LEASE_TTL_S)
 if not CELERY_BROKER_URL.startswith("filesystem://"):
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_VISIBILITY_TIMEOUT_S}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": TIDEMARK_VISIBILITY_TIMEOUT_S}
 # A run still queued after this long (no worker took it: all dead, or its message lost) is failed by the
 # sweep and never executed later (Airflow's task_queued_timeout).
 TIDEMARK_QUEUED_TIMEOUT_S = float(os.environ.get("TIDEMARK_QUEUED_TIMEOUT", "600"))

@@ -1,6 +1,7 @@
 """One physical table registered under two names (its folder and a symlinked alias), triggered through
-both at the same moment on two workers: the test holds the table's lease(s) until both runs are waiting for
-it, then lets go, so both workers contend at once whatever the broker's polling. The lease belongs to the table's location, so exactly one plan
+both at the same moment on two workers: the test holds the table's lease(s) until both runs are waiting
+for it, then lets go, so both workers contend at once whatever the broker's polling. The lease belongs to
+the table's location, so exactly one plan
 lands on the timeline and the other trigger is refused — in every trial, on both deployments."""
 from __future__ import annotations
 
@@ -41,7 +42,8 @@ def test_two_registrations_of_one_path_never_make_two_plans(stack_env, flights_t
             held = [gate for gate in gates if gate.acquire(0)]
             for run, queue in zip(runs, queues):
                 jobs.schedule.apply_async(args=[run.pk], queue=queue)
-            wait_until(lambda: Run.objects.filter(pk__in=[r.pk for r in runs], state="running").count() == 2,
+            ids = [r.pk for r in runs]
+            wait_until(lambda: Run.objects.filter(pk__in=ids, state="running").count() == 2,  # noqa: B023
                        120, "both runs to wait for the lease")
             time.sleep(0.5)
             for gate in held:

@@ -23,7 +23,8 @@ def outcomes(flights):
     Run.objects.create(table=flights, kind="clean", state="succeeded")  # not a compaction
 
 
-def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes):
+def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes, settings):
+    settings.METRICS_OPEN = True
     response = client.get("/metrics")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
     values = samples(response.content.decode())
@@ -47,3 +48,11 @@ def test_metrics_token_when_configured(outcomes, settings):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+def test_metrics_are_closed_without_a_token_unless_opened(outcomes, settings):
+    settings.METRICS_TOKEN, settings.METRICS_OPEN = "", False
+    refused = Client().get("/metrics")
+    assert refused.status_code == 403 and b"METRICS_TOKEN" in refused.content
+    settings.METRICS_OPEN = True
+    assert Client().get("/metrics").status_code == 200

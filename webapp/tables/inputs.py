@@ -17,6 +17,9 @@ from django.utils.dateparse import parse_datetime
 from engine import TidemarkError, latency_ms
 
 
+PATH_MAX = 1000   # RegisteredTable.path's column
+
+
 class InvalidInput(ValueError):
     """User input that cannot be used; the message is shown to the user as is."""
 
@@ -103,6 +106,10 @@ def table_path(raw: Any) -> str:
     cannot smuggle a path out of the allow-list)."""
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput("path is required (the table's base path)")
+    if "\x00" in raw:
+        raise InvalidInput("path contains a NUL byte")
+    if len(raw) > PATH_MAX:
+        raise InvalidInput(f"path is {len(raw)} characters long; at most {PATH_MAX} are allowed")
     path = Path(raw.strip()).expanduser()
     if not path.is_absolute():
         raise InvalidInput(f"path {raw!r} must be absolute")

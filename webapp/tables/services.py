@@ -15,6 +15,7 @@ from django.utils.text import slugify
 from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 
+NAME_MAX = RegisteredTable._meta.get_field("name").max_length
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
 
 
@@ -64,6 +65,8 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise inputs.InvalidInput("name is required")
+    if len(name) > NAME_MAX:
+        raise inputs.InvalidInput(f"name is {len(name)} characters long; at most {NAME_MAX} are allowed")
     if slugify(name) != name:
         raise inputs.InvalidInput(f"name {name!r} must be a slug (lower-case letters, digits, - and _)")
     if RegisteredTable.objects.filter(name=name).exists():

@@ -67,14 +67,18 @@ class Holder:
 
 
 def _process_start(pid: int) -> str:
-    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat field 22); "" when unknown.
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat field 22); "" when unknown or
+    when the process is gone — a zombie (killed, not yet reaped) counts as gone.
 
     pid + start time name one process for the life of the host, even after its pid is reused."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
         return ""
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return ""
+    return fields[19]
 
 
 def owner_name(label: str = "") -> str:

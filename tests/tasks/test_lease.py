@@ -177,3 +177,24 @@ def test_a_symlink_swapped_under_a_held_lease_is_refused_at_the_engine_s_next_lo
         held.acquire(0)
     assert refused.value.reason == "location_changed"
     held.release()
+
+
+def test_an_owner_whose_process_is_gone_is_known_dead(stack_env):
+    """On its own host a lease owner is known dead once its process (pid + start time) is gone, zombie or
+    reaped; an owner on another host, or the living, never is."""
+    from tasks.lease import owner_dead, owner_name
+
+    env = {**os.environ, **stack_env.env}
+    child = subprocess.Popen([sys.executable, "-c", "import django; django.setup(); from tasks.lease import owner_name; "
+                              "print(owner_name('run:1'), flush=True); import time; time.sleep(60)"],
+                             cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+    owner = child.stdout.readline().strip()
+    assert owner.startswith("run:1@") and not owner_dead(owner)
+    child.kill()
+    time.sleep(0.3)
+    assert owner_dead(owner), "a killed (zombie) owner is dead"
+    child.wait()
+    assert owner_dead(owner)
+    assert not owner_dead(owner_name("run:2"))
+    host, pid, start, rand = owner.split("@", 1)[1].split(":")
+    assert not owner_dead(f"run:1@elsewhere:{pid}:{start}:{rand}")

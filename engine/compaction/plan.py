@@ -1,6 +1,6 @@
 """Scheduling a (partial) compaction: pick logs per slice, write `<C>.compaction.requested`.
 
-The plan is a standard HoodieCompactionPlan (facts §3.3) listing, per slice, only the logs to merge in
+The plan is a standard HoodieCompactionPlan (docs/HUDI-FORMAT.md §3.3) listing, per slice, only the logs to merge in
 `deltaFilePaths`, plus the RFC's `symlinkOperations`: the names under which the remaining logs are
 carried into the new slice C (`.<fid>_<C>.log.<k>_<tok>`, k = 2.. in log order). Version 1 is the
 carry-forward log the execution may write (engine.compaction.carry_forward): deletes and winners the new

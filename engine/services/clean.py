@@ -1,6 +1,6 @@
 """Cleaning old file slices of a v6 MOR table, aware of carried-over symlinks, as real Hudi clean instants.
 
-Policies (format facts §6.1, Java CleanPlanner):
+Policies (docs/HUDI-FORMAT.md §6.1, Java CleanPlanner):
 - KEEP_LATEST_COMMITS (default, `hoodie.cleaner.commits.retained`): keep every slice needed to read the table
   as of each of the last N completed commits/deltacommits. With E the earliest commit to retain, a slice is
   cleaned when its base instant is < E, it is not the latest slice, and it is not the newest slice before E.

@@ -5,9 +5,10 @@
 Not part of `make bench` (it runs for half an hour). Builds the flights demo table, starts two warm Celery
 workers (short lease ttl) on PostgreSQL + Redis, and until the time is up draws one step at random:
 a compaction trigger at a random event-time threshold, a clean, a rollback of the newest compaction, a
-recover, or a kill: a compaction is requested and, once it runs, its worker's whole process group (main,
-pool child, Spark JVM) is killed with SIGKILL; the worker is restarted and recover runs are requested until
-one succeeds and no compaction is pending ("time to recover" is measured from the kill to that moment).
+recover, or a kill: a compaction is requested and, once it runs, the whole process group of the worker
+holding its lease (main, pool child, Spark JVM) is killed with SIGKILL; recover runs are requested (the surviving worker takes them)
+until one succeeds and no compaction is pending ("time to recover" is measured from the kill to that
+moment), then the killed worker is restarted.
 After every step the table's snapshot is read by Tidemark and by hudi 0.5.0 (hudi-rs) and both must equal
 the snapshot before the soak (no step changes the table's logical content).
 Reports runs by state, kills survived, mean/max time to recover and snapshot mismatches as one JSON line.
@@ -73,6 +74,20 @@ class Soak:
 
         return [c.instant for c in Table.open(str(self.path)).compactions() if c.state != "completed"]
 
+    def worker_running(self, run_id: int) -> str | None:
+        """The worker whose pool process holds the run's lease (its owner names the pid), if any yet."""
+        from webapp.tables.models import TableLease
+
+        owner = TableLease.objects.filter(owner__startswith=f"run:{run_id}@").values_list("owner", flat=True).first()
+        if owner is None:
+            return None
+        pid = owner.split("@", 1)[1].split(":")[1]
+        try:
+            pgid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+        except (OSError, ValueError, IndexError):
+            return None
+        return next((name for name, proc in self.stack.processes.items() if proc.pid == pgid), None)
+
     def step(self, kind: str) -> None:
         if kind == "trigger":
             wait_final(request(self.table, "schedule_execute", threshold=random_threshold(self.rng)).pk, 600)
@@ -98,23 +113,27 @@ class Soak:
                 break
             time.sleep(0.1)
         time.sleep(self.rng.uniform(0, 1.5))   # somewhere in planning or compacting
-        if Run.objects.get(pk=run.pk).state != "running":
+        name = self.worker_running(run.pk)
+        if name is None or Run.objects.get(pk=run.pk).state != "running":
+            wait_final(run.pk, 600)
             return   # finished (or refused) before the kill: nothing to survive
-        name = self.rng.choice(["w1", "w2"])
         victim = self.stack.processes[name]
-        os.killpg(victim.pid, signal.SIGKILL)
+        os.killpg(victim.pid, signal.SIGKILL)   # the worker, its pool child and their Spark JVM
         victim.wait()
         self.stack.processes.pop(name)
         killed_at = time.monotonic()
         self.kills += 1
         log(f"  killed {name} during run {run.pk}")
-        self.stack.start_worker(name, extra_env={"TIDEMARK_LEASE_TTL": "10"})
-        while True:
+        refusals = 0
+        while True:   # served by the surviving worker at once
             recovered = wait_final(request(self.table, "recover").pk, 600)
             if recovered.state == "succeeded" and not self.pending():
                 break
+            refusals += 1
             time.sleep(1)
         self.recover_times.append(time.monotonic() - killed_at)
+        log(f"  recovered {time.monotonic() - killed_at:.1f} s after the kill ({refusals} recover(s) refused first)")
+        self.stack.start_worker(name, extra_env={"TIDEMARK_LEASE_TTL": "10"})
 
 
 def main() -> None:
@@ -159,9 +178,14 @@ def main() -> None:
         from webapp.tables.models import Run
 
         by_state = dict(Run.objects.exclude(kind="metrics").values_list("state").annotate(n=Count("id")))
+        why: dict[str, int] = {}
+        for kind, state, reason, error in (Run.objects.exclude(kind="metrics").filter(state__in=("failed", "refused"))
+                                           .values_list("kind", "state", "refusal_reason", "error")):
+            key = f"{kind} {state}: {reason or error.splitlines()[0][:90] if error else reason}"
+            why[key] = why.get(key, 0) + 1
         emit("soak_control_plane", {
             "backend": args.backend, "minutes": args.minutes, "seed": args.seed, "steps": steps,
-            "runs_by_state": by_state, "kills": soak.kills, "kills_survived": survived,
+            "runs_by_state": by_state, "failed_or_refused_because": why, "kills": soak.kills, "kills_survived": survived,
             "mean_time_to_recover_s": round(statistics.mean(soak.recover_times), 1) if soak.recover_times else None,
             "max_time_to_recover_s": round(max(soak.recover_times), 1) if soak.recover_times else None,
             "snapshot_checks": sum(steps.values()), "snapshot_mismatches": mismatches,

@@ -19,13 +19,14 @@ STATE ?= $(CURDIR)/state
 DEMO_BATCHES ?= 12
 export TIDEMARK_STATE_DIR ?= $(STATE)
 
-# migrate, load + register the flights demo table (once), create the demo users (passwords printed when
-# they are created; later runs keep them), then web (gunicorn, bounded workers × threads) + worker + beat
-# in one terminal, supervised: a process that dies is restarted; Ctrl-C stops them gracefully (running runs
-# finish first). Served on localhost; DJANGO_ALLOWED_HOSTS names other host names (tasks/supervisor.py).
+# migrate, load + register the flights demo table (once, catalog sync on), create the demo users (passwords
+# printed when they are created; later runs keep them), then a Hive metastore + web (gunicorn, bounded
+# workers × threads) + worker + beat in one terminal, supervised: a process that dies is restarted; Ctrl-C
+# stops them gracefully (running runs finish first). Served on localhost; DJANGO_ALLOWED_HOSTS names other
+# host names (tasks/supervisor.py).
 run: setup
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py tidemark_demo --batches $(DEMO_BATCHES)
+	$(BIN)/python manage.py tidemark_demo --batches $(DEMO_BATCHES) --hive-sync
 	$(BIN)/python manage.py tidemark_users
 	$(BIN)/python -m tasks.supervisor
 

@@ -6,6 +6,10 @@
     plan = t.schedule_compaction(data_latency="2h")
     t.run_compaction(plan.instant)
 
+Paths (the table's, inputs, outputs) are resolved here, once, to absolute locations: a relative path means
+the caller's working directory, never an executor's (on a cluster each executor runs in its own folder).
+URIs (`s3://…`) are kept as they are; `file://` URIs become plain absolute paths.
+
 Every operation that changes the timeline takes `lock=` (a `TableLock`; default: the table's file lock)
 and raises `Refused` when the table's state or the lock does not allow it. Long operations take
 `on_progress(done, total, unit)`. Results are dataclasses from `engine.results` with `to_dict()`.
@@ -13,6 +17,9 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import re
+import urllib.parse
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
 
 from engine import results as r
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")   # RFC 3986 scheme, then an authority
 WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 
@@ -38,13 +46,15 @@ class Table:
 
     def __init__(self, config: TableConfig) -> None:
         self._config = config
+        # The catalog sync `create` did (None: the table does not sync); operations return theirs in their result.
+        self.catalog_sync: list[r.CatalogSyncResult] | None = None
 
     # ------------------------------------------------------------------------------------ opening
 
     @classmethod
     def open(cls, path: str) -> Table:
         """The table at `path`; TableNotFoundError when there is none."""
-        return cls(load_table_config(path))
+        return cls(load_table_config(absolute_location(path)))
 
     @classmethod
     def create(cls, path: str, *, name: str, record_keys: Sequence[str], ordering_field: str,
@@ -55,11 +65,13 @@ class Table:
         from engine.config.layout import create_table
         from engine.config.properties import validate_settings
 
-        cfg = create_table(path, name=name, record_keys=list(record_keys), ordering_field=ordering_field,
-                           event_time_field=event_time_field, partition_fields=list(partition_fields or []),
-                           merge_mode=merge_mode, hive_style=hive_style,
+        cfg = create_table(absolute_location(path), name=name, record_keys=list(record_keys),
+                           ordering_field=ordering_field, event_time_field=event_time_field,
+                           partition_fields=list(partition_fields or []), merge_mode=merge_mode, hive_style=hive_style,
                            settings=validate_settings(dict(settings or {})))
-        return cls(cfg)
+        table = cls(cfg)
+        table.catalog_sync = _sync_after(table.path, "create")
+        return table
 
     @property
     def path(self) -> str:
@@ -99,10 +111,11 @@ class Table:
             raise ConfigError(f"unknown operation {operation!r}; use {', '.join(WRITE_OPERATIONS)}")
         self._reload()
         if isinstance(source, str):
-            out = pipeline.write_file(self.path, source, operation, settings, lock=lock, on_progress=on_progress)
+            out = pipeline.write_file(self.path, absolute_location(source), operation, settings, lock=lock,
+                                      on_progress=on_progress)
         elif isinstance(source, (list, tuple)):
-            out = pipeline.write_parquet(self.path, [str(p) for p in source], operation, settings, lock=lock,
-                                         on_progress=on_progress)
+            out = pipeline.write_parquet(self.path, [absolute_location(str(p)) for p in source], operation, settings,
+                                         lock=lock, on_progress=on_progress)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
                                            on_progress=on_progress)
@@ -113,7 +126,9 @@ class Table:
                              log_files=out.log_files, file_groups=len({(s["partitionPath"], s["fileId"])
                                                                        for s in out.stats}),
                              committed_at=r.utc(instant_to_millis(out.instant)), action=out.action,
-                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}))
+                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}),
+                             catalog_sync=_sync_after(self.path, "write",
+                                                      partitions={str(s["partitionPath"]) for s in out.stats}))
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
              as_of: str | None = None, output: str | None = None, local: bool = False,
@@ -131,6 +146,7 @@ class Table:
 
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
+            output = absolute_location(output)
             rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress,
                                 skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
@@ -193,7 +209,8 @@ class Table:
         return r.CompactionResult(
             instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
             records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,
-            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms))
+            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms),
+            catalog_sync=_sync_after(self.path, "compaction"))
 
     def rollback(self, instant: str, *, lock: TableLock | None = None,
                  on_progress: Progress | None = None) -> r.RollbackResult:
@@ -205,7 +222,8 @@ class Table:
         return r.RollbackResult(instant=out.instant, deleted_files=out.deleted_files,
                                 removed_instant_files=out.removed_instant_files, action=out.action,
                                 rollback_instant=out.rollback_instant, was_completed=out.was_completed,
-                                rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro)
+                                rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro,
+                                catalog_sync=_sync_after(self.path, "rollback"))
 
     # ------------------------------------------------------------------------------------ services
 
@@ -228,7 +246,8 @@ class Table:
             earliest_instant_to_retain=earliest.timestamp if earliest else None,
             files_to_delete=plan.files_to_delete, deleted=out.deleted, failed=out.failed,
             kept_link_targets=plan.kept_link_targets, skipped_file_groups=plan.skipped_file_groups,
-            errors=plan.errors, resumed=out.resumed, message=out.message)
+            errors=plan.errors, resumed=out.resumed, message=out.message,
+            catalog_sync=None if out.dry_run else _sync_after(self.path, "clean"))
 
     def recover(self, *, lock: TableLock | None = None) -> r.RecoverResult:
         """Finish or undo what crashed operations left (rollbacks, dead writes, stalled compaction runs,
@@ -242,7 +261,37 @@ class Table:
             resumed_rollbacks=[x["instant"] for x in out.resumed_rollbacks], live_writes=out.live_writes,
             reverted_compactions=out.reverted_compactions, running_compactions=out.running_compactions,
             finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
-            removed_files=out.removed_files)
+            removed_files=out.removed_files, catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
+
+    def update_settings(self, settings: Mapping[str, str], *, lock: TableLock | None = None) -> TableConfig:
+        """Store write/sync settings (`--config` keys, e.g. `hoodie.datasource.hive_sync.enable`) in the table's
+        hoodie.properties, under the table lock; ConfigError for an unknown key or a malformed value. Returns
+        the new configuration. Turning catalog sync on does not sync by itself: the next operation, or
+        `sync_catalog()`, does."""
+        from engine.config.properties import save_table_config, validate_settings
+        from engine.lock import FileLock, holding
+
+        checked = validate_settings(dict(settings))
+        with holding(lock or FileLock(self.path), "update the table's settings"):
+            cfg = self._reload()
+            cfg.props.update(checked)
+            save_table_config(cfg)
+        return self._reload()
+
+    def catalog_status(self) -> r.CatalogStatus:
+        """The catalogs the table syncs to (`<db>.<name>_ro` / `_rt`) and how its last sync went."""
+        from engine.catalog.sync import status
+
+        return status(self.path)
+
+    def sync_catalog(self, *, metastore: str | None = None) -> list[r.CatalogSyncResult]:
+        """Register or update `<name>_ro` / `<name>_rt` now in each of the table's catalogs (HiveSyncTool's
+        shape), whether or not `hoodie.datasource.hive_sync.enable` is set: one result per target. `metastore`
+        (thrift://host:port) names the Hive metastore to use; a catalog that fails after the retries is
+        `ok=False` in its result (ConfigError when there is no metastore to sync to)."""
+        from engine.catalog.sync import sync_catalog
+
+        return sync_catalog(self.path, metastore=metastore)
 
     # ------------------------------------------------------------------------------------ observing
 
@@ -292,6 +341,22 @@ class Table:
 
 # ------------------------------------------------------------------------------------------ argument parsing
 
+def absolute_location(path: str) -> str:
+    """`path` as the location every process means by it: relative paths against this process's working
+    directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
+    scheme = _SCHEME.match(path)
+    if scheme:
+        if scheme.group(1).lower() != "file":
+            return path
+        parsed = urllib.parse.urlparse(path)
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigError(f"{path}: a file:// URI must name a local path (file:///…), not host {parsed.netloc!r}")
+        return os.path.abspath(urllib.parse.unquote(parsed.path))
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def threshold_ms(value: Threshold | None) -> int | None:
     """A threshold (tz-aware datetime, ISO-8601 string or epoch millis) as epoch millis."""
     if value is None:
@@ -330,6 +395,13 @@ def latency_ms(value: Latency | None) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------ conversions
+
+def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> list[r.CatalogSyncResult] | None:
+    """The catalog sync an operation owes once committed (never raises; see engine.catalog.sync)."""
+    from engine.catalog.sync import sync_after
+
+    return sync_after(path, reason, partitions=partitions)
+
 
 def _is_dataframe(source: object) -> TypeGuard[DataFrame]:
     from pyspark.sql import DataFrame

@@ -82,6 +82,14 @@ def sample_all_tables() -> list[int]:
     return periodic.sample_all_tables()
 
 
+@shared_task(name="tasks.jobs.sync_owed_catalogs", ignore_result=True)
+def sync_owed_catalogs() -> list[str]:
+    """Retry the catalog sync of every idle table whose last sync failed or never happened."""
+    from tasks import catalog
+
+    return catalog.sync_owed_tables()
+
+
 @shared_task(name="tasks.jobs.sweep_lost_runs", ignore_result=True)
 def sweep_lost_runs() -> list[int]:
     """Mark runs of dead workers failed (their leases lapsed)."""

@@ -19,8 +19,8 @@ from django.db import close_old_connections
 from django.utils import timezone
 
 from engine import Refused, Table, TidemarkError
+from tasks import catalog, operations, sampling, spark_session, sweep
 from tasks import location as locations
-from tasks import operations, sampling, spark_session, sweep
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
 from tasks.progress import RunProgress
 from tasks.records import finish
@@ -58,6 +58,9 @@ def perform(run_id: int, task_id: str | None = None) -> str:
     try:
         state, fields = _call_engine(run, lease)
         if state != "refused":
+            # The engine synced the catalog after what it committed; a sync it could not finish is retried
+            # here, after every run, so the catalog catches up as soon as it answers.
+            catalog.sync_if_owed(run.table)
             # Sampled before the outcome is recorded, so whoever sees the run finished also sees the
             # table's new freshness ("complete up to") and backlog.
             sampling.refresh_quietly(run.table)

@@ -87,6 +87,7 @@ def refresh(table: RegisteredTable) -> MetricSample:
         corrupt_log_blocks=backlog.get("corrupt_log_blocks") or 0,
         sla_breached=sla_breached(table, lag),
         tide=tide,
+        catalog=engine_table.catalog_status().to_dict(),
     )
 
 

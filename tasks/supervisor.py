@@ -14,21 +14,31 @@ The web server is gunicorn with a bounded number of workers × threads (`TIDEMAR
 `TIDEMARK_WEB_THREADS`, default 4): each thread holds at most one database connection, so the web side
 holds at most workers × threads connections (docs/ARCHITECTURE.md, "Database connections").
 
+It also runs a Hive metastore (tasks.metastore: pyspark's jars on Derby in `$TIDEMARK_STATE_DIR/metastore`)
+that tables with catalog sync enabled (the demo table) register `<name>_ro` / `<name>_rt` in: its URI is
+given to web, worker and beat as `TIDEMARK_HIVE_METASTORE_URIS`; it is supervised like them and stops last.
+
 Environment: `TIDEMARK_BIND` (default 0.0.0.0:8000), `TIDEMARK_WORKER_CONCURRENCY` (default 1: one warm
-SparkSession per pool process, and Spark itself uses every core).
+SparkSession per pool process, and Spark itself uses every core); `TIDEMARK_METASTORE_PORT` (default 9083,
+or a free port when 9083 is taken); no embedded metastore when `TIDEMARK_HIVE_METASTORE_URIS` names one
+already or `TIDEMARK_EMBEDDED_METASTORE=0`.
 """
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tasks import metastore
+
 ROOT = Path(__file__).resolve().parents[1]
-STOP_ORDER = ("beat", "worker", "web")     # no new automatic runs, let running ones finish, then the UI
+# No new automatic runs, let running ones finish, then the UI, then the catalog they sync to.
+STOP_ORDER = ("beat", "worker", "web", "metastore")
 HEALTHY_AFTER_S = 60.0                     # up this long: the next crash starts the backoff afresh
 
 
@@ -67,6 +77,29 @@ def commands(bind: str) -> dict[str, list[str]]:
     }
 
 
+def metastore_port() -> int:
+    wanted = int(os.environ.get("TIDEMARK_METASTORE_PORT", "9083"))
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", wanted))
+            return wanted
+        except OSError:
+            if "TIDEMARK_METASTORE_PORT" in os.environ:
+                raise SystemExit(f"TIDEMARK_METASTORE_PORT={wanted} is taken") from None
+    return metastore.free_port()
+
+
+def embedded_metastore() -> tuple[list[str], Path, str] | None:
+    """(command, folder, thrift URI) of the metastore to run, or None when one is configured elsewhere."""
+    if os.environ.get("TIDEMARK_HIVE_METASTORE_URIS") or os.environ.get("TIDEMARK_EMBEDDED_METASTORE") == "0":
+        return None
+    state = Path(os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state")))
+    folder = (state / "metastore").resolve()
+    metastore.write_hive_site(folder)
+    port = metastore_port()
+    return metastore.command(folder, port), folder, f"thrift://127.0.0.1:{port}"
+
+
 def log(message: str) -> None:
     print(f"supervisor: {message}", file=sys.stderr, flush=True)
 
@@ -77,6 +110,8 @@ class Child:
 
     name: str
     argv: list[str]
+    cwd: Path = ROOT
+    log_file: Path | None = None     # None: the supervisor's own terminal
     proc: subprocess.Popen | None = None
     started_at: float = 0.0
     backoff_s: float = 1.0
@@ -87,7 +122,12 @@ class Child:
     def start(self) -> None:
         # Own process group: Ctrl-C in the terminal reaches only the supervisor, which stops each child in
         # order; a final kill of the group also reaches its children (pool processes, Spark's JVM).
-        self.proc = subprocess.Popen(self.argv, cwd=ROOT, start_new_session=True)
+        if self.log_file is None:
+            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, start_new_session=True)
+        else:
+            with open(self.log_file, "ab") as out:
+                self.proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
         self.started_at = time.monotonic()
         self.restart_at = None
         log(f"{self.name} started (pid {self.proc.pid})")
@@ -148,7 +188,14 @@ def main() -> int:
     bind = os.environ.get("TIDEMARK_BIND", "0.0.0.0:8000")
     grace_s = _env_float("TIDEMARK_STOP_GRACE_S", 600)
     max_backoff_s = _env_float("TIDEMARK_RESTART_MAX_S", 30)
-    children = {name: Child(name, argv) for name, argv in commands(bind).items()}
+    children: dict[str, Child] = {}
+    hms = embedded_metastore()
+    if hms is not None:
+        argv, folder, uri = hms
+        children["metastore"] = Child("metastore", argv, cwd=folder, log_file=folder / "metastore.log")
+        os.environ["TIDEMARK_HIVE_METASTORE_URIS"] = uri   # inherited by web, worker and beat
+        print(f"Hive metastore: {uri} (Derby in {folder}; log metastore.log)", flush=True)
+    children.update({name: Child(name, argv) for name, argv in commands(bind).items()})
     signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: the same graceful stop as Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)
     try:
@@ -162,13 +209,15 @@ def main() -> int:
                 child.check(max_backoff_s)
             time.sleep(0.5)
     except _Stop as stop:
-        log(f"{stop}: stopping beat, then the worker (running runs get up to {grace_s:g} s), then web")
+        log(f"{stop}: stopping beat, then the worker (running runs get up to {grace_s:g} s), then web"
+            + (" and the metastore" if "metastore" in children else ""))
     finally:
         # Signals during the stop must not cut it short: the worker may be finishing a compaction.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for name in STOP_ORDER:
-            children[name].stop(grace_s if name == "worker" else 30)
+            if name in children:
+                children[name].stop(grace_s if name == "worker" else 30)
     return 0
 
 

@@ -35,7 +35,7 @@ class Supervisor:
         self.log = stack.state / f"supervisor-{self.queue}.log"
         env = {**os.environ, **stack.env, "TIDEMARK_BIND": f"127.0.0.1:{self.port}", "TIDEMARK_CELERY_QUEUE": self.queue,
                "TIDEMARK_WARM_SPARK": "1" if warm else "0", "TIDEMARK_RESTART_MAX_S": "2", "PYTHONUNBUFFERED": "1",
-               "TIDEMARK_WEB_WORKERS": "1", "TIDEMARK_WEB_THREADS": "2"}
+               "TIDEMARK_WEB_WORKERS": "1", "TIDEMARK_WEB_THREADS": "2", "TIDEMARK_EMBEDDED_METASTORE": "0"}
         self.proc = subprocess.Popen([sys.executable, "-m", "tasks.supervisor"], cwd=REPO, env=env,
                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 

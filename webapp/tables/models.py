@@ -115,6 +115,8 @@ class MetricSample(models.Model):
     corrupt_log_blocks = models.IntegerField(default=0)   # damaged committed blocks: their records are hidden
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
+    # engine.Table.catalog_status(): catalogs, `<db>.<name>_ro/_rt`, the last sync (synced_at, ok, error)
+    catalog = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-taken_at"]

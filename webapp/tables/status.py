@@ -34,6 +34,7 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
         body[key] = sample[key] if sample else None
     if sample:
         body["ro_freshness_time"] = iso(sample["ro_freshness_time"])
+    body["catalog"] = (sample.get("catalog") or None) if sample else None
     body["sla_status"] = status.sla
     body["late_data"] = status.late
     run = status.last_run

@@ -83,7 +83,19 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
+        "catalog": _catalog(sample),
     })
+
+
+def _catalog(sample: MetricSample | None) -> dict | None:
+    """The sampled catalog status with its times parsed; None when the table syncs nowhere."""
+    status = dict(sample.catalog or {}) if sample else {}
+    if not status.get("enabled") and not status.get("synced_at"):
+        return None
+    for key in ("synced_at", "last_ok_at"):
+        value = status.get(key)
+        status[key] = dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    return status
 
 
 def _watched_run(request: HttpRequest, table: RegisteredTable) -> Run | None:

@@ -23,7 +23,7 @@ def fill_locations(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tables', '0002_metricsample_corrupt_log_blocks'),
+        ('tables', '0003_metricsample_catalog'),
     ]
 
     operations = [

@@ -295,3 +295,48 @@ def stop_spark() -> None:
         active = SparkSession.getActiveSession()
         if active is not None:
             active.stop()
+
+
+def session_alive() -> bool:
+    """Whether this process's Spark driver JVM still answers (True when no session was started yet).
+
+    A JVM killed under a live Python process (OOM killer, kill -9) leaves pyspark's globals pointing at a
+    dead gateway: every later call fails with a Py4J connection error. One cheap round trip tells.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return True
+    try:
+        return not sc._jsc.sc().isStopped()
+    except Exception:  # Py4JError / ConnectionError: nobody answers on the gateway's port
+        return False
+
+
+def discard_session() -> None:
+    """Forget a dead (or dying) session so the next `get_spark` starts a fresh JVM.
+
+    `stop()` itself would talk to the dead JVM, so pyspark's process-wide state is reset by hand and the
+    gateway's launcher process, if any is left, is killed.
+    """
+    from pyspark import SparkContext
+
+    with _LOCK:
+        sc = SparkContext._active_spark_context
+        gateway = SparkContext._gateway
+        with contextlib.suppress(Exception):
+            if gateway is not None:
+                gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait(timeout=10)
+        with SparkContext._lock:
+            SparkContext._active_spark_context = None
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+        del sc

@@ -38,6 +38,7 @@ def audit_refusal(request: HttpRequest, reason: str, status: int) -> None:
     user = request.user if getattr(request, "user", None) is not None and request.user.is_authenticated else None
     audit(user, "request.refused", outcome=str(status),
           detail={"method": request.method, "path": request.path, "reason": reason})
+    request.tidemark_audited = True  # type: ignore[attr-defined]  # RefusalAuditMiddleware: once is enough
 
 
 class ErrorResponses:
@@ -78,7 +79,8 @@ class ErrorResponses:
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: the site's 403 page (not Django's bare one), audited with the user."""
-    audit_refusal(request, f"CSRF check failed: {reason}", 403)
+    # Audited by RefusalAuditMiddleware as `refused.csrf`, with this reason.
+    request.tidemark_csrf_failure = reason or "CSRF check failed"  # type: ignore[attr-defined]
     message = "This form has expired or did not come from this site (CSRF check failed). Reload the page and try again."
     if is_api(request):
         return JsonResponse({"error": "CSRF check failed; send the csrftoken cookie's value as X-CSRFToken"},

@@ -25,7 +25,8 @@ def outcomes(flights):
     Run.objects.create(table=flights, kind="clean", state="succeeded")  # not a compaction
 
 
-def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes):
+def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes, settings):
+    settings.METRICS_OPEN = True
     response = client.get("/metrics")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
     values = samples(response.content.decode())
@@ -78,3 +79,11 @@ def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_co
     assert values[("tidemark_compaction_duration_seconds_bucket", (("le", "60.0"), ("table", "flights")))] == 1
     sent = (("event", "run_failed"), ("kind", "webhook"), ("status", "sent"))
     assert values[("tidemark_alert_deliveries_total", sent)] == 2
+
+
+def test_metrics_are_closed_without_a_token_unless_opened(outcomes, settings):
+    settings.METRICS_TOKEN, settings.METRICS_OPEN = "", False
+    refused = Client().get("/metrics")
+    assert refused.status_code == 403 and b"METRICS_TOKEN" in refused.content
+    settings.METRICS_OPEN = True
+    assert Client().get("/metrics").status_code == 200

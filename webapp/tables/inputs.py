@@ -29,6 +29,9 @@ FUTURE_GRACE = dt.timedelta(days=1)
 CONFIRM_FUTURE = "confirm_future"
 
 
+PATH_MAX = 1000   # RegisteredTable.path's column
+
+
 class InvalidInput(ValueError):
     """User input that cannot be used; the message is shown to the user as is. `needs` names the field
     that would make it acceptable (e.g. "confirm_future"), for the form to offer it."""
@@ -182,6 +185,10 @@ def table_path(raw: Any) -> str:
     cannot smuggle a path out of the allow-list)."""
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput("path is required (the table's base path)")
+    if "\x00" in raw:
+        raise InvalidInput("path contains a NUL byte")
+    if len(raw) > PATH_MAX:
+        raise InvalidInput(f"path is {len(raw)} characters long; at most {PATH_MAX} are allowed")
     if is_object_store(raw.strip()) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/", raw.strip()):
         return _object_store_path(raw.strip())
     path = Path(raw.strip()).expanduser()

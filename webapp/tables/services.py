@@ -17,6 +17,7 @@ from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
 
+NAME_MAX = RegisteredTable._meta.get_field("name").max_length
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
 
 
@@ -78,6 +79,8 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
     if not isinstance(name, str) or not name.strip():
         raise inputs.InvalidInput("name is required")
     name = name.strip()
+    if len(name) > NAME_MAX:
+        raise inputs.InvalidInput(f"name is {len(name)} characters long; at most {NAME_MAX} are allowed")
     if slugify(name) != name:
         raise inputs.InvalidInput(f"name {name!r} must be a slug (lower-case letters, digits, - and _)")
     if RegisteredTable.objects.filter(name=name).exists():
@@ -133,7 +136,8 @@ def preview(table: RegisteredTable, user, args: inputs.TriggerArgs) -> dict[str,
     kwargs = args.engine_kwargs()
     if kwargs["threshold"] is None and kwargs["data_latency"] is None and table.data_latency:
         kwargs["data_latency"] = table.data_latency
-    plan = Table.open(table.path).plan_compaction(strategy="event_time", **kwargs).to_dict()
+    # Re-checked on every preview: the registered folder may have been swapped for a link out of the roots.
+    plan = Table.open(inputs.table_path(table.path)).plan_compaction(strategy="event_time", **kwargs).to_dict()
     audit(user, "preview", table=table, outcome="shown",
           detail={"threshold": plan.get("threshold"), "operations": len(plan.get("operations") or [])})
     return {"plan": plan, "partitions": partition_summary(plan)}

@@ -18,7 +18,7 @@ from urllib.parse import unquote, urlparse
 
 from django.conf import settings
 
-from engine import Refused
+from engine import Refused, is_object_store, is_within, resolve_location
 
 OUTSIDE_ROOTS = "outside_roots"
 LOCATION_CHANGED = "location_changed"
@@ -28,6 +28,8 @@ def canonical(path: str) -> str:
     """The physical location of `path`: `file://` URIs become paths, symlinks are resolved, no trailing /."""
     if "\x00" in path:
         raise ValueError(f"table path {path!r} contains a NUL byte")
+    if is_object_store(path):   # no links on a store: the URI itself (no trailing /) is the location
+        return resolve_location(path)
     if path.startswith("file:"):
         path = unquote(urlparse(path).path)
     if not os.path.isabs(path):
@@ -36,10 +38,14 @@ def canonical(path: str) -> str:
 
 
 def roots() -> list[Path]:
-    return [Path(os.path.realpath(r)) for r in settings.TIDEMARK_TABLE_ROOTS]
+    """The local roots, links resolved."""
+    return [Path(os.path.realpath(r)) for r in settings.TIDEMARK_TABLE_ROOTS if not is_object_store(r)]
 
 
 def is_allowed(location: str) -> bool:
+    if is_object_store(location):
+        return any(is_within(location, resolve_location(r)) for r in settings.TIDEMARK_TABLE_ROOTS
+                   if is_object_store(r))
     where = Path(location)
     return any(where == root or root in where.parents for root in roots())
 
@@ -49,5 +55,5 @@ def checked(path: str) -> str:
     location = canonical(path)
     if not is_allowed(location):
         raise Refused(OUTSIDE_ROOTS, f"table path {path} resolves to {location}, outside the allowed table roots "
-                                     f"({os.pathsep.join(map(str, roots()))}); nothing was done")
+                                     f"({', '.join(map(str, settings.TIDEMARK_TABLE_ROOTS))}); nothing was done")
     return location

@@ -32,13 +32,9 @@ def new_error_id() -> str:
 
 
 def audit_refusal(request: HttpRequest, reason: str, status: int) -> None:
-    """An audit entry for a refused request, naming its user (or "anonymous") and what was asked."""
-    from webapp.tables.services import audit
-
-    user = request.user if getattr(request, "user", None) is not None and request.user.is_authenticated else None
-    audit(user, "request.refused", outcome=str(status),
-          detail={"method": request.method, "path": request.path, "reason": reason})
-    request.tidemark_audited = True  # type: ignore[attr-defined]  # RefusalAuditMiddleware: once is enough
+    """Note why a request is refused; RefusalAuditMiddleware writes the one audit row (`refused.<status>` or
+    `refused.csrf`) with this reason, its user (or "anonymous") and what was asked."""
+    request.tidemark_refusal_reason = reason  # type: ignore[attr-defined]
 
 
 class ErrorResponses:

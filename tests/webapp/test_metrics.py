@@ -52,9 +52,10 @@ def test_metrics_token_when_configured(outcomes, settings):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
 
 
-def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_compaction):
+def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_compaction, settings):
     """Hudi's compaction figures under tidemark_ names in base units, compaction duration as a histogram,
     alert delivery counters."""
+    settings.METRICS_OPEN = True
     from webapp.alerts.models import AlertChannel, AlertDelivery
 
     finished_compaction.result = {**finished_compaction.result, "compaction_stats": {

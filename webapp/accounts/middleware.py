@@ -42,7 +42,7 @@ class RefusalAuditMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         response = self.get_response(request)
-        if response.status_code in (401, 403) and not getattr(request, "tidemark_audited", False):
+        if response.status_code in (401, 403):
             _audit_refusal(request, response)
         return response
 
@@ -51,6 +51,7 @@ def _audit_refusal(request: HttpRequest, response: HttpResponse) -> None:
     user = getattr(request, "user", None)
     known = user is not None and user.is_authenticated
     csrf = getattr(request, "tidemark_csrf_failure", None)
+    reason = getattr(request, "tidemark_refusal_reason", None)   # webapp.errors.audit_refusal
     if csrf is None and b"CSRF" in (response.content[:300] if not response.streaming else b""):
         csrf = "CSRF check failed"   # the API's own CSRF check answers JSON naming it
     AuditEvent.objects.create(
@@ -58,4 +59,4 @@ def _audit_refusal(request: HttpRequest, response: HttpResponse) -> None:
         actor=user.get_username() if known else f"anonymous ({request.META.get('REMOTE_ADDR', '')})",
         action="refused.csrf" if csrf else f"refused.{response.status_code}", outcome=str(response.status_code),
         detail={"method": request.method, "path": request.path[:500], "address": request.META.get("REMOTE_ADDR", ""),
-                **({"reason": str(csrf)[:200]} if csrf else {})})
+                **({"reason": str(csrf or reason)[:200]} if csrf or reason else {})})

@@ -44,6 +44,9 @@ SAVEPOINT_PRESENT = "savepoint_present"
 BROKEN_CARRY_OVER = "broken_carry_over"
 UNREADABLE_PLAN = "unreadable_plan"
 FOREIGN_FILE_SYSTEM = "foreign_file_system"
+ALREADY_PUBLISHED = "already_published"   # another writer created the same instant file first
+UNSAFE_PUBLISH = "unsafe_publish"         # a store without conditional put and no lock outside it
+UNSUPPORTED_BY_STORE = "unsupported_by_store"  # e.g. symlink carry-over on an object store
 
 
 class Refused(TidemarkError):
@@ -78,6 +81,16 @@ class RollbackRefused(Refused):
 
 class WriteRefused(Refused):
     """A write cannot start now (an overwrite while a compaction or clustering is pending)."""
+
+
+class Cancelled(TidemarkError):
+    """The caller asked a running compaction to stop (`should_stop`): the file groups being written were
+    finished, no further one started, the inflight plan was rolled back and nothing was committed."""
+
+    def __init__(self, instant: str, message: str) -> None:
+        super().__init__(message)
+        self.instant = instant
+        self.message = message
 
 
 class InputError(TidemarkError):

@@ -113,7 +113,7 @@ class SettingUsed(Result):
     """A setting a compaction plan was made with, and where its value came from."""
 
     value: Any
-    source: str  # "argument" | "table" | "default"
+    source: str  # "argument" | "table" | "default" | "store" (object storage: copy carry-over)
 
 
 @dataclass
@@ -361,6 +361,21 @@ class InstantInfo(Result):
     action: str
     state: str
     time: dt.datetime | None   # the instant time read as a UTC time
+
+
+@dataclass
+class InstantDetail(InstantInfo):
+    """An instant with what its commit metadata says (None where an instant has no commit metadata: a
+    requested or inflight one, a clean, a rollback): files, records, deletes and bytes written."""
+
+    files: int | None = None
+    records: int | None = None       # records written (inserts and updates)
+    deletes: int | None = None       # delete records written
+    bytes: int | None = None
+    # A completed compaction (commit): what Hudi's metrics report for it, from its write stats.
+    log_files_compacted: int | None = None
+    log_bytes_compacted: int | None = None
+    records_updated: int | None = None
 
 
 @dataclass

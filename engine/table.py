@@ -17,16 +17,15 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import urllib.parse
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
 from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
+from engine.io import storage
 from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
@@ -101,6 +100,15 @@ class Table:
     def config(self) -> TableConfig:
         """The table's hoodie.properties as of the last call (re-read by every operation)."""
         return self._config
+
+    @property
+    def default_data_latency(self) -> str | None:
+        """The data latency configured on the table (`hoodie.compaction.event.time.data.latency`), which a
+        trigger given neither a threshold nor a latency plans with; None when none is configured."""
+        from engine.config.resolve import DATA_LATENCY_KEY
+
+        value = self._config.props.get(DATA_LATENCY_KEY, "").strip()
+        return value or None
 
     def _reload(self) -> TableConfig:
         self._config = load_table_config(self.path)
@@ -212,16 +220,19 @@ class Table:
                            projected_completion_ms=planned.projected_completion_ms)
 
     def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
-                       on_progress: Progress | None = None) -> r.CompactionResult:
+                       on_progress: Progress | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> r.CompactionResult:
         """Execute the pending compaction (or `instant`) on Spark and commit it.
 
         One run per table at a time (the compaction lock, never waited for); writers go on meanwhile.
-        `lock`, when given, is held in addition for the whole run.
+        `lock`, when given, is held in addition for the whole run. `should_stop` is polled while file
+        groups are written: once True no further file group starts, the plan is rolled back and
+        `Cancelled` is raised (nothing committed).
         """
         from engine.compaction.execute import run_compaction
 
         self._reload()
-        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress)
+        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop)
         return r.CompactionResult(
             instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
             records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,
@@ -335,6 +346,12 @@ class Table:
 
         return instant_infos(Timeline.load(self.path))
 
+    def timeline_details(self) -> list[r.InstantDetail]:
+        """The active timeline, oldest first, with the files, records and bytes each completed commit wrote."""
+        from engine.observe.describe import instant_details
+
+        return instant_details(Timeline.load(self.path))
+
     def compactions(self) -> list[r.CompactionSummary]:
         """Every compaction on the active timeline (pending or completed), oldest first."""
         from engine.compaction.history import list_compactions
@@ -358,19 +375,12 @@ class Table:
 # ------------------------------------------------------------------------------------------ argument parsing
 
 def absolute_location(path: str) -> str:
-    """`path` as the location every process means by it: relative paths against this process's working
-    directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged."""
+    """`path` as the location every process means by it (`engine.io.storage.resolve`): relative paths against
+    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
+    never a URI taken for a folder name."""
     if not isinstance(path, str) or not path:
         raise ConfigError(f"a path must be a non-empty string, got {path!r}")
-    scheme = _SCHEME.match(path)
-    if scheme:
-        if scheme.group(1).lower() != "file":
-            return path
-        parsed = urllib.parse.urlparse(path)
-        if parsed.netloc not in ("", "localhost"):
-            raise ConfigError(f"{path}: a file:// URI must name a local path (file:///…), not host {parsed.netloc!r}")
-        return os.path.abspath(urllib.parse.unquote(parsed.path))
-    return os.path.abspath(os.path.expanduser(path))
+    return storage.resolve(path)
 
 
 def threshold_ms(value: Threshold | None) -> int | None:
@@ -392,6 +402,21 @@ def threshold_ms(value: Threshold | None) -> int | None:
     raise ConfigError(f"threshold must be a datetime, an ISO-8601 string or epoch millis, got {value!r}")
 
 
+def compaction_threshold(value: Threshold) -> dt.datetime:
+    """A compaction threshold T as `schedule_compaction` accepts it (ISO-8601 string — naive is UTC —,
+    tz-aware datetime or epoch millis, from 1970 to the end of year 9999), as a UTC datetime; ConfigError
+    naming the value otherwise. Callers validating input up front use this, so they refuse exactly what
+    the engine would refuse later."""
+    ms = threshold_ms(value)
+    assert ms is not None
+    if not 0 <= ms <= eventtime.MAX_MS:
+        raise ConfigError(f"threshold {value!r} is out of range: a compaction threshold is an event time "
+                          "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z")
+    when = r.from_ms(ms)
+    assert when is not None
+    return when
+
+
 def latency_ms(value: Latency | None) -> int | None:
     """A duration ("2h"-style string, timedelta or int millis) as millis."""
     if value is None:
@@ -405,8 +430,8 @@ def latency_ms(value: Latency | None) -> int | None:
     if isinstance(value, str):
         try:
             return parse_duration_ms(value)
-        except ValueError as exc:
-            raise ConfigError(f"malformed duration {value!r}: {exc}") from None
+        except ValueError as exc:  # its message already names the value and what is wrong with it
+            raise ConfigError(str(exc)) from None
     raise ConfigError(f"duration must be like '2h', a timedelta or millis, got {value!r}")
 
 

@@ -68,6 +68,16 @@ def dispatch(run_id: int) -> str:
     return task_id
 
 
+@shared_task(name="tasks.jobs.deliver_alert", bind=True, ignore_result=True, max_retries=None)
+def deliver_alert(self, delivery_id: int) -> None:
+    """Send one alert delivery; retried with backoff until it is sent or its attempts are used up."""
+    from webapp.alerts import delivery
+
+    retry_in = delivery.attempt(delivery_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in)
+
+
 # ------------------------------------------------------------------------------------------ periodic
 
 @shared_task(name="tasks.jobs.trigger_due_tables", ignore_result=True)

@@ -6,14 +6,19 @@ as JSON (`.to_dict()`). They never touch the timeline themselves; refusals surfa
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine import Table, TableLock
+from engine import Cancelled, CompactionPlan, Refused, Table, TableLock
 
 from webapp.tables.models import Run
 
 Progress = Callable[[int, int, str], None]
+
+# A trigger whose plan is empty is refused (nothing was written), like one blocked by a pending plan: the
+# operator reads "refused: nothing_to_compact" and the reason, never a failure.
+NOTHING_TO_COMPACT = "nothing_to_compact"
 
 
 @dataclass
@@ -31,23 +36,80 @@ def _schedule_kwargs(run: Run) -> dict[str, Any]:
             "carry_over": run.carry_over or None, "exact": run.exact}
 
 
+def _planned(plan: CompactionPlan) -> CompactionPlan:
+    """The plan when one was written; a Refused(nothing_to_compact) naming the threshold otherwise."""
+    if plan.instant is None:
+        upto = plan.threshold.isoformat().replace("+00:00", "Z") if plan.threshold else "the threshold"
+        raise Refused(NOTHING_TO_COMPACT, f"nothing to compact up to {upto}: no log file of the latest slices "
+                                          "qualifies; no plan written")
+    return plan
+
+
 def schedule(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    plan = table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock)
+    plan = _planned(table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock))
     return Outcome(instant=plan.instant, plan=plan.to_dict())
 
 
+class CancelCheck:
+    """`should_stop` for the engine: has an operator asked to cancel this run? (Read at most once a second:
+    the engine polls it while file groups are written.)"""
+
+    def __init__(self, run_id: int, every_s: float = 1.0) -> None:
+        self.run_id, self.every_s = run_id, every_s
+        self._last, self._answer = 0.0, False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self._answer and now - self._last >= self.every_s:
+            self._last = now
+            self._answer = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+        return self._answer
+
+
 def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress)
+    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress,
+                                  should_stop=CancelCheck(run.pk))
     plan = table.compaction(result.instant)
-    return Outcome(instant=result.instant, plan=plan.to_dict(), result=result.to_dict())
+    return Outcome(instant=result.instant, plan=plan.to_dict(), result=_with_stats(table, result.to_dict()))
 
 
 def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    planned = schedule(table, run, lock, progress)
+    planned = schedule(table, run, lock, progress)  # Refused(nothing_to_compact) before anything is recorded
     # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
-    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)
-    return Outcome(instant=result.instant, plan=planned.plan, result=result.to_dict())
+    # A cancel asked while planning is honoured by the engine before the first file group starts.
+    try:
+        result = table.run_compaction(planned.instant, lock=lock, on_progress=progress,
+                                      should_stop=CancelCheck(run.pk))
+    except (Refused, Cancelled):
+        raise   # lease lost, table moved on, or cancelled (the engine rolled its plan back): nothing to undo here
+    except Exception:
+        _withdraw_plan(table, run, planned.instant or "", lock)
+        raise
+    return Outcome(instant=result.instant, plan=planned.plan, result=_with_stats(table, result.to_dict()))
+
+
+def _with_stats(table: Table, result: dict[str, Any]) -> dict[str, Any]:
+    """The result plus what Hudi's metrics report for a compaction (log files and bytes compacted, records
+    updated), read from its commit's write stats — the figures /metrics sums up."""
+    for instant in table.timeline_details():
+        if instant.instant == result["instant"] and instant.action == "commit":
+            result["compaction_stats"] = {"log_files_compacted": instant.log_files_compacted,
+                                          "log_bytes_compacted": instant.log_bytes_compacted,
+                                          "records_updated": instant.records_updated}
+    return result
+
+
+def _withdraw_plan(table: Table, run: Run, instant: str, lock: TableLock) -> None:
+    """This run made the plan and could not carry it out (e.g. its Spark JVM died): roll it back at once, so
+    a failed start never leaves a plan that refuses every later trigger. Recorded on the run (`result`),
+    so the table page does not offer it any more; a rollback that fails too is left to a recover run."""
+    try:
+        undone = table.rollback(instant, lock=lock).to_dict()
+    except Exception as exc:  # the original failure is what the run reports
+        Run.objects.filter(pk=run.pk).update(result={"withdrawn_plan": None, "withdraw_error": f"{type(exc).__name__}: {exc}"})
+        return
+    Run.objects.filter(pk=run.pk).update(result={"withdrawn_plan": instant, "rollback": undone})
 
 
 def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
@@ -69,6 +131,7 @@ def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
     result = table.recover(lock=lock).to_dict()
     abandoned = _abandoned_plans(table, run)
     result["abandoned_plans"] = [table.rollback(instant, lock=lock).to_dict() for instant in abandoned]
+    result["rolled_back_plans"] = abandoned   # the instants the table page must stop offering
     result["changed"] = bool(result["changed"] or abandoned)
     return Outcome(result=result)
 

@@ -19,6 +19,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from engine import Table, TimelineMark
+from tasks import location as locations
+from tasks import watch
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
@@ -68,13 +70,17 @@ def sla_breached(table: RegisteredTable, lag_seconds: float | None) -> bool:
 def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[TimelineMark, dict[str, Any]]:
     """Freshness, backlog and tide of `table` through the engine, as MetricSample fields (nothing stored),
     with the timeline mark they were read under (`mark`, or taken here first)."""
-    mark = mark or Table.mark(table.path)
-    engine_table = Table.open(table.path)
+    location = locations.checked(table.path)  # the allow-list holds for reads too
+    mark = mark or Table.mark(location)
+    engine_table = Table.open(location)
     fresh = engine_table.freshness().to_dict()
     backlog = engine_table.metrics().to_dict()
     tide = [bucket.to_dict() for bucket in engine_table.tide(bucket=TIDE_BUCKET)]
     completion = _when(fresh.get("ro_completion_time"))
     lag = freshness_lag_seconds(completion, tide)
+    compactions = engine_table.compactions()
+    pending = [c.instant for c in compactions if c.state != "completed"]
+    completed = [c.instant for c in compactions if c.state == "completed"]
     return mark, {
         "ro_completion_time": completion,
         "ro_freshness_time": _when(fresh.get("ro_freshness_time")),
@@ -85,6 +91,8 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
         "pending_compactions": backlog["pending_compactions"],
         "late_records": fresh.get("late_records") or 0,
         "corrupt_log_blocks": backlog.get("corrupt_log_blocks") or 0,
+        "earliest_pending_compaction": min(pending, default=""),
+        "latest_completed_compaction": max(completed, default=""),
         "sla_breached": sla_breached(table, lag),
         "tide": tide,
         "catalog": engine_table.catalog_status().to_dict(),
@@ -92,9 +100,12 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
 
 
 def store(table: RegisteredTable, mark: TimelineMark, fields: dict[str, Any]) -> MetricSample:
-    """Store `fields` as the table's newest sample, with the mark they were read under."""
+    """Store `fields` as the table's newest sample, with the mark they were read under; breaches, late data
+    and corrupt blocks it shows against the previous sample are audited and alerted once (tasks.watch)."""
+    previous = MetricSample.objects.filter(table=table).order_by("-taken_at", "-pk").first()
     sample = MetricSample.objects.create(table=table, taken_at=timezone.now(), **fields)
     SamplingState.objects.filter(table=table).update(mark=mark.digest, newest_instant=mark.newest_instant or "")
+    watch.observe(table, sample, previous)
     return sample
 
 

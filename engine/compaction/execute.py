@@ -8,7 +8,9 @@ and carry the remaining logs into slice C (symlink or byte copy). Every step is 
 run is finished by simply running it again.
 A log to fold that holds a corrupt block of a committed instant stops the run with CorruptLogBlockError before
 anything is written for it: checked from headers on the driver, and by each executor's decode (the only place
-flipped bytes deep inside a block show); nothing is committed or published, and the plan can be rolled back.
+flipped bytes deep inside a block show); nothing is committed or published, and the run rolls its own plan back
+so a plan that cannot run never blocks scheduling and cleaning (unless writes already went into its slice: then
+the plan stays, and the error says why). The error names each damaged file and offset.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import logformat
+from engine.io import storage
 from engine.config import eventtime
 from engine.io.arrow_pool import use_returning_pool
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
@@ -33,13 +36,14 @@ from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
-from engine.errors import CorruptLogBlockError, TidemarkError
+from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
 from engine.services import integrity
+from engine.services.rollback import rollback_locked
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
-from engine.lock import TableLock, ensure_held, holding
-from engine.progress import Progress, counted
+from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, Stopped, counted
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.read.merge import (DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows,
                                conform_to_schema, remaining_log_rows)
@@ -82,6 +86,8 @@ class OpTask:
     row_group_rows: int
     compression: str
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
+    extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
+    log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
 
 
 @dataclass
@@ -113,7 +119,8 @@ class CompactionResult:
 # ------------------------------------------------------------------------------------------- driver
 
 def run_compaction(base_path: str, instant: str | None = None, spark=None, lock: TableLock | None = None,
-                   on_progress: Progress | None = None) -> CompactionResult:
+                   on_progress: Progress | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> CompactionResult:
     """Execute the single pending compaction (or `instant`) and commit it.
 
     One run at a time per table (the compaction lock): two runs of one plan would delete each other's
@@ -121,17 +128,21 @@ def run_compaction(base_path: str, instant: str | None = None, spark=None, lock:
     """
     with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE), \
             (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
-        return _run_locked(base_path, instant, spark, on_progress)
+        return _run_locked(base_path, instant, spark, on_progress, should_stop, lock)
 
 
-def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None) -> CompactionResult:
+def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None,
+                should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
     c = pending.timestamp
     plan = timeline.compaction_plan(c)
     tasks = _tasks(cfg, timeline, c, plan)
-    _check_logs(c, tasks, pending.state.value)
+    try:
+        _check_logs(c, tasks)
+    except CorruptLogBlockError as exc:
+        raise _give_up(base_path, c, lock, f"compaction {c} not run: {exc}", pending.state.value) from None
     if pending.state is State.REQUESTED:
         transition_to_inflight(base_path, c, COMPACTION)
     fault_point("execute", "inflight")
@@ -140,33 +151,62 @@ def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progres
 
         spark = get_spark()
     try:
-        outs = _execute_all(spark.sparkContext, tasks, on_progress)
+        outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
+    except Stopped as stopped:
+        _roll_back_cancelled(base_path, c, lock)
+        raise Cancelled(c, f"compaction {c} cancelled after {stopped.done} of {len(tasks)} file groups; its plan "
+                           "was rolled back and nothing was committed") from None
     except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
         found = integrity.found_in(exc)
         if found is not None:
-            raise CorruptLogBlockError(f"compaction {c} failed, nothing was committed: {found} "
-                                       f"{_remedy(c, 'is inflight')}") from None
+            raise _give_up(base_path, c, lock, f"compaction {c} failed, nothing was committed: {found}",
+                           "inflight") from None
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
                               "back with rollback_compaction") from exc
     fault_point("execute", "tasks")
     return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
 
 
-def _check_logs(c: str, tasks: list[OpTask], state: str) -> None:
+def _check_logs(c: str, tasks: list[OpTask]) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
     changes (the plan is not even moved to inflight)."""
     for task in tasks:
-        bad = integrity.scan_corruption(task.log_paths, task.committed).committed
+        sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
+        bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents, sizes).committed
         if bad:
-            raise integrity.corrupt_error(bad, f"compaction {c} not run", _remedy(c, f"is still {state}"))
+            raise integrity.corrupt_error(bad, "refusing to fold", "")
 
 
-def _remedy(c: str, state: str) -> str:
-    return (f"Compaction {c} {state}: roll it back (tidemark rollback --instant {c}, Table.rollback), repair or "
-            "remove the blocks, then schedule again.")
+def _give_up(base_path: str, c: str, lock: TableLock | None, what: str, state: str) -> CorruptLogBlockError:
+    """A plan that folds a damaged log can never run: roll it back (the run holds the compaction lock; the
+    table lock is the caller's, already held, or the table's file lock, taken here) so scheduling and cleaning
+    go on, and the damaged log stays untouched for repair. Refused (writes went into slice C, which a rollback
+    would orphan), the plan stays and the error says so."""
+    what = what.rstrip(". ")
+    try:
+        if lock is not None:
+            rollback_locked(base_path, c)
+        else:
+            with holding(FileLock(base_path), f"roll back compaction {c}"):
+                rollback_locked(base_path, c)
+    except Refused as exc:
+        return CorruptLogBlockError(
+            f"{what}. Compaction {c} stays {state}: it cannot be rolled back ({exc}). Repair or remove the "
+            "blocks, then run it again.")
+    return CorruptLogBlockError(
+        f"{what}. Compaction {c} was rolled back, so the table can be scheduled and cleaned again; the damaged "
+        "log is untouched: repair or remove the blocks, then schedule again.")
 
 
-def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[dict]:
+def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None:
+    """Undo a cancelled run's plan (base files written so far included) under the table lock; the
+    compaction lock is ours already, so no other run of the plan can be writing."""
+    with holding(table_lock_of(base_path, lock), f"roll back cancelled compaction {c}"):
+        rollback_locked(base_path, c)
+
+
+def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None,
+                 should_stop: Callable[[], bool] | None = None) -> list[dict]:
     """One Spark task per file group; each finished group counts towards the progress."""
     if not tasks:
         return []
@@ -179,7 +219,7 @@ def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[
 
         return sc.parallelize(tasks, len(tasks)).map(one).collect()
 
-    return counted(sc, run, on_progress, len(tasks), "file groups")
+    return counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
 
 
 def _pick(timeline: Timeline, instant: str | None):
@@ -205,22 +245,27 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
     committed = frozenset(t for t in view.committed_instants if t < c)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
+    extents = integrity.CommittedExtents(cfg.base_path, timeline)
+    sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
     out = []
     for op in plan.operations:
         part = op.partition_path
         pdir = view.partition_dir(part)
-        base = os.path.join(pdir, op.data_file) if op.data_file else None
+        base = storage.join(pdir, op.data_file) if op.data_file else None
+        log_paths = tuple(storage.join(pdir, n) for n in op.delta_files)
         out.append(OpTask(
             base_path=cfg.base_path, instant=c, partition_path=part, file_id=op.file_id,
             base_instant=op.base_instant, base_file=base,
-            log_paths=tuple(os.path.join(pdir, n) for n in op.delta_files),
+            log_paths=log_paths, log_sizes=tuple(sizes[p] for p in log_paths) if all(p in sizes for p in log_paths)
+            else (),
             links=tuple((s.symlink, s.target) for s in op.carried),
             carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
             threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
             committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
             compression=str(cfg.setting("hoodie.parquet.compression.codec")),
-            delete_bounds=tuple(bounds.get((part, op.file_id), ()))))
+            delete_bounds=tuple(bounds.get((part, op.file_id), ())),
+            extents=extents))
     return out
 
 
@@ -270,7 +315,7 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
     if promised is not None:  # only an event-time compaction sets the table's published guarantee
         _publish(cfg.base_path, c, promised, completion, freshness)
     fault_point("execute", "published")
-    shutil.rmtree(os.path.join(cfg.base_path, ".hoodie", ".temp", c), ignore_errors=True)
+    storage.remove_tree(storage.join(cfg.base_path, ".hoodie", ".temp", c))
     return result
 
 
@@ -291,11 +336,11 @@ def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str) ->
     """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
     pdir = view.partition_dir(partition)
     logs = []
-    for name in os.listdir(pdir):
-        parsed = parse_log_file_name(name)
+    for entry in storage.list_entries(pdir):
+        parsed = parse_log_file_name(entry.name)
         if parsed and parsed.file_id == file_id and parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
-            path = os.path.join(pdir, name)
-            logs.append(LogFile(name, path, file_id, c, parsed.version, parsed.write_token, os.path.getsize(path)))
+            size = entry.size if not entry.is_link else storage.size(entry.path)   # a link weighs its target
+            logs.append(LogFile(entry.name, entry.path, file_id, c, parsed.version, parsed.write_token, size))
     logs.sort(key=lambda lf: lf.sort_key)
     return FileSlice(partition, file_id, c, None, logs)
 
@@ -320,25 +365,22 @@ def execute_operation(task: OpTask) -> dict:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
     use_returning_pool()
     token = _task_token()
-    pdir = os.path.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
-    temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)
-    os.makedirs(temp_dir, exist_ok=True)
-    logs = read_slice_logs(task.log_paths, task.committed)
+    pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
+    temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
+    storage.make_dirs(temp_dir)
+    logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
     if logs.corrupt:  # folding would supersede the log and lose the block's records for good
         raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
                                       "Folding them would lose these records for good; nothing was written.")
     split = split_slice(logs.items, _following_items(task, pdir), _split_spec(task),
                         base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
-    tmp = os.path.join(temp_dir, name)
-    counts = _write_base(task, split.base_winners, tmp, name)
-    _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
-    os.replace(tmp, os.path.join(pdir, name))
+    counts, size = _write_base_file(task, split, pdir, temp_dir, name)
     spill = _write_carry_forward(task, split, pdir, temp_dir, token)
     fault_point("carry_over", "base_written")
     carry = _carry_over(task, pdir, temp_dir)
     fault_point("carry_over", "linked")
-    stat = _stat(task, name, os.path.getsize(os.path.join(pdir, name)), logs.items, counts)
+    stat = _stat(task, name, size, logs.items, counts)
     return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms}
 
 
@@ -360,14 +402,14 @@ def _following_items(task: OpTask, pdir: str) -> list[LogItem]:
     into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win)."""
     if task.merge_mode != EVENT_TIME_ORDERING:
         return []
-    carried = [os.path.join(pdir, target) for _, target in task.links]
+    carried = [storage.join(pdir, target) for _, target in task.links]
     planned = {link for link, _ in task.links}
     written = []
-    for n in os.listdir(pdir):
+    for n in storage.list_names(pdir):
         parsed = parse_log_file_name(n)
         if (parsed is not None and parsed.file_id == task.file_id and parsed.base_instant == task.instant
                 and parsed.version != CARRY_FORWARD_VERSION and n not in planned):
-            written.append((parsed.version, parsed.write_token, os.path.join(pdir, n)))
+            written.append((parsed.version, parsed.write_token, storage.join(pdir, n)))
     committed = frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
     return read_slice_logs(carried + [p for *_, p in sorted(written)], committed).items
 
@@ -402,7 +444,23 @@ def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.T
         yield conform_to_schema(rest, task.schema)
 
 
-def _write_base(task: OpTask, winners: LogWinners, tmp: str, name: str) -> _Counts:
+def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, name: str) -> tuple[_Counts, int]:
+    """The new base file of slice C, made visible whole: local, written under `.hoodie/.temp` and renamed into
+    the partition; object stores, streamed as a multipart upload that appears only when it completes."""
+    _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
+    dest = storage.join(pdir, name)
+    if storage.is_remote(dest):
+        with storage.open_output(dest) as sink:
+            counts = _write_base(task, split.base_winners, sink, name)
+            size = sink.tell()   # what was uploaded: no HEAD afterwards
+        return counts, size
+    tmp = os.path.join(temp_dir, name)
+    counts = _write_base(task, split.base_winners, tmp, name)
+    os.replace(tmp, dest)
+    return counts, os.path.getsize(dest)
+
+
+def _write_base(task: OpTask, winners: LogWinners, tmp: str | pa.NativeFile, name: str) -> _Counts:
     """Stream the merged rows into `tmp` batch by batch (row groups ≤ `row_group_rows`), never the slice."""
     counts = _Counts()
     codec = "NONE" if task.compression == "none" else task.compression
@@ -444,11 +502,15 @@ def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: s
         return None
     blocks = [_carry_block(task, item) for item in split.carry]
     name = LogFileName(task.file_id, task.instant, CARRY_FORWARD_VERSION, token).name
-    tmp = os.path.join(temp_dir, name)
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
-    os.replace(tmp, os.path.join(pdir, name))
+    dest = storage.join(pdir, name)
+    if storage.is_remote(dest):
+        storage.write_bytes(dest, b"".join(b for pair in blocks for b in pair))   # one PUT: whole or absent
+    else:
+        tmp = os.path.join(temp_dir, name)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
+        os.replace(tmp, dest)
     return f"{task.partition_path}/{name}" if task.partition_path else name
 
 
@@ -486,9 +548,11 @@ def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict]:
     """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept."""
     out = []
     for link, target in task.links:
-        dest = os.path.join(pdir, link)
+        dest = storage.join(pdir, link)
         if task.carry_mode == "symlink":
             _ensure_symlink(dest, target)
+        elif storage.is_remote(dest):
+            _ensure_remote_copy(storage.join(pdir, target), dest)
         else:
             _ensure_copy(os.path.join(pdir, target), dest, os.path.join(temp_dir, link))
         out.append({"partitionPath": task.partition_path, "fileId": task.file_id, "symlink": link,
@@ -515,11 +579,22 @@ def _ensure_copy(src: str, dest: str, tmp: str) -> None:
     os.replace(tmp, dest)  # readers never see a half-copied log
 
 
+def _ensure_remote_copy(src: str, dest: str) -> None:
+    """A server-side copy (S3 CopyObject: no byte passes through this process; the object appears whole).
+    An object already at `dest` is an earlier attempt's copy of the same planned log (the name is the plan's,
+    so nothing else writes it) when its size matches; anything else is refused as locally."""
+    if storage.exists(dest):
+        if storage.size(dest) == storage.size(src):
+            return
+        raise TidemarkError(f"{dest}: exists and differs from {src}, the log it should copy")
+    storage.copy(src, dest)
+
+
 def _remove_stale(pdir: str, predicate) -> None:
     """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible)."""
-    for n in os.listdir(pdir):
+    for n in storage.list_names(pdir):
         if predicate(n):
-            os.unlink(os.path.join(pdir, n))
+            storage.remove(storage.join(pdir, n))
 
 
 def _is_base_of(name: str, file_id: str, instant: str) -> bool:
@@ -535,7 +610,7 @@ def _is_log_of(name: str, file_id: str, instant: str, version: int) -> bool:
 
 def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Counts) -> dict:
     log_records = sum(i.records.num_rows if isinstance(i, DataItem) else len(i.keys) for i in items)
-    log_size = sum(os.path.getsize(p) for p in task.log_paths)
+    log_size = sum(task.log_sizes) if task.log_sizes else sum(storage.size(p) for p in task.log_paths)
     rel = f"{task.partition_path}/{name}" if task.partition_path else name
     superseded = counts.base_rows - counts.base_kept
     stat = write_stat(
@@ -545,6 +620,6 @@ def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Cou
         total_log_records=log_records, total_log_files_compacted=len(task.log_paths),
         total_log_size_compacted=log_size, total_updated_records_compacted=superseded,
         min_event_time=counts.min_et, max_event_time=counts.max_et)
-    stat["prevBaseFile"] = os.path.basename(task.base_file) if task.base_file else None
+    stat["prevBaseFile"] = storage.name_of(task.base_file) if task.base_file else None
     stat["baseFile"] = name
     return stat

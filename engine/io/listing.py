@@ -1,13 +1,17 @@
 """Listing a folder: the one storage call of the change check and of table discovery.
 
 `list_folder` returns the files (name, size, modification time) and the sub-folders directly in a folder
-— what one LIST with delimiter "/" returns on an object store (objects and common prefixes) — so a
-storage layer for `s3://` prefixes replaces this one function.
+— what one LIST with delimiter "/" returns on an object store (objects and common prefixes). An `s3://`
+folder is listed through the storage layer (engine.io.storage.list_entries: one LIST); a local one is
+scanned here, because the change check wants what the storage layer's local listing does not give:
+nanosecond modification times, and dangling links or files vanishing mid-listing skipped, not raised.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+
+from engine.io import storage
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,10 @@ def list_folder(folder: str) -> Listing:
     Symlinks are followed (carried-over logs and linked tables are what they point at); a dangling link
     is neither a file nor a folder.
     """
+    if storage.is_remote(folder):
+        entries = storage.list_entries(folder)
+        return Listing([Entry(e.name, e.size, e.mtime_ms * 1_000_000) for e in entries if not e.is_dir],
+                       [e.name for e in entries if e.is_dir])
     files, folders = [], []
     with os.scandir(folder) as it:
         for item in it:

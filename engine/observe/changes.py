@@ -12,7 +12,7 @@ Sub-folders (`metadata/`, `archived/`, `.aux/`, `.heartbeat/`, `.temp/`) are not
 only alongside an instant file of the active timeline, or (heartbeats) while a writer is alive, which
 says nothing new about committed data.
 
-The listing is engine.io.listing.list_folder, the one storage call a layer for `s3://` prefixes replaces.
+The listing is engine.io.listing.list_folder (a local scan, or one LIST through engine.io.storage for `s3://`).
 """
 from __future__ import annotations
 

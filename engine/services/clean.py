@@ -14,8 +14,14 @@ compactions' `tidemark.carryOver` records) is never deleted, even when its own s
 anything of the latest slices, or anything a pending compaction/clustering plan names (those file groups are
 skipped entirely). A dangling link in a kept slice is an error: the table already lost data there.
 
+Two more files are kept whatever their slice: the log a carried byte copy was made from while the copy holds a
+corrupt block of a committed instant (it may hold the only intact bytes; the clean's message says so), until the
+copy is repaired.
+
 Timeline: `R.clean.requested` (HoodieCleanerPlan) -> `R.clean.inflight` -> `R.clean` (HoodieCleanMetadata).
-A clean interrupted after `requested` is finished by the next `run_clean`, re-checking every file first.
+Symlinks are deleted before every other file, so a clean killed part-way never leaves a link whose target it
+already deleted. A clean interrupted after `requested` is finished by the next `run_clean` (or `recover`),
+re-checking every file first.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.io import storage
 from engine.timeline import avro_models
 from engine.compaction.history import carried_over_entries, compaction_records
 from engine import errors
@@ -33,7 +40,7 @@ from engine.io.faults import fault_point
 from engine.timeline.metadata import CleanPlanRecord
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
-from engine.services import rollback
+from engine.services import integrity, rollback
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.config.properties import load_table_config
 from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
@@ -64,6 +71,7 @@ class CleanPlan:
     kept_link_targets: dict[str, list[str]] = field(default_factory=dict)  # cleaned slices' files kept for links
     skipped_file_groups: list[dict[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # why a file the policy would delete is kept
 
     @property
     def total_files(self) -> int:
@@ -82,7 +90,7 @@ class CleanPlan:
                 "earliest_instant_to_retain": earliest.timestamp if earliest else None,
                 "last_completed_commit": self.last_completed_commit, "total_files": self.total_files,
                 "files_to_delete": self.files_to_delete, "kept_link_targets": self.kept_link_targets,
-                "skipped_file_groups": self.skipped_file_groups, "errors": self.errors}
+                "skipped_file_groups": self.skipped_file_groups, "errors": self.errors, "notes": self.notes}
 
 
 @dataclass
@@ -131,10 +139,13 @@ def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str
     links = _scan_links(view)
     doomed_keys = {_slice_key(s) for s in doomed}
     protected = _protected_paths(view, timeline, lambda key, _link: key in doomed_keys, links, guards, plan.errors)
+    originals = _damaged_copy_originals(view, timeline)
+    protected.update(originals)
     for sl in doomed:
+        plan.notes.extend(originals[_key(p)] for p in _slice_files(sl, links) if _key(p) in originals)
         for path in _slice_files(sl, links):
             bucket = plan.kept_link_targets if _key(path) in protected else plan.files_to_delete
-            bucket.setdefault(sl.partition_path, []).append(os.path.basename(path))
+            bucket.setdefault(sl.partition_path, []).append(storage.name_of(path))
     for bucket in (plan.files_to_delete, plan.kept_link_targets):
         for names in bucket.values():
             names.sort()
@@ -198,17 +209,17 @@ def _pending_service_guards(timeline: Timeline, view: FileSystemView) -> _Guards
         for op in timeline.compaction_plan(inst.timestamp).operations:
             guards.groups[op.key] = f"pending compaction {inst.timestamp}"
             named = [op.data_file, *op.delta_files, *(s.target for s in op.carried)]
-            guards.paths.extend(os.path.join(view.partition_dir(op.partition_path), n) for n in named if n)
+            guards.paths.extend(storage.join(view.partition_dir(op.partition_path), n) for n in named if n)
     for inst in timeline.pending_clustering():
         for part, fid, names in _clustering_slices(timeline, inst):
             guards.groups[(part, fid)] = f"pending clustering {inst.timestamp}"
-            guards.paths.extend(os.path.join(view.partition_dir(part), n) for n in names)
+            guards.paths.extend(storage.join(view.partition_dir(part), n) for n in names)
     return guards
 
 
 def _clustering_slices(timeline: Timeline, inst: Instant) -> list[tuple[str, str, list[str]]]:
     """(partition, fileId, file names) of every input slice of a pending clustering plan."""
-    path = os.path.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
+    path = storage.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
     try:
         meta = timeline.requested_replace(inst.timestamp)
     except TimelineError as exc:
@@ -293,29 +304,59 @@ def _protect_carry_over_records(view: FileSystemView, timeline: Timeline, droppe
                 continue
             key = (entry.partition_path, parsed.file_id, parsed.base_instant)
             pdir = view.partition_dir(key[0])
-            link = os.path.join(pdir, entry.symlink)
+            link = storage.join(pdir, entry.symlink)
             if dropped(key, link):
                 continue
-            if not os.path.lexists(link):
+            if not storage.lexists(link):
                 if key in unclean:
                     errors.append(f"{link}: carried-over symlink recorded by compaction {record.timestamp} is "
                                   f"missing from kept slice {key[2]} of file group {key[1]}")
                 continue   # the slice itself is gone (cleaned earlier): nothing points at the target
-            target = os.path.join(pdir, entry.target)
+            target = storage.join(pdir, entry.target)
             protected.add(_key(target))
             _protect_chain(target, protected, errors, f"target of {entry.symlink}")
+
+
+def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[str, str]:
+    """Keys of the logs that carried byte copies were made from, where the copy holds a corrupt block of a
+    committed instant -> why the original is kept. The original may be the only intact copy of those records:
+    it stays, whatever its slice, until the copy is repaired (or the original is itself damaged, then the one
+    it was copied from too)."""
+    copies: dict[str, str] = {}   # copy path -> original path
+    for record in compaction_records(timeline):
+        for entry in carried_over_entries(record) or []:
+            if entry.mode == "copy" and entry.symlink and entry.target:
+                pdir = view.partition_dir(entry.partition_path)
+                copies[storage.join(pdir, entry.symlink)] = storage.join(pdir, entry.target)
+    present = [p for p in copies if storage.is_file(p) and not storage.is_link(p)]
+    if not present:
+        return {}
+    extents = integrity.CommittedExtents(view.base_path, timeline)
+    out: dict[str, str] = {}
+    for copy in present:
+        cur = copy
+        while cur in copies and _damaged(cur, view.committed_instants, extents):
+            original = copies[cur]
+            out[_key(original)] = (f"kept {original}: carried copy {cur} holds a corrupt block of a committed "
+                                   "instant and this is the log it was copied from; repair the copy, then clean again")
+            cur = original
+    return out
+
+
+def _damaged(path: str, committed: set[str], extents: integrity.CommittedExtents) -> bool:
+    return storage.is_file(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
 
 
 def _protect_chain(path: str, protected: set[str], errors: list[str], where: str) -> None:
     """Protect every hop behind a symlink; a dangling or looping link is an error."""
     seen = {_key(path)}
     cur = path
-    while os.path.islink(cur):
+    while storage.is_link(cur):
         target = os.readlink(cur)
-        nxt = os.path.join(os.path.dirname(cur), target)   # relative to the link's dir; absolute stays
+        nxt = storage.join(storage.parent(cur), target)   # relative to the link's dir; absolute stays
         key = _key(nxt)
         protected.add(key)
-        if key in seen or not os.path.lexists(nxt):
+        if key in seen or not storage.lexists(nxt):
             errors.append(f"{cur}: dangling symlink to {target!r} ({where})")
             return
         seen.add(key)
@@ -325,6 +366,8 @@ def _protect_chain(path: str, protected: set[str], errors: list[str], where: str
 def _scan_links(view: FileSystemView) -> dict[SliceKey, list[str]]:
     """Every symlinked log per slice, dangling ones included (the file-system view skips those)."""
     out: dict[SliceKey, list[str]] = {}
+    if not storage.supports_links(view.base_path):
+        return out   # object stores: carry-over is by copy, there are no links
     for partition in view.partitions():
         with os.scandir(view.partition_dir(partition)) as entries:
             for entry in entries:
@@ -350,11 +393,13 @@ def _slice_key(sl: FileSlice) -> SliceKey:
 
 def _key(path: str) -> str:
     """Identity of a directory entry: its real parent dir plus its own name (the entry is not followed)."""
+    if storage.is_remote(path):
+        return path
     return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
 
 
 def _join(base_path: str, partition: str, name: str) -> str:
-    return os.path.join(base_path, partition, name) if partition else os.path.join(base_path, name)
+    return storage.join(base_path, partition, name) if partition else storage.join(base_path, name)
 
 
 # -------------------------------------------------------------------------------------------- execution
@@ -380,14 +425,14 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
     plan = plan_clean(base_path, retain_commits=retain_commits, policy=policy, retain_versions=retain_versions)
     result = CleanResult(None, dry_run, plan, resumed=resumed)
     if dry_run:
-        result.message = f"dry run: {plan.total_files} file(s) would be deleted"
+        result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])
         return result
     if plan.errors:
         raise CleanRefused(errors.BROKEN_CARRY_OVER,
                            f"{base_path}: not cleaning, the table has broken carried-over logs: "
                            + "; ".join(plan.errors))
     if not plan.total_files:
-        result.message = "nothing to clean; no clean instant written"
+        result.message = "; ".join(["nothing to clean; no clean instant written", *plan.notes])
         return result
     ensure_held("writing a clean plan")
     result.instant = new_instant_time(after=max(i.timestamp for i in Timeline.load(base_path).instants))
@@ -398,7 +443,7 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
     fault_point("clean", "inflight")
     _execute(base_path, result.instant, plan.policy, plan.earliest_instant_to_retain, plan.last_completed_commit,
              plan.paths_by_partition(), set(), result, on_progress)
-    result.message = f"clean {result.instant}: deleted {result.total_deleted} file(s)"
+    result.message = "; ".join([f"clean {result.instant}: deleted {result.total_deleted} file(s)", *plan.notes])
     return result
 
 
@@ -413,9 +458,8 @@ def _pending_cleans(timeline: Timeline) -> list[Instant]:
 
 def _finish_pending(base_path: str, inst: Instant) -> str:
     """Complete an interrupted clean: delete what its plan lists, except files that became protected."""
-    path = os.path.join(base_path, ".hoodie", instant_file_name(inst.timestamp, CLEAN, State.REQUESTED))
-    with open(path, "rb") as fh:
-        data = fh.read()
+    path = storage.join(base_path, ".hoodie", instant_file_name(inst.timestamp, CLEAN, State.REQUESTED))
+    data = storage.read_bytes(path)
     record = CleanPlanRecord.from_bytes(data)
     if inst.state is State.REQUESTED:
         transition_to_inflight(base_path, inst.timestamp, CLEAN, data)
@@ -426,6 +470,7 @@ def _finish_pending(base_path: str, inst: Instant) -> str:
     view = FileSystemView(base_path, timeline)
     protected = _protected_paths(view, timeline, lambda _key_, link: _key(link) in planned, _scan_links(view),
                                  _pending_service_guards(timeline, view), [])
+    protected.update(_damaged_copy_originals(view, timeline))
     earliest = record.earliest_instant_to_retain
     earliest_inst = Instant(earliest[0], earliest[1], State.COMPLETED) if earliest else None
     result = CleanResult(inst.timestamp, False, CleanPlan(base_path, record.policy, 0, earliest_inst,
@@ -460,13 +505,13 @@ def _execute(base_path: str, instant: str, policy: str, earliest: Instant | None
     started = time.monotonic()
     progress = Reporter(on_progress, sum(len(p) for p in files.values()), "files")
     done = 0
-    for partition, paths in sorted(files.items()):
-        for path in sorted(paths):
-            ok = _key(path) not in protected and _delete(path)
-            bucket = result.deleted if ok else result.failed
-            bucket.setdefault(partition, []).append(os.path.basename(path))
-            done += 1
-            progress.update(done)
+    for partition, path in _deletion_order(files):
+        ok = _key(path) not in protected and _delete(path)
+        bucket = result.deleted if ok else result.failed
+        bucket.setdefault(partition, []).append(storage.name_of(path))
+        done += 1
+        progress.update(done)
+        fault_point("clean", "deleting")
     progress.finish()
     fault_point("clean", "deleted")
     elapsed = int((time.monotonic() - started) * 1000)
@@ -475,10 +520,17 @@ def _execute(base_path: str, instant: str, policy: str, earliest: Instant | None
     fault_point("clean", "completed")
 
 
+def _deletion_order(files: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """Every symlink first, then the other files (each group in path order): a clean killed part-way then never
+    leaves a link whose target it already deleted, so no kept or half-cleaned slice reads as lost data."""
+    pairs = [(partition, path) for partition, paths in sorted(files.items()) for path in sorted(paths)]
+    return [pair for pair in pairs if storage.is_link(pair[1])] + [pair for pair in pairs if not storage.is_link(pair[1])]
+
+
 def _delete(path: str) -> bool:
     """Unlink one file (a symlink itself, never its target); already gone counts as done (resumed cleans)."""
     try:
-        os.unlink(path)
+        storage.remove(path)
     except FileNotFoundError:
         return True
     except OSError:
@@ -501,7 +553,7 @@ def _metadata_record(instant: str, policy: str, earliest: Instant | None, last_c
     """HoodieCleanMetadata; file lists hold names, as Java's PartitionCleanStat does."""
     partitions = {
         p: {"partitionPath": p, "policy": policy,
-            "deletePathPatterns": sorted(os.path.basename(x) for x in paths),
+            "deletePathPatterns": sorted(storage.name_of(x) for x in paths),
             "successDeleteFiles": result.deleted.get(p, []), "failedDeleteFiles": result.failed.get(p, []),
             "isPartitionDeleted": False}
         for p, paths in sorted(files.items())

@@ -80,8 +80,9 @@ def test_a_runs_own_sample_makes_the_next_check_a_skip(stack_env, flights):
     assert (report.skipped, report.sampled) == (1, 0)
 
 
-def test_a_failing_check_is_counted_and_the_chunk_goes_on(stack_env, flights, tmp_path):
-    gone = register(tmp_path / "gone")
+def test_a_failing_check_is_counted_and_the_chunk_goes_on(stack_env, flights, settings):
+    settings.METRICS_OPEN = True   # /metrics is closed without a token unless opened
+    gone = register(flights.parent / f"{flights.name}-gone")   # inside the allowed roots, but no table there
     table = register(flights)
     report = change_sampling.sample_tables([gone.pk, table.pk])
     assert (report.checked, report.failed, report.sampled) == (2, 1, 1)
@@ -94,6 +95,13 @@ def test_a_failing_check_is_counted_and_the_chunk_goes_on(stack_env, flights, tm
     body = Client().get("/metrics").content.decode()
     assert "tidemark_sampling_checks_total 2.0" in body and "tidemark_sampling_failures_total 1.0" in body
     assert f'tidemark_sample_duration_seconds{{table="{table.name}"}}' in body
+
+
+def test_a_table_outside_the_roots_is_refused_by_the_check(stack_env, flights, tmp_path):
+    outside = register(tmp_path / "elsewhere")   # tasks.location: the allow-list holds for checks too
+    report = change_sampling.sample_tables([outside.pk])
+    assert (report.checked, report.failed, report.sampled) == (1, 1, 0)
+    assert "outside the allowed table roots" in state(outside).error
 
 
 def test_fan_out_chunks_run_on_the_sampling_queue(stack, flights, tmp_path, monkeypatch):

@@ -14,8 +14,11 @@ def test_threshold_accepts_iso_and_assumes_utc():
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"threshold": "yesterday"}, "not an ISO-8601"),
-    ({"threshold": 5}, "must be an ISO-8601 date-time string"),
+    ({"threshold": "yesterday"}, "malformed threshold 'yesterday'"),
+    ({"threshold": True}, "must be an ISO-8601 date-time string"),
+    ({"threshold": "1969-12-31T00:00:00Z"}, "out of range"),
+    ({"data_latency": "-2h"}, "^data_latency: malformed duration '-2h': expected"),
+    ({"data_latency": "30000d"}, "out of range: now minus it falls before 1970"),
     ({"data_latency": "2 hours"}, "malformed duration"),
     ({"carry_over": "hardlink"}, "carry_over must be"),
     ({"exact": "maybe"}, "exact must be true or false"),
@@ -49,3 +52,18 @@ def test_table_path_must_stay_inside_the_roots(tmp_path, settings):
         inputs.table_path(str(root / "missing"))
     with pytest.raises(InvalidInput, match="must be absolute"):
         inputs.table_path("relative/path")
+
+
+def test_table_roots_and_paths_on_object_storage(tmp_path, settings):
+    from engine import split_locations
+
+    roots = split_locations(f"{tmp_path}:s3://lake/prod,s3://other")
+    assert roots == [str(tmp_path), "s3://lake/prod", "s3://other"]
+    settings.TIDEMARK_TABLE_ROOTS = roots
+    assert inputs.table_path("s3://lake/prod/flights/") == "s3://lake/prod/flights"
+    assert inputs.table_path("s3://other/t") == "s3://other/t"
+    for outside in ("s3://lake/production/t", "s3://lake/prod/../secret/t", "s3://elsewhere/t"):
+        with pytest.raises(inputs.InvalidInput, match="outside the allowed table roots"):
+            inputs.table_path(outside)
+    with pytest.raises(inputs.InvalidInput, match="missing slash"):
+        inputs.table_path("s3:/lake/prod/t")

@@ -56,10 +56,10 @@ class Defaults:
 
     @classmethod
     def parse(cls, data: dict[str, Any]) -> Defaults:
-        return cls(schedule_minutes=inputs.optional_positive_int(data.get("schedule_minutes"), "schedule_minutes"),
+        return cls(schedule_minutes=inputs.bounded_int(data.get("schedule_minutes"), "schedule_minutes"),
                    data_latency=inputs.parse_latency(data.get("data_latency")),
-                   freshness_sla_minutes=inputs.optional_positive_int(data.get("freshness_sla_minutes"),
-                                                                      "freshness_sla_minutes"),
+                   freshness_sla_minutes=inputs.bounded_int(data.get("freshness_sla_minutes"),
+                                                                "freshness_sla_minutes"),
                    carry_over=inputs.parse_carry_over(data.get("carry_over")) or "symlink")
 
 

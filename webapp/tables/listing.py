@@ -22,10 +22,13 @@ from django.db.models import (Case, Count, Exists, F, FloatField, IntegerField, 
                               Value, When)
 from django.db.models.functions import Coalesce
 
+from django.utils import timezone
+
+from webapp.tables import health
 from webapp.tables.filters import filter_tables
 from webapp.tables.inputs import InvalidInput
 from webapp.tables.models import MetricSample, RegisteredTable, Run
-from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, latest_runs
+from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, failed_last_day, latest_runs
 
 KEY = "sampling__"   # the latest sample's sort/filter keys, copied onto SamplingState (webapp.tables.latest)
 NEVER = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
@@ -51,6 +54,7 @@ SORTS = {
     "bytes": lambda: _number("log_bytes", IntegerField()),
     "slices": lambda: _number("slices", IntegerField()),
     "sla": _sla_rank,
+    "health": lambda: F("health_rank"),   # worst first ascending (annotated by with_health)
 }
 
 
@@ -73,7 +77,41 @@ STATUSES = {
     # its newest run failed, or its change check / sample fails (storage unreadable, table gone);
     # `last_run_state` is annotated by `select` for this filter only
     "failing": lambda: Q(last_run_state=Run.State.FAILED) | Q(sampling__error__gt=""),
+    # critical or warning (webapp.tables.health); `health_rank` is annotated by with_health
+    "unhealthy": lambda: Q(health_rank__lte=health.LEVELS.index("warning")),
 }
+
+
+def _instant_before(seconds: float) -> str:
+    """The greatest Hudi instant at least `seconds` old (instants compare as strings; millis padded)."""
+    return (timezone.now() - dt.timedelta(seconds=seconds)).strftime("%Y%m%d%H%M%S") + "999"
+
+
+def with_health(tables: QuerySet[RegisteredTable]) -> QuerySet[RegisteredTable]:
+    """`tables` annotated with `health_rank`: webapp.tables.health.assess as one SQL expression (the index of
+    its level in health.LEVELS, worst first), so "worst first" sorts and "unhealthy" filters in the database."""
+    if "health_rank" in tables.query.annotations:
+        return tables
+    since = timezone.now() - dt.timedelta(days=1)
+    failed = (Run.objects.filter(table=OuterRef("pk"), state=Run.State.FAILED, queued_at__gte=since)
+              .order_by().values("table").annotate(n=Count("id")).values("n")[:1])
+    pending = f"{KEY}latest_sample__earliest_pending_compaction"
+
+    def pending_for(seconds: float) -> Q:
+        return Q(**{f"{pending}__gt": "", f"{pending}__lte": _instant_before(seconds)})
+
+    def logs_per_slice(bound: float) -> Q:
+        return Q(**{f"{KEY}slices__gt": 0, f"{KEY}log_files__gte": F(f"{KEY}slices") * bound})
+
+    warn, crit = (Q(failed_day__gte=health.FAILED_RUNS_PER_DAY[i]) | pending_for(health.PENDING_PLAN_AGE_S[i])
+                  | logs_per_slice(health.LOGS_PER_SLICE[i]) for i in (0, 1))
+    crit |= Q(**{f"{KEY}corrupt_log_blocks__gt": 0}) | breached()
+    warn |= Q(**{f"{KEY}late_records__gt": 0})
+    rank = health.LEVELS.index
+    return tables.annotate(failed_day=Coalesce(Subquery(failed), Value(0))).annotate(health_rank=Case(
+        When(**{f"{KEY}latest_sample__isnull": True}, then=Value(rank("unknown"))),
+        When(crit, then=Value(rank("critical"))), When(warn, then=Value(rank("warning"))),
+        default=Value(rank("ok")), output_field=IntegerField()))
 
 
 @dataclass
@@ -94,6 +132,8 @@ def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
             raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
         if status == "failing":
             tables = tables.annotate(last_run_state=_last_run_state())
+        if status == "unhealthy":
+            tables = with_health(tables)
         tables = tables.filter(STATUSES[status]())
     return tables
 
@@ -109,12 +149,16 @@ def summary(tables: QuerySet[RegisteredTable]) -> dict[str, int]:
 
 def page(params: Mapping[str, str], limit: int) -> ListPage:
     """One page of the list for ?q= &status= &sort=[-]key &after= | &before= (cursors from earlier pages)."""
-    sort = params.get("sort") or "name"
+    status = params.get("status") or ""
+    sort = params.get("sort") or ("health" if status == "unhealthy" else "name")
     key = sort.lstrip("-")
     if key not in SORTS:
         raise InvalidInput(f"sort must be one of {', '.join(SORTS)} (prefix - for descending), got {sort!r}")
     descending = sort.startswith("-")
-    tables = select(params).annotate(sort_key=SORTS[key]())
+    tables = select(params)
+    if key == "health":
+        tables = with_health(tables)
+    tables = tables.annotate(sort_key=SORTS[key]())
     after, before = params.get("after"), params.get("before")
     if after and before:
         raise InvalidInput("give either after or before, not both")
@@ -136,7 +180,7 @@ def page(params: Mapping[str, str], limit: int) -> ListPage:
     return ListPage(statuses,
                     next_cursor=encode_cursor(rows[-1]["sort_key"], rows[-1]["name"]) if rows and has_next else None,
                     prev_cursor=encode_cursor(rows[0]["sort_key"], rows[0]["name"]) if has_prev else None,
-                    sort=sort, status=params.get("status") or "")
+                    sort=sort, status=status)
 
 
 def _beyond(cursor: tuple[Any, str], descending: bool) -> Q:
@@ -150,10 +194,11 @@ def _statuses(rows: list[dict[str, Any]]) -> list[TableStatus]:
     """The page's tables with their latest samples and runs (two queries for the page's rows only)."""
     ids = [r["id"] for r in rows]
     runs = latest_runs(RegisteredTable.objects.filter(pk__in=ids)) if ids else {}
+    failed = failed_last_day(RegisteredTable.objects.filter(pk__in=ids)) if ids else {}
     sample_ids = [r["sampling__latest_sample_id"] for r in rows if r["sampling__latest_sample_id"] is not None]
     samples = {s["id"]: s for s in MetricSample.objects.filter(id__in=sample_ids).values(*SAMPLE_FIELDS)}
     return [TableStatus({f: row[f] for f in TABLE_FIELDS}, samples.get(row["sampling__latest_sample_id"]),
-                        runs.get(row["id"])) for row in rows]
+                        runs.get(row["id"]), failed.get(row["id"], 0)) for row in rows]
 
 
 def encode_cursor(value: Any, name: str) -> str:

@@ -26,7 +26,7 @@ def sampling_states(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tables', '0003_metricsample_catalog'),
+        ('tables', '0005_lease_by_location'),
     ]
 
     operations = [

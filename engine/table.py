@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
+from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
 from engine.io import storage
 from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
+from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
 from engine.timeline.instants import Timeline
 
@@ -71,6 +73,20 @@ class Table:
         table = cls(cfg)
         table.catalog_sync = _sync_after(table.path, "create")
         return table
+
+    @staticmethod
+    def mark(path: str) -> TimelineMark:
+        """The cheap change check: a fingerprint of `.hoodie/` from one listing, without opening the table.
+
+        Equal marks mean nothing was committed, started or rolled back in between (engine.observe.changes).
+        """
+        return timeline_mark(path)
+
+    @staticmethod
+    def discover(root: str) -> list[FoundTable]:
+        """Every Hudi table at or under `root` (folders with `.hoodie/hoodie.properties`; metadata tables
+        and a table's own partitions are not searched; engine.config.discovery)."""
+        return find_tables(root)
 
     @property
     def path(self) -> str:

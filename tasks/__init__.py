@@ -11,6 +11,7 @@ import os
 
 from celery import Celery
 
+from tasks import queues
 from tasks.beat import beat_schedule
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -18,6 +19,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 app = Celery("tidemark")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.beat_schedule = beat_schedule()
+queues.declare(app)  # runs and samples on separate queues (tasks.queues)
 app.autodiscover_tasks(["tasks"], related_name="jobs")  # every task lives in tasks.jobs
 
 __all__ = ["app"]

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 
+from tasks.queues import sampling_queue
+
 
 def _seconds(env: str, default: float) -> float:
     raw = os.environ.get(env, str(default))
@@ -24,7 +26,10 @@ def beat_schedule() -> dict[str, dict]:
         "trigger-due-tables": {"task": "tasks.jobs.trigger_due_tables",
                                "schedule": _seconds("TIDEMARK_TRIGGER_CHECK_SECONDS", 60)},
         "sample-all-tables": {"task": "tasks.jobs.sample_all_tables",
-                              "schedule": _seconds("TIDEMARK_SAMPLE_SECONDS", 300)},
+                              "schedule": _seconds("TIDEMARK_SAMPLE_SECONDS", 300),
+                              "options": {"queue": sampling_queue()}},
+        "roll-up-samples": {"task": "tasks.jobs.roll_up_samples",
+                            "schedule": _seconds("TIDEMARK_ROLLUP_SECONDS", 3600)},
         "sync-owed-catalogs": {"task": "tasks.jobs.sync_owed_catalogs",
                                "schedule": _seconds("TIDEMARK_CATALOG_SYNC_SECONDS", 60)},
         "sweep-lost-runs": {"task": "tasks.jobs.sweep_lost_runs",

@@ -7,6 +7,8 @@ is detected by the lease sweep and the table repaired with a recover run.
 """
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 
 from celery import shared_task
@@ -15,6 +17,8 @@ from django.db import transaction
 
 from tasks import spark_session  # noqa: F401  (connects the worker-process signals that warm Spark)
 from webapp.tables.models import Run
+
+log = logging.getLogger(__name__)
 
 # The task bodies import the engine-facing modules when they run, so the web process can import
 # `dispatch` without loading the engine (pyarrow, pyspark) it does not need for enqueueing.
@@ -85,11 +89,23 @@ def trigger_due_tables() -> list[int]:
 
 
 @shared_task(name="tasks.jobs.sample_all_tables", ignore_result=True)
-def sample_all_tables() -> list[int]:
-    """Sample every table's metrics and act on SLA breaches; returns the runs the SLA triggered."""
-    from tasks import periodic
+def sample_all_tables() -> int:
+    """Fan the registered tables out in chunks onto the sampling queue; returns the number of chunks."""
+    from tasks import change_sampling
 
-    return periodic.sample_all_tables()
+    return change_sampling.fan_out()
+
+
+@shared_task(name="tasks.jobs.sample_tables", ignore_result=True)
+def sample_tables(table_ids: list[int]) -> dict:
+    """Change-check a chunk of tables, fully sample the changed (and floor-due) ones, act on SLA breaches."""
+    from tasks import change_sampling
+
+    started = time.perf_counter()
+    report = change_sampling.sample_tables(table_ids)
+    log.info("sampling chunk of %d tables took %.2f s: %s", len(table_ids), time.perf_counter() - started, report)
+    return {"checked": report.checked, "sampled": report.sampled, "skipped": report.skipped,
+            "failed": report.failed, "triggered": report.triggered}
 
 
 @shared_task(name="tasks.jobs.sync_owed_catalogs", ignore_result=True)
@@ -113,3 +129,12 @@ def sweep_on_worker_start(**_: object) -> None:
     from tasks import sweep
 
     sweep.sweep_lost_runs()
+
+
+@shared_task(name="tasks.jobs.roll_up_samples", ignore_result=True)
+def roll_up_samples() -> dict:
+    """Roll old samples up into hourly and daily rows and delete the expired (webapp.tables.retention)."""
+    from webapp.tables import retention
+
+    report = retention.roll_up()
+    return {"rolled_hourly": report.rolled_hourly, "rolled_daily": report.rolled_daily, "deleted": report.deleted}

@@ -14,7 +14,6 @@ from django.db import transaction
 from django.utils import timezone
 
 from engine import Refused, Table, TidemarkError
-from tasks import sampling
 from tasks.jobs import dispatch
 from tasks.operations import NOTHING_TO_COMPACT
 from tasks.records import finish
@@ -105,12 +104,8 @@ def record_refusal(table: RegisteredTable, reason: str, message: str, blocking: 
 
 
 def sample_all_tables() -> list[int]:
-    triggered = []
-    for table in RegisteredTable.objects.all().order_by("pk"):
-        sample = sampling.refresh_quietly(table)
-        if sample is None:
-            continue
-        run = check_sla(table, sample)
-        if run is not None:
-            triggered.append(run.pk)
-    return triggered
+    """Every table in this process (change check first; see tasks.change_sampling); returns SLA runs."""
+    from tasks import change_sampling
+
+    ids = RegisteredTable.objects.order_by("pk").values_list("pk", flat=True)
+    return change_sampling.sample_tables(list(ids)).triggered

@@ -18,10 +18,10 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from engine import Table
+from engine import Table, TimelineMark
 from tasks import location as locations
 from tasks import watch
-from webapp.tables.models import MetricSample, RegisteredTable
+from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
 
@@ -67,43 +67,66 @@ def sla_breached(table: RegisteredTable, lag_seconds: float | None) -> bool:
     return sla is not None and lag_seconds is not None and lag_seconds > sla * 60
 
 
-def refresh(table: RegisteredTable) -> MetricSample:
-    """Read freshness, backlog and tide through the engine and store them as the table's newest sample."""
-    engine_table = Table.open(locations.checked(table.path))  # the allow-list holds for reads too
+def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[TimelineMark, dict[str, Any]]:
+    """Freshness, backlog and tide of `table` through the engine, as MetricSample fields (nothing stored),
+    with the timeline mark they were read under (`mark`, or taken here first)."""
+    location = locations.checked(table.path)  # the allow-list holds for reads too
+    mark = mark or Table.mark(location)
+    engine_table = Table.open(location)
     fresh = engine_table.freshness().to_dict()
     backlog = engine_table.metrics().to_dict()
     tide = [bucket.to_dict() for bucket in engine_table.tide(bucket=TIDE_BUCKET)]
     completion = _when(fresh.get("ro_completion_time"))
     lag = freshness_lag_seconds(completion, tide)
-    previous = MetricSample.objects.filter(table=table).order_by("-taken_at", "-pk").first()
     compactions = engine_table.compactions()
     pending = [c.instant for c in compactions if c.state != "completed"]
     completed = [c.instant for c in compactions if c.state == "completed"]
-    sample = MetricSample.objects.create(
-        table=table, taken_at=timezone.now(),
-        ro_completion_time=completion,
-        ro_freshness_time=_when(fresh.get("ro_freshness_time")),
-        freshness_lag_seconds=lag,
-        remaining_log_files=backlog["remaining_log_files"],
-        remaining_log_bytes=backlog["remaining_log_bytes"],
-        file_slices_with_logs=backlog["file_slices_with_logs"],
-        pending_compactions=backlog["pending_compactions"],
-        late_records=fresh.get("late_records") or 0,
-        corrupt_log_blocks=backlog.get("corrupt_log_blocks") or 0,
-        earliest_pending_compaction=min(pending, default=""),
-        latest_completed_compaction=max(completed, default=""),
-        sla_breached=sla_breached(table, lag),
-        tide=tide,
-        catalog=engine_table.catalog_status().to_dict(),
-    )
-    watch.observe(table, sample, previous)  # breaches, late data, corrupt blocks: audited + alerted once
+    return mark, {
+        "ro_completion_time": completion,
+        "ro_freshness_time": _when(fresh.get("ro_freshness_time")),
+        "freshness_lag_seconds": lag,
+        "remaining_log_files": backlog["remaining_log_files"],
+        "remaining_log_bytes": backlog["remaining_log_bytes"],
+        "file_slices_with_logs": backlog["file_slices_with_logs"],
+        "pending_compactions": backlog["pending_compactions"],
+        "late_records": fresh.get("late_records") or 0,
+        "corrupt_log_blocks": backlog.get("corrupt_log_blocks") or 0,
+        "earliest_pending_compaction": min(pending, default=""),
+        "latest_completed_compaction": max(completed, default=""),
+        "sla_breached": sla_breached(table, lag),
+        "tide": tide,
+        "catalog": engine_table.catalog_status().to_dict(),
+    }
+
+
+def store(table: RegisteredTable, mark: TimelineMark, fields: dict[str, Any]) -> MetricSample:
+    """Store `fields` as the table's newest sample, with the mark they were read under; breaches, late data
+    and corrupt blocks it shows against the previous sample are audited and alerted once (tasks.watch)."""
+    previous = MetricSample.objects.filter(table=table).order_by("-taken_at", "-pk").first()
+    sample = MetricSample.objects.create(table=table, taken_at=timezone.now(), **fields)
+    SamplingState.objects.filter(table=table).update(mark=mark.digest, newest_instant=mark.newest_instant or "")
+    watch.observe(table, sample, previous)
     return sample
 
 
-def refresh_quietly(table: RegisteredTable) -> MetricSample | None:
+def same_as(sample: MetricSample | None, fields: dict[str, Any]) -> bool:
+    """`fields` say nothing `sample` did not (a floor sample of an unchanged table)."""
+    return sample is not None and all(getattr(sample, key) == value for key, value in fields.items())
+
+
+def refresh(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample:
+    """Read freshness, backlog and tide through the engine and store them as the table's newest sample.
+
+    The timeline mark (`mark`, or taken here first) is stored with it, so the next change check skips the
+    table unless something happened after this sample started (tasks.change_sampling).
+    """
+    return store(table, *read(table, mark))
+
+
+def refresh_quietly(table: RegisteredTable, mark: TimelineMark | None = None) -> MetricSample | None:
     """`refresh`, logging instead of raising: a run's outcome is already recorded, sampling is extra."""
     try:
-        return refresh(table)
+        return refresh(table, mark)
     except Exception:
         log.exception("could not sample metrics of table %s", table.name)
         return None

@@ -1,11 +1,15 @@
-"""Run the whole control plane in one terminal: web server (gunicorn), Celery worker and Celery beat, supervised.
+"""Run the whole control plane in one terminal: web server (gunicorn), Celery workers (runs; samples) and
+Celery beat, supervised.
 
-`python -m tasks.supervisor` (what `make run` ends with) starts the three processes and prints the URL.
+`python -m tasks.supervisor` (what `make run` ends with) starts the four processes (web, worker, sampler, beat)
+and prints the URL. The sampler is a second Celery worker on the sampling queue only (tasks.queues), with
+no warm Spark, so change checks and samples never wait behind a compaction (`TIDEMARK_SAMPLER_CONCURRENCY`,
+default 1).
 
 - A process that dies is restarted after a backoff (1 s, doubling up to `TIDEMARK_RESTART_MAX_S`, reset once
-  it has stayed up a minute); the other two keep running, so a crashed worker never takes the dashboard
+  it has stayed up a minute); the others keep running, so a crashed worker never takes the dashboard
   down with it, and the dashboard never stays up without a worker for long.
-- Ctrl-C / SIGTERM stops gracefully: beat first (no new automatic runs), then the worker gets one SIGTERM
+- Ctrl-C / SIGTERM stops gracefully: beat first (no new automatic runs), then the sampler, then the worker gets one SIGTERM
   on its main process only — Celery's warm shutdown: it takes no new runs and waits for the running ones —
   for up to `TIDEMARK_STOP_GRACE_S`; only then is its process group (pool children, Spark's JVM) killed.
   The pool children stop their JVMs themselves after their runs. The web server stops last.
@@ -16,7 +20,7 @@ holds at most workers × threads connections (docs/ARCHITECTURE.md, "Database co
 
 It also runs a Hive metastore (tasks.metastore: pyspark's jars on Derby in `$TIDEMARK_STATE_DIR/metastore`)
 that tables with catalog sync enabled (the demo table) register `<name>_ro` / `<name>_rt` in: its URI is
-given to web, worker and beat as `TIDEMARK_HIVE_METASTORE_URIS`; it is supervised like them and stops last.
+given to web, the workers and beat as `TIDEMARK_HIVE_METASTORE_URIS`; it is supervised like them and stops last.
 
 Environment: `TIDEMARK_BIND` (default 0.0.0.0:8000), `TIDEMARK_WORKER_CONCURRENCY` (default 1: one warm
 SparkSession per pool process, and Spark itself uses every core); `TIDEMARK_METASTORE_PORT` (default 9083,
@@ -38,7 +42,7 @@ from tasks import metastore
 
 ROOT = Path(__file__).resolve().parents[1]
 # No new automatic runs, let running ones finish, then the UI, then the catalog they sync to.
-STOP_ORDER = ("beat", "worker", "web", "metastore")
+STOP_ORDER = ("beat", "sampler", "worker", "web", "metastore")
 HEALTHY_AFTER_S = 60.0                     # up this long: the next crash starts the backoff afresh
 
 
@@ -68,10 +72,17 @@ def commands(bind: str) -> dict[str, list[str]]:
            "--graceful-timeout", "10", "--access-logfile", "-"]
     concurrency = str(_env_int("TIDEMARK_WORKER_CONCURRENCY", 1))
     state = os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state"))
+    # the names tasks.queues gives the two queues (computed here without loading Django)
+    runs_queue = os.environ.get("TIDEMARK_CELERY_QUEUE", "tidemark")
+    sampling_queue = os.environ.get("TIDEMARK_SAMPLING_QUEUE") or f"{runs_queue}-sampling"
     return {
         "web": web,
         "worker": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
-                   concurrency, "--without-gossip", "--without-mingle"],
+                   concurrency, "--without-gossip", "--without-mingle", "-Q", runs_queue, "-n", "worker@%h"],
+        # change checks and samples on their own worker (no Spark), never behind a compaction (tasks.queues)
+        "sampler": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
+                    os.environ.get("TIDEMARK_SAMPLER_CONCURRENCY", "1"), "--without-gossip", "--without-mingle",
+                    "-Q", sampling_queue, "-n", "sampler@%h"],
         "beat": [py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO",
                  "--schedule", os.path.join(state, "celerybeat-schedule")],
     }
@@ -112,6 +123,7 @@ class Child:
     argv: list[str]
     cwd: Path = ROOT
     log_file: Path | None = None     # None: the supervisor's own terminal
+    env: dict[str, str] | None = None  # None: the supervisor's own environment
     proc: subprocess.Popen | None = None
     started_at: float = 0.0
     backoff_s: float = 1.0
@@ -123,11 +135,11 @@ class Child:
         # Own process group: Ctrl-C in the terminal reaches only the supervisor, which stops each child in
         # order; a final kill of the group also reaches its children (pool processes, Spark's JVM).
         if self.log_file is None:
-            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, start_new_session=True)
+            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, start_new_session=True, env=self.env)
         else:
             with open(self.log_file, "ab") as out:
                 self.proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
-                                             start_new_session=True)
+                                             start_new_session=True, env=self.env)
         self.started_at = time.monotonic()
         self.restart_at = None
         log(f"{self.name} started (pid {self.proc.pid})")
@@ -193,9 +205,11 @@ def main() -> int:
     if hms is not None:
         argv, folder, uri = hms
         children["metastore"] = Child("metastore", argv, cwd=folder, log_file=folder / "metastore.log")
-        os.environ["TIDEMARK_HIVE_METASTORE_URIS"] = uri   # inherited by web, worker and beat
+        os.environ["TIDEMARK_HIVE_METASTORE_URIS"] = uri   # inherited by web, the workers and beat
         print(f"Hive metastore: {uri} (Derby in {folder}; log metastore.log)", flush=True)
-    children.update({name: Child(name, argv) for name, argv in commands(bind).items()})
+    # the sampling worker needs no Spark (tasks.queues)
+    children.update({name: Child(name, argv, env={**os.environ, "TIDEMARK_WARM_SPARK": "0"} if name == "sampler"
+                                 else None) for name, argv in commands(bind).items()})
     signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: the same graceful stop as Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)
     try:
@@ -203,7 +217,7 @@ def main() -> int:
             child.start()
         host, port = bind.rsplit(":", 1)
         print(f"\nTidemark control plane: http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/  "
-              "(web, worker and beat supervised; Ctrl-C stops them)\n", flush=True)
+              "(web, worker, sampler and beat supervised; Ctrl-C stops them)\n", flush=True)
         while True:
             for child in children.values():
                 child.check(max_backoff_s)

@@ -8,8 +8,8 @@ import datetime as dt
 from django.utils import timezone
 
 from tests.webapp.conftest import sample
-from webapp.tables.health import assess
-from webapp.tables.models import RegisteredTable, Run
+from webapp.tables.health import LEVELS, assess
+from webapp.tables.models import MetricSample, RegisteredTable, Run
 
 NOW = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
 
@@ -47,3 +47,35 @@ def test_health_column_sorts_worst_first(operator_client, flights):
     assert levels == {"flights": "critical", "busy": "warning", "calm": "ok"}
     unhealthy = operator_client.get("/?status=unhealthy").content.decode()
     assert ">calm</a>" not in unhealthy and unhealthy.index(">flights</a>") < unhealthy.index(">busy</a>")
+
+
+def test_the_database_rank_agrees_with_assess(db):
+    """webapp.tables.listing.with_health (the sort and filter in SQL) says what assess says, signal by signal."""
+    from webapp.tables.listing import with_health
+    from webapp.tables.overview import statuses
+
+    now = timezone.now()
+
+    def instant(minutes_ago: float) -> str:
+        return (now - dt.timedelta(minutes=minutes_ago)).strftime("%Y%m%d%H%M%S") + "000"
+
+    cases = {"unsampled": None, "calm": {}, "late": {"late": 2}, "corrupt": {"corrupt": 1},
+             "many-logs": {"files": 10, "slices": 1}, "too-many-logs": {"files": 40, "slices": 1},
+             "pending-20m": {"pending": 1, "since": instant(20)}, "pending-2h": {"pending": 1, "since": instant(120)},
+             "failed-once": {}, "failed-thrice": {}, "breached": {"lag": 7200}}
+    for name, fields in cases.items():
+        table = RegisteredTable.objects.create(name=name, path=f"/data/{name}",
+                                               freshness_sla_minutes=60 if name == "breached" else None)
+        if fields is not None:
+            s = sample(table, now, completion=None, lag_s=fields.get("lag", 0), files=fields.get("files", 1),
+                       slices=fields.get("slices", 1), late=fields.get("late", 0), corrupt=fields.get("corrupt", 0))
+            MetricSample.objects.filter(pk=s.pk).update(earliest_pending_compaction=fields.get("since", ""))
+        for _ in range({"failed-once": 1, "failed-thrice": 3}.get(name, 0)):
+            Run.objects.create(table=table, kind="clean", state="failed", queued_at=now)
+    in_python = {s.table["name"]: s.health.level for s in statuses(RegisteredTable.objects.all())}
+    in_sql = dict(with_health(RegisteredTable.objects.all()).values_list("name", "health_rank"))
+    assert {name: LEVELS[rank] for name, rank in in_sql.items()} == in_python
+    assert in_python == {"unsampled": "unknown", "calm": "ok", "late": "warning", "corrupt": "critical",
+                         "many-logs": "warning", "too-many-logs": "critical", "pending-20m": "warning",
+                         "pending-2h": "critical", "failed-once": "warning", "failed-thrice": "critical",
+                         "breached": "critical"}

@@ -7,74 +7,30 @@ neither it answers 403 saying so.
 """
 from __future__ import annotations
 
-import datetime as dt
 import hmac
 
 from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from webapp.alerts.models import AlertDelivery
-from webapp.tables.overview import latest_samples
-from webapp.tables.models import RegisteredTable, Run
+from webapp.api import table_gauges
+from webapp.api.sampling_metrics import SamplingCollector
+from webapp.tables.models import Run
 
 COMPACTION_KINDS = (Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
 DURATION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
-
-
-def instant_seconds(instant: str) -> float | None:
-    """A Hudi instant time (yyyyMMddHHmmss[SSS], UTC) as Unix seconds; None for "" or a malformed one."""
-    if not instant.isdigit() or len(instant) not in (14, 17):
-        return None
-    when = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
-    return when.timestamp() + (int(instant[14:]) / 1000 if len(instant) == 17 else 0)
 FINISHED = (Run.State.SUCCEEDED, Run.State.FAILED, Run.State.REFUSED)
 
 
 class DatabaseCollector:
-    """Collects the tidemark_* families from the latest MetricSample per table and the Run table."""
+    """Collects the tidemark_* counter families from the Run table (the per-table gauges are written directly
+    as text by webapp.api.table_gauges: at 10,000 tables that is most of the output)."""
 
     def collect(self):
-        tables = RegisteredTable.objects.all()
-        names = dict(tables.values_list("pk", "name"))
-        samples = latest_samples(tables)
-        gauges = {
-            "ro_completion_timestamp_seconds": "Event time before which the RO table is complete (Unix seconds).",
-            "remaining_log_files": "Log files not yet compacted into base files.",
-            "remaining_log_bytes": "Bytes in log files not yet compacted.",
-            "file_slices_with_logs": "File slices that still have log files.",
-            "pending_compactions": "Compaction plans requested or inflight on the timeline.",
-            "freshness_sla_breached": "1 when the RO freshness lag exceeds the table's SLA.",
-            "corrupt_log_blocks": "Corrupt log blocks of committed instants (their records are missing from reads).",
-        }
-        families = {k: GaugeMetricFamily(f"tidemark_{k}", doc, labels=["table"]) for k, doc in gauges.items()}
-        for table_id, sample in samples.items():
-            label = [names[table_id]]
-            if sample["ro_completion_time"] is not None:
-                families["ro_completion_timestamp_seconds"].add_metric(label, sample["ro_completion_time"].timestamp())
-            for key in ("remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions",
-                        "corrupt_log_blocks"):
-                families[key].add_metric(label, sample[key])
-            families["freshness_sla_breached"].add_metric(label, 1.0 if sample["sla_breached"] else 0.0)
-        instants = {
-            "earliest_pending_compaction": GaugeMetricFamily(
-                "tidemark_earliest_inflight_compaction_timestamp_seconds",
-                "Instant time of the oldest pending (requested or inflight) compaction (Unix seconds; Hudi's "
-                "earliestInflightCompactionInstant).", labels=["table"]),
-            "latest_completed_compaction": GaugeMetricFamily(
-                "tidemark_latest_completed_compaction_timestamp_seconds",
-                "Instant time of the newest completed compaction (Unix seconds; Hudi's "
-                "latestCompletedCompactionInstant).", labels=["table"])}
-        for table_id, sample in samples.items():
-            for key, family in instants.items():
-                seconds = instant_seconds(sample.get(key) or "")
-                if seconds is not None:
-                    family.add_metric([names[table_id]], seconds)
-        yield from families.values()
-        yield from instants.values()
         yield self._compactions()
         yield self._refusals()
         yield from self._compaction_work()
@@ -149,4 +105,6 @@ def metrics(request: HttpRequest) -> HttpResponse:
             return response
     registry = CollectorRegistry(auto_describe=False)
     registry.register(DatabaseCollector())
-    return HttpResponse(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
+    registry.register(SamplingCollector())
+    body = table_gauges.render().encode() + generate_latest(registry)
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)

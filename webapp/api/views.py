@@ -14,8 +14,8 @@ from webapp.alerts import channels
 from webapp.alerts.channels import channel_dict
 from webapp.alerts.models import AlertChannel
 from webapp.api.auth import api_view, error
-from webapp.tables import inputs, services
-from webapp.tables.filters import filter_runs, filter_tables
+from webapp.tables import inputs, listing, services
+from webapp.tables.filters import filter_runs
 from webapp.tables.models import RegisteredTable, Run
 from webapp.tables.overview import statuses
 from webapp.tables.plans import pending_plan
@@ -23,6 +23,8 @@ from webapp.tables.status import run_dict, table_dict
 
 SCHEMA = Path(__file__).with_name("openapi.yaml")
 RUNS_LIMIT = 20         # a page of the runs list: summaries, newest first
+TABLES_LIMIT = 100      # a keyset page of the tables list (webapp.tables.listing)
+TABLES_MAX = 1000
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
@@ -54,10 +56,27 @@ def _accepted(run: Run) -> JsonResponse:
     return JsonResponse({"id": run.pk, "state": run.state, "url": run_dict(run)["url"]}, status=202)
 
 
+@_bad_input
 def list_tables(request: HttpRequest) -> JsonResponse:
+    """One keyset page (?limit= ≤ 1000, default 100; ?after= / ?before= cursors from `next` / `previous`),
+    filtered by ?q= and ?status=, sorted by ?sort= (webapp.tables.listing); `count` counts every match."""
+    limit = inputs.bounded_int(request.GET.get("limit"), "limit", maximum=TABLES_MAX, unit="tables") or TABLES_LIMIT
+    page = listing.page(request.GET, limit)
     prefix = reverse("api:tables")
-    rows = [table_dict(s, prefix) for s in statuses(filter_tables(RegisteredTable.objects.all(), request.GET))]
-    return JsonResponse({"count": len(rows), "tables": rows})
+    rows = [table_dict(s, prefix) for s in page.rows]
+    return JsonResponse({"count": listing.select(request.GET).count(), "tables": rows,
+                         "next": _page_url(request, prefix, "after", page.next_cursor),
+                         "previous": _page_url(request, prefix, "before", page.prev_cursor)})
+
+
+def _page_url(request: HttpRequest, prefix: str, name: str, cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    params = request.GET.copy()
+    params.pop("after", None)
+    params.pop("before", None)
+    params[name] = cursor
+    return f"{prefix}?{params.urlencode()}"
 
 
 @_bad_input

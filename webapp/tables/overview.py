@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from webapp.tables.health import Health, assess
 
-from webapp.tables.models import MetricSample, RegisteredTable, Run
+from webapp.tables.models import MetricSample, RegisteredTable, Run, SamplingState
 
 TABLE_FIELDS = ("id", "name", "path", "schedule_minutes", "data_latency", "freshness_sla_minutes", "carry_over",
                 "exact", "paused")
@@ -57,10 +57,9 @@ def sla_status(sla_minutes: int | None, sample: dict[str, Any] | None) -> str:
 
 
 def latest_samples(tables: QuerySet[RegisteredTable]) -> dict[int, dict[str, Any]]:
-    """The newest sample of each of `tables`, in one query (a subquery per table on the (table, -taken_at)
-    index; never a scan of all samples)."""
-    newest = MetricSample.objects.filter(table=OuterRef("pk")).order_by("-taken_at").values("id")[:1]
-    ids = tables.order_by().annotate(sample_id=Subquery(newest)).values("sample_id")
+    """The newest sample of each of `tables`, in one query: each table's SamplingState points at it
+    (webapp.tables.latest), so this is a primary-key lookup per table, never a scan of the samples."""
+    ids = SamplingState.objects.filter(table__in=tables.order_by().values("pk")).values("latest_sample_id")
     return {row["table_id"]: row for row in MetricSample.objects.filter(id__in=ids).values(*SAMPLE_FIELDS)}
 
 

@@ -7,6 +7,7 @@ app_name = "tables"
 urlpatterns = [
     path("", views.table_list, name="list"),
     path("tables/register", views.register, name="register"),
+    path("tables/discover", views.discover, name="discover"),
     path("tables/<slug:name>/", views.table_detail, name="detail"),
     path("tables/<slug:name>/timeline", views.timeline, name="timeline"),
     path("tables/<slug:name>/trigger", views.trigger, name="trigger"),

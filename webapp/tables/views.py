@@ -11,43 +11,16 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
 from webapp.accounts.decorators import operator_action
-from webapp.tables import inputs, overview, plans, services
+from webapp.tables import discovery as table_discovery
+from webapp.tables import history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
 from webapp.tables.templatetags.tidemark import KIND_LABELS
 
-CHART_SAMPLES = 500      # points per chart: enough for days of 5-minute samples
+COMPACTION_MARKERS = 500   # newest completed compactions marked on the charts
 PAGE_SIZE = 50
 LIST_PAGE_SIZE = 100
-
-
-def _when(sample: dict | None, key: str) -> dt.datetime:
-    value = sample[key] if sample else None
-    return value or dt.datetime.min.replace(tzinfo=dt.timezone.utc)
-
-
-def _number(sample: dict | None, key: str) -> float:
-    value = sample[key] if sample else None
-    return -1 if value is None else value
-
-
-SORT_KEYS = {
-    "name": lambda r: r.table["name"],
-    "completion": lambda r: _when(r.sample, "ro_completion_time"),
-    "lag": lambda r: _number(r.sample, "freshness_lag_seconds"),
-    "files": lambda r: _number(r.sample, "remaining_log_files"),
-    "bytes": lambda r: _number(r.sample, "remaining_log_bytes"),
-    "slices": lambda r: _number(r.sample, "file_slices_with_logs"),
-    "sla": lambda r: ("breached", "unknown", "ok", "none").index(r.sla),
-    "health": lambda r: (r.health.rank, r.table["name"]),   # "health" is worst first
-}
-STATUS_FILTERS = {
-    "breached": lambda r: r.sla == "breached",
-    "late": lambda r: r.late,
-    "backlog": lambda r: bool(r.sample and r.sample["remaining_log_files"]),
-    "unhealthy": lambda r: r.health.level in ("critical", "warning"),
-}
 
 
 @login_required
@@ -57,23 +30,31 @@ def table_list(request: HttpRequest) -> HttpResponse:
 
 def _list_page(request: HttpRequest, form: dict | None = None,
                form_error: inputs.InvalidInput | None = None) -> HttpResponse:
-    """Every table's latest stored status (three queries), filtered, sorted, one page rendered; after a
-    refused registration, again with the register form open on what the user typed."""
-    rows = overview.statuses(filter_tables(RegisteredTable.objects.all(), request.GET))
-    summary = {"tables": len(rows), "breached": sum(r.sla == "breached" for r in rows),
-               "late": sum(r.late for r in rows),
-               "running": sum(bool(r.last_run and r.last_run["state"] in ("queued", "running")) for r in rows)}
-    status = request.GET.get("status", "")
-    if status in STATUS_FILTERS:
-        rows = [r for r in rows if STATUS_FILTERS[status](r)]
-    sort = request.GET.get("sort") or ("health" if status == "unhealthy" else "name")
-    rows.sort(key=SORT_KEYS.get(sort.lstrip("-"), SORT_KEYS["name"]), reverse=sort.startswith("-"))
-    page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
-    return render(request, "tables/list.html", {"page": page, "sort": sort, "q": request.GET.get("q", ""),
-                                                "status": status, "summary": summary,
-                                                "query": _query_without_page(request),
+    """One page of tables (webapp.tables.listing: filtered, sorted — "health" is worst first — and
+    keyset-paginated in the database); after a refused registration, again with the register form open on
+    what the user typed."""
+    try:
+        page = listing.page(request.GET, LIST_PAGE_SIZE)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        page = listing.page({}, LIST_PAGE_SIZE)
+    summary = listing.summary(filter_tables(RegisteredTable.objects.all(), request.GET))
+    return render(request, "tables/list.html", {"page": page.rows, "sort": page.sort, "q": request.GET.get("q", ""),
+                                                "status": page.status, "summary": summary,
+                                                "next_query": _cursor_query(request, "after", page.next_cursor),
+                                                "prev_query": _cursor_query(request, "before", page.prev_cursor),
                                                 "form": form or {}, "form_error": form_error},
                   status=400 if form_error else 200)
+
+
+def _cursor_query(request: HttpRequest, name: str, cursor: str | None) -> str | None:
+    if cursor is None:
+        return None
+    params = request.GET.copy()
+    for key in ("after", "before", "page"):
+        params.pop(key, None)
+    params[name] = cursor
+    return params.urlencode()
 
 
 @login_required
@@ -84,13 +65,12 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
 def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None = None,
                  form_error: inputs.InvalidInput | None = None) -> HttpResponse:
     """The table page; after a refused trigger form, again with what the user typed and the one error."""
-    history = list(MetricSample.objects.filter(table=table).order_by("-taken_at")[:CHART_SAMPLES])
-    sample = history[0] if history else None
+    sample = MetricSample.objects.filter(sampling_latest__table=table).first()
+    window = request.GET.get("range") if request.GET.get("range") in history.RANGES else history.DEFAULT_RANGE
+    series = history.chart_series(table, window, newest=sample.taken_at if sample else None)
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
     pending = plans.pending_plan(table)
-    series = [{"t": iso(s.taken_at), "files": s.remaining_log_files, "bytes": s.remaining_log_bytes,
-               "slices": s.file_slices_with_logs, "lag": s.freshness_lag_seconds} for s in reversed(history)]
     return render(request, "tables/detail.html", {
         "table": table, "sample": sample, "runs": runs,
         "sla": overview.sla_status(table.freshness_sla_minutes,
@@ -100,6 +80,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
+        "range": window, "ranges": list(history.RANGES),
         "catalog": _catalog(sample),
         "form": form or {}, "form_error": form_error,
     }, status=400 if form_error else 200)
@@ -151,7 +132,7 @@ def timeline(request: HttpRequest, name: str) -> HttpResponse:
 def _compaction_markers(table: RegisteredTable) -> list[dict]:
     """When each completed compaction finished (for markers on the backlog and freshness charts)."""
     done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
-            .exclude(instant="").order_by("-finished_at")[:CHART_SAMPLES])
+            .exclude(instant="").order_by("-finished_at")[:COMPACTION_MARKERS])
     return [{"t": iso(r.finished_at), "instant": r.instant, "run": r.pk} for r in done if r.finished_at]
 
 
@@ -290,6 +271,20 @@ def register(request: HttpRequest) -> HttpResponse:
         return _list_page(request, form=request.POST.dict(), form_error=exc)
     messages.success(request, f"Registered {table.name}; its first metrics sample is on the way.")
     return redirect("tables:detail", table.name)
+
+
+@operator_action
+def discover(request: HttpRequest) -> HttpResponse:
+    """Register every table under a root (or, with "dry run", show what would be registered)."""
+    try:
+        report = table_discovery.discover(
+            request.user, request.POST.get("root"), dry_run=bool(request.POST.get("dry_run")),
+            prefix=(request.POST.get("prefix") or "").strip(), defaults=table_discovery.Defaults.parse(request.POST.dict()))
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("tables:list")
+    return render(request, "tables/discover.html", {"report": report, "summary": report.summary(),
+                                                    "form": request.POST})
 
 
 @login_required

@@ -1,0 +1,62 @@
+"""Finding the Hudi tables under a root: every folder holding `.hoodie/hoodie.properties`.
+
+The walk lists one folder at a time through engine.io.listing.list_folder (the storage call an `s3://`
+layer replaces). It does not descend into
+- a table's own folders once it is found (partitions hold data files, not more tables, and a big table
+  has thousands of them), so its metadata table (`.hoodie/metadata`, itself a Hudi table) and any other
+  table under `.hoodie/` are never reported;
+- hidden folders (`.hoodie`, `.spark-staging`, `_temporary`-style dot folders).
+Results come back sorted by path, so two walks of the same tree report the same list.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from engine.io.listing import list_folder
+from engine.timeline.instants import HOODIE_DIR
+
+PROPERTIES_FILE = "hoodie.properties"
+MAX_DEPTH = 32   # a symlink loop ends here rather than walking forever
+
+
+@dataclass(frozen=True)
+class FoundTable:
+    path: str          # absolute base path
+    relative: str      # relative to the root ("." for the root itself)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "relative": self.relative}
+
+
+def is_table(folder: str) -> bool:
+    """`folder/.hoodie/hoodie.properties` exists (checked by listing `.hoodie`, as on an object store)."""
+    try:
+        return any(e.name == PROPERTIES_FILE for e in list_folder(os.path.join(folder, HOODIE_DIR)).files)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def find_tables(root: str) -> list[FoundTable]:
+    """Every table at or under `root` (FileNotFoundError when `root` is not a folder)."""
+    root = os.path.abspath(root)
+    listing = list_folder(root)   # raises for a missing root, before any walking
+    found: list[FoundTable] = []
+    stack = [(root, 0, listing)]
+    while stack:
+        folder, depth, entries = stack.pop()
+        if HOODIE_DIR in entries.folders and is_table(folder):
+            found.append(FoundTable(folder, os.path.relpath(folder, root)))
+            continue
+        if depth >= MAX_DEPTH:
+            continue
+        for name in entries.folders:
+            if name.startswith("."):
+                continue
+            child = os.path.join(folder, name)
+            try:
+                stack.append((child, depth + 1, list_folder(child)))
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue   # vanished or unreadable: not a table we can manage anyway
+    return sorted(found, key=lambda t: t.path)

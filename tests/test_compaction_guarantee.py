@@ -9,11 +9,14 @@ import pytest
 
 from engine import Table
 from engine.compaction import run_compaction, schedule_compaction
+from engine.compaction.carry_forward import SplitSpec, split_slice
+from engine.config.properties import EVENT_TIME_ORDERING
 from engine.errors import ConfigError
 from engine.observe.freshness import freshness_report
 from engine.config.layout import create_table
 from engine.logformat import DeleteBlock, read_log_file
 from engine.read.fsview import FileSystemView
+from engine.read.merge import DataItem, DeleteItem
 from engine.read.query import read_arrow
 from engine.write.pipeline import write_dataframe, write_file
 from tests.inline_spark import InlineSpark
@@ -133,3 +136,40 @@ def test_delete_blocks_carry_each_deletes_event_time_and_read_as_before(tmp_path
     assert "tidemark.eventTimes" in block.info.schema_json
     times = dict(zip(block.deletes.column("record_key").to_pylist(), block.deletes.column("event_time_ms").to_pylist()))
     assert times == {"k": int(hour(5).timestamp() * 1000), "j": int(hour(2).timestamp() * 1000)}
+
+
+def split_spec(threshold: int, bounds: dict) -> SplitSpec:
+    schema = pa.schema([("_hoodie_record_key", pa.string()), ("seq", pa.int64()), ("ts", pa.int64())])
+    return SplitSpec(EVENT_TIME_ORDERING, "seq", "ts", schema, threshold, bounds)
+
+
+def test_a_delete_block_without_event_times_that_straddles_t_is_spilled_never_applied():
+    """Blocks written before deletes carried their event times: a write whose stats straddle T is judged after
+    T (spilled whole), one entirely at or before T is applied, one entirely after T is spilled; the completion
+    time never counts past the write's earliest event time."""
+    t = 3_000
+    deletes = DeleteItem(pa.array(["k", "j"]), pa.array([5, 5], pa.int64()), pa.array([False, False]), "D")
+    for (lo, hi), spilled, earliest in (((2_000, 5_000), True, 2_000), ((1_000, 2_000), False, None),
+                                        ((4_000, 5_000), True, 4_000)):
+        split = split_slice([deletes], [], split_spec(t, {"D": (lo, hi)}))
+        carried = [item for item in split.carry if isinstance(item, DeleteItem)]
+        assert bool(carried) is spilled and split.base_winners.size == (0 if spilled else 2)
+        assert split.carry_min_event_ms == earliest
+        if spilled:   # the carry-forward log keeps a time at which the next cut applies it, never earlier
+            assert carried[0].event_ms is not None and min(carried[0].event_ms.to_pylist()) > t
+
+
+def test_a_late_processing_time_delete_survives_an_ordered_one_at_or_before_t():
+    """A processing-time delete after T followed by an ordered delete at or before T: Hudi ignores the ordered
+    delete, so the processing-time one is never dropped as "beaten" by it (issue 12 case 4's root)."""
+    t = 3_000
+    put_k = DataItem(pa.table({"_hoodie_record_key": ["k"], "seq": pa.array([10], pa.int64()),
+                               "ts": pa.array([1_000], pa.int64())}))
+    hard = DeleteItem(pa.array(["k"]), pa.array([0], pa.int64()), pa.array([True]), "H",
+                      pa.array([5_000], pa.int64()))
+    ordered = DeleteItem(pa.array(["k"]), pa.array([2], pa.int64()), pa.array([False]), "O",
+                         pa.array([2_000], pa.int64()))
+    split = split_slice([put_k, hard, ordered], [], split_spec(t, {}))
+    assert split.base_winners.keys.to_pylist() == ["k"] and not split.base_winners.is_delete.any()
+    replayed = [(i.always_wins.to_pylist(), i.instant) for i in split.carry if isinstance(i, DeleteItem)]
+    assert replayed == [([True], "H"), ([False], "O")]   # in log order: the ordered one stays ignored

@@ -115,20 +115,28 @@ def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray, et: np.ndar
 
 # ------------------------------------------------------------------------------------ event times
 
-def _event_ms(items: Sequence[LogItem], spec: SplitSpec) -> np.ndarray:
-    """Event time (epoch ms) per entry; NaN when unknown."""
-    parts = []
+def _event_ms(items: Sequence[LogItem], spec: SplitSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(event time, earliest it can be) in epoch ms per entry; NaN when unknown. They differ only for a delete
+    whose write straddles T: judged after T (its write's max), though it may be as early as the write's min —
+    what the published completion time must not claim past."""
+    parts, earliest = [], []
     for item in items:
         if isinstance(item, DataItem):
             t = item.records
-            parts.append(eventtime.millis_array(t.column(spec.event_field)) if spec.event_field in t.column_names
-                         else np.full(t.num_rows, np.nan))
+            et = (eventtime.millis_array(t.column(spec.event_field)) if spec.event_field in t.column_names
+                  else np.full(t.num_rows, np.nan))
+            parts.append(et)
+            earliest.append(et)
         else:
-            parts.append(_delete_event_ms(item, spec))
-    return np.concatenate(parts) if parts else np.zeros(0)
+            et, low = _delete_event_ms(item, spec)
+            parts.append(et)
+            earliest.append(low)
+    if not parts:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(parts), np.concatenate(earliest)
 
 
-def _delete_event_ms(item: DeleteItem, spec: SplitSpec) -> np.ndarray:
+def _delete_event_ms(item: DeleteItem, spec: SplitSpec) -> tuple[np.ndarray, np.ndarray]:
     """Each delete's event time, from the first source that knows it:
     1. its own, written with the block (EVENT_TIMES_ATTR: Tidemark's deletes whose input had event times);
     2. its ordering value, when the ordering field is the event-time field (and it is not a processing-time 0);
@@ -148,11 +156,14 @@ def _delete_event_ms(item: DeleteItem, spec: SplitSpec) -> np.ndarray:
         out[own] = item.event_ms.filter(item.event_ms.is_valid()).to_numpy().astype(np.float64)
     lo, hi = (spec.delete_bounds or {}).get(item.instant or "", (None, None))
     t = spec.threshold_ms
+    earliest = out.copy()
+    unknown = np.isnan(out)
     if t is not None and hi is not None and hi <= t:
-        out[np.isnan(out)] = t
+        out[unknown] = earliest[unknown] = t
     elif t is not None and hi is not None:
-        out[np.isnan(out)] = hi   # all after T, or straddling T: after T either way
-    return out
+        out[unknown] = hi if lo is None or lo <= t else lo   # straddling T: after T, as late as it may be
+        earliest[unknown] = lo if lo is not None else hi
+    return out, earliest
 
 
 def _ordering_as_event_ms(ordering: pa.Array, field_type: pa.DataType) -> np.ndarray:
@@ -329,13 +340,14 @@ def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: S
     """
     flat = _flatten(items, spec)
     threshold = spec.threshold_ms
-    et = _event_ms(items, spec) if threshold is not None else np.full(len(flat.is_del), np.nan)
+    nan = np.full(len(flat.is_del), np.nan)
+    et, earliest = _event_ms(items, spec) if threshold is not None else (nan, nan)
     late = (et > threshold) if threshold is not None else np.zeros(len(flat.is_del), bool)
     codes = pc.dictionary_encode(flat.keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
     kept_late = _undominated(flat, late, spec.merge_mode, codes)
     spill = _select(items, flat, kept_late | _following(kept_late, late, codes), et)
     winners = merge_log_items(_select(items, flat, ~late), spec.merge_mode, spec.ordering_field, spec.schema)
-    spill_min = _min_ms(et[kept_late]) if kept_late.any() else None
+    spill_min = _min_ms(earliest[kept_late]) if kept_late.any() else None
     if spec.merge_mode != EVENT_TIME_ORDERING or winners.size == 0:
         return SliceSplit(winners, spill, spill_min)
     withhold, carry = _carry_decisions(winners, _rest(list(spill) + list(rest_items), spec), base_ordering)

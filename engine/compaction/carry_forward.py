@@ -212,15 +212,19 @@ def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str, codes: np.ndarr
     return late & ~(after >= np.maximum(needed, 1))
 
 
-def _following(kept_late: np.ndarray, late: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """On-time entries after a kept late entry of their key: replayed after it too, in log order, so the
-    carry-forward log folds each key's items in their original order (they also count for the new base)."""
-    if not kept_late.any():
+def _following(kept_late: np.ndarray, late: np.ndarray, codes: np.ndarray, is_hard: np.ndarray) -> np.ndarray:
+    """On-time entries after a kept late entry of a key with a processing-time delete among them: replayed
+    after it too, in log order, so the carry-forward log folds that key's items in their original order (they
+    also count for the new base). Without one, the fold is order-free once dominated items are dropped (the
+    greatest ordering wins), so nothing more is replayed."""
+    if not kept_late.any() or not is_hard.any():
         return np.zeros(len(late), bool)
     seq = np.arange(len(late))
     first = np.full(int(codes.max()) + 1, np.iinfo(np.int64).max)
     np.minimum.at(first, codes[kept_late], seq[kept_late])
-    return ~late & (seq > first[codes])
+    key_hard = np.zeros(len(first), bool)
+    key_hard[codes[is_hard]] = True
+    return ~late & (seq > first[codes]) & key_hard[codes]
 
 
 @dataclass
@@ -345,7 +349,7 @@ def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: S
     late = (et > threshold) if threshold is not None else np.zeros(len(flat.is_del), bool)
     codes = pc.dictionary_encode(flat.keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
     kept_late = _undominated(flat, late, spec.merge_mode, codes)
-    spill = _select(items, flat, kept_late | _following(kept_late, late, codes), et)
+    spill = _select(items, flat, kept_late | _following(kept_late, late, codes, flat.is_hard), et)
     winners = merge_log_items(_select(items, flat, ~late), spec.merge_mode, spec.ordering_field, spec.schema)
     spill_min = _min_ms(earliest[kept_late]) if kept_late.any() else None
     if spec.merge_mode != EVENT_TIME_ORDERING or winners.size == 0:

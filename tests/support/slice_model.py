@@ -296,8 +296,9 @@ def _spilled(items: list[Item], threshold: int | None) -> list[Item]:
 
     A late item is dropped when a later on-time item makes it irrelevant: a processing-time delete always
     does; a record or ordered delete of ordering ≥ its own does only when the key has no processing-time
-    delete here (after one, a record ends "ignore ordered deletes", so the late item still matters). Every
-    on-time item after the first kept late item is replayed too, so the key folds in its original order.
+    delete here (after one, a record ends "ignore ordered deletes", so the late item still matters). For a
+    key with a processing-time delete here, every on-time item after the first kept late item is replayed
+    too, so the key folds in its original order (without one, the greatest ordering wins whatever the order).
     """
     late = [_late(it, threshold) for it in items]
     has_hard = any(it.kind == HARD for it in items)
@@ -308,7 +309,7 @@ def _spilled(items: list[Item], threshold: int | None) -> list[Item]:
 
     kept = [late[i] and not dominated(i) for i in range(len(items))]
     first = next((i for i, k in enumerate(kept) if k), len(items))
-    return [it for i, it in enumerate(items) if kept[i] or (not late[i] and i > first)]
+    return [it for i, it in enumerate(items) if kept[i] or (has_hard and not late[i] and i > first)]
 
 
 def _carry_decision(key: str, winner: Item, kills: bool, base: Item | None,

@@ -19,11 +19,11 @@ STATE ?= $(CURDIR)/state
 DEMO_BATCHES ?= 12
 export TIDEMARK_STATE_DIR ?= $(STATE)
 
-# migrate, load + register the flights demo table (once), create the demo users (passwords printed),
-# then web + worker + beat in one terminal (Ctrl-C stops all three).
+# migrate, load + register the flights demo table (once, catalog sync on), create the demo users (passwords
+# printed), then a Hive metastore + web + worker + beat in one terminal (Ctrl-C stops them all).
 run: setup
 	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py tidemark_demo --batches $(DEMO_BATCHES)
+	$(BIN)/python manage.py tidemark_demo --batches $(DEMO_BATCHES) --hive-sync
 	$(BIN)/python manage.py tidemark_users
 	$(BIN)/python -m tasks.supervisor
 

@@ -2,16 +2,16 @@
 
 The public API is `Table` (engine.table); see the README's "Python API" section.
 """
-from engine.errors import Refused, TableNotFoundError, TidemarkError
+from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
 from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
-                            CompactionSummary, FileGroupOperation, Freshness, InstantInfo, ReadResult,
+                            CompactionSummary, FileGroupOperation, Freshness, InstantDetail, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
-from engine.table import Table, latency_ms, threshold_ms
+from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
-    "BacklogMetrics", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
-    "FileGroupOperation", "FileLock", "Freshness", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
+    "BacklogMetrics", "Cancelled", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
+    "FileGroupOperation", "FileLock", "Freshness", "InstantDetail", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
-    "TideBucket", "WriteResult", "latency_ms", "threshold_ms",
+    "TideBucket", "WriteResult", "compaction_threshold", "latency_ms", "threshold_ms",
 ]

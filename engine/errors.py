@@ -80,5 +80,15 @@ class WriteRefused(Refused):
     """A write cannot start now (an overwrite while a compaction or clustering is pending)."""
 
 
+class Cancelled(TidemarkError):
+    """The caller asked a running compaction to stop (`should_stop`): the file groups being written were
+    finished, no further one started, the inflight plan was rolled back and nothing was committed."""
+
+    def __init__(self, instant: str, message: str) -> None:
+        super().__init__(message)
+        self.instant = instant
+        self.message = message
+
+
 class InputError(TidemarkError):
     """Input rows that cannot go into the table (unreadable file, missing column, bad value); nothing was written."""

@@ -8,6 +8,7 @@ for DataFrame jobs). Counts only ever increase and the last call is (total, tota
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from typing import Any, Callable, TypeVar
 
@@ -56,16 +57,70 @@ def _in_thread(action: Callable[[], T], poll: Callable[[], None]) -> T:
     return box["value"]  # type: ignore[no-any-return]
 
 
-def counted(sc: Any, action: Callable[[Any], T], on_progress: Progress | None, total: int, unit: str) -> T:
-    """Run `action(accumulator)`; its tasks add 1 to the accumulator per `unit` finished."""
+class Stopped(Exception):
+    """`should_stop` said so: the job was cancelled and its running tasks have ended; `done` units finished."""
+
+    def __init__(self, done: int) -> None:
+        super().__init__(f"stopped after {done} finished")
+        self.done = done
+
+
+def counted(sc: Any, action: Callable[[Any], T], on_progress: Progress | None, total: int, unit: str,
+            should_stop: Callable[[], bool] | None = None) -> T:
+    """Run `action(accumulator)`; its tasks add 1 to the accumulator per `unit` finished.
+
+    `should_stop`, polled while the job runs: once it says True no further task starts (the job group is
+    cancelled without interrupting running tasks, so each unit is either written whole or not started),
+    and Stopped is raised once the running ones have ended.
+    """
     reporter = Reporter(on_progress, total, unit)
     acc = sc.accumulator(0)
-    if on_progress is None:
+    if on_progress is None and should_stop is None:
         return action(acc)
+    if should_stop is not None and should_stop():   # asked before the first unit started
+        raise Stopped(0)
+    group = f"tidemark-{uuid.uuid4().hex}"
+    stopping = threading.Event()
+
+    def run() -> T:
+        sc.setJobGroup(group, "tidemark", interruptOnCancel=False)
+        try:
+            return action(acc)
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+
+    def poll() -> None:
+        reporter.update(int(acc.value))
+        if should_stop is not None and not stopping.is_set() and should_stop():
+            stopping.set()
+            sc.cancelJobGroup(group)
+
     reporter.update(0)
-    result = _in_thread(lambda: action(acc), lambda: reporter.update(int(acc.value)))
+    try:
+        result = _in_thread(run, poll)
+    except Exception:
+        if not stopping.is_set():
+            raise
+        _wait_idle(sc, group)
+        raise Stopped(int(acc.value)) from None
     reporter.finish()
     return result
+
+
+def _wait_idle(sc: Any, group: str, timeout_s: float = 600) -> None:
+    """Until no task of the job group is running any more (a cancelled job's running tasks go on)."""
+    tracker = sc.statusTracker()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        active = 0
+        for job_id in tracker.getJobIdsForGroup(group):
+            job = tracker.getJobInfo(job_id)
+            for stage_id in job.stageIds if job else ():
+                stage = tracker.getStageInfo(stage_id)
+                active += stage.numActiveTasks if stage is not None else 0
+        if not active:
+            return
+        time.sleep(POLL_S)
 
 
 def tracked(sc: Any, action: Callable[[], T], on_progress: Progress | None, unit: str = "tasks") -> T:

@@ -51,6 +51,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+# Fields present in JSON only when set: a table without catalog sync keeps its results' shape.
+_OMIT_NONE = ("catalog_sync",)
+
+
 class Result:
     """Base of every result: `to_dict()` walks the dataclass fields (skipping `_SKIP`)."""
 
@@ -60,7 +64,7 @@ class Result:
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):  # type: ignore[arg-type]
-            if f.name in self._SKIP:
+            if f.name in self._SKIP or (f.name in _OMIT_NONE and getattr(self, f.name) is None):
                 continue
             value = getattr(self, f.name)
             out[f.name] = _jsonable(value)
@@ -84,6 +88,7 @@ class WriteResult(Result):
     action: str = "deltacommit"
     base_files: list[str] = field(default_factory=list)          # an overwrite's new file groups' base files
     replaced_file_groups: dict[str, list[str]] = field(default_factory=dict)   # partition -> file ids replaced
+    catalog_sync: list[CatalogSyncResult] | None = None                # set when the table syncs to a catalog
 
 
 @dataclass
@@ -150,6 +155,7 @@ class CompactionResult(Result):
     spill_logs: list[str]
     ro_completion_time: dt.datetime | None
     ro_freshness_time: dt.datetime | None
+    catalog_sync: list[CatalogSyncResult] | None = None
 
 
 @dataclass
@@ -209,6 +215,7 @@ class RollbackResult(Result):
     rollback_log_files: list[str] = field(default_factory=list)   # logs holding the rollback command blocks
     restored_ro: dict[str, str] | None = None                     # the RO guarantee put back (compactions)
     expired_writes: list[str] = field(default_factory=list)       # dead writers' writes rolled back first
+    catalog_sync: list[CatalogSyncResult] | None = None
 
 
 # ------------------------------------------------------------------------------------------ services
@@ -230,6 +237,7 @@ class CleanResult(Result):
     errors: list[str]
     resumed: list[str]
     message: str
+    catalog_sync: list[CatalogSyncResult] | None = None
 
     @property
     def total_deleted(self) -> int:
@@ -241,6 +249,48 @@ class CleanResult(Result):
 
     def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "total_deleted": self.total_deleted, "total_planned": self.total_planned}
+
+
+# ------------------------------------------------------------------------------------------ catalog
+
+@dataclass
+class CatalogSyncResult(Result):
+    """One catalog sync of `<table>_ro` / `<table>_rt` (HiveSyncTool's shape) — or why none happened.
+
+    `ok` False with `error` set is a failed sync: the table operation it followed still committed; the next
+    operation (or `tidemark sync`, or the control plane) retries it. `skipped` names why nothing was sent."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("ro_completion_time", "synced_at")
+
+    ok: bool
+    target: str                          # "hive_metastore" | "glue"
+    catalog: str                         # the metastore URIs, or "glue[:region]"
+    database: str
+    tables: list[str]
+    reason: str                          # what triggered it: create, write, compaction, rollback, clean, manual
+    synced_at: dt.datetime | None = None
+    attempts: int = 0
+    partitions: int = 0
+    last_commit_time_sync: str | None = None
+    ro_completion_time: dt.datetime | None = None
+    ro_completion_instant: str | None = None
+    error: str | None = None
+    skipped: str | None = None
+
+
+@dataclass
+class CatalogStatus(Result):
+    """Where a table syncs and how its last sync went (from the table's settings and its recorded outcome)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("synced_at", "last_ok_at")
+
+    enabled: bool                        # hoodie.datasource.hive_sync.enable
+    catalogs: list[str]                  # metastore URIs / "glue:<region>"; empty when none is configured
+    tables: list[str]                    # "<database>.<name>_ro", "<database>.<name>_rt"
+    synced_at: dt.datetime | None = None # the last attempt
+    ok: bool | None = None               # None: never synced
+    error: str | None = None
+    last_ok_at: dt.datetime | None = None
 
 
 @dataclass
@@ -259,6 +309,7 @@ class RecoverResult(Result):
     finished_cleans: list[str] = field(default_factory=list)
     republished_guarantee: str | None = None
     removed_files: list[str] = field(default_factory=list)
+    catalog_sync: list[CatalogSyncResult] | None = None
 
 
 # ------------------------------------------------------------------------------------------ observing
@@ -313,6 +364,21 @@ class InstantInfo(Result):
     action: str
     state: str
     time: dt.datetime | None   # the instant time read as a UTC time
+
+
+@dataclass
+class InstantDetail(InstantInfo):
+    """An instant with what its commit metadata says (None where an instant has no commit metadata: a
+    requested or inflight one, a clean, a rollback): files, records, deletes and bytes written."""
+
+    files: int | None = None
+    records: int | None = None       # records written (inserts and updates)
+    deletes: int | None = None       # delete records written
+    bytes: int | None = None
+    # A completed compaction (commit): what Hudi's metrics report for it, from its write stats.
+    log_files_compacted: int | None = None
+    log_bytes_compacted: int | None = None
+    records_updated: int | None = None
 
 
 @dataclass

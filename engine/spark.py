@@ -1,5 +1,13 @@
 """The SparkSession factory: local[*] by default, any cluster via SPARK_MASTER.
 
+On a cluster master (anything but `local…`) the driver ships the `engine` package to the executors at
+session start: a zip of the package, built at run time into the cache directory (named by its content, so
+an edited engine is never confused with a stale zip) and added with `SparkContext.addPyFile`. Executors
+then need only a Python with the runtime dependencies (pyarrow, fastavro, numpy, pandas, pyspark) — not
+Tidemark itself. Which Python that is comes from `PYSPARK_PYTHON` (default: this interpreter's path, right
+for a standalone cluster on hosts laid out like this one); on YARN / Kubernetes it is the packed venv that
+`spark.archives` unpacks (README, "Running on a cluster").
+
 Spark's JVM start dominates short jobs (~5 s). On local masters we build a JVM class-data-sharing
 archive once per machine at run time (`-XX:ArchiveClassesAtExit`) and reuse it afterwards
 (`-XX:SharedArchiveFile`), which brings start-up to ~2 s. The archive lives in a cache directory and
@@ -12,8 +20,10 @@ import hashlib
 import os
 import re
 import sys
+import tempfile
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import Iterator
 
@@ -66,7 +76,9 @@ def _adopt_one(tmp: Path, archive: Path) -> None:
 
 def _driver_java_options(master: str) -> str:
     logging = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
-    if not master.startswith("local") or os.environ.get("TIDEMARK_NO_CDS"):
+    # The driver JVM runs in this process's host whatever the master (pyspark is always client mode), so a
+    # cluster driver starts from the same archive as a local one.
+    if os.environ.get("TIDEMARK_NO_CDS"):
         return logging
     archive = _cds_archive()
     _adopt_finished_archive(archive)
@@ -79,6 +91,18 @@ def _driver_java_options(master: str) -> str:
 
 def master_url() -> str:
     return os.environ.get("SPARK_MASTER", "local[*]")
+
+
+def is_local(master: str) -> bool:
+    return master.startswith("local")
+
+
+def spark_path(location: str) -> str:
+    """`location` as a path Spark's own (JVM, Hadoop) readers and writers take: absolute local paths get the
+    `file://` scheme, because a scheme-less path means the cluster's default filesystem (HDFS on YARN)."""
+    if "://" in location:
+        return location
+    return "file://" + os.path.abspath(location)
 
 
 def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSession:
@@ -105,13 +129,63 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
             .config("spark.python.worker.reuse", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
         )
-        # Read by the launcher before the driver JVM starts (local mode), so CDS and logging apply.
+        if os.environ.get("TIDEMARK_EXECUTOR_MEMORY"):
+            builder = builder.config("spark.executor.memory", os.environ["TIDEMARK_EXECUTOR_MEMORY"])
+        # Read by the launcher before the driver JVM starts, so CDS and logging apply.
         builder = builder.config("spark.driver.extraJavaOptions", _driver_java_options(master))
         with _jvm_stderr_filtered():
             spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
+        if not is_local(master):
+            # Before any job: every task (and the data source's planner) imports engine from the zip.
+            spark.sparkContext.addPyFile(str(engine_archive()))
         _register_datasource(spark)
         return spark
+
+
+def engine_archive() -> Path:
+    """The `engine` package as a zip for executors' PYTHONPATH, built once per distinct source tree.
+
+    When engine itself is imported from an archive (a driver started from a shipped zip), that archive is
+    the answer. The zip is written under a private name and renamed into place, so two drivers starting at
+    once never read a half-written file.
+    """
+    import engine
+
+    package = Path(engine.__file__).resolve().parent
+    if not package.is_dir():
+        return _enclosing_archive(package)
+    sources = sorted(p for p in package.rglob("*") if p.is_file() and _shipped(p))
+    digest = hashlib.sha1()
+    for path in sources:
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    target = cache_dir() / "pyfiles" / f"tidemark-engine-{digest.hexdigest()[:16]}.zip"
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    try:
+        with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sources:
+                archive.write(path, (Path("engine") / path.relative_to(package)).as_posix())
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    return target
+
+
+def _shipped(path: Path) -> bool:
+    """Sources and package data; never bytecode (the executors' Python may be another minor version)."""
+    return "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo")
+
+
+def _enclosing_archive(inside: Path) -> Path:
+    for candidate in (inside, *inside.parents):
+        if candidate.is_file() and zipfile.is_zipfile(candidate):
+            return candidate
+    raise RuntimeError(f"cannot ship the engine package to executors: {inside} is neither a folder nor in a zip")
 
 
 # Lines the JVM prints on every start that tell a user nothing: the launcher always adds an incubator module,

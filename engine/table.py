@@ -6,6 +6,10 @@
     plan = t.schedule_compaction(data_latency="2h")
     t.run_compaction(plan.instant)
 
+Paths (the table's, inputs, outputs) are resolved here, once, to absolute locations: a relative path means
+the caller's working directory, never an executor's (on a cluster each executor runs in its own folder).
+URIs (`s3://…`) are kept as they are; `file://` URIs become plain absolute paths.
+
 Every operation that changes the timeline takes `lock=` (a `TableLock`; default: the table's file lock)
 and raises `Refused` when the table's state or the lock does not allow it. Long operations take
 `on_progress(done, total, unit)`. Results are dataclasses from `engine.results` with `to_dict()`.
@@ -13,7 +17,10 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
-from typing import TYPE_CHECKING, Any, Mapping, Sequence, TypeGuard
+import os
+import re
+import urllib.parse
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
@@ -30,6 +37,7 @@ if TYPE_CHECKING:
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
 
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")   # RFC 3986 scheme, then an authority
 WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 
@@ -38,13 +46,15 @@ class Table:
 
     def __init__(self, config: TableConfig) -> None:
         self._config = config
+        # The catalog sync `create` did (None: the table does not sync); operations return theirs in their result.
+        self.catalog_sync: list[r.CatalogSyncResult] | None = None
 
     # ------------------------------------------------------------------------------------ opening
 
     @classmethod
     def open(cls, path: str) -> Table:
         """The table at `path`; TableNotFoundError when there is none."""
-        return cls(load_table_config(path))
+        return cls(load_table_config(absolute_location(path)))
 
     @classmethod
     def create(cls, path: str, *, name: str, record_keys: Sequence[str], ordering_field: str,
@@ -55,11 +65,13 @@ class Table:
         from engine.config.layout import create_table
         from engine.config.properties import validate_settings
 
-        cfg = create_table(path, name=name, record_keys=list(record_keys), ordering_field=ordering_field,
-                           event_time_field=event_time_field, partition_fields=list(partition_fields or []),
-                           merge_mode=merge_mode, hive_style=hive_style,
+        cfg = create_table(absolute_location(path), name=name, record_keys=list(record_keys),
+                           ordering_field=ordering_field, event_time_field=event_time_field,
+                           partition_fields=list(partition_fields or []), merge_mode=merge_mode, hive_style=hive_style,
                            settings=validate_settings(dict(settings or {})))
-        return cls(cfg)
+        table = cls(cfg)
+        table.catalog_sync = _sync_after(table.path, "create")
+        return table
 
     @property
     def path(self) -> str:
@@ -73,6 +85,15 @@ class Table:
     def config(self) -> TableConfig:
         """The table's hoodie.properties as of the last call (re-read by every operation)."""
         return self._config
+
+    @property
+    def default_data_latency(self) -> str | None:
+        """The data latency configured on the table (`hoodie.compaction.event.time.data.latency`), which a
+        trigger given neither a threshold nor a latency plans with; None when none is configured."""
+        from engine.config.resolve import DATA_LATENCY_KEY
+
+        value = self._config.props.get(DATA_LATENCY_KEY, "").strip()
+        return value or None
 
     def _reload(self) -> TableConfig:
         self._config = load_table_config(self.path)
@@ -99,10 +120,11 @@ class Table:
             raise ConfigError(f"unknown operation {operation!r}; use {', '.join(WRITE_OPERATIONS)}")
         self._reload()
         if isinstance(source, str):
-            out = pipeline.write_file(self.path, source, operation, settings, lock=lock, on_progress=on_progress)
+            out = pipeline.write_file(self.path, absolute_location(source), operation, settings, lock=lock,
+                                      on_progress=on_progress)
         elif isinstance(source, (list, tuple)):
-            out = pipeline.write_parquet(self.path, [str(p) for p in source], operation, settings, lock=lock,
-                                         on_progress=on_progress)
+            out = pipeline.write_parquet(self.path, [absolute_location(str(p)) for p in source], operation, settings,
+                                         lock=lock, on_progress=on_progress)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
                                            on_progress=on_progress)
@@ -113,7 +135,9 @@ class Table:
                              log_files=out.log_files, file_groups=len({(s["partitionPath"], s["fileId"])
                                                                        for s in out.stats}),
                              committed_at=r.utc(instant_to_millis(out.instant)), action=out.action,
-                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}))
+                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}),
+                             catalog_sync=_sync_after(self.path, "write",
+                                                      partitions={str(s["partitionPath"]) for s in out.stats}))
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
              as_of: str | None = None, output: str | None = None, local: bool = False,
@@ -131,6 +155,7 @@ class Table:
 
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
+            output = absolute_location(output)
             rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress,
                                 skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
@@ -180,20 +205,24 @@ class Table:
                            projected_completion_ms=planned.projected_completion_ms)
 
     def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
-                       on_progress: Progress | None = None) -> r.CompactionResult:
+                       on_progress: Progress | None = None,
+                       should_stop: Callable[[], bool] | None = None) -> r.CompactionResult:
         """Execute the pending compaction (or `instant`) on Spark and commit it.
 
         One run per table at a time (the compaction lock, never waited for); writers go on meanwhile.
-        `lock`, when given, is held in addition for the whole run.
+        `lock`, when given, is held in addition for the whole run. `should_stop` is polled while file
+        groups are written: once True no further file group starts, the plan is rolled back and
+        `Cancelled` is raised (nothing committed).
         """
         from engine.compaction.execute import run_compaction
 
         self._reload()
-        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress)
+        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop)
         return r.CompactionResult(
             instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
             records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,
-            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms))
+            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms),
+            catalog_sync=_sync_after(self.path, "compaction"))
 
     def rollback(self, instant: str, *, lock: TableLock | None = None,
                  on_progress: Progress | None = None) -> r.RollbackResult:
@@ -206,7 +235,8 @@ class Table:
                                 removed_instant_files=out.removed_instant_files, action=out.action,
                                 rollback_instant=out.rollback_instant, was_completed=out.was_completed,
                                 rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro,
-                                expired_writes=out.expired_writes)
+                                expired_writes=out.expired_writes,
+                                catalog_sync=_sync_after(self.path, "rollback"))
 
     # ------------------------------------------------------------------------------------ services
 
@@ -229,7 +259,8 @@ class Table:
             earliest_instant_to_retain=earliest.timestamp if earliest else None,
             files_to_delete=plan.files_to_delete, deleted=out.deleted, failed=out.failed,
             kept_link_targets=plan.kept_link_targets, skipped_file_groups=plan.skipped_file_groups,
-            errors=plan.errors, resumed=out.resumed, message=out.message)
+            errors=plan.errors, resumed=out.resumed, message=out.message,
+            catalog_sync=None if out.dry_run else _sync_after(self.path, "clean"))
 
     def recover(self, *, lock: TableLock | None = None) -> r.RecoverResult:
         """Finish or undo what crashed operations left (rollbacks, dead writes, stalled compaction runs,
@@ -244,7 +275,38 @@ class Table:
             reverted_compactions=out.reverted_compactions, running_compactions=out.running_compactions,
             finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
             removed_files=out.removed_files,
-            stale_writes={w: r.utc(ms) for w, ms in out.stale_writes.items()})
+            stale_writes={w: r.utc(ms) for w, ms in out.stale_writes.items()},
+            catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
+
+    def update_settings(self, settings: Mapping[str, str], *, lock: TableLock | None = None) -> TableConfig:
+        """Store write/sync settings (`--config` keys, e.g. `hoodie.datasource.hive_sync.enable`) in the table's
+        hoodie.properties, under the table lock; ConfigError for an unknown key or a malformed value. Returns
+        the new configuration. Turning catalog sync on does not sync by itself: the next operation, or
+        `sync_catalog()`, does."""
+        from engine.config.properties import save_table_config, validate_settings
+        from engine.lock import FileLock, holding
+
+        checked = validate_settings(dict(settings))
+        with holding(lock or FileLock(self.path), "update the table's settings"):
+            cfg = self._reload()
+            cfg.props.update(checked)
+            save_table_config(cfg)
+        return self._reload()
+
+    def catalog_status(self) -> r.CatalogStatus:
+        """The catalogs the table syncs to (`<db>.<name>_ro` / `_rt`) and how its last sync went."""
+        from engine.catalog.sync import status
+
+        return status(self.path)
+
+    def sync_catalog(self, *, metastore: str | None = None) -> list[r.CatalogSyncResult]:
+        """Register or update `<name>_ro` / `<name>_rt` now in each of the table's catalogs (HiveSyncTool's
+        shape), whether or not `hoodie.datasource.hive_sync.enable` is set: one result per target. `metastore`
+        (thrift://host:port) names the Hive metastore to use; a catalog that fails after the retries is
+        `ok=False` in its result (ConfigError when there is no metastore to sync to)."""
+        from engine.catalog.sync import sync_catalog
+
+        return sync_catalog(self.path, metastore=metastore)
 
     # ------------------------------------------------------------------------------------ observing
 
@@ -272,6 +334,12 @@ class Table:
 
         return instant_infos(Timeline.load(self.path))
 
+    def timeline_details(self) -> list[r.InstantDetail]:
+        """The active timeline, oldest first, with the files, records and bytes each completed commit wrote."""
+        from engine.observe.describe import instant_details
+
+        return instant_details(Timeline.load(self.path))
+
     def compactions(self) -> list[r.CompactionSummary]:
         """Every compaction on the active timeline (pending or completed), oldest first."""
         from engine.compaction.history import list_compactions
@@ -294,6 +362,22 @@ class Table:
 
 # ------------------------------------------------------------------------------------------ argument parsing
 
+def absolute_location(path: str) -> str:
+    """`path` as the location every process means by it: relative paths against this process's working
+    directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
+    scheme = _SCHEME.match(path)
+    if scheme:
+        if scheme.group(1).lower() != "file":
+            return path
+        parsed = urllib.parse.urlparse(path)
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigError(f"{path}: a file:// URI must name a local path (file:///…), not host {parsed.netloc!r}")
+        return os.path.abspath(urllib.parse.unquote(parsed.path))
+    return os.path.abspath(os.path.expanduser(path))
+
+
 def threshold_ms(value: Threshold | None) -> int | None:
     """A threshold (tz-aware datetime, ISO-8601 string or epoch millis) as epoch millis."""
     if value is None:
@@ -313,6 +397,21 @@ def threshold_ms(value: Threshold | None) -> int | None:
     raise ConfigError(f"threshold must be a datetime, an ISO-8601 string or epoch millis, got {value!r}")
 
 
+def compaction_threshold(value: Threshold) -> dt.datetime:
+    """A compaction threshold T as `schedule_compaction` accepts it (ISO-8601 string — naive is UTC —,
+    tz-aware datetime or epoch millis, from 1970 to the end of year 9999), as a UTC datetime; ConfigError
+    naming the value otherwise. Callers validating input up front use this, so they refuse exactly what
+    the engine would refuse later."""
+    ms = threshold_ms(value)
+    assert ms is not None
+    if not 0 <= ms <= eventtime.MAX_MS:
+        raise ConfigError(f"threshold {value!r} is out of range: a compaction threshold is an event time "
+                          "from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z")
+    when = r.from_ms(ms)
+    assert when is not None
+    return when
+
+
 def latency_ms(value: Latency | None) -> int | None:
     """A duration ("2h"-style string, timedelta or int millis) as millis."""
     if value is None:
@@ -326,12 +425,19 @@ def latency_ms(value: Latency | None) -> int | None:
     if isinstance(value, str):
         try:
             return parse_duration_ms(value)
-        except ValueError as exc:
-            raise ConfigError(f"malformed duration {value!r}: {exc}") from None
+        except ValueError as exc:  # its message already names the value and what is wrong with it
+            raise ConfigError(str(exc)) from None
     raise ConfigError(f"duration must be like '2h', a timedelta or millis, got {value!r}")
 
 
 # ------------------------------------------------------------------------------------------ conversions
+
+def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> list[r.CatalogSyncResult] | None:
+    """The catalog sync an operation owes once committed (never raises; see engine.catalog.sync)."""
+    from engine.catalog.sync import sync_after
+
+    return sync_after(path, reason, partitions=partitions)
+
 
 def _is_dataframe(source: object) -> TypeGuard[DataFrame]:
     from pyspark.sql import DataFrame

@@ -25,6 +25,8 @@ def beat_schedule() -> dict[str, dict]:
                                "schedule": _seconds("TIDEMARK_TRIGGER_CHECK_SECONDS", 60)},
         "sample-all-tables": {"task": "tasks.jobs.sample_all_tables",
                               "schedule": _seconds("TIDEMARK_SAMPLE_SECONDS", 300)},
+        "sync-owed-catalogs": {"task": "tasks.jobs.sync_owed_catalogs",
+                               "schedule": _seconds("TIDEMARK_CATALOG_SYNC_SECONDS", 60)},
         "sweep-lost-runs": {"task": "tasks.jobs.sweep_lost_runs",
                             "schedule": _seconds("TIDEMARK_SWEEP_SECONDS", 30)},
     }

@@ -64,6 +64,16 @@ def dispatch(run_id: int) -> str:
     return task_id
 
 
+@shared_task(name="tasks.jobs.deliver_alert", bind=True, ignore_result=True, max_retries=None)
+def deliver_alert(self, delivery_id: int) -> None:
+    """Send one alert delivery; retried with backoff until it is sent or its attempts are used up."""
+    from webapp.alerts import delivery
+
+    retry_in = delivery.attempt(delivery_id)
+    if retry_in is not None:
+        raise self.retry(countdown=retry_in)
+
+
 # ------------------------------------------------------------------------------------------ periodic
 
 @shared_task(name="tasks.jobs.trigger_due_tables", ignore_result=True)
@@ -80,6 +90,14 @@ def sample_all_tables() -> list[int]:
     from tasks import periodic
 
     return periodic.sample_all_tables()
+
+
+@shared_task(name="tasks.jobs.sync_owed_catalogs", ignore_result=True)
+def sync_owed_catalogs() -> list[str]:
+    """Retry the catalog sync of every idle table whose last sync failed or never happened."""
+    from tasks import catalog
+
+    return catalog.sync_owed_tables()
 
 
 @shared_task(name="tasks.jobs.sweep_lost_runs", ignore_result=True)

@@ -6,14 +6,19 @@ as JSON (`.to_dict()`). They never touch the timeline themselves; refusals surfa
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine import Table, TableLock
+from engine import CompactionPlan, Refused, Table, TableLock
 
 from webapp.tables.models import Run
 
 Progress = Callable[[int, int, str], None]
+
+# A trigger whose plan is empty is refused (nothing was written), like one blocked by a pending plan: the
+# operator reads "refused: nothing_to_compact" and the reason, never a failure.
+NOTHING_TO_COMPACT = "nothing_to_compact"
 
 
 @dataclass
@@ -31,23 +36,61 @@ def _schedule_kwargs(run: Run) -> dict[str, Any]:
             "carry_over": run.carry_over or None, "exact": run.exact}
 
 
+def _planned(plan: CompactionPlan) -> CompactionPlan:
+    """The plan when one was written; a Refused(nothing_to_compact) naming the threshold otherwise."""
+    if plan.instant is None:
+        upto = plan.threshold.isoformat().replace("+00:00", "Z") if plan.threshold else "the threshold"
+        raise Refused(NOTHING_TO_COMPACT, f"nothing to compact up to {upto}: no log file of the latest slices "
+                                          "qualifies; no plan written")
+    return plan
+
+
 def schedule(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    plan = table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock)
+    plan = _planned(table.schedule_compaction(strategy="event_time", **_schedule_kwargs(run), lock=lock))
     return Outcome(instant=plan.instant, plan=plan.to_dict())
 
 
+class CancelCheck:
+    """`should_stop` for the engine: has an operator asked to cancel this run? (Read at most once a second:
+    the engine polls it while file groups are written.)"""
+
+    def __init__(self, run_id: int, every_s: float = 1.0) -> None:
+        self.run_id, self.every_s = run_id, every_s
+        self._last, self._answer = 0.0, False
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if not self._answer and now - self._last >= self.every_s:
+            self._last = now
+            self._answer = Run.objects.filter(pk=self.run_id, cancel_requested=True).exists()
+        return self._answer
+
+
 def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress)
+    result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress,
+                                  should_stop=CancelCheck(run.pk))
     plan = table.compaction(result.instant)
-    return Outcome(instant=result.instant, plan=plan.to_dict(), result=result.to_dict())
+    return Outcome(instant=result.instant, plan=plan.to_dict(), result=_with_stats(table, result.to_dict()))
 
 
 def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    planned = schedule(table, run, lock, progress)
+    planned = schedule(table, run, lock, progress)  # Refused(nothing_to_compact) before anything is recorded
     # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
-    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress)
-    return Outcome(instant=result.instant, plan=planned.plan, result=result.to_dict())
+    # A cancel asked while planning is honoured by the engine before the first file group starts.
+    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress, should_stop=CancelCheck(run.pk))
+    return Outcome(instant=result.instant, plan=planned.plan, result=_with_stats(table, result.to_dict()))
+
+
+def _with_stats(table: Table, result: dict[str, Any]) -> dict[str, Any]:
+    """The result plus what Hudi's metrics report for a compaction (log files and bytes compacted, records
+    updated), read from its commit's write stats — the figures /metrics sums up."""
+    for instant in table.timeline_details():
+        if instant.instant == result["instant"] and instant.action == "commit":
+            result["compaction_stats"] = {"log_files_compacted": instant.log_files_compacted,
+                                          "log_bytes_compacted": instant.log_bytes_compacted,
+                                          "records_updated": instant.records_updated}
+    return result
 
 
 def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:

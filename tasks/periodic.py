@@ -13,8 +13,11 @@ import logging
 from django.db import transaction
 from django.utils import timezone
 
+from engine import Refused, Table, TidemarkError
 from tasks import sampling
 from tasks.jobs import dispatch
+from tasks.operations import NOTHING_TO_COMPACT
+from tasks.records import finish
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 
 log = logging.getLogger(__name__)
@@ -47,34 +50,67 @@ def _due(table: RegisteredTable, now: dt.datetime) -> bool:
 
 def trigger_due_tables() -> list[int]:
     now = timezone.now()
-    due = [t for t in RegisteredTable.objects.filter(schedule_minutes__isnull=False, schedule_minutes__gt=0)
+    due = [t for t in RegisteredTable.objects.filter(schedule_minutes__isnull=False, schedule_minutes__gt=0,
+                                                     paused=False)
            if _due(t, now)]
     return [enqueue_compaction(t, "schedule").pk for t in due]
 
 
-def check_sla(table: RegisteredTable, sample: MetricSample, previous: MetricSample | None) -> Run | None:
-    """On a breached sample: audit the breach when it starts, and auto-trigger unless a run is active."""
-    if not sample.sla_breached:
+def check_sla(table: RegisteredTable, sample: MetricSample) -> Run | None:
+    """On a breached sample, auto-trigger a compaction unless a run is active. A trigger that cannot plan
+    (nothing to compact, a plan pending, no threshold) is recorded once per breach as a refused run with
+    its reason, instead of being queued to fail on every sample. (The breach itself is audited and alerted
+    by tasks.watch when the sample is stored.)"""
+    if not sample.sla_breached or table.paused or _busy(table):
         return None
-    detail = {"freshness_lag_seconds": sample.freshness_lag_seconds,
-              "freshness_sla_minutes": table.freshness_sla_minutes,
-              "ro_completion_time": sample.ro_completion_time.isoformat() if sample.ro_completion_time else None}
-    if previous is None or not previous.sla_breached:
-        AuditEvent.objects.create(at=timezone.now(), actor="system (sla)", action="sla_breached", table=table,
-                                  outcome="breached", detail=detail)
-    if _busy(table):
+    refusal = _cannot_plan(table)
+    if refusal is None:
+        return enqueue_compaction(table, "sla")
+    reason, message, blocking = refusal
+    if _refused_since_breach(table, reason):
         return None
-    return enqueue_compaction(table, "sla")
+    return record_refusal(table, reason, message, blocking)
+
+
+def _cannot_plan(table: RegisteredTable) -> tuple[str, str, str] | None:
+    """(reason, message, blocking instant) when the SLA trigger would plan nothing now; None when it would."""
+    try:
+        plan = Table.open(table.path).plan_compaction(
+            strategy="event_time", data_latency=table.data_latency or None, carry_over=table.carry_over or None,
+            exact=table.exact)
+    except Refused as refusal:
+        return refusal.reason, refusal.message, refusal.blocking_instant or ""
+    except TidemarkError as exc:
+        return "cannot_plan", str(exc), ""
+    if plan.instant is None and not plan.operations:
+        return NOTHING_TO_COMPACT, f"the SLA trigger has nothing to compact up to {plan.threshold}", ""
+    return None
+
+
+def _refused_since_breach(table: RegisteredTable, reason: str) -> bool:
+    started = (AuditEvent.objects.filter(table=table, action="sla_breached").order_by("-at")
+               .values_list("at", flat=True).first())
+    runs = Run.objects.filter(table=table, trigger="sla", state="refused", refusal_reason=reason)
+    return runs.filter(queued_at__gte=started).exists() if started else runs.exists()
+
+
+def record_refusal(table: RegisteredTable, reason: str, message: str, blocking: str) -> Run:
+    """A refused SLA run, recorded (audited, alerted) without ever being queued."""
+    now = timezone.now()
+    run = Run.objects.create(table=table, kind="schedule_execute", state="running", trigger="sla",
+                             data_latency=table.data_latency, carry_over=table.carry_over, exact=table.exact,
+                             queued_at=now, started_at=now)
+    finish(run, "refused", refusal_reason=reason, error=message, blocking_instant=blocking)
+    return run
 
 
 def sample_all_tables() -> list[int]:
     triggered = []
     for table in RegisteredTable.objects.all().order_by("pk"):
-        previous = MetricSample.objects.filter(table=table).order_by("-taken_at").first()
         sample = sampling.refresh_quietly(table)
         if sample is None:
             continue
-        run = check_sla(table, sample, previous)
+        run = check_sla(table, sample)
         if run is not None:
             triggered.append(run.pk)
     return triggered

@@ -5,6 +5,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from webapp.alerts.events import notify
 from webapp.tables.models import AuditEvent, Run
 
 AUDITED_FIELDS = ("instant", "refusal_reason", "blocking_instant", "error")
@@ -15,10 +16,14 @@ def finish(run: Run, state: str, **fields: Any) -> bool:
 
     Returns whether this call recorded the outcome.
     """
-    now = timezone.now()
-    recorded = Run.objects.filter(pk=run.pk, state="running").update(state=state, finished_at=now, **fields)
+    fields.setdefault("finished_at", timezone.now())
+    recorded = Run.objects.filter(pk=run.pk, state="running").update(state=state, **fields)
     if recorded:
         audit(run, state, {k: v for k, v in fields.items() if k in AUDITED_FIELDS})
+        if state in ("failed", "refused"):
+            notify(f"run_{state}", table=run.table, run=Run.objects.get(pk=run.pk),
+                   reason=fields.get("refusal_reason") and f"{fields['refusal_reason']}: {fields.get('error', '')}"
+                   or fields.get("error", ""))
     return bool(recorded)
 
 

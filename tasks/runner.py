@@ -9,14 +9,14 @@ The engine decides everything about the table; this module only records what hap
 from __future__ import annotations
 
 import logging
-import traceback
+import uuid
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from engine import Refused, Table, TidemarkError
-from tasks import operations, sampling
+from engine import Cancelled, Refused, Table, TidemarkError
+from tasks import catalog, operations, sampling
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
 from tasks.progress import RunProgress
 from tasks.records import finish
@@ -34,6 +34,14 @@ def perform(run_id: int, task_id: str | None = None) -> str:
     if not started:
         log.info("run %s is %s, not queued: nothing to do", run_id, run.state)
         return run.state
+    try:
+        return _perform(run)
+    except Exception as exc:  # whatever broke, the run ends with one line, not "running" until a sweep
+        finish(run, "failed", error=internal_error(run.pk, exc, f"running {run.kind}"))
+        return Run.objects.values_list("state", flat=True).get(pk=run_id)
+
+
+def _perform(run: Run) -> str:
     if run.kind == "metrics":
         return _refresh(run)
     lease = DatabaseLease(run.table_id, owner=run_owner(run.pk))
@@ -42,14 +50,38 @@ def perform(run_id: int, task_id: str | None = None) -> str:
         return "refused"
     try:
         state, fields = _call_engine(run, lease)
-        if state != "refused":
-            # Sampled before the outcome is recorded, so whoever sees the run finished also sees the
-            # table's new freshness ("complete up to") and backlog.
-            sampling.refresh_quietly(run.table)
-        finish(run, state, **fields)
+        _record(run, state, fields)
     finally:
         lease.release()
-    return Run.objects.values_list("state", flat=True).get(pk=run_id)
+    return Run.objects.values_list("state", flat=True).get(pk=run.pk)
+
+
+def internal_error(run_id: int, exc: BaseException, during: str) -> str:
+    """Log the trace under a fresh error id and return the one line the run shows (never the trace: pages
+    and the API show what went wrong and the id to find the rest in the worker log)."""
+    error_id = uuid.uuid4().hex[:12]
+    log.error("run %s: internal error %s while %s", run_id, error_id, during, exc_info=exc)
+    first = (str(exc).strip().splitlines() or [""])[0][:300]
+    return f"internal error while {during}: {type(exc).__name__}: {first} (error id {error_id}; trace in the worker log)"
+
+
+def _record(run: Run, state: str, fields: dict[str, Any]) -> None:
+    """Record the outcome together with the table's new sample (one transaction, one timestamp), so whoever
+    sees the run finished also sees the table's new freshness ("complete up to") and backlog. A failure to
+    record still ends the run, as failed with one line and an error id."""
+    try:
+        if state != "refused":
+            # The engine synced the catalog after what it committed; a sync it could not finish is retried
+            # here, after every run, so the catalog catches up as soon as it answers.
+            catalog.sync_if_owed(run.table)
+        sample = sampling.refresh_quietly(run.table) if state != "refused" else None
+        with transaction.atomic():
+            now = timezone.now()
+            if sample is not None:
+                type(sample).objects.filter(pk=sample.pk).update(taken_at=now)
+            finish(run, state, finished_at=now, **fields)
+    except Exception as exc:
+        finish(run, "failed", error=internal_error(run.pk, exc, f"recording its {state} outcome"))
 
 
 def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
@@ -58,15 +90,16 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
     try:
         table = Table.open(run.table.path)
         outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
+    except Cancelled as cancelled:
+        return "cancelled", {"instant": cancelled.instant, "error": cancelled.message}
     except Refused as refusal:
         return "refused", {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
                            "error": refusal.message}
     except (TidemarkError, ValueError) as exc:
         return "failed", {"error": f"{type(exc).__name__}: {exc}"}
-    except Exception as exc:  # an engine bug must still end the run, with the trace for the operator
-        log.exception("run %s failed", run.pk)
-        return "failed", {"error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=20)}"}
-    fields = {"instant": outcome.instant or run.instant, "plan": outcome.plan, "result": outcome.result}
+    except Exception as exc:  # an engine bug must still end the run: one line here, the trace in the log
+        return "failed", {"error": internal_error(run.pk, exc, f"running {run.kind}")}
+    fields = {"instant": outcome.instant or run.instant or "", "plan": outcome.plan, "result": outcome.result}
     if not lease.is_held():
         # The work finished but our lease lapsed meanwhile: say so rather than claim a clean success.
         return "failed", {**fields, "error": "lease lost while running (its heartbeat could not renew it); "
@@ -88,6 +121,8 @@ def _refresh(run: Run) -> str:
     try:
         sample = sampling.refresh(run.table)
         finish(run, "succeeded", result={"sample_id": sample.pk, "taken_at": sample.taken_at.isoformat()})
-    except Exception as exc:
+    except TidemarkError as exc:
         finish(run, "failed", error=f"{type(exc).__name__}: {exc}")
+    except Exception as exc:
+        finish(run, "failed", error=internal_error(run.pk, exc, "sampling metrics"))
     return Run.objects.values_list("state", flat=True).get(pk=run.pk)

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from engine import Table
+from tasks import watch
 from webapp.tables.models import MetricSample, RegisteredTable
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,11 @@ def refresh(table: RegisteredTable) -> MetricSample:
     tide = [bucket.to_dict() for bucket in engine_table.tide(bucket=TIDE_BUCKET)]
     completion = _when(fresh.get("ro_completion_time"))
     lag = freshness_lag_seconds(completion, tide)
-    return MetricSample.objects.create(
+    previous = MetricSample.objects.filter(table=table).order_by("-taken_at", "-pk").first()
+    compactions = engine_table.compactions()
+    pending = [c.instant for c in compactions if c.state != "completed"]
+    completed = [c.instant for c in compactions if c.state == "completed"]
+    sample = MetricSample.objects.create(
         table=table, taken_at=timezone.now(),
         ro_completion_time=completion,
         ro_freshness_time=_when(fresh.get("ro_freshness_time")),
@@ -84,9 +89,14 @@ def refresh(table: RegisteredTable) -> MetricSample:
         pending_compactions=backlog["pending_compactions"],
         late_records=fresh.get("late_records") or 0,
         corrupt_log_blocks=backlog.get("corrupt_log_blocks") or 0,
+        earliest_pending_compaction=min(pending, default=""),
+        latest_completed_compaction=max(completed, default=""),
         sla_breached=sla_breached(table, lag),
         tide=tide,
+        catalog=engine_table.catalog_status().to_dict(),
     )
+    watch.observe(table, sample, previous)  # breaches, late data, corrupt blocks: audited + alerted once
+    return sample
 
 
 def refresh_quietly(table: RegisteredTable) -> MetricSample | None:

@@ -16,6 +16,7 @@ from django.utils import timezone
 from tasks import lease as lease_mod
 from tasks.lease import RUN_OWNER_PREFIX, run_of_owner
 from tasks.records import audit
+from webapp.alerts.events import notify
 from webapp.tables.models import Run, TableLease
 
 LOST = "worker lost: its lease expired without the run finishing (run recover on the table before retrying)"
@@ -45,5 +46,6 @@ def sweep_lost_runs() -> list[int]:
     for run in Run.objects.filter(pk__in=candidates, state="running").select_related("table", "requested_by"):
         if Run.objects.filter(pk=run.pk, state="running").update(state="failed", finished_at=now, error=LOST):
             audit(run, "failed", {"error": LOST})
+            notify("worker_lost", table=run.table, run=Run.objects.get(pk=run.pk), reason=LOST)
             lost.append(run.pk)
     return lost

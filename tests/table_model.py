@@ -62,9 +62,9 @@ def snapshot(path: str) -> dict[str, int]:
     return result
 
 
-def new_table(path: str, history=HISTORY) -> None:
+def new_table(path: str, history=HISTORY, buckets: int = 2) -> None:
     create_table(path, name="f", record_keys=["id"], partition_fields=[], ordering_field="ts",
-                 event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "2",
+                 event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": str(buckets),
                                                   "hoodie.client.heartbeat.interval_in_ms": "100"})
     for op, rows in history:
         write(path, op, rows)

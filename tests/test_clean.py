@@ -14,7 +14,8 @@ from engine.services.clean import (KEEP_LATEST_FILE_VERSIONS, CleanRefused, _ear
 from engine.compaction import run_compaction, schedule_compaction
 from engine.read.fsview import FileSystemView
 from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.read.query import read_arrow
+from engine.read.query import QuerySpec, read_arrow
+from engine.services.recovery import recover as recover_table
 from engine.config.layout import create_table
 from engine.timeline.instants import (CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested,
                              transition_to_inflight)
@@ -295,3 +296,126 @@ def test_clean_after_rolling_back_a_linked_compaction_keeps_what_readers_need(tm
         assert snapshot(path) == model_of(HISTORY) and read_optimized(path) == ro
         links = [os.path.join(path, n) for n in os.listdir(path) if os.path.islink(os.path.join(path, n))]
         assert links and all(os.path.exists(link) for link in links)
+
+
+# ------------------------------------------------------------------ damaged copies, interrupted cleans (issue 12)
+
+def _one_bucket_history(path: str, carry: str) -> dict[str, str]:
+    """W1 (k0, early), W2 (k1, k2, late), C1 (threshold between: W2's log carried as a link or a copy), W3 (k3)."""
+    from tests.inline_spark import InlineSpark
+    from tests.table_model import E, new_table, write as model_write
+
+    new_table(path, history=[], buckets=1)
+    out = {"W1": model_write(path, "upsert", [(0, E + 1000)]),
+           "W2": model_write(path, "upsert", [(1, E + 5000), (2, E + 5000)])}
+    out["C1"] = schedule_compaction(path, threshold_ms=E + 2000, carry_over=carry).instant
+    run_compaction(path, spark=InlineSpark())
+    out["W3"] = model_write(path, "upsert", [(3, E + 6000)])
+    return out
+
+
+def _ids(path: str) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sorted(read_arrow(path).column("id").to_pylist())
+
+
+def test_clean_keeps_the_original_of_a_damaged_carried_copy_until_it_is_repaired(tmp_path):
+    """Issue 12 case 2: in copy mode the older slice holds the only intact bytes of a damaged copy."""
+    path = str(tmp_path / "t")
+    inst = _one_bucket_history(path, "copy")
+    shutil.copytree(path, tmp_path / "control", symlinks=True)
+    timeline = Timeline.load(path)
+    (entry,) = timeline.commit_metadata(timeline.get(inst["C1"])[-1]).carried
+    copy, original_name = os.path.join(path, entry.symlink), entry.target
+    original = os.path.join(path, original_name)
+    assert entry.mode == "copy" and open(copy, "rb").read() == open(original, "rb").read()
+    control = run_clean(str(tmp_path / "control"), retain_commits=1)   # undamaged: the original goes
+    assert original_name in flat(control.deleted)
+
+    good = open(copy, "rb").read()
+    with open(copy, "r+b") as fh:
+        fh.write(b"#XUDI#")
+    assert _ids(path) == ["k0", "k3"]   # the copy's records are missing (and every read warns)
+    result = run_clean(path, retain_commits=1)
+    assert os.path.isfile(original) and original_name not in flat(result.deleted)
+    assert original_name in flat(result.plan.kept_link_targets)
+    assert f"kept {original}: carried copy {copy} holds a corrupt block" in result.message
+    assert run_clean(path, retain_commits=1).instant is None   # and again: nothing else to do, still kept
+    assert os.path.isfile(original)
+
+    shutil.copyfile(original, copy)   # repaired from the original the clean kept
+    assert open(copy, "rb").read() == good and _ids(path) == ["k0", "k1", "k2", "k3"]
+    assert original_name in flat(run_clean(path, retain_commits=1).deleted)
+    assert rows_by_key(read_arrow(path)) == rows_by_key(hudi_read(path))
+
+
+def _linked_clean_table(path: str) -> tuple[dict[str, str], list[str]]:
+    """Slices 0 and C1 superseded by C2, with C1's carried links pointing into slice 0: a KEEP_LATEST_COMMITS(1)
+    clean deletes every link and its target. Returns the instants and the clean's files in deletion order."""
+    from tests.inline_spark import InlineSpark
+    from tests.table_model import E, write as model_write
+
+    inst = _one_bucket_history(path, "symlink")
+    inst["C2"] = schedule_compaction(path, strategy="unbounded").instant
+    run_compaction(path, spark=InlineSpark())
+    inst["W4"] = model_write(path, "upsert", [(4, E + 7000)])
+    return inst, plan_clean(path, retain_commits=1).paths()
+
+
+def test_a_clean_killed_after_any_file_leaves_every_link_with_its_target(tmp_path):
+    """Issue 12 case 5: links go before their targets, so a clean killed (no cleanup at all) after any number
+    of deletions never leaves a dangling link; we and hudi 0.5.0 read every row before and after `recover`."""
+    from engine.io import faults
+    from tests.table_model import snapshot
+
+    template = str(tmp_path / "template")
+    _, files = _linked_clean_table(template)
+    links = [p for p in files if os.path.islink(p)]
+    assert links and all(os.path.realpath(link) in files for link in links)   # targets go in the same clean
+    expected = snapshot(template)
+    assert sorted(expected) == ["k0", "k1", "k2", "k3", "k4"]
+    for n in range(1, len(files) + 1):
+        path = str(tmp_path / f"t{n}")
+        shutil.copytree(template, path, symlinks=True)
+        os.environ[faults.ENV] = f"clean:deleting@{n}:abort"
+        try:
+            with pytest.raises(faults.InjectedAbort):
+                run_clean(path, retain_commits=1)
+        finally:
+            del os.environ[faults.ENV]
+            faults.reset_crossings()
+        assert [i.state for i in Timeline.load(path).instants if i.action == CLEAN] == [State.INFLIGHT]
+        assert not [p for p in all_links(path) if not os.path.exists(p)], f"a link dangles after {n} deletion(s)"
+        assert snapshot(path) == expected   # ours == hudi 0.5.0's == the model
+        assert recover_table(path).finished_cleans
+        assert snapshot(path) == expected and not recover_table(path).changed
+        assert not set(files) & {os.path.join(path, f) for f in data_files(path)}
+
+
+def test_a_dangling_link_that_a_started_clean_deletes_is_cleaned_not_lost(tmp_path):
+    """A clean killed between a target and its link (as path-ordered cleans could be): reads of the current
+    table go on (ours and hudi 0.5.0, every row), time travel into the half-deleted slice is refused as cleaned,
+    and `recover` finishes the clean."""
+    from engine.errors import ConfigError
+    from tests.table_model import snapshot
+
+    path = str(tmp_path / "t")
+    inst, files = _linked_clean_table(path)
+    expected = snapshot(path)
+    plan = plan_clean(path, retain_commits=1)
+    ts = new_instant_time(after=Timeline.load(path).instants[-1].timestamp)
+    requested = _plan_record(plan).to_bytes()
+    create_requested(path, ts, CLEAN, requested)
+    transition_to_inflight(path, ts, CLEAN, requested)
+    (link,) = [p for p in files if os.path.islink(p)]
+    os.unlink(os.path.realpath(link))   # the target went first; the process died before the link
+    assert not os.path.exists(link) and os.path.islink(link)
+    assert snapshot(path) == expected
+    with pytest.raises(ConfigError, match=f"which clean {ts} deleted"):
+        read_arrow(path, QuerySpec("time_travel", as_of=inst["C1"]))
+    done = recover_table(path)
+    assert done.finished_cleans == [ts] and not os.path.islink(link)
+    assert snapshot(path) == expected and not recover_table(path).changed

@@ -94,7 +94,7 @@ def test_avro_block_round_trip(tmp_path: Path, table: pa.Table, schema: dict) ->
     assert list(info.headers) == [HeaderKey.INSTANT_TIME, HeaderKey.SCHEMA]
     assert info.instant_time == "20250101000000000"
     assert (info.min_event_time, info.max_event_time) == (MIN_T, MAX_T)
-    # Framing of facts §1.1: blockLength at 6, version 1, type 3, trailer blockLength + 6.
+    # Framing of docs/HUDI-FORMAT.md §1.1: blockLength at 6, version 1, type 3, trailer blockLength + 6.
     (block_length,) = struct.unpack_from(">q", block, 6)
     assert block_length + 14 == len(block)
     assert struct.unpack_from(">ii", block, 14) == (1, 3)

@@ -11,11 +11,17 @@ Each hypothesis example is one sequence on a fresh two-bucket table (keys k0..k5
 - run, clean (either policy), rollback of the latest deltacommit or the latest compaction (refusals are
   allowed exactly where the model says a later instant depends on it, and then change nothing), recover
   (must find nothing to do);
+- damage (issue 12): a committed block of the latest slices gets its header (`#XUDI#`) or its first record's
+  length overwritten; a full read must fail naming the file, hudi 0.5.0 must fail or agree, a compaction must
+  refuse (or fail and roll its plan back), a clean must keep a damaged copy's original; then the bytes are
+  repaired and the model must hold again — nothing folded or cleaned away meanwhile;
+- kills (issue 12): a write or a clean dies at a random fault point (`TIDEMARK_FAULT=…:abort`, in-process: no
+  `except` handler of the operation runs), then `recover`; reads during a killed clean already equal the model;
 - time travel to a completed write or compaction: the model's snapshot of that moment, and hudi 0.5.0's
   as-of read (a refusal only once a clean deleted a slice it needs); insert_overwrite (refused while a
   compaction is pending; otherwise every group replaced by the input's rows).
 Every run publishes a completion time ≥ T; the model checks that its own compaction keeps the snapshot and
-that an exact one adds nothing after T to the base. `OrderingApartSequences` runs the same steps on a table
+that an exact one adds nothing after T to the base. `OrderingApartSequences` runs the same steps (but damage and kills) on a table
 whose ordering field `seq` is not its event-time field `ts` (a quarter of the profile's sequences): deletes carry
 event times with and without ordering values, so one delete write often straddles an exact compaction's T.
 After every step: our snapshot == the model's, our RO == the model's base rows, and — whenever no write has
@@ -32,6 +38,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
+import warnings
 import shutil
 import tempfile
 from collections import Counter
@@ -44,9 +52,13 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
-from engine import Table
+from engine import Table, logformat
 from engine.compaction import run_compaction
-from engine.errors import ConfigError, Refused
+from engine.errors import ConfigError, CorruptLogBlockError, Refused
+from engine.io import faults
+from engine.read.fsview import FileSystemView
+from engine.services.recovery import recover as recover_table
+from engine.timeline.instants import Timeline
 from engine.index.bucket_hash import bucket_ids
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.query import QuerySpec, read_arrow
@@ -368,6 +380,121 @@ class TableSequences(RuleBasedStateMachine):
             by_bucket.setdefault(BUCKET_OF[row[0]], []).append(self._item(PUT, row, label))
         return instant, by_bucket
 
+    # ------------------------------------------------------------------------------------ damage and kills
+
+    # One rule for the three, so they stay a small share of each sequence's steps (the CI profile's time).
+    @precondition(lambda self: bool(self.model.writes))
+    @rule(kind=st.sampled_from(["damage", "kill_write", "kill_clean"]), data=st.data())
+    def damage_or_kill(self, kind, data):
+        if kind == "damage":
+            self.damage_and_repair(data.draw(st.sampled_from(["header", "content"])), data.draw(st.integers(0, 999)),
+                                   data.draw(st.booleans()), data.draw(st.booleans()),
+                                   data.draw(st.sampled_from(["symlink", "copy"])))
+        elif kind == "kill_write":
+            self.killed_write(data.draw(st.sampled_from(OPERATIONS)), data.draw(ROWS),
+                              data.draw(st.sampled_from(faults.STEPS["write"])))
+        else:
+            # Retaining one commit or version: a clean that has files to delete, so the kill lands mid-way.
+            self.killed_clean(1, data.draw(st.booleans()), data.draw(st.sampled_from(faults.STEPS["clean"])),
+                              data.draw(st.integers(1, 2)))
+
+    def damage_and_repair(self, where: str, pick: int, compact: bool, clean: bool, carry_over: str) -> None:
+        targets = committed_blocks(self.path, content=where == "content")
+        if not targets:
+            OUTCOMES[f"damage {where}: no committed block"] += 1
+            return
+        path, info = targets[pick % len(targets)]
+        real = os.path.realpath(path)
+        original = damage(real, info, where)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._while_damaged(path, compact, clean, carry_over)
+        finally:
+            with open(real, "wb") as fh:   # repaired: every record must be back (the invariant checks)
+                fh.write(original)
+        OUTCOMES[f"damage {where}" + (" + compact" if compact else "") + (" + clean" if clean else "")] += 1
+
+    def _while_damaged(self, path: str, compact: bool, clean: bool, carry_over: str) -> None:
+        name = re.escape(os.path.basename(path))
+        with pytest.raises(CorruptLogBlockError, match=name):
+            read_arrow(self.path, fail_on_corrupt=True)
+        try:
+            theirs = as_rows(hudi_read(self.path))
+        except Exception:  # noqa: BLE001 - hudi 0.5.0 fails on the damage: loud, as it should be
+            OUTCOMES["damage: hudi 0.5.0 fails"] += 1
+        else:   # hudi 0.5.0 read it: then it agrees with the model or with what we return (warned)
+            ours = as_rows(read_arrow(self.path))
+            assert theirs in (ours, model_rows(self.model.snapshot())) or self.slice_written
+            OUTCOMES["damage: hudi 0.5.0 reads"] += 1
+        if compact and self.model.pending is None:
+            try:
+                plan = self.table.schedule_compaction(strategy="event_time", threshold=ms(SECONDS + 1),
+                                                      carry_over=carry_over, exact=False)
+            except CorruptLogBlockError:
+                OUTCOMES["damage: schedule refused"] += 1
+            else:   # damage only a decode sees: the run fails and rolls its own plan back
+                assert plan.instant is not None
+                with pytest.raises(CorruptLogBlockError, match=f"{name}.*was rolled back"):
+                    run_compaction(self.path, plan.instant, spark=InlineSpark())
+                assert not Timeline.load(self.path).get(plan.instant)
+                OUTCOMES["damage: run failed, plan rolled back"] += 1
+        if clean:
+            self.clean(1, False)
+            copied_from = carried_copy_original(self.path, path)
+            assert copied_from is None or os.path.isfile(copied_from), f"clean deleted {copied_from}"
+
+    def killed_write(self, op: str, rows: list[tuple[str, int]], step: str) -> None:
+        """A Parquet write dies at `step`; `recover` rolls it back unless it completed."""
+        if not self.model.has_schema:
+            op = "upsert"
+        label = f"w{self.inputs + 1}"
+        source = self._input("parquet_ms", op, rows, label)
+        before = {i.instant for i in self.table.timeline()}
+        with fault(f"write:{step}:abort"):
+            write_file(self.path, source, "delete" if op.startswith("delete") else op, spark=InlineSpark())
+        (instant,) = [i.instant for i in self.table.timeline() if i.instant not in before and i.action == "deltacommit"]
+        done = recover_table(self.path)
+        by_bucket = model_items(op, rows, label)
+        if Timeline.load(self.path).is_completed(instant):
+            if self.model.pending is not None and set(by_bucket) & set(self.model.pending.cuts):
+                self.slice_written = True
+            self.model.write(instant, by_bucket)
+        else:
+            (rolled,) = [r for r in done.rolled_back_writes if r["instant"] == instant]
+            if rolled["rollback_log_files"] or rolled["deleted_files"]:   # its logs were published
+                self.model.write(instant, by_bucket)
+                self.model.rollback_write(instant, rolled["rollback_instant"])
+        OUTCOMES[f"write killed at {step}"] += 1
+
+    def killed_clean(self, retain: int, by_versions: bool, step: str, nth: int) -> None:
+        """A clean dies at `step` (after its `nth` deleted file for `deleting`): reads already equal the model
+        (links go before their targets), and `recover` finishes it."""
+        before = self.reads()
+        point = f"clean:{step}@{nth}:abort" if step == "deleting" else f"clean:{step}:abort"
+        try:
+            with fault(point, required=False) as fired:
+                result = (self.table.clean(retain_versions=retain) if by_versions else
+                          self.table.clean(retain_commits=retain))
+        except Refused:
+            assert self.reads() == before
+            return
+        if not fired:   # nothing to clean, or fewer files than `nth`: an ordinary clean
+            assert not result.failed and not result.errors, result
+            if result.deleted:
+                self.model.cleaned({slice_of(f) for files in result.deleted.values() for f in files})
+            OUTCOMES["killed clean finished first"] += 1
+            return
+        assert self.reads() == before
+        if self.model.writes and not self.slice_written:
+            assert as_rows(hudi_read(self.path)) == before[0]
+        (clean,) = [i for i in Timeline.load(self.path).instants if i.action == "clean"][-1:]
+        finished = recover_table(self.path).finished_cleans
+        assert finished == ([] if clean.is_completed else [clean.timestamp])
+        planned = Timeline.load(self.path).clean_plan(clean.timestamp).deleted_names()
+        self.model.cleaned({slice_of(n) for names in planned.values() for n in names})
+        OUTCOMES[f"clean killed at {step}"] += 1
+
     # ------------------------------------------------------------------------------------ checks
 
     def reads(self) -> tuple[dict, dict]:
@@ -402,6 +529,79 @@ class TableSequences(RuleBasedStateMachine):
             OUTCOMES["checked against hudi 0.5.0"] += 1
         else:
             OUTCOMES["checked against the model only (slice C written)"] += 1
+
+
+def committed_blocks(path: str, content: bool) -> list[tuple[str, logformat.BlockInfo]]:
+    """(log path as readers list it, block) of every block of a committed, not rolled-back write or compaction
+    in the latest slices; with `content`, Avro data blocks only (whose first record's length can be hit)."""
+    timeline = Timeline.load(path)
+    committed = {i.timestamp for i in timeline.completed() if i.action in ("deltacommit", "commit")}
+    out = []
+    for sl in FileSystemView(path, timeline).latest_slices():
+        scans = [(lf.path, logformat.scan_log_file(lf.path)) for lf in sl.log_files]
+        masked = {b.target_instant_time for _, scan in scans for b in scan.blocks
+                  if b.block_type is logformat.BlockType.COMMAND}
+        for log, scan in scans:
+            out.extend((log, b) for b in scan.blocks if b.block_type is not logformat.BlockType.COMMAND
+                       and b.instant_time in committed and b.instant_time not in masked
+                       and (not content or b.block_type is logformat.BlockType.AVRO_DATA))
+    return out
+
+
+def damage(real: str, info: logformat.BlockInfo, where: str) -> bytes:
+    """Overwrite the block's MAGIC (`#XUDI#`) or flip its first record's length; returns the original bytes."""
+    with open(real, "rb") as fh:
+        original = fh.read()
+    data = bytearray(original)
+    if where == "header":
+        data[info.offset:info.offset + 6] = b"#XUDI#"
+    else:
+        data[info.content_offset + 8] ^= 0x7F   # int32 version, int32 count, then the first record's length
+    with open(real, "wb") as fh:
+        fh.write(bytes(data))
+    return original
+
+
+def carried_copy_original(path: str, log: str) -> str | None:
+    """The log that `log` is a carried byte copy of (completed compactions' carry-over records), or None."""
+    timeline = Timeline.load(path)
+    for inst in timeline.completed():
+        if inst.action == "commit":
+            for entry in timeline.commit_metadata(inst).carried or ():
+                if entry.mode == "copy" and entry.symlink == os.path.basename(log):
+                    return os.path.join(os.path.dirname(log), entry.target)
+    return None
+
+
+def model_items(op: str, rows: list[tuple[str, int]], label: str) -> dict[int, list[Item]]:
+    kind = {"delete_ordered": DELETE, "delete_unordered": HARD}.get(op, PUT)
+    by_bucket: dict[int, list[Item]] = {}
+    for key, s in rows:
+        item = Item(key, kind, None if kind == HARD else ms(s), f"{label}.{key}" if kind == PUT else None)
+        by_bucket.setdefault(BUCKET_OF[key], []).append(item)
+    return by_bucket
+
+
+class fault:   # noqa: N801 - a context manager used like a statement
+    """Run the block with TIDEMARK_FAULT=`spec` (abort mode): the injected abort is swallowed here and `fired`
+    says whether it came; `required` fails the test when the operation never crossed the point."""
+
+    def __init__(self, spec: str, required: bool = True) -> None:
+        self.spec, self.required, self.fired = spec, required, False
+
+    def __enter__(self) -> fault:
+        os.environ[faults.ENV] = self.spec
+        return self
+
+    def __bool__(self) -> bool:
+        return self.fired
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        del os.environ[faults.ENV]
+        faults.reset_crossings()
+        self.fired = exc_type is faults.InjectedAbort
+        assert self.fired or not self.required or exc_type is not None, f"{self.spec} never fired"
+        return self.fired
 
 
 # ---------------------------------------------------------------- ordering apart from event time (issue 12)
@@ -469,6 +669,9 @@ class OrderingApartSequences(TableSequences):
     @rule(rows=SEQ_ROWS)
     def insert_overwrite(self, rows):
         TableSequences.insert_overwrite(self, rows)
+
+    def damage_or_kill(self, *args) -> None:   # not a rule here: the main machine covers damage and kills
+        raise AssertionError("damage and kill steps run on TableSequences only")
 
 
 def _run(machine: type[TableSequences], request, examples: int) -> None:

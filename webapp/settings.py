@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "webapp.tables",
     "webapp.api",
     "webapp.accounts",
+    "webapp.alerts",
 ]
 
 MIDDLEWARE = [
@@ -59,7 +60,9 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "webapp.errors.ErrorResponses",
 ]
+CSRF_FAILURE_VIEW = "webapp.errors.csrf_failure"
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
@@ -112,6 +115,20 @@ TIDEMARK_TABLE_ROOTS = [str(Path(p).resolve()) for p in
                         os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")).split(os.pathsep) if p]
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# Alerts (webapp/alerts): links in alerts start with the dashboard's public URL; email goes through Django's
+# SMTP backend; failed deliveries are retried with exponential backoff; each channel is told at most N
+# times an hour about one table.
+TIDEMARK_BASE_URL = os.environ.get("TIDEMARK_BASE_URL", "http://localhost:8000").rstrip("/")
+EMAIL_HOST = os.environ.get("TIDEMARK_SMTP_HOST", "localhost")
+EMAIL_PORT = int(os.environ.get("TIDEMARK_SMTP_PORT", "25"))
+EMAIL_HOST_USER = os.environ.get("TIDEMARK_SMTP_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("TIDEMARK_SMTP_PASSWORD", "")
+EMAIL_USE_TLS = _flag("TIDEMARK_SMTP_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = os.environ.get("TIDEMARK_ALERT_FROM", "tidemark@localhost")
+TIDEMARK_ALERT_ATTEMPTS = int(os.environ.get("TIDEMARK_ALERT_ATTEMPTS", "4"))
+TIDEMARK_ALERT_BACKOFF_S = float(os.environ.get("TIDEMARK_ALERT_BACKOFF_S", "30"))
+TIDEMARK_ALERT_RATE_PER_HOUR = int(os.environ.get("TIDEMARK_ALERT_RATE_PER_HOUR", "6"))
 
 # --- Celery (owned by tasks/; read by tasks/__init__.py through namespace "CELERY") ----------------
 # Redis (or any kombu URL) in production; kombu's filesystem broker under the state folder by default,

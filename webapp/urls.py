@@ -6,6 +6,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("webapp.accounts.urls")),
     path("api/", include("webapp.api.urls")),
+    path("alerts/", include("webapp.alerts.urls")),
     path("", include("webapp.api.metrics_urls")),
     path("", include("webapp.tables.urls")),
 ]

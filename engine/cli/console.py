@@ -39,6 +39,19 @@ def cmd_write(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_sync(args: argparse.Namespace) -> int:
+    results = Table.open(args.path).sync_catalog(metastore=args.metastore)
+    if args.json:
+        output.emit(results, True, output.catalog_syncs)
+    else:
+        for result in results:
+            if result.ok:
+                print(output.catalog_sync(result))
+            else:
+                output.error(f"catalog sync to {result.catalog} failed after {result.attempts} attempt(s): {result.error}")
+    return EXIT_OK if all(x.ok for x in results) else EXIT_ERROR
+
+
 def _implied_query(args: argparse.Namespace) -> str:
     """As the data source: --as-of alone means time travel, --begin/--end alone an incremental read."""
     if args.as_of:
@@ -246,6 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest), an overwrite or a compaction "
              "(pending or latest completed)").add_argument("--instant", required=True)
+    p = _command(sub, "sync", cmd_sync, "register/update <name>_ro and <name>_rt in the table's catalog "
+                 "(Hive metastore or Glue), as Hudi's HiveSyncTool does")
+    p.add_argument("--metastore", help="thrift://host:port (default: hoodie.datasource.hive_sync.metastore.uris "
+                                       "of the table, then $TIDEMARK_HIVE_METASTORE_URIS)")
     _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
     _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")
     _command(sub, "metrics", cmd_metrics, "backlog metrics of the latest file slices")

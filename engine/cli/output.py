@@ -101,6 +101,20 @@ def write(w: r.WriteResult) -> str:
     return f"{w.instant} ({w.action}: {len(w.base_files)} new file group(s), {replaced} replaced)"
 
 
+def catalog_sync(c: r.CatalogSyncResult) -> str:
+    where = f"{c.database}.{{{','.join(c.tables)}}} in {c.catalog}"
+    if c.skipped:
+        return f"nothing synced to {where}: {c.skipped}"
+    if not c.ok:
+        return f"sync of {where} failed: {c.error}"
+    ro = f", RO completion {_t(c.ro_completion_time)} ({c.ro_completion_instant})" if c.ro_completion_instant else ""
+    return f"synced {where}: {c.partitions} partition(s), last commit {c.last_commit_time_sync}{ro}"
+
+
+def catalog_syncs(results: Sequence[r.CatalogSyncResult]) -> str:
+    return "\n".join(catalog_sync(c) for c in results)
+
+
 def read(rr: r.ReadResult) -> str:
     if rr.query == "incremental":
         return f"wrote {rr.rows} rows changed in ({rr.begin_instant or 'start'}, {rr.end_instant or 'latest'}] to {rr.output}"

@@ -8,7 +8,9 @@ and carry the remaining logs into slice C (symlink or byte copy). Every step is 
 run is finished by simply running it again.
 A log to fold that holds a corrupt block of a committed instant stops the run with CorruptLogBlockError before
 anything is written for it: checked from headers on the driver, and by each executor's decode (the only place
-flipped bytes deep inside a block show); nothing is committed or published, and the plan can be rolled back.
+flipped bytes deep inside a block show); nothing is committed or published, and the run rolls its own plan back
+so a plan that cannot run never blocks scheduling and cleaning (unless writes already went into its slice: then
+the plan stays, and the error says why). The error names each damaged file and offset.
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import json
 import os
 import shutil
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -33,13 +35,14 @@ from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
-from engine.errors import CorruptLogBlockError, TidemarkError
+from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
 from engine.services import integrity
+from engine.services.rollback import rollback_locked
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
-from engine.lock import TableLock, ensure_held, holding
-from engine.progress import Progress, counted
+from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, Stopped, counted
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.read.merge import (DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows,
                                conform_to_schema, remaining_log_rows)
@@ -82,6 +85,7 @@ class OpTask:
     row_group_rows: int
     compression: str
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
+    extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
 
 
 @dataclass
@@ -113,7 +117,8 @@ class CompactionResult:
 # ------------------------------------------------------------------------------------------- driver
 
 def run_compaction(base_path: str, instant: str | None = None, spark=None, lock: TableLock | None = None,
-                   on_progress: Progress | None = None) -> CompactionResult:
+                   on_progress: Progress | None = None,
+                   should_stop: Callable[[], bool] | None = None) -> CompactionResult:
     """Execute the single pending compaction (or `instant`) and commit it.
 
     One run at a time per table (the compaction lock): two runs of one plan would delete each other's
@@ -121,17 +126,21 @@ def run_compaction(base_path: str, instant: str | None = None, spark=None, lock:
     """
     with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE), \
             (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
-        return _run_locked(base_path, instant, spark, on_progress)
+        return _run_locked(base_path, instant, spark, on_progress, should_stop, lock)
 
 
-def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None) -> CompactionResult:
+def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None,
+                should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
     c = pending.timestamp
     plan = timeline.compaction_plan(c)
     tasks = _tasks(cfg, timeline, c, plan)
-    _check_logs(c, tasks, pending.state.value)
+    try:
+        _check_logs(c, tasks)
+    except CorruptLogBlockError as exc:
+        raise _give_up(base_path, c, lock, f"compaction {c} not run: {exc}", pending.state.value) from None
     if pending.state is State.REQUESTED:
         transition_to_inflight(base_path, c, COMPACTION)
     fault_point("execute", "inflight")
@@ -140,33 +149,61 @@ def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progres
 
         spark = get_spark()
     try:
-        outs = _execute_all(spark.sparkContext, tasks, on_progress)
+        outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
+    except Stopped as stopped:
+        _roll_back_cancelled(base_path, c, lock)
+        raise Cancelled(c, f"compaction {c} cancelled after {stopped.done} of {len(tasks)} file groups; its plan "
+                           "was rolled back and nothing was committed") from None
     except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
         found = integrity.found_in(exc)
         if found is not None:
-            raise CorruptLogBlockError(f"compaction {c} failed, nothing was committed: {found} "
-                                       f"{_remedy(c, 'is inflight')}") from None
+            raise _give_up(base_path, c, lock, f"compaction {c} failed, nothing was committed: {found}",
+                           "inflight") from None
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
                               "back with rollback_compaction") from exc
     fault_point("execute", "tasks")
     return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
 
 
-def _check_logs(c: str, tasks: list[OpTask], state: str) -> None:
+def _check_logs(c: str, tasks: list[OpTask]) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
     changes (the plan is not even moved to inflight)."""
     for task in tasks:
-        bad = integrity.scan_corruption(task.log_paths, task.committed).committed
+        bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents).committed
         if bad:
-            raise integrity.corrupt_error(bad, f"compaction {c} not run", _remedy(c, f"is still {state}"))
+            raise integrity.corrupt_error(bad, "refusing to fold", "")
 
 
-def _remedy(c: str, state: str) -> str:
-    return (f"Compaction {c} {state}: roll it back (tidemark rollback --instant {c}, Table.rollback), repair or "
-            "remove the blocks, then schedule again.")
+def _give_up(base_path: str, c: str, lock: TableLock | None, what: str, state: str) -> CorruptLogBlockError:
+    """A plan that folds a damaged log can never run: roll it back (the run holds the compaction lock; the
+    table lock is the caller's, already held, or the table's file lock, taken here) so scheduling and cleaning
+    go on, and the damaged log stays untouched for repair. Refused (writes went into slice C, which a rollback
+    would orphan), the plan stays and the error says so."""
+    what = what.rstrip(". ")
+    try:
+        if lock is not None:
+            rollback_locked(base_path, c)
+        else:
+            with holding(FileLock(base_path), f"roll back compaction {c}"):
+                rollback_locked(base_path, c)
+    except Refused as exc:
+        return CorruptLogBlockError(
+            f"{what}. Compaction {c} stays {state}: it cannot be rolled back ({exc}). Repair or remove the "
+            "blocks, then run it again.")
+    return CorruptLogBlockError(
+        f"{what}. Compaction {c} was rolled back, so the table can be scheduled and cleaned again; the damaged "
+        "log is untouched: repair or remove the blocks, then schedule again.")
 
 
-def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[dict]:
+def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None:
+    """Undo a cancelled run's plan (base files written so far included) under the table lock; the
+    compaction lock is ours already, so no other run of the plan can be writing."""
+    with holding(table_lock_of(base_path, lock), f"roll back cancelled compaction {c}"):
+        rollback_locked(base_path, c)
+
+
+def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None,
+                 should_stop: Callable[[], bool] | None = None) -> list[dict]:
     """One Spark task per file group; each finished group counts towards the progress."""
     if not tasks:
         return []
@@ -179,7 +216,7 @@ def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None) -> list[
 
         return sc.parallelize(tasks, len(tasks)).map(one).collect()
 
-    return counted(sc, run, on_progress, len(tasks), "file groups")
+    return counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
 
 
 def _pick(timeline: Timeline, instant: str | None):
@@ -205,22 +242,25 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
     committed = frozenset(t for t in view.committed_instants if t < c)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
+    extents = integrity.CommittedExtents(cfg.base_path, timeline)
     out = []
     for op in plan.operations:
         part = op.partition_path
         pdir = view.partition_dir(part)
         base = os.path.join(pdir, op.data_file) if op.data_file else None
+        log_paths = tuple(os.path.join(pdir, n) for n in op.delta_files)
         out.append(OpTask(
             base_path=cfg.base_path, instant=c, partition_path=part, file_id=op.file_id,
             base_instant=op.base_instant, base_file=base,
-            log_paths=tuple(os.path.join(pdir, n) for n in op.delta_files),
+            log_paths=log_paths,
             links=tuple((s.symlink, s.target) for s in op.carried),
             carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
             threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
             committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
             compression=str(cfg.setting("hoodie.parquet.compression.codec")),
-            delete_bounds=tuple(bounds.get((part, op.file_id), ()))))
+            delete_bounds=tuple(bounds.get((part, op.file_id), ())),
+            extents=extents))
     return out
 
 
@@ -323,7 +363,7 @@ def execute_operation(task: OpTask) -> dict:
     pdir = os.path.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)
     os.makedirs(temp_dir, exist_ok=True)
-    logs = read_slice_logs(task.log_paths, task.committed)
+    logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
     if logs.corrupt:  # folding would supersede the log and lose the block's records for good
         raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
                                       "Folding them would lose these records for good; nothing was written.")

@@ -1,6 +1,6 @@
 """Compaction history: every compaction on the active timeline, pending or completed, as typed results.
 
-Two records describe one compaction (format facts §3.1, §3.3), both read through engine.timeline.metadata:
+Two records describe one compaction (docs/HUDI-FORMAT.md §3.1, §3.3), both read through engine.timeline.metadata:
 - the plan ``<C>.compaction.requested`` (Avro): what was scheduled — operations, compacted and carried logs,
   the tidemark.* threshold/strategy/carry-over settings and where each setting came from;
 - the completed ``<C>.commit`` (JSON): what actually happened — write stats of the new base files, and

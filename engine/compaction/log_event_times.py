@@ -1,6 +1,6 @@
 """Min/max event time of each log file, as cheaply as the file allows.
 
-Sources, tried in order per log (facts §1.7, §5.3.4):
+Sources, tried in order per log (docs/HUDI-FORMAT.md §1.7, §5.4):
 1. ``header``: the tidemark event-time attributes in the SCHEMA header of every committed data block,
    read by a header-only scan (no content decoded). Tidemark-written logs always have them.
 2. ``write_stats``: ``minEventTime``/``maxEventTime`` of the write stats naming the log in completed

@@ -1,6 +1,6 @@
 """Scheduling a (partial) compaction: pick logs per slice, write `<C>.compaction.requested`.
 
-The plan is a standard HoodieCompactionPlan (facts §3.3) listing, per slice, only the logs to merge in
+The plan is a standard HoodieCompactionPlan (docs/HUDI-FORMAT.md §3.3) listing, per slice, only the logs to merge in
 `deltaFilePaths`, plus the RFC's `symlinkOperations`: the names under which the remaining logs are
 carried into the new slice C (`.<fid>_<C>.log.<k>_<tok>`, k = 2.. in log order). Version 1 is the
 carry-forward log the execution may write (engine.compaction.carry_forward): deletes and winners the new
@@ -127,7 +127,9 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
     # write does not (engine.services.integrity). Execution catches what only a decode finds.
-    integrity.refuse_to_compact((lf.path for op in ops for lf in op.to_compact), view.committed_instants)
+    folded = [lf.path for op in ops for lf in op.to_compact]
+    integrity.refuse_to_compact(folded, view.committed_instants,
+                                integrity.CommittedExtents(base_path, timeline))
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview:

@@ -1,7 +1,7 @@
 """Compaction strategies: which logs of a slice to compact, and which slices to compact at all.
 
 Every strategy only ever compacts a **prefix** of a slice's logs (log order = version, then write
-token). Readers apply the base first and then the logs in order (facts §5.3.2). Under commit-time
+token). Readers apply the base first and then the logs in order (docs/HUDI-FORMAT.md §5.2). Under commit-time
 ordering, compacting a non-prefix subset lets an older, un-compacted log override newer values that
 now sit in the base. Even under event-time ordering a processing-time delete ("always wins") followed
 by a re-insert breaks if the two are reordered: the delete would erase the re-inserted row. A prefix

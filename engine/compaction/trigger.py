@@ -3,7 +3,7 @@
 The RFC's guarantee ("after plan C with threshold T, no log in the latest slices has min event time ≤ T")
 only holds if plans run serially: a second plan computed while the first is pending would miss the logs
 the first one carries over. An in-flight write would land its logs in the old slice after planning and be
-lost from the new one. And hudi 0.5.0 ignores v6 logs named after a pending compaction (facts §4.3), so
+lost from the new one. And hudi 0.5.0 ignores v6 logs named after a pending compaction (docs/HUDI-FORMAT.md §4.3), so
 a pending clustering or compaction must finish (or be rolled back) first.
 """
 from __future__ import annotations

@@ -69,6 +69,33 @@ def parse_duration_ms(value: str) -> int:
     return ms
 
 
+HIVE_SYNC_TOOL = "org.apache.hudi.hive.HiveSyncTool"
+GLUE_SYNC_TOOL = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
+
+
+def _metastore_uris(value: str) -> str:
+    """Empty (not set), or comma-separated thrift://host:port (hive.metastore.uris' form)."""
+    for uri in (u.strip() for u in value.split(",") if u.strip()):
+        if not re.fullmatch(r"thrift://[^:/\s]+:\d+", uri):
+            raise ValueError("must be thrift://host:port (comma-separated for several)")
+    return value
+
+
+def _sync_tools(value: str) -> list[str]:
+    """Comma-separated sync tool classes (as Hudi takes them): HiveSyncTool and/or AwsGlueCatalogSyncTool."""
+    tools = [t.strip() for t in value.split(",") if t.strip()]
+    for tool in tools:
+        if tool not in (HIVE_SYNC_TOOL, GLUE_SYNC_TOOL):
+            raise ValueError(f"must be {HIVE_SYNC_TOOL} and/or {GLUE_SYNC_TOOL} (comma-separated)")
+    return tools
+
+
+def _catalog_name(value: str) -> str:
+    if value and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError("must be letters, digits and underscores")
+    return value
+
+
 # The RO view's published guarantee (written by an event-time compaction; unknown keys to Java and hudi-rs).
 RO_COMPLETION_KEY = "tidemark.ro.completion.time"
 RO_FRESHNESS_KEY = "tidemark.ro.freshness.time"
@@ -93,6 +120,15 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.client.heartbeat.interval_in_ms": (_positive_int, "60000"),
     "hoodie.client.heartbeat.tolerable.misses": (_positive_int, "2"),
     "hoodie.datasource.write.hive_style_partitioning": (_boolean, "false"),
+    # Catalog sync (engine/catalog): Hudi's own keys, as HiveSyncTool and AwsGlueCatalogSyncTool read them.
+    "hoodie.datasource.hive_sync.enable": (_boolean, "false"),
+    "hoodie.datasource.hive_sync.metastore.uris": (_metastore_uris, ""),
+    "hoodie.datasource.hive_sync.database": (_catalog_name, "default"),
+    "hoodie.datasource.hive_sync.table": (_catalog_name, ""),
+    "hoodie.datasource.hive_sync.support_timestamp": (_boolean, "true"),
+    "hoodie.meta.sync.client.tool.class": (_sync_tools, HIVE_SYNC_TOOL),
+    "hoodie.aws.glue.region": (str, ""),
+    "hoodie.aws.glue.endpoint": (str, ""),
 }
 
 # Table properties Tidemark understands; anything else found in a Java table is kept verbatim.

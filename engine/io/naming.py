@@ -1,4 +1,4 @@
-"""Hudi file and instant naming (format facts §2).
+"""Hudi file and instant naming (docs/HUDI-FORMAT.md §2).
 
 Base file:  ``<fileId>_<writeToken>_<instant><ext>``            (FSUtils.makeBaseFileName)
 Log file:   ``.<fileId>_<baseInstant>.log.<version>_<writeToken>`` (FSUtils.makeLogFileName)

@@ -1,4 +1,4 @@
-"""Avro record codec for the content of a Hudi AVRO_DATA_BLOCK (hudi-format-facts.md, section 1.4).
+"""Avro record codec for the content of a Hudi AVRO_DATA_BLOCK (docs/HUDI-FORMAT.md §1.4).
 
 Content layout::
 
@@ -7,8 +7,8 @@ Content layout::
     repeat recordCount: int32 BE len, then `len` bytes of one Avro binary datum (writer schema, no container)
 
 Flat record schemas whose fields are primitives (or nullable unions of one primitive) are coded
-column-at-a-time with numpy + pyarrow; per-record Python Avro is ~8x slower
-(performance-anchors.md). Any other schema goes through fastavro, which is also the byte-level
+column-at-a-time with numpy + pyarrow; per-record Avro (fastavro) is ~10x slower
+(BENCHMARKS.md, bench_avro_codec). Any other schema goes through fastavro, which is also the byte-level
 reference the vectorized path must match.
 """
 

@@ -1,6 +1,6 @@
 """Log-format vocabulary: block/header ordinals, the on-disk constants and the result types.
 
-Everything here mirrors HoodieLogFormat version 1 (facts §1.1-1.3). Ordinals are serialised by value, so the
+This mirrors HoodieLogFormat version 1 (docs/HUDI-FORMAT.md §1.1-1.3). Ordinals are serialised by value, so the
 enums must never be reordered.
 """
 
@@ -23,7 +23,7 @@ LENGTH_FIELD_LEN = 8
 PREFIX_LEN = MAGIC_LEN + LENGTH_FIELD_LEN  # bytes before the version field
 MIN_BLOCK_LENGTH = 4 + 4 + 4 + 8 + 4 + 8  # version, type, empty header, contentLength, empty footer, trailer
 
-# Top-level attributes of the SCHEMA header JSON (facts §1.7 option c). A new header ordinal would make both the
+# Top-level attributes of the SCHEMA header JSON (docs/HUDI-FORMAT.md §1.7). A new header ordinal would make both the
 # Java reader (ArrayIndexOutOfBounds) and hudi-rs ("Invalid metadata key") fail; unknown schema attributes are legal Avro.
 MIN_EVENT_TIME_ATTR = "tidemark.minEventTime"
 MAX_EVENT_TIME_ATTR = "tidemark.maxEventTime"
@@ -49,7 +49,7 @@ class BlockType(enum.IntEnum):
 
 
 class HeaderKey(enum.IntEnum):
-    """HoodieLogBlock.HeaderMetadataType ordinals (facts §1.2). Readers reject ordinals above 8."""
+    """HoodieLogBlock.HeaderMetadataType ordinals (docs/HUDI-FORMAT.md §1.2). Readers reject ordinals above 8."""
 
     INSTANT_TIME = 0
     TARGET_INSTANT_TIME = 1

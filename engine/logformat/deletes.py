@@ -1,4 +1,4 @@
-"""DELETE_BLOCK content, version 3: int32 3, int32 len, Avro datum of HoodieDeleteRecordList (facts §1.5).
+"""DELETE_BLOCK content, version 3: int32 3, int32 len, Avro datum of HoodieDeleteRecordList (docs/HUDI-FORMAT.md §1.5).
 
 orderingVal is Java's wrapper union (0 null, 1 BooleanWrapper ... 11 TimestampMicrosWrapper); each wrapper is a
 record {value: T}, so its binary form is the bare value. We write it with fastavro and read it with a small

@@ -1,4 +1,4 @@
-"""Writing log blocks: the HoodieLogFormat v1 framing (facts §1.1) and the data/rollback block payloads."""
+"""Writing log blocks: the HoodieLogFormat v1 framing (docs/HUDI-FORMAT.md §1.1) and the data/rollback payloads."""
 
 from __future__ import annotations
 

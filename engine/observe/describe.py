@@ -15,9 +15,9 @@ from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
 from engine.read.fsview import FileSlice, FileSystemView
 from engine.services import integrity
-from engine.results import (FileGroupInfo, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription,
-                             from_ms)
-from engine.timeline.instants import Timeline
+from engine.results import (FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo,
+                             TableDescription, from_ms)
+from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 
 
 def instant_infos(timeline: Timeline) -> list[InstantInfo]:
@@ -27,14 +27,34 @@ def instant_infos(timeline: Timeline) -> list[InstantInfo]:
             for i in timeline.instants]
 
 
+def instant_details(timeline: Timeline) -> list[InstantDetail]:
+    """`instant_infos` with the files, records and bytes each completed commit wrote (from its metadata)."""
+    out = []
+    for info, inst in zip(instant_infos(timeline), timeline.instants):
+        detail = InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time)
+        if inst.state is State.COMPLETED and inst.action in COMMIT_ACTIONS:
+            stats = timeline.commit_metadata(inst).write_stats
+            detail.files, detail.records = len(stats), sum(s.num_writes for s in stats)
+            detail.deletes = sum(s.num_deletes for s in stats)
+            detail.bytes = sum(s.total_write_bytes or s.file_size for s in stats)
+            if inst.action == "commit":   # a completed compaction
+                detail.log_files_compacted = sum(s.total_log_files_compacted for s in stats)
+                detail.log_bytes_compacted = sum(s.total_log_size_compacted for s in stats)
+                detail.records_updated = sum(s.total_updated_records_compacted for s in stats)
+        out.append(detail)
+    return out
+
+
 def describe_table(base_path: str) -> TableDescription:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
     committed = view.committed_instants
     corrupt: dict[str, int] = {}   # per real file: a carried link or copy of a damaged log is one damage
+    extents = integrity.CommittedExtents(base_path, timeline)
     groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
-                            slices=[_slice(sl, committed, corrupt) for sl in g.slices]) for g in view.file_groups()]
+                            slices=[_slice(sl, committed, corrupt, extents) for sl in g.slices])
+              for g in view.file_groups()]
     return TableDescription(
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
@@ -44,11 +64,12 @@ def describe_table(base_path: str) -> TableDescription:
                               for g, by in view.replaced_file_groups()])
 
 
-def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int]) -> SliceInfo:
+def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
+           extents: integrity.CommittedExtents) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
         scan = scan_log_file(lf.path)
-        found = integrity.file_corruption(scan, committed)
+        found = integrity.file_corruption(scan, committed, extents)
         corrupt[_content_key(lf.path)] = len(found.committed)
         mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]
         logs.append(LogFileInfo(name=lf.name, size=lf.size, blocks=len(scan.blocks), corrupt_blocks=len(found.committed),

@@ -49,7 +49,9 @@ def backlog_metrics(base_path: str) -> BacklogMetrics:
         log_event_time_sources={s: sources.get(s, 0) for s in SOURCES},
         pending_compactions=len(pending),
         pending_compaction_instants=pending,
-        corrupt_log_blocks=len(integrity.scan_corruption((lf.path for lf in logs), view.committed_instants).committed),
+        corrupt_log_blocks=len(integrity.scan_corruption(
+            [lf.path for lf in logs], view.committed_instants,
+            integrity.CommittedExtents(base_path, timeline)).committed),
     )
 
 

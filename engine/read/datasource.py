@@ -100,10 +100,14 @@ class TidemarkDataSource(DataSource):
         return "tidemark"
 
     def _path_and_query(self) -> tuple[str, QuerySpec]:
+        from engine.table import absolute_location
+
         path = self.options.get("path")
         if not path:
             raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
-        return path, spec_from_options(self.options)
+        # Resolved where the query is planned — the driver JVM's working directory, as Spark's own readers
+        # resolve a relative path (load_table resolves in the caller first) — never in each executor's folder.
+        return absolute_location(path), spec_from_options(self.options)
 
     def schema(self) -> StructType:
         from engine.config.properties import load_table_config
@@ -146,7 +150,10 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     Python worker, whose warnings only reach the Spark log.
     """
     from engine.read.query import as_spec, plan_read
+    from engine.spark import spark_path
+    from engine.table import absolute_location
 
+    path = absolute_location(path)   # this process's working directory, not the planner worker's
     spec = as_spec(query)
     plan = plan or plan_read(path, spec, fail_on_corrupt=fail_on_corrupt)
     schema = spark_schema(plan.context.schema)
@@ -159,4 +166,4 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
         return spark.createDataFrame([], schema)
     # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
     # older base file lacks (added by schema evolution) as null.
-    return spark.read.schema(schema).parquet(*bases)
+    return spark.read.schema(schema).parquet(*map(spark_path, bases))

@@ -32,7 +32,7 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark:
     if not use_spark:
         return _write_stream(output, plan.context.schema, iter_arrow(plan, on_progress))
     from engine.read.datasource import load_table
-    from engine.spark import get_spark
+    from engine.spark import get_spark, spark_path
 
     spark = get_spark()
     tmp = tempfile.mkdtemp(prefix=".tidemark-export-", dir=os.path.dirname(os.path.abspath(output)))
@@ -41,7 +41,7 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark:
         df = load_table(spark, base_path, query, fail_on_corrupt=not skip_corrupt, plan=plan, report_dir=reports)
         writer = df.write.mode("overwrite")
         try:
-            tracked(spark.sparkContext, lambda: writer.parquet(tmp), on_progress, "tasks")
+            tracked(spark.sparkContext, lambda: writer.parquet(spark_path(tmp)), on_progress, "tasks")
         except Exception as exc:
             found = integrity.found_in(exc)   # an executor's decode failed on a committed block
             if found is None:

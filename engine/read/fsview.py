@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from engine.errors import TidemarkError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.timeline.instants import Timeline
+from engine.timeline.instants import CLEAN, State, Timeline
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 # Actions whose completion makes base files (and log blocks) visible.
@@ -99,6 +99,7 @@ class FileSystemView:
         self._replaced = self.timeline.replaced_file_groups()
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._dangling: list[tuple[tuple[str, str], str]] = []   # (group, link path): links whose target is gone
+        self._cleans: list[tuple[str, dict[str, list[str]]]] | None = None
 
     def _pending_plan_outputs(self) -> set[str]:
         """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
@@ -196,13 +197,29 @@ class FileSystemView:
         if slice_.base_file is None or name > slice_.base_file.name:
             slice_.base_file = bf
 
+    def cleans(self) -> list[tuple[str, dict[str, list[str]]]]:
+        """(clean instant, partition -> file names its plan deletes) of every clean that started deleting:
+        completed, or inflight (interrupted, or running). A requested clean has deleted nothing yet."""
+        if self._cleans is None:
+            self._cleans = [(i.timestamp, self.timeline.clean_plan(i.timestamp).deleted_names())
+                            for i in self.timeline.instants
+                            if i.action == CLEAN and i.state in (State.INFLIGHT, State.COMPLETED)]
+        return self._cleans
+
     def dangling_links(self, as_of: str | None = None) -> list[str]:
         """Carried-over log links whose target is gone, in the groups a read now (or as of `as_of`) reads: a
         replaced group's records are gone for current readers, but time travel before its replacecommit
-        still reads them, so there its broken link would lose records too."""
+        still reads them, so there its broken link would lose records too. A link that a completed or inflight
+        clean deletes is not lost data but a slice being cleaned (a clean killed between deleting a target and
+        its link, as cleans before links-first ordering could be): reads of that slice are refused as cleaned
+        (`incremental.check_not_cleaned`), every other read goes on."""
         self.all_file_groups()
+        if not self._dangling:
+            return []
+        cleaned = {(p, n) for _, deleted in self.cleans() for p, names in deleted.items() for n in names}
         return [path for key, path in self._dangling
-                if (key not in self._replaced if as_of is None else self.live_at(key, as_of))]
+                if (key not in self._replaced if as_of is None else self.live_at(key, as_of))
+                and (key[0], os.path.basename(path)) not in cleaned]
 
     def check_links(self, as_of: str | None = None) -> None:
         """Refuse to go on when a carried-over log link dangles: its records would silently be missing."""

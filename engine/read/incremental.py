@@ -34,7 +34,7 @@ from engine.errors import ConfigError
 from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.window import InstantWindow
-from engine.timeline.instants import CLEAN, COMMIT, ROLLBACK, Timeline
+from engine.timeline.instants import COMMIT, ROLLBACK, Timeline
 
 EARLIEST = "0"   # an incremental read without a begin instant starts before every instant (hudi-rs: "19700101…")
 
@@ -151,18 +151,18 @@ def check_not_cleaned(view: FileSystemView, ts: str, name: str,
     """Refuse when a clean deleted a slice that a read as of `ts` needs (in `groups`, or in any group).
 
     Exact for every policy (KEEP_LATEST_COMMITS and KEEP_LATEST_FILE_VERSIONS, whose plans name no earliest
-    instant to retain) and over every completed clean, not just the last one."""
-    timeline = view.timeline
+    instant to retain) and over every completed or inflight clean (an interrupted one may have deleted any part
+    of its plan), not just the last one."""
     on_disk = view.committed_slice_instants()
-    for clean in (i for i in timeline.completed() if i.action == CLEAN):
-        for key, base in sorted(_cleaned_slices(timeline.clean_plan(clean.timestamp).deleted_names())):
+    for clean, deleted in view.cleans():
+        for key, base in sorted(_cleaned_slices(deleted)):
             if base > ts or (groups is not None and key not in groups) or not view.live_at(key, ts):
                 continue
             if any(base < later <= ts for later in on_disk.get(key, [])):
                 continue   # a newer slice, still on disk, is the one visible at ts
             where = f"{key[0]}/{key[1]}" if key[0] else key[1]
             raise ConfigError(f"{name} instant {ts} needs file slice {base} of file group {where}, which clean "
-                              f"{clean.timestamp} deleted: the table as of {ts} is no longer complete")
+                              f"{clean} deleted: the table as of {ts} is no longer complete")
 
 
 def _cleaned_slices(deleted: dict[str, list[str]]) -> set[tuple[tuple[str, str], str]]:

@@ -96,10 +96,12 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     view.check_links(as_of=window.end if window is not None else None)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     corrupt: list[CorruptBlock] = []
+    extents = integrity.CommittedExtents(base_path, timeline)
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:
-        corrupt = integrity.scan_corruption((lf.path for s in slices for lf in s.log_files), committed).committed
+        log_paths = [lf.path for s in slices for lf in s.log_files]
+        corrupt = integrity.scan_corruption(log_paths, committed, extents).committed
         # Damage to blocks outside a time-travel / incremental window hides nothing this read returns.
         corrupt = [b for b in corrupt if window is None or b.instant is None or window.in_range(b.instant)]
         if corrupt and fail_on_corrupt:
@@ -109,7 +111,7 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
                       ordering_field=cfg.ordering_field, committed=committed, window=window,
                       fail_on_corrupt=fail_on_corrupt, reported=frozenset((b.path, b.offset) for b in corrupt),
-                      report_dir=report_dir)
+                      report_dir=report_dir, extents=extents)
     return ReadPlan(query, ctx, tuple(slice_ref(s) for s in slices))
 
 

@@ -37,6 +37,9 @@ class ReadContext:
     fail_on_corrupt: bool = False
     reported: frozenset[tuple[str, int]] = frozenset()   # (path, offset) the driver already reported
     report_dir: str | None = None     # relay what executors find to the driver here, instead of their own log
+    # The byte ranges of each log completed instants wrote (built only if a log is damaged): damage inside them
+    # is a committed block's, never a torn tail.
+    extents: integrity.CommittedExtents | None = None
 
 
 @dataclass(frozen=True)
@@ -59,9 +62,10 @@ class SliceLogs:
     blocks_skipped: int
 
 
-def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
-                    window: InstantWindow | None = None) -> SliceLogs:
-    """Decode the slice's logs; keep blocks of committed instants not rolled back (and in `window`)."""
+def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str], window: InstantWindow | None = None,
+                    extents: integrity.CommittedExtents | None = None) -> SliceLogs:
+    """Decode the slice's logs; keep blocks of committed instants not rolled back (and in `window`).
+    `extents`: the logs' committed extents, so damage inside them counts as a committed block's."""
     contents = _decode_all(log_paths)
     # Like Java's log record reader, rollback command blocks count whatever their own instant: the
     # rollback action that wrote them is not a write instant.
@@ -71,7 +75,8 @@ def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str],
     corrupt: list[logformat.CorruptBlock] = []
     read = skipped = 0
     for c in contents:
-        found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed)
+        known = extents.of(c.path) if c.corrupt and extents is not None else ()
+        found = integrity.classify(c.corrupt, [b.info for b in c.blocks], committed, known)
         # Corruption outside a time-travel / incremental window hides nothing this read returns.
         corrupt.extend(b for b in found.committed
                        if window is None or b.instant is None or window.in_range(b.instant))
@@ -148,7 +153,7 @@ def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iter
             yield conform_to_schema(t, ctx.schema)
         return
     window = ctx.window
-    logs = read_slice_logs(ref.log_paths, ctx.committed, window)
+    logs = read_slice_logs(ref.log_paths, ctx.committed, window, ctx.extents)
     report_corrupt(logs.corrupt, ctx)
     winners = merge_log_items(logs.items, ctx.merge_mode, ctx.ordering_field, ctx.schema)
     base_path = ref.base_path if window is None or window.keeps_base(ref.base_instant) else None

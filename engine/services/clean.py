@@ -1,6 +1,6 @@
 """Cleaning old file slices of a v6 MOR table, aware of carried-over symlinks, as real Hudi clean instants.
 
-Policies (format facts §6.1, Java CleanPlanner):
+Policies (docs/HUDI-FORMAT.md §6.1, Java CleanPlanner):
 - KEEP_LATEST_COMMITS (default, `hoodie.cleaner.commits.retained`): keep every slice needed to read the table
   as of each of the last N completed commits/deltacommits. With E the earliest commit to retain, a slice is
   cleaned when its base instant is < E, it is not the latest slice, and it is not the newest slice before E.
@@ -14,8 +14,14 @@ compactions' `tidemark.carryOver` records) is never deleted, even when its own s
 anything of the latest slices, or anything a pending compaction/clustering plan names (those file groups are
 skipped entirely). A dangling link in a kept slice is an error: the table already lost data there.
 
+Two more files are kept whatever their slice: the log a carried byte copy was made from while the copy holds a
+corrupt block of a committed instant (it may hold the only intact bytes; the clean's message says so), until the
+copy is repaired.
+
 Timeline: `R.clean.requested` (HoodieCleanerPlan) -> `R.clean.inflight` -> `R.clean` (HoodieCleanMetadata).
-A clean interrupted after `requested` is finished by the next `run_clean`, re-checking every file first.
+Symlinks are deleted before every other file, so a clean killed part-way never leaves a link whose target it
+already deleted. A clean interrupted after `requested` is finished by the next `run_clean` (or `recover`),
+re-checking every file first.
 """
 from __future__ import annotations
 
@@ -33,7 +39,7 @@ from engine.io.faults import fault_point
 from engine.timeline.metadata import CleanPlanRecord
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
-from engine.services import rollback
+from engine.services import integrity, rollback
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.config.properties import load_table_config
 from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
@@ -64,6 +70,7 @@ class CleanPlan:
     kept_link_targets: dict[str, list[str]] = field(default_factory=dict)  # cleaned slices' files kept for links
     skipped_file_groups: list[dict[str, str]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # why a file the policy would delete is kept
 
     @property
     def total_files(self) -> int:
@@ -82,7 +89,7 @@ class CleanPlan:
                 "earliest_instant_to_retain": earliest.timestamp if earliest else None,
                 "last_completed_commit": self.last_completed_commit, "total_files": self.total_files,
                 "files_to_delete": self.files_to_delete, "kept_link_targets": self.kept_link_targets,
-                "skipped_file_groups": self.skipped_file_groups, "errors": self.errors}
+                "skipped_file_groups": self.skipped_file_groups, "errors": self.errors, "notes": self.notes}
 
 
 @dataclass
@@ -131,7 +138,10 @@ def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str
     links = _scan_links(view)
     doomed_keys = {_slice_key(s) for s in doomed}
     protected = _protected_paths(view, timeline, lambda key, _link: key in doomed_keys, links, guards, plan.errors)
+    originals = _damaged_copy_originals(view, timeline)
+    protected.update(originals)
     for sl in doomed:
+        plan.notes.extend(originals[_key(p)] for p in _slice_files(sl, links) if _key(p) in originals)
         for path in _slice_files(sl, links):
             bucket = plan.kept_link_targets if _key(path) in protected else plan.files_to_delete
             bucket.setdefault(sl.partition_path, []).append(os.path.basename(path))
@@ -306,6 +316,36 @@ def _protect_carry_over_records(view: FileSystemView, timeline: Timeline, droppe
             _protect_chain(target, protected, errors, f"target of {entry.symlink}")
 
 
+def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[str, str]:
+    """Keys of the logs that carried byte copies were made from, where the copy holds a corrupt block of a
+    committed instant -> why the original is kept. The original may be the only intact copy of those records:
+    it stays, whatever its slice, until the copy is repaired (or the original is itself damaged, then the one
+    it was copied from too)."""
+    copies: dict[str, str] = {}   # copy path -> original path
+    for record in compaction_records(timeline):
+        for entry in carried_over_entries(record) or []:
+            if entry.mode == "copy" and entry.symlink and entry.target:
+                pdir = view.partition_dir(entry.partition_path)
+                copies[os.path.join(pdir, entry.symlink)] = os.path.join(pdir, entry.target)
+    present = [p for p in copies if os.path.isfile(p) and not os.path.islink(p)]
+    if not present:
+        return {}
+    extents = integrity.CommittedExtents(view.base_path, timeline)
+    out: dict[str, str] = {}
+    for copy in present:
+        cur = copy
+        while cur in copies and _damaged(cur, view.committed_instants, extents):
+            original = copies[cur]
+            out[_key(original)] = (f"kept {original}: carried copy {cur} holds a corrupt block of a committed "
+                                   "instant and this is the log it was copied from; repair the copy, then clean again")
+            cur = original
+    return out
+
+
+def _damaged(path: str, committed: set[str], extents: integrity.CommittedExtents) -> bool:
+    return os.path.isfile(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
+
+
 def _protect_chain(path: str, protected: set[str], errors: list[str], where: str) -> None:
     """Protect every hop behind a symlink; a dangling or looping link is an error."""
     seen = {_key(path)}
@@ -380,14 +420,14 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
     plan = plan_clean(base_path, retain_commits=retain_commits, policy=policy, retain_versions=retain_versions)
     result = CleanResult(None, dry_run, plan, resumed=resumed)
     if dry_run:
-        result.message = f"dry run: {plan.total_files} file(s) would be deleted"
+        result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])
         return result
     if plan.errors:
         raise CleanRefused(errors.BROKEN_CARRY_OVER,
                            f"{base_path}: not cleaning, the table has broken carried-over logs: "
                            + "; ".join(plan.errors))
     if not plan.total_files:
-        result.message = "nothing to clean; no clean instant written"
+        result.message = "; ".join(["nothing to clean; no clean instant written", *plan.notes])
         return result
     ensure_held("writing a clean plan")
     result.instant = new_instant_time(after=max(i.timestamp for i in Timeline.load(base_path).instants))
@@ -398,7 +438,7 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
     fault_point("clean", "inflight")
     _execute(base_path, result.instant, plan.policy, plan.earliest_instant_to_retain, plan.last_completed_commit,
              plan.paths_by_partition(), set(), result, on_progress)
-    result.message = f"clean {result.instant}: deleted {result.total_deleted} file(s)"
+    result.message = "; ".join([f"clean {result.instant}: deleted {result.total_deleted} file(s)", *plan.notes])
     return result
 
 
@@ -426,6 +466,7 @@ def _finish_pending(base_path: str, inst: Instant) -> str:
     view = FileSystemView(base_path, timeline)
     protected = _protected_paths(view, timeline, lambda _key_, link: _key(link) in planned, _scan_links(view),
                                  _pending_service_guards(timeline, view), [])
+    protected.update(_damaged_copy_originals(view, timeline))
     earliest = record.earliest_instant_to_retain
     earliest_inst = Instant(earliest[0], earliest[1], State.COMPLETED) if earliest else None
     result = CleanResult(inst.timestamp, False, CleanPlan(base_path, record.policy, 0, earliest_inst,
@@ -460,19 +501,26 @@ def _execute(base_path: str, instant: str, policy: str, earliest: Instant | None
     started = time.monotonic()
     progress = Reporter(on_progress, sum(len(p) for p in files.values()), "files")
     done = 0
-    for partition, paths in sorted(files.items()):
-        for path in sorted(paths):
-            ok = _key(path) not in protected and _delete(path)
-            bucket = result.deleted if ok else result.failed
-            bucket.setdefault(partition, []).append(os.path.basename(path))
-            done += 1
-            progress.update(done)
+    for partition, path in _deletion_order(files):
+        ok = _key(path) not in protected and _delete(path)
+        bucket = result.deleted if ok else result.failed
+        bucket.setdefault(partition, []).append(os.path.basename(path))
+        done += 1
+        progress.update(done)
+        fault_point("clean", "deleting")
     progress.finish()
     fault_point("clean", "deleted")
     elapsed = int((time.monotonic() - started) * 1000)
     metadata = _metadata_record(instant, policy, earliest, last_commit, files, result, elapsed)
     complete(base_path, instant, CLEAN, avro_models.write_clean_metadata(metadata))
     fault_point("clean", "completed")
+
+
+def _deletion_order(files: dict[str, list[str]]) -> list[tuple[str, str]]:
+    """Every symlink first, then the other files (each group in path order): a clean killed part-way then never
+    leaves a link whose target it already deleted, so no kept or half-cleaned slice reads as lost data."""
+    pairs = [(partition, path) for partition, paths in sorted(files.items()) for path in sorted(paths)]
+    return [pair for pair in pairs if os.path.islink(pair[1])] + [pair for pair in pairs if not os.path.islink(pair[1])]
 
 
 def _delete(path: str) -> bool:

@@ -1,15 +1,18 @@
 """Corrupt log blocks: damage to committed data is always reported and never compacted away; a torn tail is not.
 
 A corrupt region of a log file is one of two kinds (docs/ARCHITECTURE.md, "Corrupt log blocks (and why)"):
-- **committed**: its INSTANT_TIME header names a completed write instant, or — its header unreadable — a data or
-  delete block follows it in the file (a failed write's tail is the last thing it wrote). Its records are missing
+- **committed**: it overlaps the log's committed extent — the bytes a completed write instant says it wrote there
+  (its write stat's `logOffset` .. `logOffset + fileSizeInBytes`; a carried link or copy has the extents of the
+  log it carries; a completed compaction's carry-forward log is committed whole) — whatever its header says; or
+  its INSTANT_TIME header names a completed write instant; or — its header unreadable — a data or delete block
+  follows it in the file (a failed write's tail is the last thing it wrote). Its records are missing
   from every result, so every read warns naming the file and offset (a full read into a file fails unless the
   caller asks to skip), `show` and metrics count it, and no compaction folds its log: planning refuses, and an
   execution that finds one while decoding fails with CorruptLogBlockError before it writes anything.
-- **torn tail**: its instant is not committed (a failed, in-flight or rolled-back write), or — header unreadable —
-  nothing but a rollback command block follows it (Java's log scanner drops a corrupt block on top of its stack
-  when a rollback block comes). Java skips it and so does every reader here, silently; a compaction may fold
-  its log, which removes nothing any reader could see.
+- **torn tail**: outside every committed extent, and its instant is not committed (a failed, in-flight or
+  rolled-back write), or — header unreadable — nothing but a rollback command block follows it (Java's log
+  scanner drops a corrupt block on top of its stack when a rollback block comes). Java skips it and so does
+  every reader here, silently; a compaction may fold its log, which removes nothing any reader could see.
 Found three ways, cheapest first: header scans (framing), content prefixes (logformat.content_check, one small
 pread per block) and the decode a read or compaction does anyway — never an extra decode pass.
 """
@@ -23,11 +26,17 @@ import sys
 import uuid
 import warnings
 from dataclasses import dataclass, field
-from typing import AbstractSet, Iterable, Sequence
+from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from engine import logformat
 from engine.errors import CorruptLogBlockError, TidemarkWarning
+from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
 from engine.logformat import BlockInfo, BlockType, CorruptBlock
+from engine.timeline.instants import COMMIT, COMMIT_ACTIONS, Timeline
+from engine.timeline.metadata import CommitMetadata, log_extents
+
+# [start, end) of a log's bytes that a completed instant wrote, and that instant.
+Extent = tuple[int, int, str]
 
 
 class CorruptLogBlockWarning(TidemarkWarning):
@@ -44,15 +53,24 @@ class Corruption:
         self.torn.extend(other.torn)
 
 
-def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], committed: AbstractSet[str]) -> Corruption:
-    """Split one log file's corrupt regions; `framed` are its blocks whose framing is intact, in any order."""
+def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], committed: AbstractSet[str],
+             extents: Sequence[Extent] = ()) -> Corruption:
+    """Split one log file's corrupt regions; `framed` are its blocks whose framing is intact, in any order;
+    `extents` the file's committed extents (`CommittedExtents.of`)."""
     rolled_back = {b.target_instant_time for b in framed if b.block_type is BlockType.COMMAND}
+    live = [e for e in extents if e[2] in committed and e[2] not in rolled_back]
     # What can follow a region whose header is gone: every block with a readable header, and whether it is a
     # rollback command block.
     marks = sorted([(b.offset, b.block_type is BlockType.COMMAND) for b in framed]
                    + [(c.offset, False) for c in corrupt if c.instant is not None])
     out = Corruption()
     for c in corrupt:
+        owner = _extent_owner(c, live)
+        if owner is not None:
+            # Inside bytes a completed instant wrote: damage to committed data, whatever the header says (a
+            # header overwritten at the block's start looks exactly like a torn tail otherwise).
+            out.committed.append(c if c.instant == owner else dataclasses.replace(c, instant=owner))
+            continue
         if c.instant is not None:
             bad = c.instant in committed and c.instant not in rolled_back
         else:
@@ -62,19 +80,108 @@ def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], commi
     return out
 
 
-def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str]) -> Corruption:
+def _extent_owner(c: CorruptBlock, extents: Sequence[Extent]) -> str | None:
+    """The instant whose committed bytes the region [offset, next_offset) overlaps (its own, when it is one)."""
+    end = max(c.next_offset, c.offset + 1)
+    owners = [inst for lo, hi, inst in extents if c.offset < hi and lo < end]
+    if not owners:
+        return None
+    return c.instant if c.instant in owners else owners[0]
+
+
+def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str],
+                    extents: CommittedExtents | None = None) -> Corruption:
     """Corrupt regions of one scanned log: its framing failures plus its blocks' content-prefix faults."""
     faults = logformat.content_faults(scan.path, scan.blocks)
     bad = {f.offset for f in faults}
-    return classify(scan.corrupt + faults, [b for b in scan.blocks if b.offset not in bad], committed)
+    regions = scan.corrupt + faults
+    known = extents.of(scan.path) if regions and extents is not None else ()
+    return classify(regions, [b for b in scan.blocks if b.offset not in bad], committed, known)
 
 
-def scan_corruption(paths: Iterable[str], committed: AbstractSet[str]) -> Corruption:
+def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
+                    extents: CommittedExtents | None = None) -> Corruption:
     """Corrupt regions of `paths` from header scans and content prefixes (no content decoded)."""
     out = Corruption()
     for path in paths:
-        out.extend(file_corruption(logformat.scan_log_file(path), committed))
+        out.extend(file_corruption(logformat.scan_log_file(path), committed, extents))
     return out
+
+
+class CommittedExtents:
+    """Log path -> the byte ranges of it that completed instants wrote, from the timeline alone.
+
+    A write's extent is its delta write stat's [logOffset, logOffset + fileSizeInBytes) (what Java's append
+    handle records, and ours). A carried-over symlink has its target's extents; a carried byte copy has the
+    extents of the log it copies (the compactions' carry-over records, followed through copies of copies). A
+    completed compaction's carry-forward log (version 1 of its slice) was written whole before the compaction
+    completed, so all of it is committed. Instants archived off the active timeline give no extent: their logs
+    fall back to the header rules of `classify`.
+
+    Built on first use — only a log with a corrupt region asks — so undamaged tables never read every commit's
+    metadata for it. Picklable for executors (the timeline is reloaded there if the index was not built yet).
+    """
+
+    def __init__(self, base_path: str, timeline: Timeline | None = None) -> None:
+        self.base_path = os.path.abspath(base_path)
+        self._timeline = timeline
+        self._index: tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]] | None = None
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_timeline": None}
+
+    def of(self, path: str) -> tuple[Extent, ...]:
+        written, aliases, compactions = self._built()
+        rel = os.path.relpath(os.path.dirname(os.path.abspath(path)), self.base_path)
+        partition = "" if rel == "." else rel.replace(os.sep, "/")
+        return tuple(_extents_of(path, partition, written, aliases, compactions))
+
+    def _built(self) -> tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]]:
+        if self._index is None:
+            timeline = self._timeline or Timeline.load(self.base_path)
+            written: dict[tuple[str, str], list[Extent]] = {}
+            aliases: dict[tuple[str, str], str] = {}
+            compactions: set[str] = set()
+            for inst in timeline.completed():
+                if inst.action not in COMMIT_ACTIONS:
+                    continue
+                doc = timeline.read_commit_metadata(inst)
+                if inst.action == COMMIT:
+                    compactions.add(inst.timestamp)
+                    for entry in CommitMetadata.from_json(doc).carried or ():
+                        aliases[(entry.partition_path, entry.symlink)] = os.path.basename(entry.target)
+                for partition, name, start, end in log_extents(doc):
+                    written.setdefault((partition, name), []).append((start, end, inst.timestamp))
+            self._index = (written, aliases, compactions)
+        return self._index
+
+
+def _extents_of(path: str, partition: str, written: Mapping[tuple[str, str], list[Extent]],
+                aliases: Mapping[tuple[str, str], str], compactions: AbstractSet[str]) -> list[Extent]:
+    names = [os.path.basename(path)]
+    if os.path.islink(path):   # a carried-over link: the bytes are its target's
+        names.append(os.path.basename(os.path.realpath(path)))
+    seen: set[str] = set()
+    found: list[Extent] = []
+    while names:
+        name = names.pop(0)
+        if name in seen:
+            continue
+        seen.add(name)
+        found.extend(written.get((partition, name), ()))
+        parsed = parse_log_file_name(name)
+        if parsed is not None and parsed.version == CARRY_FORWARD_VERSION and parsed.base_instant in compactions:
+            found.append((0, _size(path), parsed.base_instant))
+        if (partition, name) in aliases:   # a copy (of a copy ...) of a written log
+            names.append(aliases[(partition, name)])
+    return found
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 def describe(block: CorruptBlock) -> str:
@@ -122,8 +229,9 @@ def corrupt_error(blocks: Sequence[CorruptBlock], doing: str, remedy: str) -> Co
                                 f"{'; '.join(describe(b) for b in blocks)}. {remedy}")
 
 
-def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str]) -> None:
-    bad = scan_corruption(paths, committed).committed
+def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str],
+                      extents: CommittedExtents | None = None) -> None:
+    bad = scan_corruption(paths, committed, extents).committed
     if bad:
         raise corrupt_error(bad, "refusing to compact", "Folding their logs would lose their records for good; "
                             "repair or remove the blocks, then schedule again.")

@@ -9,7 +9,7 @@ What may be rolled back, and what it undoes:
 - a **deltacommit**, pending (a failed write) or completed: file groups the instant created (every file holds
   only its blocks) are deleted; in every other file group the logs holding its blocks stay on disk and a
   rollback COMMAND block (TARGET_INSTANT_TIME = the instant) is written as a new log version of that slice,
-  token `1-0-1` — Java's v6 behaviour (facts §6.2), which keeps the mask even when the instant is
+  token `1-0-1` — Java's v6 behaviour (docs/HUDI-FORMAT.md §6.3), which keeps the mask even when the instant is
   archived one day. Its instant files go last.
 - an **overwrite** (replacecommit of insert_overwrite[_table]), pending or completed with no later write or
   compaction: the new file groups it created (every file in them is its own) are deleted, and once its

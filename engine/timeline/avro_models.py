@@ -63,7 +63,7 @@ def _opt_str(name: str, default: Any = "__none__") -> dict[str, Any]:
 _VERSION_FIELD = _field("version", ["int", "null"], 1)
 
 # ---------------------------------------------------------------------------------------------
-# Compaction plan (facts §3.3: the Hudi 1.x writer schema dumped from the v8 fixture)
+# Compaction plan (docs/HUDI-FORMAT.md §3.3: the Hudi 1.x writer schema dumped from the v8 fixture)
 
 HOODIE_SYMLINK_OPERATION: dict[str, Any] = {
     "type": "record",

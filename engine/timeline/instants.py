@@ -1,6 +1,6 @@
 """The active timeline of a table-version-6 Hudi table (timeline layout 1, files directly in `.hoodie/`).
 
-Instant files (format facts §3.1):
+Instant files (docs/HUDI-FORMAT.md §3.1):
   deltacommit:   <ts>.deltacommit.requested (empty) -> <ts>.deltacommit.inflight -> <ts>.deltacommit (JSON)
   compaction:    <ts>.compaction.requested (Avro plan) -> <ts>.compaction.inflight (empty) -> <ts>.commit (JSON)
   commit (COW):  <ts>.commit.requested -> <ts>.inflight -> <ts>.commit
@@ -402,7 +402,7 @@ def complete(base_path: str, ts: str, action: str, content: bytes) -> str:
 
 
 def revert_compaction_inflight(base_path: str, ts: str) -> None:
-    """Undo `transition_to_inflight` of a compaction: delete the inflight file, keep the plan (facts §6.2)."""
+    """Undo `transition_to_inflight` of a compaction, keeping its plan (docs/HUDI-FORMAT.md §6.2)."""
     hoodie = _hoodie(base_path)
     _refuse_if_completed(hoodie, ts, COMPACTION)
     _require(hoodie, ts, COMPACTION, State.REQUESTED)

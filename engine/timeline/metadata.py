@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from engine.timeline import avro_models
 
@@ -206,6 +206,16 @@ class WriteStat:
     max_event_time: int | None = None
     log_files: tuple[str, ...] = ()
     base_file: str | None = None
+    # A HoodieDeltaWriteStat's logOffset: where this commit's bytes start in its log (`path`); with
+    # `file_size` (the bytes it appended there) that is the log's committed extent. None: not a log append.
+    log_offset: int | None = None
+
+    @property
+    def committed_extent(self) -> tuple[int, int] | None:
+        """[start, end) of the bytes this commit appended to its log `path`, or None for a base file."""
+        if self.log_offset is None or self.file_size <= 0:
+            return None
+        return (self.log_offset, self.log_offset + self.file_size)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -239,7 +249,20 @@ class WriteStat:
                    total_log_size_compacted=num("totalLogSizeCompacted"),
                    total_updated_records_compacted=num("totalUpdatedRecordsCompacted"),
                    min_event_time=_millis(s.get("minEventTime")), max_event_time=_millis(s.get("maxEventTime")),
-                   log_files=tuple(s.get("logFiles") or ()), base_file=s.get("baseFile") or None)
+                   log_files=tuple(s.get("logFiles") or ()), base_file=s.get("baseFile") or None,
+                   log_offset=int(s["logOffset"]) if s.get("logOffset") is not None else None)
+
+
+def log_extents(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, int, int]]:
+    """(partition, log name, start, end) of every log append in a commit's JSON metadata: the bytes
+    [logOffset, logOffset + fileSizeInBytes) of `path` (WriteStat.committed_extent, without building every stat:
+    a read asks this of every commit on the timeline)."""
+    for partition, stats in (doc.get("partitionToWriteStats") or {}).items():
+        for s in stats or ():
+            offset, size = s.get("logOffset"), s.get("fileSizeInBytes") or 0
+            if offset is not None and size > 0 and s.get("path"):
+                yield (s.get("partitionPath") or partition or "", s["path"].rsplit("/", 1)[-1], int(offset),
+                       int(offset) + int(size))
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
                   settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
                   lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
     """Write Parquet files into the table as one deltacommit without turning rows into Spark rows."""
-    from engine.spark import get_spark
+    from engine.spark import get_spark, spark_path
 
     cfg, settings = _open(base_path, operation, settings)
     incoming = inputs.parquet_schema(tuple(paths))
@@ -124,7 +124,7 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
     rt = routing.Routing.of(cfg)
     if not routing.supports(rt, incoming):
-        return write_dataframe(base_path, (spark or get_spark()).read.parquet(*paths), operation, settings,
+        return write_dataframe(base_path, (spark or get_spark()).read.parquet(*map(spark_path, paths)), operation, settings,
                                lock=lock, on_progress=on_progress)
     sc = (spark or get_spark()).sparkContext
     chunks = _row_group_chunks(paths)
@@ -436,5 +436,7 @@ def read_input(spark: SparkSession, path: str) -> DataFrame:
     source = inputs.locate(path)
     if source.format == inputs.PARQUET:
         inputs.parquet_schema(source.files)
-        return spark.read.parquet(*source.files)
+        from engine.spark import spark_path
+
+        return spark.read.parquet(*map(spark_path, source.files))
     return spark.createDataFrame(inputs.read_text(source))

@@ -6,7 +6,7 @@
   const color = (name) => css.getPropertyValue(name).trim();
   const timeAxis = { type: "time", grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 16 },
     time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss", minUnit: "second",
-      displayFormats: { second: "HH:mm:ss", minute: "HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
+      displayFormats: { second: "MMM d HH:mm:ss", minute: "MMM d HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
   Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
   Chart.defaults.color = color("--muted");
   Chart.defaults.maintainAspectRatio = false;
@@ -27,6 +27,12 @@
     emptyNote(lagCanvas, "No metric samples yet.");
   } else {
     const points = (key, scale) => series.map((s) => ({ x: s.t, y: s[key] === null ? null : s[key] / (scale || 1) }));
+    // Completed compactions as markers on both charts (triangles on the time axis).
+    const first = series[0].t;
+    const markers = (data.compactions || []).filter((c) => c.t >= first);
+    const markerSet = (axis) => ({ label: "compaction", data: markers.map((c) => ({ x: c.t, y: 0 })), yAxisID: axis,
+      showLine: false, pointStyle: "triangle", pointRadius: 7, pointHoverRadius: 9, borderColor: color("--ok"),
+      backgroundColor: color("--ok"), instants: markers.map((c) => c.instant) });
     new Chart(backlogCanvas, {
       type: "line",
       data: { datasets: [
@@ -34,13 +40,14 @@
         { label: "slices with logs", data: points("slices"), borderColor: color("--info"), yAxisID: "count", stepped: true },
         { label: "log MiB", data: points("bytes", 1048576), borderColor: color("--warn"), yAxisID: "bytes",
           borderDash: [4, 3], stepped: true },
+        markerSet("count"),
       ] },
       options: { parsing: true, pointRadius: series.length > 60 ? 0 : 2, interaction: { mode: "index", intersect: false },
         scales: { x: timeAxis, count: { beginAtZero: true, position: "left", title: { display: true, text: "count" } },
                   bytes: { beginAtZero: true, position: "right", grid: { display: false }, title: { display: true, text: "MiB" } } } },
     });
     const lagSets = [{ label: "freshness lag (h)", data: points("lag", 3600), borderColor: color("--accent"),
-      backgroundColor: color("--accent-soft"), fill: true, stepped: true }];
+      backgroundColor: color("--accent-soft"), fill: true, stepped: true }, markerSet("y")];
     if (data.sla_seconds) {
       lagSets.push({ label: "SLA", data: [{ x: series[0].t, y: data.sla_seconds / 3600 },
         { x: series[series.length - 1].t, y: data.sla_seconds / 3600 }], borderColor: color("--bad"),
@@ -111,12 +118,15 @@
       const value = form.elements[field].value.trim();
       if (value) body[field] = field === "exact" ? value === "true" : value;
     }
+    if (form.elements.confirm_future.checked) body.confirm_future = true;
     previewBox.hidden = false;
     previewBox.innerHTML = '<p class="sub">Planning (dry run, writes nothing)…</p>';
     const response = await fetch(form.dataset.previewUrl, { method: "POST", credentials: "same-origin",
       headers: { "Content-Type": "application/json", "X-CSRFToken": csrf() }, body: JSON.stringify(body) });
     const answer = await response.json();
     if (!response.ok) {
+      // The same validation as the form: a far-future T asks for the confirmation box.
+      if (answer.needs === "confirm_future") document.getElementById("confirm-future-label").hidden = false;
       previewBox.innerHTML = '<p class="msg error">' + esc(answer.error || response.statusText) + "</p>";
       return;
     }
@@ -154,9 +164,9 @@
 
   // ---- live progress ---------------------------------------------------------------------------
   const box = document.getElementById("progress");
-  const FINAL = ["succeeded", "failed", "refused"];
-  const KIND = { schedule_execute: "compaction", schedule: "plan (schedule)", metrics: "metrics refresh" };
-  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn" };
+  const FINAL = ["succeeded", "failed", "refused", "cancelled"];
+  const KIND = data.kinds || {};
+  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn", cancelled: "muted" };
   const el = (id) => document.getElementById(id);
 
   async function poll() {
@@ -178,21 +188,19 @@
     else if (run.error) detail.push(run.error);
     el("progress-detail").textContent = detail.join(" · ");
     if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
-    if (run.state === "succeeded" && !reloaded) waitForSample(run.finished_at, 0);
+    if (el("cancel-form")) el("cancel-form").remove();
+    // "queued as run #N" must not sit above a refusal or a failure.
+    if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());
+    if (!reloaded) showFinished();
   }
 
-  // The worker samples the table right after a run; reload once that sample is stored.
-  async function waitForSample(finishedAt, attempt) {
-    const response = await fetch(box.dataset.tableUrl, { credentials: "same-origin" });
-    const table = response.ok ? await response.json() : null;
-    if ((table && table.sampled_at && table.sampled_at >= finishedAt) || attempt > 30) {
-      const url = new URL(window.location.href);
-      url.searchParams.delete("run");
-      url.searchParams.set("done", box.dataset.runUrl.split("/").pop());
-      window.location.replace(url.toString());
-      return;
-    }
-    setTimeout(() => waitForSample(finishedAt, attempt + 1), 1000);
+  // The worker records a run's outcome and the table's new sample in one transaction: once the run is
+  // final, the page reloaded now shows the new "complete up to", backlog and recent runs together.
+  function showFinished() {
+    const url = new URL(window.location.href);
+    url.searchParams.delete("run");
+    url.searchParams.set("done", box.dataset.runUrl.split("/").pop());
+    window.location.replace(url.toString());
   }
 
   const reloaded = new URL(window.location.href).searchParams.has("done");

@@ -5,7 +5,7 @@ import time
 import uuid
 from pathlib import Path
 
-FINAL = ("succeeded", "failed", "refused")
+FINAL = ("succeeded", "failed", "refused", "cancelled")
 
 
 def register(path: Path, name: str | None = None, **fields):

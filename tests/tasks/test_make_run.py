@@ -1,6 +1,7 @@
 """`make run` on a fresh state folder, as the README promises: migrate, load and register the demo table,
-create the demo users (passwords printed), start web + worker + beat and print the URL; the printed operator
-password logs in and the API lists the demo table; Ctrl-C (SIGINT) stops everything. On both deployments:
+create the demo users (passwords printed), start a Hive metastore + web + worker + beat and print the URL; the
+printed operator password logs in and the API lists the demo table; the demo table registers flights_ro /
+flights_rt in the metastore; Ctrl-C (SIGINT) stops everything. On both deployments:
 SQLite + filesystem broker (the embedded default) and PostgreSQL + Redis through the environment."""
 from __future__ import annotations
 
@@ -36,9 +37,11 @@ def read_until(proc: subprocess.Popen, pattern: str, seen: list[str]) -> re.Matc
 def test_make_run_serves_the_demo_and_stops_on_ctrl_c(backend, tmp_path) -> None:
     state = tmp_path / "state"
     env, pg_database = backend_env(backend, state)
-    port = free_port()
+    port, metastore_port = free_port(), free_port()
     env = {**os.environ, **env, "TIDEMARK_BIND": f"127.0.0.1:{port}", "DEMO_BATCHES": "2",
-           "TIDEMARK_WORKER_CONCURRENCY": "1", "PYTHONUNBUFFERED": "1"}
+           "TIDEMARK_WORKER_CONCURRENCY": "1", "PYTHONUNBUFFERED": "1",
+           "TIDEMARK_METASTORE_PORT": str(metastore_port), "TIDEMARK_CATALOG_SYNC_SECONDS": "2"}
+    env.pop("TIDEMARK_HIVE_METASTORE_URIS", None)   # the embedded default: the supervisor starts one
     env.pop("TIDEMARK_CELERY_QUEUE")   # the real default queue: this stack's broker is its own
     if backend == "postgresql":        # Redis is shared with other tests: a queue of its own after all
         env["TIDEMARK_CELERY_QUEUE"] = f"make-run-{port}"
@@ -53,12 +56,33 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(backend, tmp_path) -> None
         (flights,) = [t for t in tables["tables"] if t["name"] == "flights"]
         assert flights["remaining_log_files"] > 0, flights
         assert (state / "tables" / "flights" / ".hoodie" / "hoodie.properties").exists()
+        metastore = f"thrift://127.0.0.1:{metastore_port}"
+        assert f"Hive metastore: {metastore}" in "".join(seen)
+        _wait_for_catalog(metastore)
     finally:
         os.killpg(proc.pid, signal.SIGINT)          # Ctrl-C in the terminal reaches make's whole group
         proc.wait(timeout=60)
         if pg_database:
             drop_pg_database(pg_database)
     assert not port_open("127.0.0.1", port), "the web server outlived make run"
+    assert not port_open("127.0.0.1", metastore_port), "the metastore outlived make run"
+
+
+def _wait_for_catalog(metastore: str) -> None:
+    """The worker (beat's catalog retry, every 2 s here) registers the demo table once the metastore is up."""
+    from engine.catalog import hms
+
+    deadline = time.monotonic() + STARTUP_S
+    while True:
+        try:
+            ro = hms.read_table(metastore, "default", "flights_ro")
+            if ro is not None and hms.read_table(metastore, "default", "flights_rt") is not None:
+                assert ro.sd.inputFormat == "org.apache.hudi.hadoop.HoodieParquetInputFormat"
+                return
+        except hms.MetastoreError:
+            pass   # not listening yet
+        assert time.monotonic() < deadline, "the demo table never reached the metastore"
+        time.sleep(1)
 
 
 def _wait_for_login(url: str, password: str):

@@ -20,7 +20,7 @@ def test_schema_covers_every_api_route():
     from django.urls import get_resolver
 
     api = get_resolver().url_patterns
-    routes = {"/api/" + str(p.pattern).replace("<slug:name>", "{name}").replace("<int:run_id>", "{id}")
+    routes = {"/api/" + str(p.pattern).replace("<slug:name>", "{name}").replace("<int:run_id>", "{id}").replace("<int:channel_id>", "{id}")
               for r in api if str(r.pattern) == "api/" for p in r.url_patterns}
     assert routes <= set(DOCUMENT["paths"])
 

@@ -1,5 +1,6 @@
 """GET/POST /api/tables and GET /api/tables/<name>."""
 import json
+from pathlib import Path
 
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 
@@ -53,8 +54,12 @@ def test_register_checks_name_and_duplicates(operator_client, flights):
 
 
 def test_register_a_directory_without_a_table_is_400(operator_client, flights):
-    response = post(operator_client, "/api/tables", {"name": "empty", "path": flights.path})
-    assert response.status_code == 400 and f"no Hudi table at {flights.path}" in response.json()["error"]
+    empty = Path(flights.path).parent / "empty"
+    empty.mkdir()
+    response = post(operator_client, "/api/tables", {"name": "empty", "path": str(empty)})
+    message = response.json()["error"]
+    assert response.status_code == 400 and message.startswith(f"no Hudi table at {empty}")
+    assert message.count("no Hudi table") == 1, "the error says what is wrong once"
     assert not RegisteredTable.objects.filter(name="empty").exists()
 
 

@@ -118,6 +118,8 @@ def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack,
 
     ARTIFACTS.mkdir(exist_ok=True)
     page = login(browser, stack.url, "operator")
+    asked: list[str] = []     # destructive forms ask first; the question names what they undo
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
 
     page.goto(f"{stack.url}/")
     row = page.locator("#tables tr", has=page.locator(f"a:text-is('{demo.name}')"))
@@ -173,6 +175,7 @@ def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack,
     assert pending in {c.instant for c in Table.open(demo.path).compactions() if c.state == "requested"}
     page.click("button[data-action=rollback-pending]")
     page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert asked[-1].startswith(f"Roll back the pending compaction plan {pending}?")
     assert wait_for_run(page) == after
     assert page.locator("#pending-plan").count() == 0
     assert pending not in {c.instant for c in Table.open(demo.path).compactions()}
@@ -183,6 +186,7 @@ def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack,
     assert page.input_value("#rollback-instant") == instant
     page.click("button[data-action=rollback]")
     page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert asked[-1].startswith(f"Roll back instant {instant} on {demo.name}?")
     assert wait_for_run(page) == before
     assert instant not in {c.instant for c in Table.open(demo.path).compactions()}
     page.close()
@@ -204,4 +208,66 @@ def test_viewer_sees_no_actions_and_a_forged_post_is_403(stack, demo, browser):
                             headers={"X-CSRFToken": token, "Content-Type": "application/json", "Referer": page.url})
     assert api.status == 403 and "operator role" in api.json()["error"]
     assert Run.objects.filter(table=demo).count() == runs_before
+    page.close()
+
+
+def test_timeline_alerts_and_cancel_pages(stack, demo, browser):
+    """The timeline page after a compaction, the alert channel pages, and the cancel button (which asks
+    first and ends a queued run as cancelled); screenshots for a human to look at."""
+    from django.utils import timezone
+
+    from tests.support.runs import run_to_end
+    from webapp.tables.models import Run
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    compacted = run_to_end(demo, "schedule_execute", threshold=dt.datetime.fromisoformat(
+        threshold_inside_backlog(demo).replace("Z", "+00:00")))
+    assert compacted.state == "succeeded", compacted.error
+    page = login(browser, stack.url, "operator")
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+
+    # The health column: sortable, worst first, with the reason under the badge.
+    page.goto(f"{stack.url}/?sort=health")
+    health = page.locator("#tables tr", has=page.locator(f"a:text-is('{demo.name}')")).locator("[data-health]")
+    assert health.get_attribute("data-health") in ("critical", "warning", "ok")
+    assert page.inner_text("th a.sort[href*='sort=-health']").lower().startswith("health ▲")
+    page.screenshot(path=str(ARTIFACTS / "list-health.png"), full_page=True)
+
+    page.goto(f"{stack.url}/tables/{demo.name}/")
+    page.click("#timeline-link")
+    page.wait_for_selector("#timeline")
+    assert page.locator("#timeline tbody tr").count() > 2
+    page.select_option("select[name=action]", "commit")
+    page.click("#timeline-filters button")
+    page.wait_for_url(re.compile(r".*action=commit"))
+    row = page.locator("#timeline tbody tr").first
+    assert compacted.instant in row.inner_text() and row.locator(f"a[href='/runs/{compacted.pk}/']").count() == 1
+    page.goto(f"{stack.url}/tables/{demo.name}/timeline")
+    page.screenshot(path=str(ARTIFACTS / "timeline.png"), full_page=True)
+
+    page.goto(f"{stack.url}/alerts/")
+    assert "No alert channels yet" in page.inner_text("#channels")
+    page.fill("#channel-target", "not a url")
+    page.click("button[data-action=add-channel]")
+    assert "is not an http(s) URL" in page.inner_text("#channel-error")
+    assert page.input_value("#channel-target") == "not a url"
+    page.fill("#channel-target", "https://hooks.example/services/T0/B0")
+    page.click("button[data-action=add-channel]")
+    page.wait_for_url(re.compile(r".*/alerts/\d+/$"))
+    assert "Nothing sent to this channel yet" in page.inner_text("#deliveries")
+    page.screenshot(path=str(ARTIFACTS / "alert-channel.png"), full_page=True)
+    page.goto(f"{stack.url}/alerts/")
+    page.screenshot(path=str(ARTIFACTS / "alerts.png"), full_page=True)
+
+    # A run nobody dispatched stays queued: its page offers Cancel, which asks, then it never starts.
+    queued = Run.objects.create(table=demo, kind="clean", state="queued", queued_at=timezone.now())
+    page.goto(f"{stack.url}/runs/{queued.pk}/")
+    page.screenshot(path=str(ARTIFACTS / "run-cancel.png"), full_page=True)
+    page.click("button[data-action=cancel]")
+    page.wait_for_selector("#cancelled")
+    assert asked[-1].startswith(f"Cancel run #{queued.pk} (clean)?")
+    assert "cancelled" in page.inner_text("h1")
+    queued.refresh_from_db()
+    assert queued.state == "cancelled"
     page.close()

@@ -14,8 +14,11 @@ def test_threshold_accepts_iso_and_assumes_utc():
 
 
 @pytest.mark.parametrize("data, message", [
-    ({"threshold": "yesterday"}, "not an ISO-8601"),
-    ({"threshold": 5}, "must be an ISO-8601 date-time string"),
+    ({"threshold": "yesterday"}, "malformed threshold 'yesterday'"),
+    ({"threshold": True}, "must be an ISO-8601 date-time string"),
+    ({"threshold": "1969-12-31T00:00:00Z"}, "out of range"),
+    ({"data_latency": "-2h"}, "^data_latency: malformed duration '-2h': expected"),
+    ({"data_latency": "30000d"}, "out of range: now minus it falls before 1970"),
     ({"data_latency": "2 hours"}, "malformed duration"),
     ({"carry_over": "hardlink"}, "carry_over must be"),
     ({"exact": "maybe"}, "exact must be true or false"),

@@ -7,7 +7,9 @@ from webapp.tables.models import Run
 
 NAMES = {"tidemark_ro_completion_timestamp_seconds", "tidemark_remaining_log_files", "tidemark_remaining_log_bytes",
          "tidemark_file_slices_with_logs", "tidemark_pending_compactions", "tidemark_compactions_total",
-         "tidemark_trigger_refusals_total", "tidemark_freshness_sla_breached", "tidemark_corrupt_log_blocks"}
+         "tidemark_trigger_refusals_total", "tidemark_freshness_sla_breached", "tidemark_corrupt_log_blocks",
+         "tidemark_compaction_log_files_compacted_total", "tidemark_compaction_log_bytes_compacted_total",
+         "tidemark_compaction_records_updated_total"}
 
 
 def samples(text: str) -> dict:
@@ -47,3 +49,32 @@ def test_metrics_token_when_configured(outcomes, settings):
     assert client.get("/metrics").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer nope").status_code == 401
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
+
+
+def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_compaction):
+    """Hudi's compaction figures under tidemark_ names in base units, compaction duration as a histogram,
+    alert delivery counters."""
+    from webapp.alerts.models import AlertChannel, AlertDelivery
+
+    finished_compaction.result = {**finished_compaction.result, "compaction_stats": {
+        "log_files_compacted": 3, "log_bytes_compacted": 4096, "records_updated": 17}}
+    finished_compaction.save()
+    sample = flights.samples.order_by("-taken_at").first()
+    sample.earliest_pending_compaction, sample.latest_completed_compaction = "20130120030000000", "20130120020000500"
+    sample.save()
+    channel = AlertChannel.objects.create(kind="webhook", target="https://h.example/x", events=["run_failed"])
+    for status in ("sent", "sent", "failed"):
+        AlertDelivery.objects.create(channel=channel, event="run_failed", status=status)
+    values = samples(client.get("/metrics").content.decode())
+    t = (("table", "flights"),)
+    assert values[("tidemark_earliest_inflight_compaction_timestamp_seconds", t)] == 1358650800.0
+    assert values[("tidemark_latest_completed_compaction_timestamp_seconds", t)] == 1358647200.5
+    assert values[("tidemark_compaction_log_files_compacted_total", t)] == 3
+    assert values[("tidemark_compaction_log_bytes_compacted_total", t)] == 4096
+    assert values[("tidemark_compaction_records_updated_total", t)] == 17
+    assert values[("tidemark_compaction_duration_seconds_count", t)] == 1
+    assert values[("tidemark_compaction_duration_seconds_sum", t)] == 42
+    assert values[("tidemark_compaction_duration_seconds_bucket", (("le", "30.0"), ("table", "flights")))] == 0
+    assert values[("tidemark_compaction_duration_seconds_bucket", (("le", "60.0"), ("table", "flights")))] == 1
+    sent = (("event", "run_failed"), ("kind", "webhook"), ("status", "sent"))
+    assert values[("tidemark_alert_deliveries_total", sent)] == 2

@@ -6,12 +6,12 @@ from webapp.tables import overview
 from webapp.tables.models import RegisteredTable, Run
 
 
-def test_statuses_take_three_queries_and_pick_the_newest_rows(flights, django_assert_num_queries):
+def test_statuses_take_four_queries_and_pick_the_newest_rows(flights, django_assert_num_queries):
     Run.objects.create(table=flights, kind="clean", state="succeeded", queued_at=T0)
     newest = Run.objects.create(table=flights, kind="rollback", state="failed", queued_at=T0 + dt.timedelta(hours=1))
     Run.objects.create(table=flights, kind="metrics", state="succeeded", queued_at=T0 + dt.timedelta(hours=2))
     RegisteredTable.objects.create(name="bare", path="/x/bare", freshness_sla_minutes=5)
-    with django_assert_num_queries(3):
+    with django_assert_num_queries(4):
         rows = {s.table["name"]: s for s in overview.statuses(RegisteredTable.objects.all())}
     assert rows["flights"].sample["remaining_log_files"] == 4          # the newer of two samples
     assert rows["flights"].last_run["id"] == newest.pk                # metrics refreshes are not "runs" here

@@ -41,6 +41,13 @@ def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
     return check.process_view(request, None, (), {})
 
 
+def _refused(request: HttpRequest, message: str) -> JsonResponse:
+    from webapp.errors import audit_refusal
+
+    audit_refusal(request, message, 403)
+    return error(403, message)
+
+
 def api_view(methods: dict[str, Callable]) -> Callable:
     """One URL, a handler per HTTP method; authentication, CSRF and roles checked before any handler.
 
@@ -62,10 +69,10 @@ def api_view(methods: dict[str, Callable]) -> Callable:
             return error(401, "authentication required (log in, or send Authorization: Bearer <token>)")
         elif request.method not in SAFE_METHODS:
             rejected = _csrf_failure(request)
-            if rejected is not None:
+            if rejected is not None:  # CSRF_FAILURE_VIEW (webapp.errors.csrf_failure) audited it already
                 return error(403, "CSRF check failed; send the csrftoken cookie's value as X-CSRFToken")
         if request.method not in SAFE_METHODS and not is_operator(request.user):
-            return error(403, "the operator role is required for this action")
+            return _refused(request, "the operator role is required for this action")
         return handler(request, *args, **kwargs)
 
     return view

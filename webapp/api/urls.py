@@ -15,5 +15,10 @@ urlpatterns = [
     path("tables/<slug:name>/recover", views.recover_view, name="recover"),
     path("runs", views.runs, name="runs"),
     path("runs/<int:run_id>", views.run, name="run"),
+    path("runs/<int:run_id>/cancel", views.cancel_view, name="cancel"),
+    path("tables/<slug:name>/pause", views.pause_view, name="pause"),
+    path("tables/<slug:name>/resume", views.resume_view, name="resume"),
     path("schema", views.schema_view, name="schema"),
+    path("alert-channels", views.alert_channels, name="alert-channels"),
+    path("alert-channels/<int:channel_id>", views.alert_channel, name="alert-channel"),
 ]

@@ -5,10 +5,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.http import FileResponse, HttpRequest, JsonResponse
+import yaml
+from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
 
+from webapp.alerts import channels
+from webapp.alerts.channels import channel_dict
+from webapp.alerts.models import AlertChannel
 from webapp.api.auth import api_view, error
 from webapp.tables import inputs, services
 from webapp.tables.filters import filter_runs, filter_tables
@@ -18,7 +22,7 @@ from webapp.tables.plans import pending_plan
 from webapp.tables.status import run_dict, table_dict
 
 SCHEMA = Path(__file__).with_name("openapi.yaml")
-RUNS_LIMIT = 100
+RUNS_LIMIT = 20         # a page of the runs list: summaries, newest first
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
@@ -37,8 +41,10 @@ def _bad_input(handler):
     def wrapped(request: HttpRequest, *args, **kwargs):
         try:
             return handler(request, *args, **kwargs)
+        except services.Conflict as exc:
+            return error(409, str(exc))
         except inputs.InvalidInput as exc:
-            return error(400, str(exc))
+            return error(400, str(exc), **({"needs": exc.needs} if exc.needs else {}))
     wrapped.__name__ = handler.__name__
     wrapped.__doc__ = handler.__doc__
     return wrapped
@@ -81,7 +87,7 @@ def trigger(request: HttpRequest, name: str) -> JsonResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     body = _body(request)
     execute = inputs.parse_exact(body.get("execute", True)) is not False  # same boolean rules as "exact"
-    args = inputs.trigger_args({k: v for k, v in body.items() if k != "execute"})
+    args = services.trigger_args(table, {k: v for k, v in body.items() if k != "execute"})
     return _accepted(services.trigger_compaction(table, request.user, args, execute=execute))
 
 
@@ -97,7 +103,7 @@ def preview(request: HttpRequest, name: str) -> JsonResponse:
     from engine import TidemarkError
 
     table = get_object_or_404(RegisteredTable, name=name)
-    args = inputs.trigger_args(_body(request))
+    args = services.trigger_args(table, _body(request))
     try:
         return JsonResponse(services.preview(table, request.user, args))
     except (TidemarkError, ValueError) as exc:
@@ -124,10 +130,17 @@ def recover(request: HttpRequest, name: str) -> JsonResponse:
 
 @_bad_input
 def list_runs(request: HttpRequest) -> JsonResponse:
+    """One page of runs, newest first, as summaries (a run's plan and result are at its own URL)."""
     runs = filter_runs(Run.objects.select_related("table", "requested_by"), request.GET)
-    limit = inputs.optional_positive_int(request.GET.get("limit"), "limit") or RUNS_LIMIT
-    rows = [run_dict(r) for r in runs[:limit]]
-    return JsonResponse({"count": len(rows), "runs": rows})
+    limit = inputs.bounded_int(request.GET.get("limit"), "limit", maximum=inputs.MAX_LIMIT, unit="runs") or RUNS_LIMIT
+    page = inputs.bounded_int(request.GET.get("page"), "page", maximum=10**9, unit="pages") or 1
+    total = runs.count()
+    rows = [run_dict(r, summary=True) for r in runs[(page - 1) * limit:page * limit]]
+    more = page * limit < total
+    query = request.GET.copy()
+    query["page"] = str(page + 1)
+    return JsonResponse({"count": total, "page": page, "limit": limit, "runs": rows,
+                         "next": f"{request.path}?{query.urlencode()}" if more else None})
 
 
 def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
@@ -135,12 +148,67 @@ def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse(run_dict(run))
 
 
-def schema(request: HttpRequest) -> FileResponse:
+def schema(request: HttpRequest) -> HttpResponse:
+    """The OpenAPI document: YAML, or JSON for `?format=json` or `Accept: application/json`."""
+    wants_json = request.GET.get("format") == "json" or \
+        "application/json" in request.headers.get("Accept", "") and "yaml" not in request.headers.get("Accept", "")
+    if wants_json:
+        return JsonResponse(yaml.safe_load(SCHEMA.read_text()))
     return FileResponse(SCHEMA.open("rb"), content_type="application/yaml")
 
 
+@_bad_input
+def list_alert_channels(request: HttpRequest) -> JsonResponse:
+    rows = [channel_dict(c) for c in AlertChannel.objects.all()]
+    return JsonResponse({"count": len(rows), "channels": rows})
+
+
+@_bad_input
+def create_alert_channel(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(channel_dict(channels.create_channel(request.user, _body(request))), status=201)
+
+
+def get_alert_channel(request: HttpRequest, channel_id: int) -> JsonResponse:
+    """The channel with its latest deliveries (status, attempts, response code)."""
+    return JsonResponse(channel_dict(get_object_or_404(AlertChannel, pk=channel_id), deliveries=100))
+
+
+def delete_alert_channel(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channels.delete_channel(request.user, get_object_or_404(AlertChannel, pk=channel_id))
+    return HttpResponse(status=204)
+
+
+@_bad_input
+def cancel_run(request: HttpRequest, run_id: int) -> JsonResponse:
+    run = services.cancel_run(request.user, get_object_or_404(Run.objects.select_related("table"), pk=run_id))
+    return JsonResponse({"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested,
+                         "url": run_dict(run)["url"]}, status=202)
+
+
+@_bad_input
+def edit_table(request: HttpRequest, name: str) -> JsonResponse:
+    table = services.update_settings(request.user, get_object_or_404(RegisteredTable, name=name), _body(request))
+    return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
+
+
+@_bad_input
+def delete_table(request: HttpRequest, name: str) -> HttpResponse:
+    services.unregister(request.user, get_object_or_404(RegisteredTable, name=name))
+    return HttpResponse(status=204)
+
+
+def _pause(paused: bool):
+    def view(request: HttpRequest, name: str) -> JsonResponse:
+        table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
+        return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
+    return view
+
+
 tables = api_view({"GET": list_tables, "POST": create_table})
-table = api_view({"GET": get_table})
+table = api_view({"GET": get_table, "PATCH": edit_table, "DELETE": delete_table})
+pause_view = api_view({"POST": _pause(True)})
+resume_view = api_view({"POST": _pause(False)})
+cancel_view = api_view({"POST": cancel_run})
 compactions = api_view({"POST": trigger})
 execute_view = api_view({"POST": execute})
 preview_view = api_view({"POST": preview})
@@ -150,4 +218,6 @@ recover_view = api_view({"POST": recover})
 runs = api_view({"GET": list_runs})
 run = api_view({"GET": get_run})
 schema_view = api_view({"GET": schema})
+alert_channels = api_view({"GET": list_alert_channels, "POST": create_alert_channel})
+alert_channel = api_view({"GET": get_alert_channel, "DELETE": delete_alert_channel})
 

@@ -7,18 +7,33 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 from django.conf import settings
-from django.utils.dateparse import parse_datetime
 
-from engine import TidemarkError, latency_ms
+from engine import TidemarkError, compaction_threshold, latency_ms
+
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+MAX_MINUTES = 366 * 24 * 60        # the longest schedule or SLA anyone means: a year (and it fits every column)
+MAX_LIMIT = 1000                     # rows one API page may ask for
+# A threshold later than this past now publishes "complete up to" a time whose data cannot have arrived
+# yet: no data owner should trust it, so it needs an explicit confirmation.
+FUTURE_GRACE = dt.timedelta(days=1)
+CONFIRM_FUTURE = "confirm_future"
 
 
 class InvalidInput(ValueError):
-    """User input that cannot be used; the message is shown to the user as is."""
+    """User input that cannot be used; the message is shown to the user as is. `needs` names the field
+    that would make it acceptable (e.g. "confirm_future"), for the form to offer it."""
+
+    def __init__(self, message: str, needs: str | None = None) -> None:
+        super().__init__(message)
+        self.needs = needs
 
 
 @dataclass(frozen=True)
@@ -36,26 +51,31 @@ class TriggerArgs:
 
 
 def parse_threshold(raw: Any) -> dt.datetime | None:
-    """ISO-8601 date-time; a value without a zone is taken as UTC (the UI shows UTC everywhere)."""
+    """The engine's own threshold parser: ISO-8601 (naive is UTC) or epoch millis, 1970 to year 9999."""
     if raw in (None, ""):
         return None
-    if not isinstance(raw, str):
-        raise InvalidInput(f"threshold must be an ISO-8601 date-time string, got {raw!r}")
-    parsed = parse_datetime(raw.strip().replace(" ", "T"))
-    if parsed is None:
-        raise InvalidInput(f"threshold {raw!r} is not an ISO-8601 date-time (e.g. 2013-01-20T00:00:00Z)")
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.timezone.utc)
+    if isinstance(raw, bool) or not isinstance(raw, (str, int)):
+        raise InvalidInput(f"threshold must be an ISO-8601 date-time string (e.g. 2013-01-20T00:00:00Z), got {raw!r}")
+    try:
+        return compaction_threshold(raw.strip() if isinstance(raw, str) else raw)
+    except TidemarkError as exc:
+        raise InvalidInput(str(exc)) from None
 
 
-def parse_latency(raw: Any) -> str:
+def parse_latency(raw: Any, now: dt.datetime | None = None) -> str:
+    """The engine's own duration parser; a latency reaching back before 1970 is out of range (its
+    threshold, now − latency, would be refused by the engine at run time)."""
     if raw in (None, ""):
         return ""
     if not isinstance(raw, str):
         raise InvalidInput(f"data_latency must be a string like \"2h\", got {raw!r}")
     try:
-        latency_ms(raw)   # the engine's own parser: what it accepts, the form accepts
+        ms = latency_ms(raw)   # what the engine accepts, the form accepts
     except TidemarkError as exc:
         raise InvalidInput(f"data_latency: {exc}") from None
+    now = now or dt.datetime.now(dt.timezone.utc)
+    if ms is None or dt.timedelta(milliseconds=ms) > now - EPOCH:
+        raise InvalidInput(f"data_latency {raw.strip()!r} is out of range: now minus it falls before 1970")
     return raw.strip()
 
 
@@ -78,14 +98,60 @@ def parse_exact(raw: Any) -> bool | None:
     raise InvalidInput(f"exact must be true or false, got {raw!r}")
 
 
-def trigger_args(data: Mapping[str, Any]) -> TriggerArgs:
+def trigger_args(data: Mapping[str, Any], now: dt.datetime | None = None) -> TriggerArgs:
+    """Each field of a trigger parsed on its own (see `validate_trigger` for the whole check)."""
     args = TriggerArgs(threshold=parse_threshold(data.get("threshold")),
-                       data_latency=parse_latency(data.get("data_latency")),
+                       data_latency=parse_latency(data.get("data_latency"), now),
                        carry_over=parse_carry_over(data.get("carry_over")),
                        exact=parse_exact(data.get("exact")))
     if args.threshold and args.data_latency:
         raise InvalidInput("give either threshold or data_latency, not both")
     return args
+
+
+def validate_trigger(data: Mapping[str, Any], *, default_latency: str | None,
+                     now: dt.datetime | None = None) -> TriggerArgs:
+    """The one validation of a compaction trigger or preview — form, API and preview alike — before any
+    run is queued. `default_latency` is the table's own (registered, else configured on the table)."""
+    now = now or dt.datetime.now(dt.timezone.utc)
+    args = trigger_args(data, now)
+    if args.threshold is None and not args.data_latency and not default_latency:
+        raise InvalidInput("give a threshold T or a data latency: this table has no default data latency")
+    if args.threshold is not None and args.threshold > now + FUTURE_GRACE and not parse_exact(data.get(CONFIRM_FUTURE)):
+        when = args.threshold.isoformat().replace("+00:00", "Z")
+        raise InvalidInput(f"threshold {when} is in the future: the compaction would publish the table as "
+                           "complete up to a time whose data cannot have arrived yet; confirm to go ahead "
+                           f"({CONFIRM_FUTURE})", needs=CONFIRM_FUTURE)
+    return args
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """A registered table's settings, as a user may set them at registration or edit them later."""
+
+    schedule_minutes: int | None
+    data_latency: str
+    freshness_sla_minutes: int | None
+    carry_over: str
+    exact: bool
+
+    FIELDS: ClassVar[tuple[str, ...]] = ("schedule_minutes", "data_latency", "freshness_sla_minutes",
+                                         "carry_over", "exact")
+
+
+def table_settings(data: Mapping[str, Any], *, table_latency: Callable[[], str | None]) -> TableSettings:
+    """Validate a table's settings; `table_latency()` reads the latency configured on the Hudi table itself.
+    An SLA needs a way to trigger: its breach queues a compaction at now − data latency."""
+    parsed = TableSettings(
+        schedule_minutes=bounded_int(data.get("schedule_minutes"), "schedule_minutes"),
+        data_latency=parse_latency(data.get("data_latency")),
+        freshness_sla_minutes=bounded_int(data.get("freshness_sla_minutes"), "freshness_sla_minutes"),
+        carry_over=parse_carry_over(data.get("carry_over")) or "symlink",
+        exact=bool(parse_exact(data.get("exact"))))
+    if parsed.freshness_sla_minutes and not (parsed.data_latency or table_latency()):
+        raise InvalidInput("a freshness SLA needs a data latency to trigger compactions when it is breached: "
+                           "set data_latency (or hoodie.compaction.event.time.data.latency on the table)")
+    return parsed
 
 
 def parse_instant(raw: Any) -> str:
@@ -98,6 +164,17 @@ def parse_instant(raw: Any) -> str:
     return value
 
 
+def canonical_path(path: str) -> str:
+    """One spelling per physical table: a local path with `..`, symlinks and trailing slashes resolved; a
+    URI (scheme://bucket/key) with its key normalised the same way, bar symlinks."""
+    scheme, sep, rest = path.partition("://")
+    if sep:
+        bucket, _, key = rest.partition("/")
+        key = posixpath.normpath("/" + key).lstrip("/") if key else ""
+        return f"{scheme.lower()}://{bucket}/{key}".rstrip("/")
+    return os.path.realpath(path)
+
+
 def table_path(raw: Any) -> str:
     """An absolute, resolved path inside one of TIDEMARK_TABLE_ROOTS (symlinks resolved first, so a link
     cannot smuggle a path out of the allow-list)."""
@@ -106,7 +183,7 @@ def table_path(raw: Any) -> str:
     path = Path(raw.strip()).expanduser()
     if not path.is_absolute():
         raise InvalidInput(f"path {raw!r} must be absolute")
-    resolved = Path(os.path.realpath(path))
+    resolved = Path(canonical_path(str(path)))
     roots = [Path(r) for r in settings.TIDEMARK_TABLE_ROOTS]
     if not any(resolved == root or root in resolved.parents for root in roots):
         raise InvalidInput(f"path {resolved} is outside the allowed table roots "
@@ -118,13 +195,20 @@ def table_path(raw: Any) -> str:
     return str(resolved)
 
 
-def optional_positive_int(raw: Any, name: str) -> int | None:
+def bounded_int(raw: Any, name: str, *, minimum: int = 1, maximum: int = MAX_MINUTES,
+                unit: str = "minutes") -> int | None:
+    """A whole number from `minimum` to `maximum` (every numeric field has bounds: a huge value is a 400,
+    never a database overflow); empty is None."""
     if raw in (None, ""):
         return None
+    if isinstance(raw, bool) or isinstance(raw, float) and not raw.is_integer():
+        raise InvalidInput(f"{name} must be a whole number of {unit}, got {raw!r}")
     try:
-        value = int(raw)
+        value = int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
     except (TypeError, ValueError):
-        raise InvalidInput(f"{name} must be a whole number of minutes, got {raw!r}") from None
-    if value <= 0:
-        raise InvalidInput(f"{name} must be positive, got {value}")
+        raise InvalidInput(f"{name} must be a whole number of {unit}, got {raw!r}") from None
+    if not minimum <= value <= maximum:
+        raise InvalidInput(f"{name} must be from {minimum} to {maximum} {unit}, got {value}")
     return value
+
+

@@ -28,6 +28,7 @@ class RegisteredTable(models.Model):
         null=True, blank=True, help_text="RO must be complete to within this many minutes (empty: no SLA).")
     carry_over = models.CharField(max_length=16, choices=CARRY_OVER_CHOICES, default="symlink")
     exact = models.BooleanField(default=False)
+    paused = models.BooleanField(default=False, help_text="Schedule and SLA auto-trigger suspended (manual runs still allowed).")
     created_at = models.DateTimeField(default=timezone.now)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                    related_name="+")
@@ -57,6 +58,7 @@ class Run(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         REFUSED = "refused"
+        CANCELLED = "cancelled"
 
     class Trigger(models.TextChoices):
         USER = "user"
@@ -86,6 +88,7 @@ class Run(models.Model):
     refusal_reason = models.CharField(max_length=64, blank=True)
     blocking_instant = models.CharField(max_length=32, blank=True)
     celery_task_id = models.CharField(max_length=64, blank=True)
+    cancel_requested = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-queued_at", "-id"]
@@ -113,8 +116,12 @@ class MetricSample(models.Model):
     pending_compactions = models.IntegerField(default=0)
     late_records = models.BigIntegerField(default=0)
     corrupt_log_blocks = models.IntegerField(default=0)   # damaged committed blocks: their records are hidden
+    earliest_pending_compaction = models.CharField(max_length=32, blank=True)   # instant time, "" when none
+    latest_completed_compaction = models.CharField(max_length=32, blank=True)
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
+    # engine.Table.catalog_status(): catalogs, `<db>.<name>_ro/_rt`, the last sync (synced_at, ok, error)
+    catalog = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-taken_at"]

@@ -1,4 +1,4 @@
-"""The status of many tables at once, read from stored rows in three queries whatever their number.
+"""The status of many tables at once, read from stored rows in four queries whatever their number.
 
 Tables, their newest MetricSample and their newest run come back as plain dicts (`.values()`): the list
 page, GET /api/tables and /metrics show 1,000 tables, and building model instances for them would cost
@@ -6,18 +6,23 @@ more than the queries.
 """
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import OuterRef, QuerySet, Subquery
+from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.utils import timezone
+
+from webapp.tables.health import Health, assess
 
 from webapp.tables.models import MetricSample, RegisteredTable, Run
 
 TABLE_FIELDS = ("id", "name", "path", "schedule_minutes", "data_latency", "freshness_sla_minutes", "carry_over",
-                "exact")
+                "exact", "paused")
 SAMPLE_FIELDS = ("table_id", "taken_at", "ro_completion_time", "ro_freshness_time", "freshness_lag_seconds",
                  "remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions",
-                 "late_records", "corrupt_log_blocks", "sla_breached", "id")
+                 "late_records", "corrupt_log_blocks", "sla_breached", "earliest_pending_compaction",
+                 "latest_completed_compaction", "catalog", "id")
 RUN_FIELDS = ("id", "table_id", "kind", "state", "refusal_reason")
 
 
@@ -26,6 +31,11 @@ class TableStatus:
     table: dict[str, Any]
     sample: dict[str, Any] | None
     last_run: dict[str, Any] | None
+    failed_last_day: int = 0
+
+    @property
+    def health(self) -> Health:
+        return assess(self.sample, self.sla, self.failed_last_day, timezone.now())
 
     @property
     def sla(self) -> str:
@@ -62,6 +72,15 @@ def latest_runs(tables: QuerySet[RegisteredTable]) -> dict[int, dict[str, Any]]:
     return {row["table_id"]: row for row in Run.objects.filter(id__in=ids).values(*RUN_FIELDS)}
 
 
+def failed_last_day(tables: QuerySet[RegisteredTable]) -> dict[int, int]:
+    """Runs that failed in the last 24 hours, per table (one grouped query)."""
+    since = timezone.now() - dt.timedelta(days=1)
+    rows = (Run.objects.filter(table__in=tables.order_by().values("pk"), state=Run.State.FAILED, queued_at__gte=since)
+            .values("table_id").annotate(n=Count("id")).order_by())
+    return {row["table_id"]: row["n"] for row in rows}
+
+
 def statuses(tables: QuerySet[RegisteredTable]) -> list[TableStatus]:
-    samples, runs = latest_samples(tables), latest_runs(tables)
-    return [TableStatus(t, samples.get(t["id"]), runs.get(t["id"])) for t in tables.values(*TABLE_FIELDS)]
+    samples, runs, failed = latest_samples(tables), latest_runs(tables), failed_last_day(tables)
+    return [TableStatus(t, samples.get(t["id"]), runs.get(t["id"]), failed.get(t["id"], 0))
+            for t in tables.values(*TABLE_FIELDS)]

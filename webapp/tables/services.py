@@ -6,6 +6,7 @@ lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from django.db import transaction
@@ -14,6 +15,7 @@ from django.utils.text import slugify
 
 from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
+from webapp.tables.status import iso
 
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
 
@@ -40,7 +42,7 @@ def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", 
         run = Run.objects.create(table=table, kind=kind, state=Run.State.QUEUED, trigger=trigger,
                                  requested_by=user, queued_at=timezone.now(), **fields)
         audit(user, f"request.{kind}", table=table, run=run, outcome="queued",
-              detail={k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in fields.items()})
+              detail={k: (iso(v) if hasattr(v, "isoformat") else v) for k, v in fields.items()})
         transaction.on_commit(lambda: _dispatch(run.pk))
     return run
 
@@ -51,6 +53,16 @@ def _dispatch(run_id: int) -> None:
     dispatch(run_id)
 
 
+def default_latency(table: RegisteredTable) -> str | None:
+    """The latency a trigger without T or latency plans with: the registered one, else the Hudi table's."""
+    return table.data_latency or _engine_table(table.path).default_data_latency
+
+
+def trigger_args(table: RegisteredTable, data: dict[str, Any]) -> inputs.TriggerArgs:
+    """The one validation of a trigger or preview of `table` (form, API and preview call this)."""
+    return inputs.validate_trigger(data, default_latency=default_latency(table))
+
+
 def trigger_compaction(table: RegisteredTable, user, args: inputs.TriggerArgs, execute: bool = True) -> Run:
     """Plan an event-time compaction and (unless `execute` is False: plan only, to inspect first) run it."""
     kind = Run.Kind.SCHEDULE_EXECUTE if execute else Run.Kind.SCHEDULE
@@ -59,36 +71,47 @@ def trigger_compaction(table: RegisteredTable, user, args: inputs.TriggerArgs, e
 
 
 def register_table(user, data: dict[str, Any]) -> RegisteredTable:
-    """Validate and register a table (its path must hold a Tidemark/Hudi table under an allowed root)."""
+    """Validate and register a table (its path must hold a Tidemark/Hudi table under an allowed root, not
+    registered yet under any name: one registration — and so one lease — per physical table)."""
     path = inputs.table_path(data.get("path"))
     name = data.get("name")
     if not isinstance(name, str) or not name.strip():
         raise inputs.InvalidInput("name is required")
+    name = name.strip()
     if slugify(name) != name:
         raise inputs.InvalidInput(f"name {name!r} must be a slug (lower-case letters, digits, - and _)")
     if RegisteredTable.objects.filter(name=name).exists():
         raise inputs.InvalidInput(f"a table named {name!r} is already registered")
-    _require_table_at(path)
-    table = RegisteredTable.objects.create(
-        name=name, path=path, created_by=user,
-        schedule_minutes=inputs.optional_positive_int(data.get("schedule_minutes"), "schedule_minutes"),
-        data_latency=inputs.parse_latency(data.get("data_latency")),
-        freshness_sla_minutes=inputs.optional_positive_int(data.get("freshness_sla_minutes"),
-                                                           "freshness_sla_minutes"),
-        carry_over=inputs.parse_carry_over(data.get("carry_over")) or "symlink",
-        exact=bool(inputs.parse_exact(data.get("exact"))))
+    same = registered_at(path)
+    if same is not None:
+        raise inputs.InvalidInput(f"the table at {path} is already registered as {same.name!r}")
+    engine_table = _engine_table(path)
+    values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
+    table = RegisteredTable.objects.create(name=name, path=path, created_by=user, **asdict(values))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
 
 
-def _require_table_at(path: str) -> None:
-    from engine import Table, TidemarkError
+def registered_at(path: str) -> RegisteredTable | None:
+    """The table registered for this physical table, comparing canonical paths (`..`, symlinks and
+    trailing slashes resolved, for rows stored before paths were canonical too)."""
+    wanted = inputs.canonical_path(path)
+    for table in RegisteredTable.objects.only("pk", "name", "path"):
+        if inputs.canonical_path(table.path) == wanted:
+            return table
+    return None
+
+
+def _engine_table(path: str):
+    from engine import Table, TableNotFoundError, TidemarkError
 
     try:
-        Table.open(path)
+        return Table.open(path)
+    except TableNotFoundError as exc:   # its message names the path and what is missing
+        raise inputs.InvalidInput(str(exc)) from None
     except TidemarkError as exc:
-        raise inputs.InvalidInput(f"no Hudi table at {path}: {exc}") from None
+        raise inputs.InvalidInput(f"cannot open the table at {path}: {exc}") from None
 
 
 def preview(table: RegisteredTable, user, args: inputs.TriggerArgs) -> dict[str, Any]:
@@ -117,3 +140,68 @@ def partition_summary(plan: dict[str, Any]) -> list[dict[str, Any]]:
         row["bytes_compacted"] += op.get("bytes_compacted") or 0
         row["bytes_carried"] += op.get("bytes_carried") or 0
     return sorted(rows.values(), key=lambda r: r["partition"])
+
+
+# ------------------------------------------------------------------------------------------ operator controls
+
+CANCELLABLE_RUNNING = (Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
+
+
+class Conflict(inputs.InvalidInput):
+    """The request is well-formed but the run's or table's state does not allow it (HTTP 409)."""
+
+
+def cancel_run(user, run: Run) -> Run:
+    """A queued run never starts; a running compaction stops at its next file-group boundary (the engine
+    rolls its inflight plan back and the worker releases the lease). Other running kinds end on their own."""
+    now = timezone.now()
+    if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
+            state=Run.State.CANCELLED, finished_at=now, cancel_requested=True,
+            error=f"cancelled by {actor_name(user)} before it started"):
+        outcome = "cancelled"
+    elif run.kind in CANCELLABLE_RUNNING and Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
+            cancel_requested=True):
+        outcome = "cancel_requested"
+    else:
+        run.refresh_from_db()
+        if run.state == Run.State.RUNNING:
+            raise Conflict(f"run {run.pk} ({run.kind}) is running and cannot be cancelled: it ends on its own")
+        raise Conflict(f"run {run.pk} is already {run.state}")
+    audit(user, "cancel", table=run.table, run=run, outcome=outcome)
+    run.refresh_from_db()
+    return run
+
+
+def set_paused(user, table: RegisteredTable, paused: bool) -> RegisteredTable:
+    """Pause (or resume) the table's schedule and SLA auto-trigger; manual runs stay possible."""
+    RegisteredTable.objects.filter(pk=table.pk).update(paused=paused)
+    table.refresh_from_db()
+    audit(user, "pause" if paused else "resume", table=table, outcome="succeeded")
+    return table
+
+
+def update_settings(user, table: RegisteredTable, data: dict[str, Any]) -> RegisteredTable:
+    """Edit schedule, SLA, data latency, carry-over and exact (fields absent from `data` keep their value),
+    with the same validation as registration; the audit entry holds the old and new values."""
+    current = {field: getattr(table, field) for field in inputs.TableSettings.FIELDS}
+    unknown = set(data) - set(current)
+    if unknown:
+        raise inputs.InvalidInput(f"unknown settings: {', '.join(sorted(unknown))}; known: "
+                                  f"{', '.join(inputs.TableSettings.FIELDS)}")
+    merged = {**current, **data}
+    values = asdict(inputs.table_settings(merged, table_latency=lambda: _engine_table(table.path).default_data_latency))
+    changed = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
+    RegisteredTable.objects.filter(pk=table.pk).update(**values)
+    table.refresh_from_db()
+    audit(user, "settings", table=table, outcome="succeeded", detail=changed)
+    return table
+
+
+def unregister(user, table: RegisteredTable) -> None:
+    """Forget the table (its runs, samples and lease go with it; the audit log keeps its name). Refused while
+    one of its runs is queued or running. The table on storage is not touched."""
+    active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
+    if active is not None:
+        raise Conflict(f"table {table.name} has run {active.pk} {active.state}: cancel it or wait before unregistering")
+    audit(user, "unregister", table=None, outcome="succeeded", detail={"table": table.name, "path": table.path})
+    table.delete()

@@ -26,7 +26,7 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
     table, sample = status.table, status.sample
     prefix = api_prefix or reverse("api:tables")
     body = {key: table[key] for key in ("name", "path", "schedule_minutes", "data_latency",
-                                        "freshness_sla_minutes", "carry_over", "exact")}
+                                        "freshness_sla_minutes", "carry_over", "exact", "paused")}
     body["url"] = f"{prefix}/{table['name']}"
     body["sampled_at"] = iso(sample["taken_at"]) if sample else None
     body["ro_completion_time"] = iso(sample["ro_completion_time"]) if sample else None
@@ -34,7 +34,10 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
         body[key] = sample[key] if sample else None
     if sample:
         body["ro_freshness_time"] = iso(sample["ro_freshness_time"])
+    body["catalog"] = (sample.get("catalog") or None) if sample else None
     body["sla_status"] = status.sla
+    health = status.health
+    body["health"] = {"level": health.level, "reasons": health.reasons}
     body["late_data"] = status.late
     run = status.last_run
     body["last_run"] = None if run is None else {"id": run["id"], "kind": run["kind"], "state": run["state"],
@@ -42,8 +45,9 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
     return body
 
 
-def run_dict(run: Run) -> dict[str, Any]:
-    return {
+def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
+    """A run as JSON; `summary` (the runs list) leaves out the plan and the result, which can be large."""
+    body = {
         "id": run.pk, "url": reverse("api:run", args=[run.pk]), "table": run.table.name, "kind": run.kind,
         "state": run.state, "instant": run.instant or None, "threshold": iso(run.threshold),
         "data_latency": run.data_latency or None, "carry_over": run.carry_over or None, "exact": run.exact,
@@ -53,4 +57,9 @@ def run_dict(run: Run) -> dict[str, Any]:
         "progress": {"done": run.progress_done, "total": run.progress_total, "unit": run.progress_unit or None},
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
+        "cancel_requested": run.cancel_requested,
     }
+    if summary:
+        del body["plan"], body["result"]
+        body["file_groups"] = len((run.plan or {}).get("operations") or [])
+    return body

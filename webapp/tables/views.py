@@ -15,6 +15,7 @@ from webapp.tables import inputs, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
+from webapp.tables.templatetags.tidemark import KIND_LABELS
 
 CHART_SAMPLES = 500      # points per chart: enough for days of 5-minute samples
 PAGE_SIZE = 50
@@ -39,17 +40,25 @@ SORT_KEYS = {
     "bytes": lambda r: _number(r.sample, "remaining_log_bytes"),
     "slices": lambda r: _number(r.sample, "file_slices_with_logs"),
     "sla": lambda r: ("breached", "unknown", "ok", "none").index(r.sla),
+    "health": lambda r: (r.health.rank, r.table["name"]),   # "health" is worst first
 }
 STATUS_FILTERS = {
     "breached": lambda r: r.sla == "breached",
     "late": lambda r: r.late,
     "backlog": lambda r: bool(r.sample and r.sample["remaining_log_files"]),
+    "unhealthy": lambda r: r.health.level in ("critical", "warning"),
 }
 
 
 @login_required
 def table_list(request: HttpRequest) -> HttpResponse:
-    """Every table's latest stored status (three queries), filtered, sorted, one page rendered."""
+    return _list_page(request)
+
+
+def _list_page(request: HttpRequest, form: dict | None = None,
+               form_error: inputs.InvalidInput | None = None) -> HttpResponse:
+    """Every table's latest stored status (three queries), filtered, sorted, one page rendered; after a
+    refused registration, again with the register form open on what the user typed."""
     rows = overview.statuses(filter_tables(RegisteredTable.objects.all(), request.GET))
     summary = {"tables": len(rows), "breached": sum(r.sla == "breached" for r in rows),
                "late": sum(r.late for r in rows),
@@ -57,17 +66,24 @@ def table_list(request: HttpRequest) -> HttpResponse:
     status = request.GET.get("status", "")
     if status in STATUS_FILTERS:
         rows = [r for r in rows if STATUS_FILTERS[status](r)]
-    sort = request.GET.get("sort", "name")
+    sort = request.GET.get("sort") or ("health" if status == "unhealthy" else "name")
     rows.sort(key=SORT_KEYS.get(sort.lstrip("-"), SORT_KEYS["name"]), reverse=sort.startswith("-"))
     page = Paginator(rows, LIST_PAGE_SIZE).get_page(request.GET.get("page"))
     return render(request, "tables/list.html", {"page": page, "sort": sort, "q": request.GET.get("q", ""),
                                                 "status": status, "summary": summary,
-                                                "query": _query_without_page(request)})
+                                                "query": _query_without_page(request),
+                                                "form": form or {}, "form_error": form_error},
+                  status=400 if form_error else 200)
 
 
 @login_required
 def table_detail(request: HttpRequest, name: str) -> HttpResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
+    return _detail_page(request, get_object_or_404(RegisteredTable, name=name))
+
+
+def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None = None,
+                 form_error: inputs.InvalidInput | None = None) -> HttpResponse:
+    """The table page; after a refused trigger form, again with what the user typed and the one error."""
     history = list(MetricSample.objects.filter(table=table).order_by("-taken_at")[:CHART_SAMPLES])
     sample = history[0] if history else None
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
@@ -80,10 +96,63 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
+                  "compactions": _compaction_markers(table), "kinds": KIND_LABELS,
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
-    })
+        "catalog": _catalog(sample),
+        "form": form or {}, "form_error": form_error,
+    }, status=400 if form_error else 200)
+
+
+def _catalog(sample: MetricSample | None) -> dict | None:
+    """The sampled catalog status with its times parsed; None when the table syncs nowhere."""
+    status = dict(sample.catalog or {}) if sample else {}
+    if not status.get("enabled") and not status.get("synced_at"):
+        return None
+    for key in ("synced_at", "last_ok_at"):
+        value = status.get(key)
+        status[key] = dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+    return status
+
+
+TIMELINE_ACTIONS = ("deltacommit", "commit", "compaction", "replacecommit", "clean", "rollback")
+TIMELINE_STATES = ("requested", "inflight", "completed")
+
+
+@login_required
+def timeline(request: HttpRequest, name: str) -> HttpResponse:
+    """Every instant of the table's active timeline (newest first) with its files and records, filtered by
+    action and state; compactions link to the runs that planned or executed them."""
+    from engine import Table, TidemarkError
+
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        instants = [i.to_dict() for i in reversed(Table.open(table.path).timeline_details())]
+        error = ""
+    except TidemarkError as exc:
+        instants, error = [], str(exc)
+    total = len(instants)
+    action, state = request.GET.get("action", ""), request.GET.get("state", "")
+    if action:
+        instants = [i for i in instants if i["action"] == action]
+    if state:
+        instants = [i for i in instants if i["state"] == state]
+    runs = dict(table.runs.exclude(instant="").exclude(kind=Run.Kind.ROLLBACK).order_by("queued_at")
+                .values_list("instant", "pk"))
+    for instant in instants:
+        instant["run"] = runs.get(instant["instant"])
+    page = Paginator(instants, PAGE_SIZE * 2).get_page(request.GET.get("page"))
+    return render(request, "tables/timeline.html", {
+        "table": table, "page": page, "total": total, "error": error, "action": action, "state": state,
+        "actions": TIMELINE_ACTIONS, "states": TIMELINE_STATES, "query": _query_without_page(request)})
+
+
+def _compaction_markers(table: RegisteredTable) -> list[dict]:
+    """When each completed compaction finished (for markers on the backlog and freshness charts)."""
+    done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
+            .exclude(instant="").order_by("-finished_at")[:CHART_SAMPLES])
+    return [{"t": iso(r.finished_at), "instant": r.instant, "run": r.pk} for r in done if r.finished_at]
 
 
 def _watched_run(request: HttpRequest, table: RegisteredTable) -> Run | None:
@@ -112,9 +181,9 @@ def _invalid(request: HttpRequest, table: RegisteredTable, exc: Exception) -> Ht
 def trigger(request: HttpRequest, name: str) -> HttpResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     try:
-        args = inputs.trigger_args(request.POST)
+        args = services.trigger_args(table, request.POST.dict())
     except inputs.InvalidInput as exc:
-        return _invalid(request, table, exc)
+        return _detail_page(request, table, form=request.POST.dict(), form_error=exc)
     execute = request.POST.get("mode", "execute") != "schedule"
     run = services.trigger_compaction(table, request.user, args, execute=execute)
     return _after_action(request, table, run, "Compaction" if execute else "Compaction plan")
@@ -163,12 +232,62 @@ def refresh(request: HttpRequest, name: str) -> HttpResponse:
 
 
 @operator_action
+def cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = get_object_or_404(Run.objects.select_related("table"), pk=run_id)
+    try:
+        run = services.cancel_run(request.user, run)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Run #{run.pk} cancelled." if run.state == Run.State.CANCELLED else
+                         f"Run #{run.pk} will stop at its next file-group boundary; its plan is then rolled back.")
+    return redirect(request.POST.get("next") or reverse("tables:run", args=[run.pk]))
+
+
+def _pause(paused: bool):
+    @operator_action
+    def view(request: HttpRequest, name: str) -> HttpResponse:
+        table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
+        messages.success(request, f"{table.name}: schedule and SLA auto-trigger {'paused' if paused else 'resumed'}.")
+        return redirect("tables:detail", table.name)
+    return view
+
+
+pause = _pause(True)
+resume = _pause(False)
+
+
+@operator_action
+def edit_settings(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    data = {field: request.POST.get(field, "") for field in inputs.TableSettings.FIELDS}
+    data["exact"] = "true" if request.POST.get("exact") else "false"
+    try:
+        services.update_settings(request.user, table, data)
+    except inputs.InvalidInput as exc:
+        return _detail_page(request, table, form={"settings": data}, form_error=exc)
+    messages.success(request, f"Settings of {table.name} saved.")
+    return redirect("tables:detail", table.name)
+
+
+@operator_action
+def unregister(request: HttpRequest, name: str) -> HttpResponse:
+    table = get_object_or_404(RegisteredTable, name=name)
+    try:
+        services.unregister(request.user, table)
+    except inputs.InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("tables:detail", table.name)
+    messages.success(request, f"Unregistered {name}; the table on storage is untouched.")
+    return redirect("tables:list")
+
+
+@operator_action
 def register(request: HttpRequest) -> HttpResponse:
     try:
         table = services.register_table(request.user, request.POST.dict())
     except inputs.InvalidInput as exc:
-        messages.error(request, str(exc))
-        return redirect("tables:list")
+        return _list_page(request, form=request.POST.dict(), form_error=exc)
     messages.success(request, f"Registered {table.name}; its first metrics sample is on the way.")
     return redirect("tables:detail", table.name)
 
@@ -180,6 +299,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     operations = plan.get("operations") or []
     return render(request, "tables/run.html", {
         "run": run, "plan": plan, "operations": operations, "result": run.result or {},
+        "is_compaction": run.kind in (Run.Kind.SCHEDULE, Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE),
         "partitions": services.partition_summary(plan),
         "settings_used": sorted((plan.get("settings_used") or {}).items()),
         "events": run.audit_events.select_related("user").order_by("at"),

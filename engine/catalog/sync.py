@@ -1,0 +1,261 @@
+"""When and where a table is synced to its catalog, with retries, and what became of the last attempt.
+
+`sync_catalog` is the explicit sync (`tidemark sync`, `Table.sync_catalog`): it raises nothing for a
+catalog that fails — the result says `ok=False` and why. `sync_after` is what every table operation calls
+once it has committed (create, writes that change the schema or add a partition, compaction, rollback,
+clean) when `hoodie.datasource.hive_sync.enable` is true: it never raises at all, so a catalog that is down
+never fails or undoes the operation; the failure is returned in the operation's result, warned
+(`CatalogSyncWarning`, a `tidemark: warning:` line in the CLI) and recorded, and the next operation syncs
+again whatever it changed. A sync is a full reconciliation (tables and every partition), so one that
+succeeds repairs whatever earlier failures missed.
+
+The outcome of the last sync is kept in `.hoodie/.aux/tidemark-catalog-sync.json` (Hudi's auxiliary
+folder, which no reader lists): writes compare their schema and partitions with it to decide whether the
+catalog needs them, and callers show it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from engine import results as r
+from engine.catalog import glue, hms
+from engine.catalog.shape import CatalogShape, SyncNames, catalog_shape
+from engine.config.properties import GLUE_SYNC_TOOL, HIVE_SYNC_TOOL, TableConfig, load_table_config
+from engine.errors import ConfigError, TidemarkError, TidemarkWarning
+from engine.timeline.instants import Timeline
+
+ENV_URIS = "TIDEMARK_HIVE_METASTORE_URIS"
+ATTEMPTS = 3
+BACKOFF_S = 1.0          # doubled after each failed attempt
+STATE_FILE = os.path.join(".aux", "tidemark-catalog-sync.json")
+HIVE, GLUE = "hive_metastore", "glue"
+
+
+class CatalogSyncWarning(TidemarkWarning):
+    """A catalog sync failed after its retries; the operation it followed is committed all the same."""
+
+
+@dataclass(frozen=True)
+class SyncTarget:
+    kind: str                  # HIVE or GLUE
+    catalog: str               # metastore URIs, or "glue" / "glue:<region>"
+    names: SyncNames
+    support_timestamp: bool
+    glue_region: str = ""
+    glue_endpoint: str = ""
+
+
+def enabled(cfg: TableConfig) -> bool:
+    return bool(cfg.setting("hoodie.datasource.hive_sync.enable"))
+
+
+def resolve_targets(cfg: TableConfig, metastore: str | None = None) -> list[SyncTarget]:
+    """Where `cfg`'s table syncs, one target per sync tool of `hoodie.meta.sync.client.tool.class` (Hudi takes a
+    comma-separated list): Glue, and/or a Hive metastore at `metastore` (a thrift:// URI) if given, else
+    `hoodie.datasource.hive_sync.metastore.uris`, else $TIDEMARK_HIVE_METASTORE_URIS. `metastore` given means
+    that metastore is synced whatever the tools."""
+    names = SyncNames(cfg.setting("hoodie.datasource.hive_sync.database") or "default",
+                      cfg.setting("hoodie.datasource.hive_sync.table") or cfg.name)
+    support_ts = bool(cfg.setting("hoodie.datasource.hive_sync.support_timestamp"))
+    tools = cfg.setting("hoodie.meta.sync.client.tool.class")
+    targets: list[SyncTarget] = []
+    if metastore is not None or HIVE_SYNC_TOOL in tools:
+        uris = metastore or cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or os.environ.get(ENV_URIS, "")
+        hms.parse_uris(uris)   # a malformed or missing URI is a ConfigError before anything is sent
+        targets.append(SyncTarget(HIVE, uris, names, support_ts))
+    if GLUE_SYNC_TOOL in tools:
+        region = cfg.setting("hoodie.aws.glue.region")
+        targets.append(SyncTarget(GLUE, f"glue:{region}" if region else "glue", names, support_ts, region,
+                                  cfg.setting("hoodie.aws.glue.endpoint")))
+    return targets
+
+
+def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
+    """The tables as they should be now; None while the table has no schema (no commit yet)."""
+    import pyspark
+
+    from engine.observe.freshness import ro_state
+    from engine.read.fsview import list_partitions
+
+    timeline = Timeline.load(cfg.base_path)
+    text = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema")
+    if not text:
+        return None
+    state = ro_state(timeline, cfg)
+    completion = None
+    if state is not None:
+        completion = (r.iso(r.utc(state.completion_ms)) or "", state.instant or "")
+    return catalog_shape(cfg, timeline, list_partitions(cfg.base_path), target.names, avro_schema=json.loads(text),
+                         ro_completion=completion, support_timestamp=target.support_timestamp,
+                         spark_version=pyspark.__version__)
+
+
+def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = "manual",
+                 attempts: int = ATTEMPTS) -> list[r.CatalogSyncResult]:
+    """Register or update `<name>_ro` / `<name>_rt` now in every target, retrying each `attempts` times.
+
+    ConfigError for a table or target that cannot be synced at all (no metastore URI, malformed URI); a
+    catalog that fails is `ok=False` in its result, with the last error."""
+    cfg = load_table_config(base_path)
+    targets = resolve_targets(cfg, metastore)
+    results = [_sync_one(cfg, target, reason, attempts) for target in targets]
+    _record(cfg, results)
+    return results
+
+
+def _sync_one(cfg: TableConfig, target: SyncTarget, reason: str, attempts: int) -> r.CatalogSyncResult:
+    shape = build_shape(cfg, target)
+    result = _result(target, reason)
+    if shape is None:
+        result.ok, result.skipped = True, "the table has no schema until its first write"
+        return result
+    result.partitions = len(shape.partitions)
+    result.last_commit_time_sync = shape.ro.parameters.get("last_commit_time_sync")
+    result.ro_completion_instant = shape.ro.parameters.get("tidemark.ro.completion.instant")
+    completion = shape.ro.parameters.get("tidemark.ro.completion.time")
+    result.ro_completion_time = dt.datetime.fromisoformat(completion.replace("Z", "+00:00")) if completion else None
+    delay = BACKOFF_S
+    for attempt in range(1, max(attempts, 1) + 1):
+        result.attempts = attempt
+        try:
+            _push(target, shape)
+            result.ok, result.error = True, None
+            break
+        except hms.MetastoreError as exc:
+            result.ok, result.error = False, str(exc)
+            if attempt < attempts:
+                time.sleep(delay)
+                delay *= 2
+    result.synced_at = dt.datetime.now(dt.timezone.utc)
+    return result
+
+
+def sync_after(base_path: str, reason: str, *,
+               partitions: Iterable[str] | None = None) -> list[r.CatalogSyncResult] | None:
+    """The sync an operation that just committed owes its catalogs; None when the table does not sync or
+    (a write) nothing the catalog shows changed. Never raises: a failure is returned, warned and recorded."""
+    try:
+        cfg = load_table_config(base_path)
+        if not enabled(cfg):
+            return None
+        if reason == "write" and not _write_changes_catalog(cfg, partitions):
+            return None
+        results = sync_catalog(base_path, reason=reason)
+    except Exception as exc:  # noqa: BLE001 — the operation is committed; a sync problem must not undo it
+        results = [_failed(base_path, reason, exc)]
+    for result in results:
+        if not result.ok:
+            where = f" to {result.catalog}" if result.catalog else ""
+            warnings.warn(CatalogSyncWarning(
+                f"catalog sync{where} after {reason} failed ({result.error}); the {reason} is committed, the "
+                f"next operation or `tidemark sync {base_path}` retries"), stacklevel=2)
+    return results
+
+
+def last_sync(base_path: str) -> dict[str, Any] | None:
+    """The recorded outcome of the last sync (ok, synced_at, error, target, catalog, tables), or None."""
+    path = os.path.join(base_path, ".hoodie", STATE_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data: dict[str, Any] = json.load(fh)
+            return data
+    except (OSError, ValueError):
+        return None
+
+
+def status(base_path: str) -> r.CatalogStatus:
+    """The table's catalogs and its last sync; a target that cannot resolve (no URI) is named in `error`."""
+    cfg = load_table_config(base_path)
+    names = SyncNames(cfg.setting("hoodie.datasource.hive_sync.database") or "default",
+                      cfg.setting("hoodie.datasource.hive_sync.table") or cfg.name)
+    out = r.CatalogStatus(enabled=enabled(cfg), catalogs=[], tables=[f"{names.database}.{names.ro}",
+                                                                     f"{names.database}.{names.rt}"])
+    try:
+        out.catalogs = [t.catalog for t in resolve_targets(cfg)]
+    except ConfigError as exc:
+        out.error = str(exc)
+    state = last_sync(base_path)
+    if state:
+        out.ok, out.error = bool(state.get("ok")), state.get("error") or out.error
+        out.synced_at, out.last_ok_at = _parse(state.get("synced_at")), _parse(state.get("last_ok_at"))
+    return out
+
+
+def _parse(value: str | None) -> dt.datetime | None:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00")) if value else None
+
+
+# ------------------------------------------------------------------------------------------ internals
+
+def _push(target: SyncTarget, shape: CatalogShape) -> None:
+    if target.kind == GLUE:
+        glue.sync_shape(glue.client(target.glue_region, target.glue_endpoint), shape)
+    else:
+        hms.sync_shape(target.catalog, shape)
+
+
+def _result(target: SyncTarget, reason: str) -> r.CatalogSyncResult:
+    return r.CatalogSyncResult(ok=False, target=target.kind, catalog=target.catalog, database=target.names.database,
+                               tables=[target.names.ro, target.names.rt], reason=reason)
+
+
+def _failed(base_path: str, reason: str, exc: Exception) -> r.CatalogSyncResult:
+    message = str(exc) if isinstance(exc, TidemarkError) else f"{type(exc).__name__}: {exc}"
+    result = r.CatalogSyncResult(ok=False, target="", catalog="", database="", tables=[], reason=reason,
+                                 synced_at=dt.datetime.now(dt.timezone.utc), error=message.splitlines()[0])
+    try:
+        _record(load_table_config(base_path), [result])
+    except Exception:  # noqa: BLE001 — nothing more to report than the failure itself
+        pass
+    return result
+
+
+def _schema_digest(cfg: TableConfig) -> str:
+    text = Timeline.load(cfg.base_path).latest_schema() or cfg.props.get("hoodie.table.create.schema") or ""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _write_changes_catalog(cfg: TableConfig, partitions: Iterable[str] | None) -> bool:
+    """Does the catalog need this write? Yes after a failed or missing sync, a new schema or a new partition."""
+    state = last_sync(cfg.base_path)
+    if not state or not state.get("ok") or state.get("schema") != _schema_digest(cfg):
+        return True
+    known = set(state.get("partitions") or [])
+    return any(p and p not in known for p in (partitions or []))
+
+
+def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
+    """Keep the outcome (atomically: temp file + rename), so writes, `show` and the control plane see it."""
+    previous = last_sync(cfg.base_path) or {}
+    ok = all(x.ok for x in results)
+    synced = [x for x in results if x.ok and not x.skipped]
+    now = r.iso(dt.datetime.now(dt.timezone.utc))
+    state = {"ok": ok, "synced_at": now, "error": next((x.error for x in results if not x.ok), None),
+             "targets": [x.to_dict() for x in results],
+             # what the catalog holds once every target took it: a write compares its own changes with this
+             "schema": _schema_digest(cfg) if ok and synced else previous.get("schema"),
+             "partitions": sorted(_partitions(cfg)) if ok and synced else previous.get("partitions", []),
+             "last_ok_at": now if ok and synced else previous.get("last_ok_at")}
+    path = os.path.join(cfg.hoodie_dir(), STATE_FILE)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(state, fh, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _partitions(cfg: TableConfig) -> list[str]:
+    from engine.read.fsview import list_partitions
+
+    return [p for p in list_partitions(cfg.base_path) if p]
+
+
+__all__ = ["CatalogSyncWarning", "ConfigError", "SyncTarget", "build_shape", "enabled", "last_sync",
+           "resolve_targets", "status", "sync_after", "sync_catalog"]

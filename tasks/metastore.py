@@ -1,0 +1,123 @@
+"""An embedded Hive Metastore for `make run` and the tests, from pyspark's own jars (nothing to download).
+
+pyspark ships Hive 2.3's metastore, Derby and DataNucleus; `org.apache.hadoop.hive.metastore.HiveMetaStore`
+serves the Thrift API from them with a `hive-site.xml` on Derby in a folder of its own (schema created on
+first start). Up in ~6 s. `python -m tasks.metastore STATE_DIR [PORT]` runs one in the foreground.
+
+Environment: `TIDEMARK_METASTORE_PORT` (supervisor; default 9083), `TIDEMARK_EMBEDDED_METASTORE=0` to not
+start one (point `TIDEMARK_HIVE_METASTORE_URIS` at your own).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.sax.saxutils import escape
+
+MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+READY_TIMEOUT_S = 120.0
+
+
+def pyspark_jars() -> Path:
+    import pyspark
+
+    return Path(pyspark.__file__).parent / "jars"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_hive_site(folder: Path) -> Path:
+    """hive-site.xml: Derby in `folder`, schema auto-created, no version check, synchronous logging."""
+    folder.mkdir(parents=True, exist_ok=True)
+    settings = {
+        "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={folder / 'metastore_db'};create=true",
+        "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
+        "datanucleus.schema.autoCreateAll": "true",
+        "hive.metastore.schema.verification": "false",
+        "hive.async.log.enabled": "false",
+        "hive.metastore.warehouse.dir": (folder / "warehouse").as_uri(),
+    }
+    body = "".join(f"  <property><name>{escape(k)}</name><value>{escape(v)}</value></property>\n"
+                   for k, v in settings.items())
+    path = folder / "hive-site.xml"
+    path.write_text(f'<?xml version="1.0"?>\n<configuration>\n{body}</configuration>\n', encoding="utf-8")
+    return path
+
+
+def command(folder: Path, port: int) -> list[str]:
+    # The folder first on the class path: the metastore finds hive-site.xml there.
+    classpath = f"{folder}{os.pathsep}{pyspark_jars()}/*"
+    return ["java", "-Xmx384m", f"-Dderby.stream.error.file={folder / 'derby.log'}", "-cp", classpath,
+            MAIN_CLASS, "-p", str(port)]
+
+
+class EmbeddedMetastore:
+    """A metastore process on 127.0.0.1:`port` with its Derby database in `folder`."""
+
+    def __init__(self, folder: Path, port: int | None = None) -> None:
+        self.folder = Path(folder)
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def uri(self) -> str:
+        return f"thrift://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = READY_TIMEOUT_S) -> str:
+        write_hive_site(self.folder)
+        log = open(self.folder / "metastore.log", "ab")
+        # Own process group, so stopping it never touches the caller's; its log stays out of the terminal.
+        self.proc = subprocess.Popen(command(self.folder, self.port), cwd=self.folder, stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self._wait_ready(timeout_s)
+        return self.uri
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the metastore exited with {self.proc.returncode}; see {self.folder / 'metastore.log'}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 1).close()
+                return
+            except OSError:
+                time.sleep(0.25)
+        self.stop()
+        raise RuntimeError(f"the metastore did not listen on {self.port} within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0] if argv else "state/metastore").resolve()
+    metastore = EmbeddedMetastore(folder, int(argv[1]) if len(argv) > 1 else 9083)
+    print(f"metastore: {metastore.start()} (Derby in {folder})", flush=True)
+    try:
+        assert metastore.proc is not None
+        return metastore.proc.wait()
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        metastore.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

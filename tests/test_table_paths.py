@@ -1,0 +1,55 @@
+"""Paths at the `Table` boundary: resolved once, against the caller's working directory, so executors (each
+in its own folder on a cluster) and later calls agree on what a relative name meant."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from engine import Table
+from engine.errors import ConfigError
+from engine.read.datasource import load_table
+from engine.table import absolute_location
+from tests.support.tables import create_table, day_file
+
+
+def test_relative_paths_resolve_against_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert absolute_location("t") == str(tmp_path / "t")
+    assert absolute_location("./in/../batch.parquet") == str(tmp_path / "batch.parquet")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert absolute_location("~/t") == str(tmp_path / "home" / "t")
+
+
+def test_uris_keep_their_scheme_and_file_uris_become_local_paths():
+    assert absolute_location("s3://lake/prefix/t") == "s3://lake/prefix/t"
+    assert absolute_location("gs://b/t") == "gs://b/t"
+    assert absolute_location("file:///data/my%20table") == "/data/my table"
+    assert absolute_location("file://localhost/data/t") == "/data/t"
+    with pytest.raises(ConfigError, match="must name a local path"):
+        absolute_location("file://otherhost/data/t")
+    with pytest.raises(ConfigError, match="non-empty string"):
+        absolute_location("")
+
+
+def test_a_table_opened_or_created_by_a_relative_name_has_an_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    created = Table.create("t", name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts")
+    assert created.path == str(tmp_path / "t")
+    os.chdir(tmp_path.parent)   # a later working directory must not change what the table is
+    assert created.describe().path == str(tmp_path / "t")
+    assert Table.open(f"file://{tmp_path}/t").path == str(tmp_path / "t")
+
+
+def test_relative_inputs_and_outputs_resolve_before_spark_sees_them(spark, tmp_path, monkeypatch):
+    table = create_table(tmp_path / "t")
+    day_file(tmp_path, 0, "01")
+    monkeypatch.chdir(tmp_path)
+    assert table.write("batch0.jsonl").records_written == 3
+    result = table.read(output="out/snapshot.parquet")
+    assert result.output == str(tmp_path / "out" / "snapshot.parquet") and result.rows == 3
+    assert os.path.isfile(tmp_path / "out" / "snapshot.parquet")
+    # load_table resolves in this process; a bare spark.read.format("tidemark").load("t") resolves where the
+    # driver JVM started, as Spark's own readers do (this test changed folders after that).
+    assert load_table(spark, "t").count() == 3
+    assert load_table(spark, "t", "read_optimized").count() == 0

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from webapp.alerts import views
+
+app_name = "alerts"
+
+urlpatterns = [
+    path("", views.channel_list, name="list"),
+    path("new", views.create, name="create"),
+    path("<int:channel_id>/", views.channel_detail, name="channel"),
+    path("<int:channel_id>/delete", views.delete, name="delete"),
+]

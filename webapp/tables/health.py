@@ -1,0 +1,69 @@
+"""A table's health at a glance: the worst of what its latest sample and its recent runs say.
+
+Each signal has a warning and a critical bound (module constants, the defaults an on-call operator would
+start with): the age of the oldest pending plan, log files per file slice (read amplification of the
+snapshot), failed runs in the last day, corrupt blocks, the freshness SLA and late data. The level is
+"critical", "warning", "ok" or "unknown" (never sampled), with the reasons that made it so.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+LEVELS = ("critical", "warning", "unknown", "ok")     # worst first: the sort order of "worst first"
+PENDING_PLAN_AGE_S = (15 * 60, 60 * 60)               # (warning, critical)
+LOGS_PER_SLICE = (8, 32)
+FAILED_RUNS_PER_DAY = (1, 3)
+
+
+@dataclass
+class Health:
+    level: str = "ok"
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def rank(self) -> int:
+        return LEVELS.index(self.level)
+
+    def flag(self, level: str, reason: str) -> None:
+        self.reasons.append(reason)
+        if LEVELS.index(level) < self.rank:
+            self.level = level
+
+
+def _instant_time(instant: str) -> dt.datetime | None:
+    if not instant or not instant.isdigit() or len(instant) not in (14, 17):
+        return None
+    return dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
+
+
+def _bounded(health: Health, value: float, bounds: tuple[float, float], reason: str) -> None:
+    if value >= bounds[1]:
+        health.flag("critical", reason)
+    elif value >= bounds[0]:
+        health.flag("warning", reason)
+
+
+def assess(sample: dict[str, Any] | None, sla: str, failed_last_day: int, now: dt.datetime) -> Health:
+    """The health of one table from its latest sample (a dict of MetricSample fields), its SLA status and
+    the number of its runs that failed in the last 24 hours."""
+    health = Health()
+    if sample is None:
+        return Health("unknown", ["not sampled yet"])
+    if sample.get("corrupt_log_blocks"):
+        health.flag("critical", f"{sample['corrupt_log_blocks']} corrupt log blocks")
+    if sla == "breached":
+        health.flag("critical", "freshness SLA breached")
+    pending_since = _instant_time(sample.get("earliest_pending_compaction") or "")
+    if pending_since is not None:
+        age = (now - pending_since).total_seconds()
+        _bounded(health, age, PENDING_PLAN_AGE_S, f"a compaction plan pending for {age / 60:.0f} min")
+    slices = sample.get("file_slices_with_logs") or 0
+    if slices:
+        per_slice = (sample.get("remaining_log_files") or 0) / slices
+        _bounded(health, per_slice, LOGS_PER_SLICE, f"{per_slice:.1f} log files per slice")
+    _bounded(health, failed_last_day, FAILED_RUNS_PER_DAY, f"{failed_last_day} failed runs in the last day")
+    if sample.get("late_records"):
+        health.flag("warning", f"late data: {sample['late_records']} records")
+    return health

@@ -20,7 +20,10 @@ DEMO_BATCHES ?= 12
 export TIDEMARK_STATE_DIR ?= $(STATE)
 
 # migrate, load + register the flights demo table (once, catalog sync on), create the demo users (passwords
-# printed), then a Hive metastore + web + worker + beat in one terminal (Ctrl-C stops them all).
+# printed when they are created; later runs keep them), then a Hive metastore + web (gunicorn, bounded
+# workers × threads) + worker + beat in one terminal, supervised: a process that dies is restarted; Ctrl-C
+# stops them gracefully (running runs finish first). Served on localhost; DJANGO_ALLOWED_HOSTS names other
+# host names (tasks/supervisor.py).
 run: setup
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py tidemark_demo --batches $(DEMO_BATCHES) --hive-sync

@@ -7,11 +7,14 @@ from engine.lock import FileLock, TableLock
 from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
                             CompactionSummary, FileGroupOperation, Freshness, InstantDetail, InstantInfo, ReadResult,
                             RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
+from engine.io.storage import is_remote as is_object_store
+from engine.io.storage import is_within, resolve as resolve_location, split_locations
 from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
     "BacklogMetrics", "Cancelled", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
     "FileGroupOperation", "FileLock", "Freshness", "InstantDetail", "InstantInfo", "ReadResult", "RecoverResult", "Refused",
     "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock", "TableNotFoundError", "TidemarkError",
-    "TideBucket", "WriteResult", "compaction_threshold", "latency_ms", "threshold_ms",
+    "TideBucket", "WriteResult", "compaction_threshold", "is_object_store", "is_within", "latency_ms",
+    "resolve_location", "split_locations", "threshold_ms",
 ]

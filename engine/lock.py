@@ -107,6 +107,12 @@ def ensure_held(action: str) -> None:
             raise Refused(LOCK_LOST, f"the table lock was lost before {action}; nothing was published")
 
 
+def holds_lock_outside_store() -> bool:
+    """Whether this thread's operation holds a lock that serialises writers across hosts: any caller's
+    `TableLock` but the host-local `FileLock` (the control plane's database lease is one)."""
+    return any(not isinstance(lock, FileLock) and lock.is_held() for lock in _HELD.get())
+
+
 def table_lock_of(base_path: str, lock: TableLock | None) -> TableLock:
     """The caller's lock, else the table's file lock."""
     return lock if lock is not None else FileLock(base_path)

@@ -113,7 +113,7 @@ class SettingUsed(Result):
     """A setting a compaction plan was made with, and where its value came from."""
 
     value: Any
-    source: str  # "argument" | "table" | "default"
+    source: str  # "argument" | "table" | "default" | "store" (object storage: copy carry-over)
 
 
 @dataclass

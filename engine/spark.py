@@ -110,6 +110,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
     with _LOCK:
         active = SparkSession.getActiveSession()
         if active is not None:
+            ship_storage_env(active)
             return active
         # Executors' Python must be this interpreter (the venv), not whatever `python3` is on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -139,7 +140,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         if not is_local(master):
             # Before any job: every task (and the data source's planner) imports engine from the zip.
             spark.sparkContext.addPyFile(str(engine_archive()))
-        _register_datasource(spark)
+        ship_storage_env(spark)   # registers the data source, whose planner workers get the same environment
         return spark
 
 
@@ -186,6 +187,35 @@ def _enclosing_archive(inside: Path) -> Path:
         if candidate.is_file() and zipfile.is_zipfile(candidate):
             return candidate
     raise RuntimeError(f"cannot ship the engine package to executors: {inside} is neither a folder nor in a zip")
+
+
+# How executors reach object storage: the AWS chain's variables as the driver sees them now, so the Python
+# workers' pyarrow.fs (and boto3) talk to the same store with the same credentials. Python workers are keyed by
+# their environment, so a changed endpoint starts fresh workers.
+STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+               "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
+               "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "TIDEMARK_S3_CONDITIONAL_PUT")
+
+
+_SHIPPED: dict[int, dict[str, str]] = {}
+
+
+def ship_storage_env(spark: SparkSession) -> None:
+    """Copy the storage variables into the environment every Python task of this session gets.
+
+    The data source's planner workers take the environment its registration captured, so a change
+    registers it again."""
+    env = spark.sparkContext.environment
+    for key in STORAGE_ENV:
+        value = os.environ.get(key)
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    wanted = {k: env[k] for k in STORAGE_ENV if k in env}
+    if _SHIPPED.get(id(spark)) != wanted:
+        _register_datasource(spark)
+        _SHIPPED[id(spark)] = wanted
 
 
 # Lines the JVM prints on every start that tell a user nothing: the launcher always adds an incubator module,
@@ -265,3 +295,48 @@ def stop_spark() -> None:
         active = SparkSession.getActiveSession()
         if active is not None:
             active.stop()
+
+
+def session_alive() -> bool:
+    """Whether this process's Spark driver JVM still answers (True when no session was started yet).
+
+    A JVM killed under a live Python process (OOM killer, kill -9) leaves pyspark's globals pointing at a
+    dead gateway: every later call fails with a Py4J connection error. One cheap round trip tells.
+    """
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is None:
+        return True
+    try:
+        return not sc._jsc.sc().isStopped()
+    except Exception:  # Py4JError / ConnectionError: nobody answers on the gateway's port
+        return False
+
+
+def discard_session() -> None:
+    """Forget a dead (or dying) session so the next `get_spark` starts a fresh JVM.
+
+    `stop()` itself would talk to the dead JVM, so pyspark's process-wide state is reset by hand and the
+    gateway's launcher process, if any is left, is killed.
+    """
+    from pyspark import SparkContext
+
+    with _LOCK:
+        sc = SparkContext._active_spark_context
+        gateway = SparkContext._gateway
+        with contextlib.suppress(Exception):
+            if gateway is not None:
+                gateway.shutdown()
+        proc = getattr(gateway, "proc", None)
+        if proc is not None and proc.poll() is None:
+            with contextlib.suppress(Exception):
+                proc.kill()
+                proc.wait(timeout=10)
+        with SparkContext._lock:
+            SparkContext._active_spark_context = None
+            SparkContext._gateway = None
+            SparkContext._jvm = None
+        SparkSession._instantiatedSession = None
+        SparkSession._activeSession = None
+        del sc

@@ -17,15 +17,14 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import urllib.parse
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
+from engine.io import storage
 from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
 from engine.progress import Progress
@@ -363,19 +362,12 @@ class Table:
 # ------------------------------------------------------------------------------------------ argument parsing
 
 def absolute_location(path: str) -> str:
-    """`path` as the location every process means by it: relative paths against this process's working
-    directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged."""
+    """`path` as the location every process means by it (`engine.io.storage.resolve`): relative paths against
+    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
+    never a URI taken for a folder name."""
     if not isinstance(path, str) or not path:
         raise ConfigError(f"a path must be a non-empty string, got {path!r}")
-    scheme = _SCHEME.match(path)
-    if scheme:
-        if scheme.group(1).lower() != "file":
-            return path
-        parsed = urllib.parse.urlparse(path)
-        if parsed.netloc not in ("", "localhost"):
-            raise ConfigError(f"{path}: a file:// URI must name a local path (file:///…), not host {parsed.netloc!r}")
-        return os.path.abspath(urllib.parse.unquote(parsed.path))
-    return os.path.abspath(os.path.expanduser(path))
+    return storage.resolve(path)
 
 
 def threshold_ms(value: Threshold | None) -> int | None:

@@ -1,6 +1,13 @@
 """The per-table database lease: the engine's `TableLock`, shared by every worker on every host.
 
-A lease is the table's one `TableLease` row: an owner, when it was acquired, its last heartbeat and when
+A lease belongs to the *physical* table, not to a registration: its `TableLease` row is keyed by the
+table's canonical location (tasks.location: symlinks resolved), so two registrations of one path share one
+lease and can never plan on one timeline at once. The registration that took it is recorded for messages.
+Each re-entrant acquire — the engine taking the lock the task already holds, around each of its critical
+sections — re-checks both that the row is still ours and that the registered path still resolves to the
+location the lease was taken for (a symlink swapped mid-run is refused, `location_changed`).
+
+A lease is one `TableLease` row: an owner, when it was acquired, its last heartbeat and when
 it expires. Whoever holds an unexpired lease may change the table's timeline; anyone may take a lease
 that has expired. The holder renews it from a heartbeat thread, so a worker that is killed (kill -9, lost
 host) stops renewing and its lease lapses after `ttl_s` — a table is never blocked forever (Amoro's table
@@ -33,7 +40,9 @@ from django.db import OperationalError, close_old_connections, connection, conne
 from django.db.models import Q
 from django.utils import timezone
 
-from webapp.tables.models import TableLease
+from engine import Refused
+from tasks import location as locations
+from webapp.tables.models import RegisteredTable, TableLease
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +66,37 @@ class Holder:
     expires_at: dt.datetime
 
 
+def _process_start(pid: int) -> str:
+    """When process `pid` started (clock ticks since boot, /proc/<pid>/stat field 22); "" when unknown or
+    when the process is gone — a zombie (killed, not yet reaped) counts as gone.
+
+    pid + start time name one process for the life of the host, even after its pid is reused."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return ""
+    if len(fields) < 20 or fields[0] in ("Z", "X"):
+        return ""
+    return fields[19]
+
+
 def owner_name(label: str = "") -> str:
-    """A globally unique owner: `<label>@<host>:<pid>:<random>` (label names the run, e.g. `run:42`)."""
-    return f"{label}@{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """A globally unique owner: `<label>@<host>:<pid>:<start>:<random>` (label names the run, e.g. `run:42`)."""
+    pid = os.getpid()
+    return f"{label}@{socket.gethostname()}:{pid}:{_process_start(pid)}:{uuid.uuid4().hex[:8]}"
+
+
+def owner_dead(owner: str) -> bool:
+    """Known dead: the owner ran on this host and its process (pid and start time) no longer exists.
+
+    False when it cannot be known (another host, an owner name without a start time): such a lease is
+    only ever taken after it expires."""
+    _, _, where = owner.rpartition("@")
+    parts = where.split(":")
+    if len(parts) != 4 or parts[0] != socket.gethostname() or not parts[1].isdigit() or not parts[2]:
+        return False
+    return _process_start(int(parts[1])) != parts[2]
 
 
 def run_owner(run_id: int) -> str:
@@ -91,10 +128,13 @@ class DatabaseLease:
     """The `TableLock` of one table backed by its `TableLease` row; see the module docstring."""
 
     def __init__(self, table_id: int, owner: str | None = None, ttl_s: float = DEFAULT_TTL_S,
-                 heartbeat_s: float | None = None) -> None:
+                 heartbeat_s: float | None = None, path: str | None = None) -> None:
         if ttl_s <= 0:
             raise ValueError(f"lease ttl must be positive, got {ttl_s}")
         self.table_id = table_id
+        # The registered path as given (re-resolved on every re-entry) and the location it resolved to.
+        self.path = path if path is not None else RegisteredTable.objects.values_list("path", flat=True).get(pk=table_id)
+        self.location = locations.canonical(self.path)
         self.owner = owner or owner_name()
         self.ttl = dt.timedelta(seconds=ttl_s)
         self.heartbeat_s = heartbeat_s if heartbeat_s is not None else ttl_s / 3
@@ -108,6 +148,7 @@ class DatabaseLease:
     def acquire(self, timeout_s: float) -> bool:
         """Take the lease, waiting up to `timeout_s`; False when another live owner keeps it."""
         if self._depth and self.is_held():
+            self._ensure_same_location()
             self._depth += 1
             return True
         deadline = time.monotonic() + max(timeout_s, 0.0)
@@ -130,22 +171,30 @@ class DatabaseLease:
             return
         self._stop_heartbeat()
         now = timezone.now()
-        _retry_when_busy(lambda: TableLease.objects.filter(table_id=self.table_id, owner=self.owner)
+        _retry_when_busy(lambda: TableLease.objects.filter(location=self.location, owner=self.owner)
                          .update(owner=FREE, expires_at=now, heartbeat_at=now))
 
     def is_held(self) -> bool:
         """Still ours: the row names us and has not expired (False once stolen or lapsed)."""
         if self._lost.is_set():
             return False
-        return TableLease.objects.filter(table_id=self.table_id, owner=self.owner,
+        return TableLease.objects.filter(location=self.location, owner=self.owner,
                                          expires_at__gt=timezone.now()).exists()
+
+    def _ensure_same_location(self) -> None:
+        """Refuse when the registered path no longer leads to the table this lease guards (link swapped)."""
+        now_at = locations.canonical(self.path)
+        if now_at != self.location:
+            raise Refused(locations.LOCATION_CHANGED,
+                          f"table path {self.path} now resolves to {now_at}, not {self.location} as when its lease "
+                          "was taken; nothing was done")
 
     # ------------------------------------------------------------------ taking the row
 
     def _ensure_row(self) -> None:
-        """The table's lease row exists (created free; concurrent creators converge on one row)."""
-        TableLease.objects.get_or_create(table_id=self.table_id,
-                                         defaults={"owner": FREE, "expires_at": EPOCH})
+        """The location's lease row exists (created free; concurrent creators converge on one row)."""
+        TableLease.objects.get_or_create(location=self.location,
+                                         defaults={"table_id": self.table_id, "owner": FREE, "expires_at": EPOCH})
 
     def _take(self) -> bool:
         self._ensure_row()
@@ -156,20 +205,22 @@ class DatabaseLease:
     def _take_row_locked(self) -> bool:
         """PostgreSQL: lock the row, check it is free/expired/ours, write our ownership, commit."""
         with transaction.atomic():
-            row = TableLease.objects.select_for_update().get(table_id=self.table_id)
+            row = TableLease.objects.select_for_update().get(location=self.location)
             now = timezone.now()
             if row.owner not in (FREE, self.owner) and row.expires_at > now:
                 return False
             row.owner, row.acquired_at, row.heartbeat_at, row.expires_at = self.owner, now, now, now + self.ttl
-            row.save(update_fields=["owner", "acquired_at", "heartbeat_at", "expires_at"])
+            row.table_id = self.table_id
+            row.save(update_fields=["owner", "acquired_at", "heartbeat_at", "expires_at", "table"])
             return True
 
     def _take_compare_and_set(self) -> bool:
         """SQLite: one conditional UPDATE; writes are serialised, so exactly one contender matches."""
         now = timezone.now()
         claimable = Q(owner=FREE) | Q(owner=self.owner) | Q(expires_at__lte=now)
-        taken = (TableLease.objects.filter(claimable, table_id=self.table_id)
-                 .update(owner=self.owner, acquired_at=now, heartbeat_at=now, expires_at=now + self.ttl))
+        taken = (TableLease.objects.filter(claimable, location=self.location)
+                 .update(owner=self.owner, acquired_at=now, heartbeat_at=now, expires_at=now + self.ttl,
+                         table_id=self.table_id))
         return taken == 1
 
     # ------------------------------------------------------------------ heartbeat
@@ -178,7 +229,7 @@ class DatabaseLease:
         """Push the expiry out by one ttl if the lease is still ours; False (and lost) otherwise."""
         now = timezone.now()
         renewed = _retry_when_busy(lambda: TableLease.objects
-                                   .filter(table_id=self.table_id, owner=self.owner, expires_at__gt=now)
+                                   .filter(location=self.location, owner=self.owner, expires_at__gt=now)
                                    .update(heartbeat_at=now, expires_at=now + self.ttl))
         if not renewed:
             self._lost.set()
@@ -212,8 +263,14 @@ class DatabaseLease:
 
 
 def holder(table_id: int) -> Holder | None:
-    """The current live holder of a table's lease, or None when it is free or expired."""
-    row = TableLease.objects.filter(table_id=table_id).first()
+    """The current live holder of the lease on a registered table's location, or None when free or expired."""
+    path = RegisteredTable.objects.values_list("path", flat=True).get(pk=table_id)
+    return holder_at(locations.canonical(path))
+
+
+def holder_at(location: str) -> Holder | None:
+    """The current live holder of the lease on a canonical location, or None when free or expired."""
+    row = TableLease.objects.filter(location=location).first()
     if row is None or row.owner == FREE or row.expires_at <= timezone.now():
         return None
     return Holder(row.owner, row.acquired_at, row.expires_at)

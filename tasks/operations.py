@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from engine import CompactionPlan, Refused, Table, TableLock
+from engine import Cancelled, CompactionPlan, Refused, Table, TableLock
 
 from webapp.tables.models import Run
 
@@ -78,7 +78,14 @@ def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress
     # Recorded before executing, so the run shows its plan (and instant) while the compaction runs.
     Run.objects.filter(pk=run.pk).update(instant=planned.instant, plan=planned.plan)
     # A cancel asked while planning is honoured by the engine before the first file group starts.
-    result = table.run_compaction(planned.instant, lock=lock, on_progress=progress, should_stop=CancelCheck(run.pk))
+    try:
+        result = table.run_compaction(planned.instant, lock=lock, on_progress=progress,
+                                      should_stop=CancelCheck(run.pk))
+    except (Refused, Cancelled):
+        raise   # lease lost, table moved on, or cancelled (the engine rolled its plan back): nothing to undo here
+    except Exception:
+        _withdraw_plan(table, run, planned.instant or "", lock)
+        raise
     return Outcome(instant=result.instant, plan=planned.plan, result=_with_stats(table, result.to_dict()))
 
 
@@ -91,6 +98,18 @@ def _with_stats(table: Table, result: dict[str, Any]) -> dict[str, Any]:
                                           "log_bytes_compacted": instant.log_bytes_compacted,
                                           "records_updated": instant.records_updated}
     return result
+
+
+def _withdraw_plan(table: Table, run: Run, instant: str, lock: TableLock) -> None:
+    """This run made the plan and could not carry it out (e.g. its Spark JVM died): roll it back at once, so
+    a failed start never leaves a plan that refuses every later trigger. Recorded on the run (`result`),
+    so the table page does not offer it any more; a rollback that fails too is left to a recover run."""
+    try:
+        undone = table.rollback(instant, lock=lock).to_dict()
+    except Exception as exc:  # the original failure is what the run reports
+        Run.objects.filter(pk=run.pk).update(result={"withdrawn_plan": None, "withdraw_error": f"{type(exc).__name__}: {exc}"})
+        return
+    Run.objects.filter(pk=run.pk).update(result={"withdrawn_plan": instant, "rollback": undone})
 
 
 def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
@@ -112,6 +131,7 @@ def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
     result = table.recover(lock=lock).to_dict()
     abandoned = _abandoned_plans(table, run)
     result["abandoned_plans"] = [table.rollback(instant, lock=lock).to_dict() for instant in abandoned]
+    result["rolled_back_plans"] = abandoned   # the instants the table page must stop offering
     result["changed"] = bool(result["changed"] or abandoned)
     return Outcome(result=result)
 

@@ -1,10 +1,13 @@
 """One run's life in a worker: queued → running → succeeded | failed | refused, recorded on its Run row.
 
-`perform(run_id)` is the body of every Celery task that changes a table: mark the run running, take the
-table's lease (a refusal when another owner keeps it past the wait), open the table through the engine
-and call the kind's operation with the lease as the engine's lock and a progress callback, record the
-plan/result JSON, refresh the table's metric sample, record and audit the outcome, release the lease.
-The engine decides everything about the table; this module only records what happened.
+`perform(run_id)` is the body of every Celery task that changes a table: fail a run that waited in the
+queue past `TIDEMARK_QUEUED_TIMEOUT` (the table has moved on since it was asked for), mark the run
+running, take the lease of the table's location (a refusal when another owner keeps it past the wait),
+check the worker's Spark session is alive (a dead JVM is replaced first), resolve the registered path
+again under the lease and check it against the allow-list (tasks.location), open the table there
+through the engine and call the kind's operation with the lease as the engine's lock and a progress
+callback, record the plan/result JSON, refresh the table's metric sample, record and audit the outcome,
+release the lease. The engine decides everything about the table; this module only records what happened.
 """
 from __future__ import annotations
 
@@ -16,7 +19,8 @@ from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from engine import Cancelled, Refused, Table, TidemarkError
-from tasks import catalog, operations, sampling
+from tasks import catalog, operations, sampling, spark_session, sweep
+from tasks import location as locations
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
 from tasks.progress import RunProgress
 from tasks.records import finish
@@ -28,6 +32,9 @@ log = logging.getLogger(__name__)
 def perform(run_id: int, task_id: str | None = None) -> str:
     """Carry out a queued run; returns its final state. A run that is no longer queued is left alone."""
     close_old_connections()
+    if sweep.expire_queued(run_id):
+        log.warning("run %s waited in the queue past its timeout: not executed", run_id)
+        return "failed"
     started = Run.objects.filter(pk=run_id, state="queued").update(
         state="running", started_at=timezone.now(), celery_task_id=task_id or "")
     run = Run.objects.select_related("table", "requested_by").get(pk=run_id)
@@ -44,7 +51,15 @@ def perform(run_id: int, task_id: str | None = None) -> str:
 def _perform(run: Run) -> str:
     if run.kind == "metrics":
         return _refresh(run)
-    lease = DatabaseLease(run.table_id, owner=run_owner(run.pk))
+    if run.kind == "recover":
+        # A recover right after a crash: the dead run's lease is freed (and the run marked lost) at once
+        # when its owner is known dead, rather than refusing the recover until the lease's ttl passes.
+        sweep.sweep_lost_runs()
+    try:
+        lease = DatabaseLease(run.table_id, owner=run_owner(run.pk), path=run.table.path)
+    except ValueError as exc:
+        finish(run, "failed", error=f"ValueError: {exc}")
+        return "failed"
     if not lease.acquire(DEFAULT_WAIT_S):
         finish(run, "refused", **_lock_refusal(run))
         return "refused"
@@ -88,7 +103,11 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
     """Run the kind's engine operation; returns the final state and the run fields to record."""
     progress = RunProgress(run.pk)
     try:
-        table = Table.open(run.table.path)
+        spark_session.ensure_alive()
+    except Exception as exc:
+        return "failed", {"error": f"the worker's Spark session could not be started: {type(exc).__name__}: {exc}"}
+    try:
+        table = Table.open(_location_inside_lease(run, lease))
         outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
     except Cancelled as cancelled:
         return "cancelled", {"instant": cancelled.instant, "error": cancelled.message}
@@ -96,8 +115,10 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
         return "refused", {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
                            "error": refusal.message}
     except (TidemarkError, ValueError) as exc:
+        _after_failure(exc)
         return "failed", {"error": f"{type(exc).__name__}: {exc}"}
     except Exception as exc:  # an engine bug must still end the run: one line here, the trace in the log
+        _after_failure(exc)
         return "failed", {"error": internal_error(run.pk, exc, f"running {run.kind}")}
     fields = {"instant": outcome.instant or run.instant or "", "plan": outcome.plan, "result": outcome.result}
     if not lease.is_held():
@@ -105,6 +126,24 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
         return "failed", {**fields, "error": "lease lost while running (its heartbeat could not renew it); "
                                              "check the table with a recover run"}
     return "succeeded", fields
+
+
+def _after_failure(exc: BaseException) -> None:
+    """A run that failed on a Py4J / gateway error may have lost its JVM: drop a dead session right away."""
+    if spark_session.is_jvm_failure(exc):
+        spark_session.forget_if_dead()
+
+
+def _location_inside_lease(run: Run, lease: DatabaseLease) -> str:
+    """Where the engine works: the registered path resolved now, under the lease, checked against the
+    allow-list and against the location the lease guards (Refused otherwise). The engine is opened at
+    this resolved location, so a link swapped later cannot redirect the run."""
+    location = locations.checked(run.table.path)
+    if location != lease.location:
+        raise Refused(locations.LOCATION_CHANGED,
+                      f"table path {run.table.path} now resolves to {location}, not {lease.location} as when its "
+                      "lease was taken; nothing was done")
+    return location
 
 
 def _lock_refusal(run: Run) -> dict[str, Any]:

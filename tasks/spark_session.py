@@ -4,6 +4,8 @@ Spark's JVM start costs seconds; a compaction clicked in the dashboard should no
 pool process starts its session at `worker_process_init` (local[*], or the cluster in `SPARK_MASTER`,
 through the engine's own factory) in a background thread, so the process is ready to take tasks at
 once and a task that needs Spark meanwhile simply waits for the same session (the factory is locked).
+Before each run `ensure_alive` checks the JVM answers and starts a new session when it does not (and a run
+that fails on a Py4J error discards a dead session at once), so a killed JVM never poisons the worker.
 `TIDEMARK_WARM_SPARK=0` turns warming off (a worker that only samples metrics, or a low-memory host).
 """
 from __future__ import annotations
@@ -52,6 +54,40 @@ def stop_on_process_exit(**_: object) -> None:
     from engine.spark import stop_spark
 
     stop_spark()
+
+
+def ensure_alive() -> None:
+    """Before a run: a session whose JVM died (kill -9, OOM) is discarded and a fresh one started, so one
+    dead JVM costs one restart instead of failing every later run of this worker."""
+    from engine.spark import discard_session, session_alive
+
+    if warm_enabled() and _warming is not None and _warming.is_alive():
+        return  # still starting: the run waits for that same session through the engine's factory
+    if session_alive():
+        return
+    log.warning("the SparkSession's JVM of worker process %s is gone; starting a new one", os.getpid())
+    discard_session()
+    start_session()
+
+
+def is_jvm_failure(exc: BaseException) -> bool:
+    """A Py4J error or a refused/reset gateway connection: the JVM is gone or going."""
+    for err in (exc, exc.__cause__, exc.__context__):
+        if err is None:
+            continue
+        if type(err).__module__.startswith("py4j") or isinstance(err, (ConnectionRefusedError, ConnectionResetError,
+                                                                       BrokenPipeError)):
+            return True
+    return False
+
+
+def forget_if_dead() -> None:
+    """After a run failed on a JVM error: drop the session now if its JVM is gone (the next run starts anew)."""
+    from engine.spark import discard_session, session_alive
+
+    if not session_alive():
+        log.warning("the SparkSession's JVM of worker process %s died during a run; discarding it", os.getpid())
+        discard_session()
 
 
 def wait_until_warm(timeout_s: float | None = None) -> bool:

@@ -1,18 +1,27 @@
-"""Run the whole control plane in one terminal: web server, Celery worker and Celery beat.
+"""Run the whole control plane in one terminal: web server (gunicorn), Celery worker and Celery beat, supervised.
 
-`python -m tasks.supervisor` (what `make run` ends with) starts the three processes, prints the URL,
-and stops all of them when any one exits or on Ctrl-C / SIGTERM — so a crashed worker never leaves a
-dashboard that accepts clicks nobody will execute.
+`python -m tasks.supervisor` (what `make run` ends with) starts the three processes and prints the URL.
+
+- A process that dies is restarted after a backoff (1 s, doubling up to `TIDEMARK_RESTART_MAX_S`, reset once
+  it has stayed up a minute); the other two keep running, so a crashed worker never takes the dashboard
+  down with it, and the dashboard never stays up without a worker for long.
+- Ctrl-C / SIGTERM stops gracefully: beat first (no new automatic runs), then the worker gets one SIGTERM
+  on its main process only — Celery's warm shutdown: it takes no new runs and waits for the running ones —
+  for up to `TIDEMARK_STOP_GRACE_S`; only then is its process group (pool children, Spark's JVM) killed.
+  The pool children stop their JVMs themselves after their runs. The web server stops last.
+
+The web server is gunicorn with a bounded number of workers × threads (`TIDEMARK_WEB_WORKERS`, default 2,
+`TIDEMARK_WEB_THREADS`, default 4): each thread holds at most one database connection, so the web side
+holds at most workers × threads connections (docs/ARCHITECTURE.md, "Database connections").
 
 It also runs a Hive metastore (tasks.metastore: pyspark's jars on Derby in `$TIDEMARK_STATE_DIR/metastore`)
 that tables with catalog sync enabled (the demo table) register `<name>_ro` / `<name>_rt` in: its URI is
-given to web, worker and beat as `TIDEMARK_HIVE_METASTORE_URIS`, and it stops with them.
+given to web, worker and beat as `TIDEMARK_HIVE_METASTORE_URIS`; it is supervised like them and stops last.
 
 Environment: `TIDEMARK_BIND` (default 0.0.0.0:8000), `TIDEMARK_WORKER_CONCURRENCY` (default 1: one warm
-SparkSession per pool process, and Spark itself uses every core), `TIDEMARK_WEB` = "gunicorn" to serve
-with gunicorn instead of Django's development server; `TIDEMARK_METASTORE_PORT` (default 9083, or a free
-port when 9083 is taken); no embedded metastore when `TIDEMARK_HIVE_METASTORE_URIS` names one already or
-`TIDEMARK_EMBEDDED_METASTORE=0`.
+SparkSession per pool process, and Spark itself uses every core); `TIDEMARK_METASTORE_PORT` (default 9083,
+or a free port when 9083 is taken); no embedded metastore when `TIDEMARK_HIVE_METASTORE_URIS` names one
+already or `TIDEMARK_EMBEDDED_METASTORE=0`.
 """
 from __future__ import annotations
 
@@ -22,20 +31,42 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks import metastore
 
 ROOT = Path(__file__).resolve().parents[1]
+# No new automatic runs, let running ones finish, then the UI, then the catalog they sync to.
+STOP_ORDER = ("beat", "worker", "web", "metastore")
+HEALTHY_AFTER_S = 60.0                     # up this long: the next crash starts the backoff afresh
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name, str(default))
+    try:
+        value = float(raw)
+    except ValueError:
+        raise SystemExit(f"{name} must be a number of seconds, got {raw!r}") from None
+    if value <= 0:
+        raise SystemExit(f"{name} must be positive, got {raw!r}")
+    return value
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, str(default))
+    if not raw.isdigit() or int(raw) < 1:
+        raise SystemExit(f"{name} must be a whole number ≥ 1, got {raw!r}")
+    return int(raw)
 
 
 def commands(bind: str) -> dict[str, list[str]]:
     py = sys.executable
-    if os.environ.get("TIDEMARK_WEB") == "gunicorn":
-        web = [py, "-m", "gunicorn", "webapp.wsgi", "--bind", bind, "--workers", "2", "--threads", "4"]
-    else:
-        web = [py, "manage.py", "runserver", bind, "--noreload", "--insecure"]
-    concurrency = os.environ.get("TIDEMARK_WORKER_CONCURRENCY", "1")
+    web = [py, "-m", "gunicorn", "webapp.wsgi", "--bind", bind,
+           "--workers", str(_env_int("TIDEMARK_WEB_WORKERS", 2)),
+           "--threads", str(_env_int("TIDEMARK_WEB_THREADS", 4)),
+           "--graceful-timeout", "10", "--access-logfile", "-"]
+    concurrency = str(_env_int("TIDEMARK_WORKER_CONCURRENCY", 1))
     state = os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state"))
     return {
         "web": web,
@@ -44,14 +75,6 @@ def commands(bind: str) -> dict[str, list[str]]:
         "beat": [py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO",
                  "--schedule", os.path.join(state, "celerybeat-schedule")],
     }
-
-
-def start(argv: list[str], cwd: Path = ROOT, log: Path | None = None) -> subprocess.Popen:
-    # Own process group: stopping a process also stops its children (pool processes, Spark's JVM).
-    if log is None:
-        return subprocess.Popen(argv, cwd=cwd, start_new_session=True)
-    with open(log, "ab") as out:
-        return subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def metastore_port() -> int:
@@ -77,52 +100,125 @@ def embedded_metastore() -> tuple[list[str], Path, str] | None:
     return metastore.command(folder, port), folder, f"thrift://127.0.0.1:{port}"
 
 
-def stop(procs: dict[str, subprocess.Popen], grace_s: float = 20) -> None:
-    for proc in procs.values():
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for name, proc in procs.items():
+def log(message: str) -> None:
+    print(f"supervisor: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Child:
+    """One supervised process and its restart state."""
+
+    name: str
+    argv: list[str]
+    cwd: Path = ROOT
+    log_file: Path | None = None     # None: the supervisor's own terminal
+    proc: subprocess.Popen | None = None
+    started_at: float = 0.0
+    backoff_s: float = 1.0
+    restart_at: float | None = None
+    restarts: int = 0
+    history: list[int] = field(default_factory=list)   # exit codes, newest last
+
+    def start(self) -> None:
+        # Own process group: Ctrl-C in the terminal reaches only the supervisor, which stops each child in
+        # order; a final kill of the group also reaches its children (pool processes, Spark's JVM).
+        if self.log_file is None:
+            self.proc = subprocess.Popen(self.argv, cwd=self.cwd, start_new_session=True)
+        else:
+            with open(self.log_file, "ab") as out:
+                self.proc = subprocess.Popen(self.argv, cwd=self.cwd, stdout=out, stderr=subprocess.STDOUT,
+                                             start_new_session=True)
+        self.started_at = time.monotonic()
+        self.restart_at = None
+        log(f"{self.name} started (pid {self.proc.pid})")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check(self, max_backoff_s: float) -> None:
+        """Schedule a restart of a dead child after its backoff; start it once the backoff has passed."""
+        now = time.monotonic()
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                self.restarts += 1
+                self.start()
+            return
+        if self.proc is None or self.alive():
+            return
+        code = self.proc.returncode
+        self.history.append(code)
+        if now - self.started_at >= HEALTHY_AFTER_S:
+            self.backoff_s = 1.0
+        self.restart_at = now + self.backoff_s
+        log(f"{self.name} exited with {code}; restarting in {self.backoff_s:g} s (the others keep running)")
+        self.backoff_s = min(self.backoff_s * 2, max_backoff_s)
+
+    def stop(self, grace_s: float) -> None:
+        """SIGTERM to the main process only (it shuts its own children down), SIGKILL to the group after `grace_s`."""
+        self.restart_at = None
+        if not self.alive():
+            return
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            self.proc.wait(timeout=grace_s)
         except subprocess.TimeoutExpired:
-            print(f"{name} did not stop in {grace_s:.0f} s; killing it", file=sys.stderr)
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            log(f"{self.name} did not stop within {grace_s:g} s; killing it and its children")
+        _kill_group(self.proc.pid)
+        self.proc.wait()
+
+
+def _kill_group(pgid: int) -> None:
+    """Whatever is left in a child's process group (a pool process or JVM that outlived its parent)."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Stop(Exception):
+    pass
 
 
 def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    raise _Stop(signal.Signals(signum).name)
 
 
 def main() -> int:
     bind = os.environ.get("TIDEMARK_BIND", "0.0.0.0:8000")
-    procs: dict[str, subprocess.Popen] = {}
+    grace_s = _env_float("TIDEMARK_STOP_GRACE_S", 600)
+    max_backoff_s = _env_float("TIDEMARK_RESTART_MAX_S", 30)
+    children: dict[str, Child] = {}
     hms = embedded_metastore()
     if hms is not None:
         argv, folder, uri = hms
-        procs["metastore"] = start(argv, cwd=folder, log=folder / "metastore.log")
+        children["metastore"] = Child("metastore", argv, cwd=folder, log_file=folder / "metastore.log")
         os.environ["TIDEMARK_HIVE_METASTORE_URIS"] = uri   # inherited by web, worker and beat
         print(f"Hive metastore: {uri} (Derby in {folder}; log metastore.log)", flush=True)
-    procs.update({name: start(argv) for name, argv in commands(bind).items()})
-    host, port = bind.rsplit(":", 1)
-    print(f"\nTidemark control plane: http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/  "
-          "(web, worker and beat running; Ctrl-C stops all three)\n", flush=True)
-    signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: same clean shutdown as Ctrl-C
-    exit_code = 0
+    children.update({name: Child(name, argv) for name, argv in commands(bind).items()})
+    signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: the same graceful stop as Ctrl-C
+    signal.signal(signal.SIGINT, _interrupt)
     try:
+        for child in children.values():
+            child.start()
+        host, port = bind.rsplit(":", 1)
+        print(f"\nTidemark control plane: http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/  "
+              "(web, worker and beat supervised; Ctrl-C stops them)\n", flush=True)
         while True:
-            ended = {name: p.returncode for name, p in procs.items() if p.poll() is not None}
-            if ended:
-                print(f"stopping: {', '.join(f'{n} exited with {rc}' for n, rc in ended.items())}", file=sys.stderr)
-                exit_code = 1
-                break
+            for child in children.values():
+                child.check(max_backoff_s)
             time.sleep(0.5)
-    except KeyboardInterrupt:
-        print(f"\nstopping {', '.join(procs)} ...", file=sys.stderr)
+    except _Stop as stop:
+        log(f"{stop}: stopping beat, then the worker (running runs get up to {grace_s:g} s), then web"
+            + (" and the metastore" if "metastore" in children else ""))
     finally:
-        stop(procs)
-    return exit_code
+        # Signals during the stop must not cut it short: the worker may be finishing a compaction.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for name in STOP_ORDER:
+            if name in children:
+                children[name].stop(grace_s if name == "worker" else 30)
+    return 0
 
 
 if __name__ == "__main__":

@@ -4,13 +4,19 @@ A worker killed mid-run (kill -9, OOM, lost host) never records an outcome, and 
 renewed. Once the lease has expired, the run it belonged to (the owner names it) cannot still be making
 progress, so the sweep marks it failed. A run that died before it ever took its lease has no lease row
 naming it; it is declared lost once it has been running longer than any lease wait plus one lease ttl.
-The sweep runs on beat's schedule and when a worker starts. The table itself is repaired by a recover
+On the dead worker's own host the sweep need not wait for the ttl: a lease whose owner process is known
+gone (pid and start time, `tasks.lease.owner_dead`) lapses at once, so a recover right after a crash (which
+sweeps first) is not refused for the rest of the ttl.
+A run still *queued* past `TIDEMARK_QUEUED_TIMEOUT` (Airflow's task_queued_timeout: every worker dead, or its
+message lost with one) is failed too, so beat stops treating its table as busy, and a worker that receives
+its message later never executes it. The sweep runs on beat's schedule and when a worker starts. The table itself is repaired by a recover
 run (the engine rolls back what the dead run left pending), never by the sweep.
 """
 from __future__ import annotations
 
 import datetime as dt
 
+from django.conf import settings
 from django.utils import timezone
 
 from tasks import lease as lease_mod
@@ -20,6 +26,26 @@ from webapp.alerts.events import notify
 from webapp.tables.models import Run, TableLease
 
 LOST = "worker lost: its lease expired without the run finishing (run recover on the table before retrying)"
+
+
+def queued_expired_error() -> str:
+    return (f"queued for more than {settings.TIDEMARK_QUEUED_TIMEOUT_S:g} s without a worker starting it "
+            "(TIDEMARK_QUEUED_TIMEOUT); not executed — request it again if it is still wanted")
+
+
+def expire_queued(run_id: int | None = None) -> list[int]:
+    """Fail the queued runs (all, or just `run_id`) older than the queued timeout; returns their ids."""
+    now = timezone.now()
+    cutoff = now - dt.timedelta(seconds=settings.TIDEMARK_QUEUED_TIMEOUT_S)
+    stale = Run.objects.filter(state="queued", queued_at__lt=cutoff)
+    if run_id is not None:
+        stale = stale.filter(pk=run_id)
+    expired, error = [], queued_expired_error()
+    for run in stale.select_related("table", "requested_by"):
+        if Run.objects.filter(pk=run.pk, state="queued").update(state="failed", finished_at=now, error=error):
+            audit(run, "failed", {"error": error})
+            expired.append(run.pk)
+    return expired
 
 
 def _expired_lease_runs(now: dt.datetime) -> set[int]:
@@ -38,9 +64,21 @@ def _never_leased_runs(now: dt.datetime) -> set[int]:
     return stale - holding
 
 
+def expire_dead_owners(now: dt.datetime) -> list[str]:
+    """Let the live leases of owners known dead (this host, process gone: tasks.lease.owner_dead) lapse now,
+    instead of after their ttl; returns their owners. Compare-and-set on the owner, so a lease handed on
+    meanwhile is untouched."""
+    live = TableLease.objects.filter(expires_at__gt=now).exclude(owner=lease_mod.FREE).values_list("owner", flat=True)
+    dead = [owner for owner in live if lease_mod.owner_dead(owner)]
+    for owner in dead:
+        TableLease.objects.filter(owner=owner, expires_at__gt=now).update(expires_at=now)
+    return dead
+
+
 def sweep_lost_runs() -> list[int]:
-    """Mark runs of dead workers failed; returns their ids."""
+    """Mark runs of dead workers, and runs queued past their timeout, failed; returns their ids."""
     now = timezone.now()
+    expire_dead_owners(now)
     candidates = _expired_lease_runs(now) | _never_leased_runs(now)
     lost = []
     for run in Run.objects.filter(pk__in=candidates, state="running").select_related("table", "requested_by"):
@@ -48,4 +86,4 @@ def sweep_lost_runs() -> list[int]:
             audit(run, "failed", {"error": LOST})
             notify("worker_lost", table=run.table, run=Run.objects.get(pk=run.pk), reason=LOST)
             lost.append(run.pk)
-    return lost
+    return lost + expire_queued()

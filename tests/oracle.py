@@ -12,9 +12,12 @@ META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_h
 
 
 def hudi_read(path, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
-              as_of: str | None = None) -> pa.Table:
-    """hudi-rs's answer to a query: snapshot, read_optimized, time_travel (as_of) or incremental (begin, end]."""
+              as_of: str | None = None, storage_options: dict[str, str] | None = None) -> pa.Table:
+    """hudi-rs's answer to a query: snapshot, read_optimized, time_travel (as_of) or incremental (begin, end].
+    `storage_options` reach an object store (aws_endpoint_url, aws_allow_http, ...)."""
     builder = HudiTableBuilder.from_base_uri(str(path))
+    if storage_options:
+        builder = builder.with_storage_options(storage_options)
     if query == "read_optimized":
         builder = builder.with_hudi_option("hoodie.read.use.read_optimized.mode", "true")
     options = HudiReadOptions()

@@ -32,12 +32,9 @@ def new_error_id() -> str:
 
 
 def audit_refusal(request: HttpRequest, reason: str, status: int) -> None:
-    """An audit entry for a refused request, naming its user (or "anonymous") and what was asked."""
-    from webapp.tables.services import audit
-
-    user = request.user if getattr(request, "user", None) is not None and request.user.is_authenticated else None
-    audit(user, "request.refused", outcome=str(status),
-          detail={"method": request.method, "path": request.path, "reason": reason})
+    """Note why a request is refused; RefusalAuditMiddleware writes the one audit row (`refused.<status>` or
+    `refused.csrf`) with this reason, its user (or "anonymous") and what was asked."""
+    request.tidemark_refusal_reason = reason  # type: ignore[attr-defined]
 
 
 class ErrorResponses:
@@ -78,7 +75,8 @@ class ErrorResponses:
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: the site's 403 page (not Django's bare one), audited with the user."""
-    audit_refusal(request, f"CSRF check failed: {reason}", 403)
+    # Audited by RefusalAuditMiddleware as `refused.csrf`, with this reason.
+    request.tidemark_csrf_failure = reason or "CSRF check failed"  # type: ignore[attr-defined]
     message = "This form has expired or did not come from this site (CSRF check failed). Reload the page and try again."
     if is_api(request):
         return JsonResponse({"error": "CSRF check failed; send the csrftoken cookie's value as X-CSRFToken"},

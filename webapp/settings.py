@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from engine import split_locations
+
 import dj_database_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -35,8 +37,18 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 DEBUG = _flag("DJANGO_DEBUG", False)
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
+# The hosts this site answers as; a forged Host header gets 400 instead of steering redirects and links.
+# Local by default (what `make run` serves); a deployment names its own host(s).
+ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+                 if h.strip()]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+# Behind TLS: secure cookies and HSTS (off by default, as `make run` serves plain HTTP on localhost).
+SESSION_COOKIE_SECURE = _flag("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = _flag("DJANGO_CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+if _flag("DJANGO_BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -54,15 +66,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "webapp.hygiene.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.accounts.middleware.RefusalAuditMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "webapp.accounts.middleware.RoleRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.errors.ErrorResponses",
 ]
-CSRF_FAILURE_VIEW = "webapp.errors.csrf_failure"
+CSRF_FAILURE_VIEW = "webapp.errors.csrf_failure"   # the site's 403 page; audited by RefusalAuditMiddleware
 
 ROOT_URLCONF = "webapp.urls"
 WSGI_APPLICATION = "webapp.wsgi.application"
@@ -83,9 +98,15 @@ TEMPLATES = [
     },
 ]
 
+# Database connections are bounded by the processes' threads, not by load: each gunicorn thread, each
+# pool process (plus its lease heartbeat thread) and beat hold at most one connection, kept for
+# CONN_MAX_AGE seconds (DJANGO_CONN_MAX_AGE, default 60; 0 closes after every request). With the default
+# 2 web workers × 4 threads, 1 worker process and beat that is ≤ 8 + 2 + 1 + 1 (the sweep) connections,
+# far below PostgreSQL's default max_connections of 100 (docs/ARCHITECTURE.md, "Database connections").
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{STATE_DIR / 'tidemark.sqlite3'}", conn_max_age=60)
+        os.environ.get("DATABASE_URL") or f"sqlite:///{STATE_DIR / 'tidemark.sqlite3'}",
+        conn_max_age=int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")), conn_health_checks=True)
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web, worker and beat share the file: wait for a writer instead of failing at once.
@@ -111,8 +132,8 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = STATE_DIR / "static"
 
 # --- Tidemark ----------------------------------------------------------------------------------
-TIDEMARK_TABLE_ROOTS = [str(Path(p).resolve()) for p in
-                        os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")).split(os.pathsep) if p]
+# Local folders and object-store prefixes (s3://bucket/prefix), separated by ":" or ",".
+TIDEMARK_TABLE_ROOTS = split_locations(os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")))
 SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Alerts (webapp/alerts): links in alerts start with the dashboard's public URL; email goes through Django's
@@ -129,6 +150,7 @@ DEFAULT_FROM_EMAIL = os.environ.get("TIDEMARK_ALERT_FROM", "tidemark@localhost")
 TIDEMARK_ALERT_ATTEMPTS = int(os.environ.get("TIDEMARK_ALERT_ATTEMPTS", "4"))
 TIDEMARK_ALERT_BACKOFF_S = float(os.environ.get("TIDEMARK_ALERT_BACKOFF_S", "30"))
 TIDEMARK_ALERT_RATE_PER_HOUR = int(os.environ.get("TIDEMARK_ALERT_RATE_PER_HOUR", "6"))
+METRICS_OPEN = _flag("TIDEMARK_METRICS_OPEN", False)   # /metrics without a token only when asked for
 
 # --- Celery (owned by tasks/; read by tasks/__init__.py through namespace "CELERY") ----------------
 # Redis (or any kombu URL) in production; kombu's filesystem broker under the state folder by default,
@@ -156,8 +178,20 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # A pool process takes the next run only when it is free (runs are long and uneven).
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
-# Acked on receipt: a run killed with its worker is failed by the lease sweep, never re-run blindly.
-CELERY_TASK_ACKS_LATE = False
+# Acked when the run ends: a worker holds at most the run it executes, never a prefetched one that would
+# be stranded if it died. A message a dead worker held goes back to the queue after the visibility timeout,
+# sized to the lease (a redelivered run that already started is a no-op: tasks.runner only starts queued
+# runs). A run killed with its worker is not redelivered (reject_on_worker_lost off): the lease sweep
+# fails it and a recover repairs the table, never a blind re-run.
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = False
+_LEASE_TTL_S = float(os.environ.get("TIDEMARK_LEASE_TTL", "30"))
+TIDEMARK_VISIBILITY_TIMEOUT_S = max(60.0, 4 * _LEASE_TTL_S)
+if not CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": TIDEMARK_VISIBILITY_TIMEOUT_S}
+# A run still queued after this long (no worker took it: all dead, or its message lost) is failed by the
+# sweep and never executed later (Airflow's task_queued_timeout).
+TIDEMARK_QUEUED_TIMEOUT_S = float(os.environ.get("TIDEMARK_QUEUED_TIMEOUT", "600"))
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"

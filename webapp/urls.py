@@ -1,8 +1,11 @@
-"""URL map: pages at /, the JSON API under /api/, Prometheus at /metrics, Django admin at /admin/."""
+"""URL map: pages at /, the JSON API under /api/, Prometheus at /metrics, health at /healthz, admin at /admin/."""
 from django.contrib import admin
 from django.urls import include, path
 
+from webapp.health import healthz
+
 urlpatterns = [
+    path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("webapp.accounts.urls")),
     path("api/", include("webapp.api.urls")),

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from engine import results as r
+from engine.io import storage
 from engine.catalog import glue, hms
 from engine.catalog.shape import CatalogShape, SyncNames, catalog_shape
 from engine.config.properties import GLUE_SYNC_TOOL, HIVE_SYNC_TOOL, TableConfig, load_table_config
@@ -161,11 +162,10 @@ def sync_after(base_path: str, reason: str, *,
 
 def last_sync(base_path: str) -> dict[str, Any] | None:
     """The recorded outcome of the last sync (ok, synced_at, error, target, catalog, tables), or None."""
-    path = os.path.join(base_path, ".hoodie", STATE_FILE)
+    path = storage.join(base_path, ".hoodie", STATE_FILE)
     try:
-        with open(path, encoding="utf-8") as fh:
-            data: dict[str, Any] = json.load(fh)
-            return data
+        data: dict[str, Any] = json.loads(storage.read_bytes(path))
+        return data
     except (OSError, ValueError):
         return None
 
@@ -243,7 +243,10 @@ def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
              "schema": _schema_digest(cfg) if ok and synced else previous.get("schema"),
              "partitions": sorted(_partitions(cfg)) if ok and synced else previous.get("partitions", []),
              "last_ok_at": now if ok and synced else previous.get("last_ok_at")}
-    path = os.path.join(cfg.hoodie_dir(), STATE_FILE)
+    path = storage.join(cfg.hoodie_dir(), STATE_FILE)
+    if storage.is_remote(path):   # one PUT replaces the object whole
+        storage.write_bytes(path, json.dumps(state, sort_keys=True).encode("utf-8"))
+        return
     os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:

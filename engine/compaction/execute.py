@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import logformat
+from engine.io import storage
 from engine.config import eventtime
 from engine.io.arrow_pool import use_returning_pool
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
@@ -86,6 +87,7 @@ class OpTask:
     compression: str
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
     extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
+    log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
 
 
 @dataclass
@@ -169,7 +171,8 @@ def _check_logs(c: str, tasks: list[OpTask]) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
     changes (the plan is not even moved to inflight)."""
     for task in tasks:
-        bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents).committed
+        sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
+        bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents, sizes).committed
         if bad:
             raise integrity.corrupt_error(bad, "refusing to fold", "")
 
@@ -243,16 +246,18 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
     extents = integrity.CommittedExtents(cfg.base_path, timeline)
+    sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
     out = []
     for op in plan.operations:
         part = op.partition_path
         pdir = view.partition_dir(part)
-        base = os.path.join(pdir, op.data_file) if op.data_file else None
-        log_paths = tuple(os.path.join(pdir, n) for n in op.delta_files)
+        base = storage.join(pdir, op.data_file) if op.data_file else None
+        log_paths = tuple(storage.join(pdir, n) for n in op.delta_files)
         out.append(OpTask(
             base_path=cfg.base_path, instant=c, partition_path=part, file_id=op.file_id,
             base_instant=op.base_instant, base_file=base,
-            log_paths=log_paths,
+            log_paths=log_paths, log_sizes=tuple(sizes[p] for p in log_paths) if all(p in sizes for p in log_paths)
+            else (),
             links=tuple((s.symlink, s.target) for s in op.carried),
             carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
             threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
@@ -310,7 +315,7 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
     if promised is not None:  # only an event-time compaction sets the table's published guarantee
         _publish(cfg.base_path, c, promised, completion, freshness)
     fault_point("execute", "published")
-    shutil.rmtree(os.path.join(cfg.base_path, ".hoodie", ".temp", c), ignore_errors=True)
+    storage.remove_tree(storage.join(cfg.base_path, ".hoodie", ".temp", c))
     return result
 
 
@@ -331,11 +336,11 @@ def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str) ->
     """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
     pdir = view.partition_dir(partition)
     logs = []
-    for name in os.listdir(pdir):
-        parsed = parse_log_file_name(name)
+    for entry in storage.list_entries(pdir):
+        parsed = parse_log_file_name(entry.name)
         if parsed and parsed.file_id == file_id and parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
-            path = os.path.join(pdir, name)
-            logs.append(LogFile(name, path, file_id, c, parsed.version, parsed.write_token, os.path.getsize(path)))
+            size = entry.size if not entry.is_link else storage.size(entry.path)   # a link weighs its target
+            logs.append(LogFile(entry.name, entry.path, file_id, c, parsed.version, parsed.write_token, size))
     logs.sort(key=lambda lf: lf.sort_key)
     return FileSlice(partition, file_id, c, None, logs)
 
@@ -360,9 +365,9 @@ def execute_operation(task: OpTask) -> dict:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
     use_returning_pool()
     token = _task_token()
-    pdir = os.path.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
-    temp_dir = os.path.join(task.base_path, ".hoodie", ".temp", task.instant)
-    os.makedirs(temp_dir, exist_ok=True)
+    pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
+    temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
+    storage.make_dirs(temp_dir)
     logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
     if logs.corrupt:  # folding would supersede the log and lose the block's records for good
         raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
@@ -370,15 +375,12 @@ def execute_operation(task: OpTask) -> dict:
     split = split_slice(logs.items, _following_items(task, pdir), _split_spec(task),
                         base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
-    tmp = os.path.join(temp_dir, name)
-    counts = _write_base(task, split.base_winners, tmp, name)
-    _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
-    os.replace(tmp, os.path.join(pdir, name))
+    counts, size = _write_base_file(task, split, pdir, temp_dir, name)
     spill = _write_carry_forward(task, split, pdir, temp_dir, token)
     fault_point("carry_over", "base_written")
     carry = _carry_over(task, pdir, temp_dir)
     fault_point("carry_over", "linked")
-    stat = _stat(task, name, os.path.getsize(os.path.join(pdir, name)), logs.items, counts)
+    stat = _stat(task, name, size, logs.items, counts)
     return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms}
 
 
@@ -400,14 +402,14 @@ def _following_items(task: OpTask, pdir: str) -> list[LogItem]:
     into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win)."""
     if task.merge_mode != EVENT_TIME_ORDERING:
         return []
-    carried = [os.path.join(pdir, target) for _, target in task.links]
+    carried = [storage.join(pdir, target) for _, target in task.links]
     planned = {link for link, _ in task.links}
     written = []
-    for n in os.listdir(pdir):
+    for n in storage.list_names(pdir):
         parsed = parse_log_file_name(n)
         if (parsed is not None and parsed.file_id == task.file_id and parsed.base_instant == task.instant
                 and parsed.version != CARRY_FORWARD_VERSION and n not in planned):
-            written.append((parsed.version, parsed.write_token, os.path.join(pdir, n)))
+            written.append((parsed.version, parsed.write_token, storage.join(pdir, n)))
     committed = frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
     return read_slice_logs(carried + [p for *_, p in sorted(written)], committed).items
 
@@ -442,7 +444,23 @@ def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.T
         yield conform_to_schema(rest, task.schema)
 
 
-def _write_base(task: OpTask, winners: LogWinners, tmp: str, name: str) -> _Counts:
+def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, name: str) -> tuple[_Counts, int]:
+    """The new base file of slice C, made visible whole: local, written under `.hoodie/.temp` and renamed into
+    the partition; object stores, streamed as a multipart upload that appears only when it completes."""
+    _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
+    dest = storage.join(pdir, name)
+    if storage.is_remote(dest):
+        with storage.open_output(dest) as sink:
+            counts = _write_base(task, split.base_winners, sink, name)
+            size = sink.tell()   # what was uploaded: no HEAD afterwards
+        return counts, size
+    tmp = os.path.join(temp_dir, name)
+    counts = _write_base(task, split.base_winners, tmp, name)
+    os.replace(tmp, dest)
+    return counts, os.path.getsize(dest)
+
+
+def _write_base(task: OpTask, winners: LogWinners, tmp: str | pa.NativeFile, name: str) -> _Counts:
     """Stream the merged rows into `tmp` batch by batch (row groups ≤ `row_group_rows`), never the slice."""
     counts = _Counts()
     codec = "NONE" if task.compression == "none" else task.compression
@@ -484,11 +502,15 @@ def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: s
         return None
     blocks = [_carry_block(task, item) for item in split.carry]
     name = LogFileName(task.file_id, task.instant, CARRY_FORWARD_VERSION, token).name
-    tmp = os.path.join(temp_dir, name)
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
-    os.replace(tmp, os.path.join(pdir, name))
+    dest = storage.join(pdir, name)
+    if storage.is_remote(dest):
+        storage.write_bytes(dest, b"".join(b for pair in blocks for b in pair))   # one PUT: whole or absent
+    else:
+        tmp = os.path.join(temp_dir, name)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
+        os.replace(tmp, dest)
     return f"{task.partition_path}/{name}" if task.partition_path else name
 
 
@@ -529,9 +551,11 @@ def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict]:
     """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept."""
     out = []
     for link, target in task.links:
-        dest = os.path.join(pdir, link)
+        dest = storage.join(pdir, link)
         if task.carry_mode == "symlink":
             _ensure_symlink(dest, target)
+        elif storage.is_remote(dest):
+            _ensure_remote_copy(storage.join(pdir, target), dest)
         else:
             _ensure_copy(os.path.join(pdir, target), dest, os.path.join(temp_dir, link))
         out.append({"partitionPath": task.partition_path, "fileId": task.file_id, "symlink": link,
@@ -558,11 +582,22 @@ def _ensure_copy(src: str, dest: str, tmp: str) -> None:
     os.replace(tmp, dest)  # readers never see a half-copied log
 
 
+def _ensure_remote_copy(src: str, dest: str) -> None:
+    """A server-side copy (S3 CopyObject: no byte passes through this process; the object appears whole).
+    An object already at `dest` is an earlier attempt's copy of the same planned log (the name is the plan's,
+    so nothing else writes it) when its size matches; anything else is refused as locally."""
+    if storage.exists(dest):
+        if storage.size(dest) == storage.size(src):
+            return
+        raise TidemarkError(f"{dest}: exists and differs from {src}, the log it should copy")
+    storage.copy(src, dest)
+
+
 def _remove_stale(pdir: str, predicate) -> None:
     """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible)."""
-    for n in os.listdir(pdir):
+    for n in storage.list_names(pdir):
         if predicate(n):
-            os.unlink(os.path.join(pdir, n))
+            storage.remove(storage.join(pdir, n))
 
 
 def _is_base_of(name: str, file_id: str, instant: str) -> bool:
@@ -578,7 +613,7 @@ def _is_log_of(name: str, file_id: str, instant: str, version: int) -> bool:
 
 def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Counts) -> dict:
     log_records = sum(i.records.num_rows if isinstance(i, DataItem) else len(i.keys) for i in items)
-    log_size = sum(os.path.getsize(p) for p in task.log_paths)
+    log_size = sum(task.log_sizes) if task.log_sizes else sum(storage.size(p) for p in task.log_paths)
     rel = f"{task.partition_path}/{name}" if task.partition_path else name
     superseded = counts.base_rows - counts.base_kept
     stat = write_stat(
@@ -588,6 +623,6 @@ def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Cou
         total_log_records=log_records, total_log_files_compacted=len(task.log_paths),
         total_log_size_compacted=log_size, total_updated_records_compacted=superseded,
         min_event_time=counts.min_et, max_event_time=counts.max_et)
-    stat["prevBaseFile"] = os.path.basename(task.base_file) if task.base_file else None
+    stat["prevBaseFile"] = storage.name_of(task.base_file) if task.base_file else None
     stat["baseFile"] = name
     return stat

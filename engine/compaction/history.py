@@ -10,10 +10,10 @@ A completed compaction is reported from its commit where the commit says somethi
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from engine import results as r
+from engine.io import storage
 from engine.errors import TidemarkError
 from engine.io.naming import instant_to_millis, is_instant
 from engine.timeline.instants import COMMIT, COMPACTION, Instant, State, Timeline, TimelineError, instant_file_name
@@ -65,7 +65,7 @@ class CompactionRecord:
 
 def _plan_exists(timeline: Timeline, ts: str) -> bool:
     name = instant_file_name(ts, COMPACTION, State.REQUESTED)
-    return any(os.path.exists(os.path.join(timeline.hoodie_path, d, name)) for d in ("", ".aux"))
+    return any(storage.exists(storage.join(timeline.hoodie_path, d, name)) for d in ("", ".aux"))
 
 
 def _read_plan(timeline: Timeline, ts: str) -> CompactionPlanRecord | None:
@@ -148,10 +148,16 @@ def list_compactions(base_path: str) -> list[r.CompactionSummary]:
 
 def _sizes(pdir: str, names: list[str]) -> int | None:
     """Bytes of the named files (links followed); None when one is gone (e.g. cleaned since)."""
+    if storage.is_remote(pdir) and names:   # one LIST of the partition, not one HEAD per file
+        try:
+            listed = {e.name: e.size for e in storage.list_entries(pdir)}
+        except FileNotFoundError:
+            return None
+        return sum(listed[n] for n in names) if all(n in listed for n in names) else None
     total = 0
     for name in names:
         try:
-            total += os.stat(os.path.join(pdir, name)).st_size
+            total += storage.size(storage.join(pdir, name))
         except OSError:
             return None
     return total
@@ -161,7 +167,7 @@ def file_group_operation(base_path: str, op: CompactionOperation, mode: str | No
                          carried: list[CarriedEntry] | None = None,
                          stat: WriteStat | None = None) -> r.FileGroupOperation:
     """One operation as the API reports it; `carried` (the commit's record) wins over what the plan asked."""
-    pdir = os.path.join(base_path, op.partition_path) if op.partition_path else base_path
+    pdir = storage.join(base_path, op.partition_path) if op.partition_path else base_path
     logs_carried = ([r.CarriedLog(e.symlink, e.target, e.mode) for e in carried] if carried is not None
                     else [r.CarriedLog(c.symlink, c.target, mode) for c in op.carried])
     return r.FileGroupOperation(

@@ -20,6 +20,7 @@ from typing import Iterable, Mapping
 import pyarrow as pa
 
 from engine import logformat
+from engine.io import storage
 from engine.config import eventtime
 from engine.read.fsview import FileSlice, FileSystemView
 from engine.logformat import BlockType
@@ -109,7 +110,7 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     out: dict[str, LogEventTime] = {}
     for sl in slices:
         for lf in sl.log_files:
-            found = _from_header(lf.path, committed)
+            found = _from_header(lf.path, committed, lf.size)
             if found is None:
                 if stats is None or known is None:
                     stats = write_stat_event_times(timeline)
@@ -128,9 +129,9 @@ def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) ->
             and b.instant_time in committed and b.instant_time not in rolled_back]
 
 
-def _from_header(path: str, committed: frozenset[str]) -> LogEventTime | None:
+def _from_header(path: str, committed: frozenset[str], size: int | None = None) -> LogEventTime | None:
     """Header attributes, if every committed block is a data block carrying them."""
-    blocks = _committed_blocks(logformat.scan_log_file(path), committed)
+    blocks = _committed_blocks(logformat.scan_log_file(path, size), committed)
     mins = [b.min_event_time for b in blocks if b.block_type in _DATA_TYPES and b.min_event_time is not None]
     if not blocks or len(mins) < len(blocks):
         return None
@@ -142,7 +143,7 @@ def _from_header(path: str, committed: frozenset[str]) -> LogEventTime | None:
 def _from_stats(stats: dict, partition: str, name: str, path: str,
                 aliases: Mapping[tuple[str, str], str]) -> LogEventTime | None:
     candidates = [name]
-    if os.path.islink(path):  # a carried-over symlink: its stats are under the target's name
+    if storage.is_link(path):  # a carried-over symlink: its stats are under the target's name
         candidates.append(os.path.basename(os.path.realpath(path)))
     seen: set[str] = set()
     while candidates:

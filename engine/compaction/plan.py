@@ -14,6 +14,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Mapping
 
+from engine import logformat
+from engine.io import storage
 from engine.timeline import metadata
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 from engine.services import integrity
@@ -87,8 +89,9 @@ def schedule_compaction(base_path: str, *, strategy: str | None = None, threshol
     # Refuse an out-of-range threshold before the lock: a refused schedule touches nothing.
     _threshold(resolved.strategy.value, new_instant_time(), threshold_ms, resolved.data_latency_ms.value)
     if preview:
-        return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=True)
-    with holding(table_lock_of(base_path, lock), f"schedule a compaction of {cfg.name}"):
+        with logformat.scan_memo():
+            return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=True)
+    with holding(table_lock_of(base_path, lock), f"schedule a compaction of {cfg.name}"), logformat.scan_memo():
         return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=False)
 
 
@@ -132,7 +135,8 @@ def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None
                                 integrity.CommittedExtents(base_path, timeline))
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
-    if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview:
+    if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview \
+            and storage.supports_links(base_path):
         _check_symlinks(base_path)
     first_version = CARRY_FORWARD_VERSION + 1
     result.record = _plan_record([_operation(view, op, instant, first_version) for op in ops], strat, threshold,
@@ -207,7 +211,7 @@ def _candidate(sl: FileSlice, times: Mapping[str, LogEventTime]) -> SliceCandida
 
 def carry_target(view: FileSystemView, partition: str, log: LogCandidate) -> str:
     """Name (relative to the partition dir) of the real file behind a log: a carried link points at it."""
-    if not os.path.islink(log.path):
+    if not storage.is_link(log.path):
         return log.name
     # Resolve both sides: a table opened through a symlinked path must still get links inside itself.
     pdir = os.path.realpath(view.partition_dir(partition))

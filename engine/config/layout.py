@@ -6,6 +6,7 @@ import os
 from typing import Mapping
 
 from engine.errors import ConfigError
+from engine.io import storage
 from engine.config.properties import (HOODIE_DIR, MERGE_MODES, PROPERTIES_FILE, TableConfig, load_table_config,
                                new_table_props, save_table_config)
 
@@ -18,7 +19,7 @@ def create_table(path: str, *, name: str, record_keys: list[str], ordering_field
                  partition_fields: list[str] | None = None, merge_mode: str = "event_time",
                  hive_style: bool = False, settings: Mapping[str, str] | None = None) -> TableConfig:
     """Create an empty v6 MOR table; refuses to overwrite an existing one."""
-    if os.path.exists(os.path.join(path, HOODIE_DIR, PROPERTIES_FILE)):
+    if storage.exists(storage.join(path, HOODIE_DIR, PROPERTIES_FILE)):
         raise ConfigError(f"a Hudi table already exists at {path}")
     if not record_keys:
         raise ConfigError("at least one record key field is required")
@@ -28,7 +29,7 @@ def create_table(path: str, *, name: str, record_keys: list[str], ordering_field
                             ordering_field=ordering_field, event_time_field=event_time_field,
                             merge_mode=MERGE_MODES[merge_mode], hive_style=hive_style, settings=settings)
     for sub in HOODIE_SUBDIRS:
-        os.makedirs(os.path.join(path, HOODIE_DIR, sub), exist_ok=True)
+        storage.make_dirs(storage.join(path, HOODIE_DIR, sub))
     cfg = TableConfig(base_path=path, props=props)
     save_table_config(cfg)
     return load_table_config(path)
@@ -36,14 +37,17 @@ def create_table(path: str, *, name: str, record_keys: list[str], ordering_field
 
 def write_partition_metadata(base_path: str, partition: str, instant: str) -> None:
     """Write `<partition>/.hoodie_partition_metadata` once (first writer wins, atomically)."""
-    directory = os.path.join(base_path, partition) if partition else base_path
-    target = os.path.join(directory, PARTITION_METAFILE)
-    if os.path.exists(target):
+    directory = storage.join(base_path, partition) if partition else base_path
+    target = storage.join(directory, PARTITION_METAFILE)
+    if storage.exists(target):
         return
-    os.makedirs(directory, exist_ok=True)
+    storage.make_dirs(directory)
     depth = len([p for p in partition.split("/") if p]) if partition else 0
     now = dt.datetime.now(dt.timezone.utc)
     text = f"#partition metadata\n#{now:%a %b %d %H:%M:%S UTC %Y}\ncommitTime={instant}\npartitionDepth={depth}\n"
+    if storage.is_remote(target):
+        storage.write_bytes(target, text.encode("utf-8"))   # one PUT: whole or absent; same text either way
+        return
     tmp = f"{target}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(text)

@@ -13,12 +13,14 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
+from engine.io import storage
 from engine.errors import ConfigError, TableNotFoundError, UnsupportedTableError
 
 HOODIE_DIR = ".hoodie"
 INDEX_TYPE_KEY = "tidemark.index.type"
 BUCKET_INDEX = "BUCKET_MURMUR3"
 PROPERTIES_FILE = "hoodie.properties"
+BACKUP_SUFFIX = ".backup"   # Java: hoodie.properties.backup
 
 EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
 COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
@@ -277,7 +279,7 @@ class TableConfig:
         return check(raw)
 
     def hoodie_dir(self) -> str:
-        return os.path.join(self.base_path, HOODIE_DIR)
+        return storage.join(self.base_path, HOODIE_DIR)
 
 
 def _csv(text: str) -> list[str]:
@@ -286,11 +288,11 @@ def _csv(text: str) -> list[str]:
 
 def load_table_config(base_path: str) -> TableConfig:
     """Read and check hoodie.properties; only v6 MOR tables with timeline layout 1 are supported."""
-    path = os.path.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
-    if not os.path.isfile(path):
+    path = storage.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
+    text = _read_properties(path)
+    if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {path} does not exist")
-    with open(path, encoding="utf-8") as fh:
-        props = parse_properties(fh.read())
+    props = parse_properties(text)
     cfg = TableConfig(base_path=base_path, props=props)
     if cfg.version != 6:
         raise UnsupportedTableError(
@@ -303,9 +305,31 @@ def load_table_config(base_path: str) -> TableConfig:
     return cfg
 
 
+def _read_properties(path: str) -> str | None:
+    """hoodie.properties' text; on an object store, its backup while an update is between delete and put
+    (Hudi's HoodieTableConfig reads the backup the same way). None when there is neither."""
+    data = storage.read_optional(path)
+    if data is None and storage.is_remote(path):
+        data = storage.read_optional(path + BACKUP_SUFFIX)
+    return None if data is None else data.decode("utf-8")
+
+
 def save_table_config(cfg: TableConfig) -> None:
-    """Atomically rewrite hoodie.properties (temp file + rename), keeping unknown Java keys."""
-    path = os.path.join(cfg.hoodie_dir(), PROPERTIES_FILE)
+    """Atomically rewrite hoodie.properties, keeping unknown Java keys.
+
+    Local: temp file + fsync + rename. Object stores have no rename: Hudi's backup-file protocol
+    (HoodieTableConfig.modify) — copy the current file to `hoodie.properties.backup` (server-side), put the
+    new file (one PUT replaces an object whole), delete the backup; readers fall back to the backup."""
+    path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)
+    if storage.is_remote(path):
+        backup = path + BACKUP_SUFFIX
+        had = storage.exists(path)
+        if had:
+            storage.copy(path, backup)
+        storage.write_bytes(path, format_properties(cfg.props).encode("utf-8"))
+        if had:
+            storage.remove_if_exists(backup)
+        return
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(format_properties(cfg.props))

@@ -10,9 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from engine.io import storage
 from engine.config.properties import WRITE_SETTINGS, TableConfig
+from engine.errors import ConfigError
 
 ARGUMENT, TABLE, DEFAULT = "argument", "table", "default"
+STORE = "store"   # what the table's storage allows decided it (object stores carry over by copy)
 
 STRATEGY_KEY = "hoodie.compaction.strategy"
 CARRY_OVER_KEY = "hoodie.compaction.carry.over.mode"
@@ -26,7 +29,7 @@ THRESHOLD = "threshold"
 @dataclass(frozen=True)
 class Resolved:
     value: Any
-    source: str  # ARGUMENT | TABLE | DEFAULT
+    source: str  # ARGUMENT | TABLE | DEFAULT | STORE
 
 
 def resolve(cfg: TableConfig, key: str, argument: Any = None,
@@ -63,7 +66,19 @@ def compaction_settings(cfg: TableConfig, *, strategy: str | None, carry_over: s
         latency = Resolved(None, DEFAULT)
     return CompactionSettings(
         strategy=resolve(cfg, STRATEGY_KEY, strategy, overrides),
-        carry_over=resolve(cfg, CARRY_OVER_KEY, carry_over, overrides),
+        carry_over=carry_over_mode(cfg, resolve(cfg, CARRY_OVER_KEY, carry_over, overrides)),
         exact=resolve(cfg, EXACT_KEY, exact, overrides),
         data_latency_ms=latency,
     )
+
+
+def carry_over_mode(cfg: TableConfig, mode: Resolved) -> Resolved:
+    """Object stores have no links: carry-over is a (server-side) copy there whatever the default, and a
+    symlink someone asked for (argument or table setting) is refused rather than silently changed."""
+    if storage.supports_links(cfg.base_path) or mode.value == "copy":
+        return mode
+    if mode.source == DEFAULT:
+        return Resolved("copy", STORE)
+    where = "hoodie.compaction.carry.over.mode=symlink in the table" if mode.source == TABLE else "carry-over symlink"
+    raise ConfigError(f"{cfg.base_path}: {where} is impossible on object storage (no links); "
+                      "carry over by copy (--carry-over copy, server-side)")

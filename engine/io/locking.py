@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import tempfile
 import time
 from typing import Iterator
 
+from engine.io import storage
 from engine.errors import LOCK_UNAVAILABLE, Refused, TidemarkError
 
 LOCK_FILE = ".tidemark.lock"
@@ -33,8 +36,21 @@ def default_timeout_s() -> float:
     return float(os.environ.get("TIDEMARK_LOCK_TIMEOUT", "600"))
 
 
+def lock_file_path(base_path: str, lock_file: str = LOCK_FILE) -> str:
+    """Where the flock lives: `.hoodie/<lock_file>` of a local table. An object store has no flock, so a
+    remote table's lock file is on this host (TIDEMARK_LOCK_DIR, default <tmp>/tidemark-locks), named for
+    the table's URI: it serialises the processes of one host, as the local lock does; writers on several
+    hosts rely on the store's conditional put and the control plane's database lease."""
+    if not storage.is_remote(base_path):
+        return os.path.join(base_path, ".hoodie", lock_file)
+    directory = os.environ.get("TIDEMARK_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "tidemark-locks")
+    os.makedirs(directory, exist_ok=True)
+    digest = hashlib.sha256(base_path.rstrip("/").encode("utf-8")).hexdigest()[:24]
+    return os.path.join(directory, f"{digest}{lock_file}")
+
+
 def open_lock_file(base_path: str, lock_file: str = LOCK_FILE) -> int:
-    return os.open(os.path.join(base_path, ".hoodie", lock_file), os.O_RDWR | os.O_CREAT, 0o644)
+    return os.open(lock_file_path(base_path, lock_file), os.O_RDWR | os.O_CREAT, 0o644)
 
 
 def flock_within(fd: int, timeout_s: float) -> bool:
@@ -77,10 +93,28 @@ def table_lock(base_path: str, purpose: str, timeout_s: float | None = None,
 
 
 def publish_no_clobber(tmp: str, dest: str) -> None:
-    """Move a finished file into place, refusing to replace an existing one (a committed file is never
-    overwritten, whoever else wrote it)."""
+    """Move a finished local file into place, refusing to replace an existing one (a committed file is never
+    overwritten, whoever else wrote it). Object stores publish with `publish_bytes`."""
     try:
         os.link(tmp, dest)
     except FileExistsError:
         raise TidemarkError(f"{dest} already exists: another writer produced the same file name") from None
     os.unlink(tmp)
+
+
+def publish_bytes(data: bytes, dest: str, staging_dir: str) -> None:
+    """Create `dest` holding `data`, refusing to replace an existing file: local, a file written in
+    `staging_dir` (`.hoodie/.temp/<instant>`) and hard-linked into place; object stores, one conditional PUT."""
+    if not storage.is_remote(dest):
+        storage.make_dirs(staging_dir)
+        tmp = os.path.join(staging_dir, os.path.basename(dest))
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        publish_no_clobber(tmp, dest)
+        return
+    try:
+        storage.create_exclusive(dest, data)
+    except storage.PublishConflict:
+        raise TidemarkError(f"{dest} already exists: another writer produced the same file name") from None

@@ -138,6 +138,9 @@ class LogFileScan:
     path: str
     blocks: list[BlockInfo]
     corrupt: list[CorruptBlock]
+    # block offset -> the first bytes of its content, when the scan's window held them (the content check
+    # then needs no read of its own: on an object store, no extra ranged GET)
+    content_heads: dict[int, bytes] = field(default_factory=dict)
 
 
 @dataclass

@@ -13,10 +13,10 @@ Bytes flipped deeper inside the records pass this check; a read or a compaction 
 
 from __future__ import annotations
 
-import os
 import struct
-from typing import Sequence
+from typing import Mapping, Sequence
 
+from engine.io import storage
 from engine.logformat.blocks import CONTENT_VERSION, BlockInfo, BlockType, CorruptBlock
 
 _PREFIX = struct.Struct(">ii")
@@ -24,22 +24,27 @@ _PARQUET_MAGIC = b"PAR1"
 _CHECKED = (BlockType.AVRO_DATA, BlockType.DELETE, BlockType.PARQUET_DATA)
 
 
-def content_faults(path: str, blocks: Sequence[BlockInfo]) -> list[CorruptBlock]:
+def content_faults(path: str, blocks: Sequence[BlockInfo], heads: Mapping[int, bytes] | None = None) -> list[CorruptBlock]:
     """A CorruptBlock (content=True) for every block of `path` whose content prefix no decoder would accept."""
     todo = [b for b in blocks if b.block_type in _CHECKED]
     if not todo:
         return []
     faults: list[CorruptBlock] = []
-    fd = os.open(path, os.O_RDONLY)
+    known = heads or {}
+    fd: storage.RangeReader | None = None
     try:
         for info in todo:
-            head = os.pread(fd, min(8, info.content_length), info.content_offset)
+            head = known.get(info.offset)
+            if head is None:
+                fd = fd or storage.RangeReader(path)
+                head = fd.pread(min(8, info.content_length), info.content_offset)
             problem = _problem(info, head)
             if problem is not None:
                 reason = f"content of {info.block_type.name} block at offset {info.offset} of {path} is corrupt: {problem}"
                 faults.append(CorruptBlock(path, info.offset, reason, info.end_offset, info.instant_time, content=True))
     finally:
-        os.close(fd)
+        if fd is not None:
+            fd.close()
     return faults
 
 

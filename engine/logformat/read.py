@@ -7,6 +7,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.io import storage
 from engine.logformat.avro_codec import decode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat.blocks import (
@@ -25,7 +26,7 @@ from engine.logformat.blocks import (
     LogFileContents,
 )
 from engine.logformat.deletes import decode_delete_content, decode_event_times
-from engine.logformat.scan import scan_log_file
+from engine.logformat.scan import scan_log_bytes, scan_log_file
 
 _UNSUPPORTED = {BlockType.HFILE_DATA, BlockType.CDC_DATA}
 
@@ -36,15 +37,16 @@ def read_log_file(path: str, *, columns: list[str] | None = None) -> LogFileCont
     `columns` projects data blocks; names a block lacks (older schema) are skipped rather than invented.
     HFile and CDC blocks raise TidemarkError: they belong to the metadata table / CDC logs, not to data logs.
     """
-    scan = scan_log_file(path)
+    # An object store is read once, whole (one GET), and scanned in memory; a local file is scanned in place.
+    whole = storage.read_bytes(path) if storage.is_remote(path) else None
+    scan = scan_log_file(path) if whole is None else scan_log_bytes(path, whole)
     for info in scan.blocks:
         if info.block_type in _UNSUPPORTED:
             raise TidemarkError(
                 f"{path}: unsupported log block type {info.block_type.name} at offset {info.offset} "
                 "(Tidemark reads Avro/Parquet data, delete and command blocks)"
             )
-    with open(path, "rb") as fh:
-        data = memoryview(fh.read())
+    data = memoryview(whole if whole is not None else storage.read_bytes(path))
     blocks: list[DataBlock | DeleteBlock | CommandBlock] = []
     corrupt = list(scan.corrupt)
     for info in scan.blocks:

@@ -9,9 +9,12 @@ tail from damage to committed data (engine.services.integrity).
 
 from __future__ import annotations
 
-import os
+import contextlib
+import contextvars
 import struct
+from typing import Iterator
 
+from engine.io import storage
 from engine.logformat.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -25,6 +28,7 @@ from engine.logformat.blocks import (
     LogFileScan,
 )
 
+CONTENT_HEAD = 8   # what the content check reads of each block (engine.logformat.content_check)
 HEAD_CHUNK = 8192  # covers a typical header (schema JSON of a few KB); larger headers cost one extra pread
 RESYNC_CHUNK = 1 << 20
 MAX_HEADER_ENTRIES = 64  # Java has 9 ordinals; anything bigger is garbage, not a header
@@ -43,12 +47,18 @@ class _BadBlock(Exception):
 class _Window:
     """Bytes of the file starting at `start`, extended on demand with pread."""
 
-    def __init__(self, fd: int, size: int) -> None:
-        self.fd, self.size = fd, size
+    def __init__(self, source: storage.RangeReader) -> None:
+        self.source, self.size = source, source.size
         self.start, self.buf = 0, b""
+        self.last_head: bytes | None = None
 
     def load(self, start: int, length: int) -> None:
-        self.start, self.buf = start, os.pread(self.fd, length, start)
+        self.start, self.buf = start, self.source.pread(length, start)
+
+    def cached(self, offset: int, length: int) -> bytes | None:
+        """`length` bytes at `offset` if the window already holds them (no read)."""
+        lo = offset - self.start
+        return self.buf[lo : lo + length] if 0 <= lo and lo + length <= len(self.buf) else None
 
     def get(self, offset: int, length: int) -> bytes:
         """`length` bytes at absolute `offset` (fewer only at EOF); one pread when the window misses."""
@@ -60,14 +70,49 @@ class _Window:
         return self.buf[lo : lo + length]
 
 
-def scan_log_file(path: str) -> LogFileScan:
-    """All blocks of a log file from their headers alone; corrupt regions are reported, not raised."""
+_MEMO: contextvars.ContextVar[dict[str, LogFileScan] | None] = contextvars.ContextVar("tidemark_scan_memo",
+                                                                                      default=None)
+
+
+@contextlib.contextmanager
+def scan_memo() -> Iterator[None]:
+    """Scan each log file at most once inside the block (one planning pass under the table lock, where the
+    committed logs it reads cannot change): the event-time resolution and the integrity check share scans.
+    Nothing outlives the block, so nothing stale is ever served."""
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
+def scan_log_bytes(path: str, data: bytes) -> LogFileScan:
+    """The same scan over a log already read whole."""
+    return _scan(path, data=data)
+
+
+def scan_log_file(path: str, size: int | None = None) -> LogFileScan:
+    memo = _MEMO.get()
+    if memo is not None:
+        hit = memo.get(path)
+        if hit is None:
+            hit = memo[path] = _scan(path, size)
+        return hit
+    return _scan(path, size)
+
+
+def _scan(path: str, size: int | None = None, data: bytes | None = None) -> LogFileScan:
+    """All blocks of a log file from their headers alone; corrupt regions are reported, not raised.
+
+    On an object store every window is one ranged GET (no whole-object download); `size` from a listing
+    saves the HEAD request."""
     blocks: list[BlockInfo] = []
     corrupt: list[CorruptBlock] = []
-    fd = os.open(path, os.O_RDONLY)
+    heads: dict[int, bytes] = {}
+    fd = storage.RangeReader(path, size, data)
     try:
-        size = os.fstat(fd).st_size
-        win = _Window(fd, size)
+        size = fd.size
+        win = _Window(fd)
         win.load(0, HEAD_CHUNK)
         pos = 0
         # Java treats fewer than 6 remaining bytes as EOF (readFully of the MAGIC hits EOF).
@@ -80,10 +125,13 @@ def scan_log_file(path: str) -> LogFileScan:
                 pos = nxt
                 continue
             blocks.append(info)
+            head, win.last_head = win.last_head, None
+            if head is not None:
+                heads[info.offset] = head
             pos = info.offset + info.size
     finally:
-        os.close(fd)
-    return LogFileScan(path, blocks, corrupt)
+        fd.close()
+    return LogFileScan(path, blocks, corrupt, heads)
 
 
 def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:
@@ -105,6 +153,8 @@ def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:
         parsed, head_error = _read_head(win, pos, end, block_length), None
     except _BadBlock as exc:
         parsed, head_error = None, exc
+    if parsed is not None:   # the content's first bytes, while the window holds them (before the trailer read)
+        win.last_head = win.cached(parsed[2], min(CONTENT_HEAD, parsed[3]))
     try:
         _check_trailer(win, end, block_length)
     except _BadBlock as exc:
@@ -172,11 +222,11 @@ def _salvage_instant(win: _Window, pos: int) -> str | None:
     return headers.get(HeaderKey.INSTANT_TIME)
 
 
-def _next_magic(fd: int, size: int, start: int) -> int:
+def _next_magic(fd: storage.RangeReader, size: int, start: int) -> int:
     """Offset of the next MAGIC at or after `start`, or EOF (Java's scanForNextAvailableBlockOffset)."""
     pos = start
     while pos < size:
-        chunk = os.pread(fd, RESYNC_CHUNK + MAGIC_LEN - 1, pos)
+        chunk = fd.pread(RESYNC_CHUNK + MAGIC_LEN - 1, pos)
         hit = chunk.find(MAGIC)
         if hit >= 0:
             return pos + hit

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from engine.io import storage
 from engine.config.properties import load_table_config
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
@@ -83,4 +84,4 @@ def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
 def _content_key(path: str) -> str:
     """The file whose bytes a log is: a carried-over link resolves to the log it carries, so one damaged log
     counts once however many slices link to it (a carry-over byte copy is a file of its own)."""
-    return os.path.realpath(path)
+    return os.path.realpath(path) if storage.supports_links(path) else path

@@ -12,10 +12,10 @@ they count as remaining logs; their bytes are the target's (stat follows the lin
 from __future__ import annotations
 
 import math
-import os
 from collections import Counter
 from typing import Any, Sequence
 
+from engine.io import storage
 from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
 from engine.config.eventtime import parse_time
 from engine.read.fsview import FileSystemView
@@ -42,9 +42,9 @@ def backlog_metrics(base_path: str) -> BacklogMetrics:
         file_slices=len(slices),
         file_slices_with_logs=sum(1 for sl in slices if sl.log_files),
         remaining_log_files=len(logs),
-        # os.stat follows symlinks: a carried-over link weighs what its target weighs.
-        remaining_log_bytes=sum(os.stat(lf.path).st_size for lf in logs),
-        carried_over_log_files=sum(1 for lf in logs if os.path.islink(lf.path)),
+        # The view's sizes follow symlinks: a carried-over link weighs what its target weighs.
+        remaining_log_bytes=sum(lf.size for lf in logs),
+        carried_over_log_files=sum(1 for lf in logs if storage.is_link(lf.path)),
         logs_with_unknown_event_time=sources.get("none", 0),
         log_event_time_sources={s: sources.get(s, 0) for s in SOURCES},
         pending_compactions=len(pending),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from engine.io import storage
 from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
 from engine.errors import ConfigError
 from engine.read.fsview import FileSystemView
@@ -68,8 +69,8 @@ def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
             start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
             bar = bars.setdefault(start, _Bar())
             bar.files += 1
-            bar.bytes += os.stat(lf.path).st_size
-            real = os.path.basename(os.path.realpath(lf.path))
+            bar.bytes += lf.size   # listed with links followed: a carried-over link weighs its target
+            real = storage.name_of(os.path.realpath(lf.path)) if storage.is_link(lf.path) else lf.name
             n = records.get((sl.partition_path, real), records.get((sl.partition_path, lf.name)))
             bar.records = None if n is None or bar.records is None else bar.records + n
     known = sorted(k for k in bars if k is not None)

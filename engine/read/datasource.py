@@ -25,6 +25,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from engine.io import storage
 from engine.errors import ConfigError
 from engine.read.query import QuerySpec
 
@@ -164,6 +165,11 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     bases = [ref.base_path for ref in plan.slices if ref.base_path]
     if not bases:
         return spark.createDataFrame([], schema)
+    if storage.is_remote(path):
+        # Spark's Parquet reader has no object-store connector here: the data source reads the base files
+        # through pyarrow.fs on the executors (an RO slice read is its base file alone).
+        reader = spark.read.format("tidemark").options(**spec_options(spec)).option("corruptReported", "true")
+        return reader.load(path)
     # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
     # older base file lacks (added by schema evolution) as null.
     return spark.read.schema(schema).parquet(*map(spark_path, bases))

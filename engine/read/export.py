@@ -14,6 +14,7 @@ import tempfile
 
 import pyarrow.parquet as pq
 
+from engine.io import storage
 from engine.progress import Progress, tracked
 from engine.read.query import QuerySpec, iter_arrow, plan_read
 from engine.services import integrity
@@ -26,6 +27,14 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark:
     Through Spark the slices are merged on executors and written as part files, which are then
     streamed into one file so the result never has to fit in the driver's memory.
     """
+    if storage.is_remote(output):
+        # An object-store output: the file is made here, then uploaded (a multipart upload appears whole).
+        with tempfile.TemporaryDirectory(prefix=".tidemark-export-") as local:
+            rows = export_query(base_path, query, os.path.join(local, "out.parquet"), use_spark, on_progress,
+                                skip_corrupt=skip_corrupt)
+            storage.upload(os.path.join(local, "out.parquet"), output)
+            return rows
+    output = storage.resolve(output)
     # Validates the table and query, and stops at corrupt blocks found from headers, before any work.
     plan = plan_read(base_path, query, fail_on_corrupt=not skip_corrupt)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)

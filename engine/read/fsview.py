@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from engine.io import storage
 from engine.errors import TidemarkError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.timeline.instants import CLEAN, State, Timeline
@@ -78,6 +79,8 @@ class FileGroup:
 
 def list_partitions(base_path: str) -> list[str]:
     """Relative partition paths ("" for a non-partitioned table): directories with partition metadata."""
+    if storage.is_remote(base_path):
+        return sorted(_remote_tree(base_path))
     found: list[str] = []
     for root, dirs, files in os.walk(base_path):
         dirs[:] = [d for d in dirs if not d.startswith(".hoodie") and not d.startswith("__MACOSX")]
@@ -85,6 +88,19 @@ def list_partitions(base_path: str) -> list[str]:
             rel = os.path.relpath(root, base_path)
             found.append("" if rel == "." else rel.replace(os.sep, "/"))
     return sorted(found)
+
+
+def _remote_tree(base_path: str) -> dict[str, list[storage.Entry]]:
+    """partition -> its files, from ONE recursive listing of the table (object stores list by prefix, so
+    this is a few paginated requests for the whole table, not one per folder); `.hoodie/` left out."""
+    files: dict[str, list[storage.Entry]] = {}
+    for e in storage.list_tree(base_path):
+        if e.is_dir or e.name.startswith(".hoodie/") or e.name.startswith("__MACOSX"):
+            continue
+        folder, _, name = e.name.rpartition("/")
+        files.setdefault(folder, []).append(storage.Entry(name, e.path, False, e.size, e.mtime_ms))
+    return {p: entries for p, entries in files.items()
+            if any(x.name.startswith(PARTITION_METAFILE) for x in entries)}
 
 
 class FileSystemView:
@@ -100,6 +116,8 @@ class FileSystemView:
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._dangling: list[tuple[tuple[str, str], str]] = []   # (group, link path): links whose target is gone
         self._cleans: list[tuple[str, dict[str, list[str]]]] | None = None
+        # Object stores: the one listing `partitions()` took, kept for this view (a snapshot, like the timeline).
+        self._remote: dict[str, list[storage.Entry]] | None = None
 
     def _pending_plan_outputs(self) -> set[str]:
         """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
@@ -114,13 +132,17 @@ class FileSystemView:
     def _spill_names(self, op: dict, instant: str) -> list[str]:
         directory = self.partition_dir(op.get("partitionPath") or "")
         prefix = f".{op['fileId']}_{instant}.log.1_"   # the carry-forward log is version 1 of slice C
-        return [n for n in os.listdir(directory) if n.startswith(prefix)] if os.path.isdir(directory) else []
+        return [n for n in storage.list_names_if_dir(directory) if n.startswith(prefix)]
 
     @property
     def committed_instants(self) -> set[str]:
         return self._committed
 
     def partitions(self) -> list[str]:
+        if storage.is_remote(self.base_path):
+            if self._remote is None:
+                self._remote = _remote_tree(self.base_path)
+            return sorted(self._remote)
         return list_partitions(self.base_path)
 
     def file_groups(self) -> list[FileGroup]:
@@ -157,19 +179,17 @@ class FileSystemView:
         return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
 
     def partition_dir(self, partition: str) -> str:
-        return os.path.join(self.base_path, partition) if partition else self.base_path
+        return storage.join(self.base_path, partition) if partition else self.base_path
 
     def _load_partition(self, partition: str) -> None:
         slices: dict[tuple[str, str], FileSlice] = {}
         directory = self.partition_dir(partition)
-        with os.scandir(directory) as entries:
-            for entry in entries:
-                if not entry.is_file():   # follows symlinks: carried-over logs are links
-                    dangling = parse_log_file_name(entry.name) if entry.is_symlink() else None
-                    if dangling is not None:
-                        self._dangling.append(((partition, dangling.file_id), entry.path))
-                    continue
-                self._add_file(partition, entry, slices)
+        if storage.is_remote(directory):
+            self.partitions()
+            for e in (self._remote or {}).get(partition, []):
+                self._add_file(partition, e.name, e.path, e.size, slices)
+        else:
+            self._load_local(partition, directory, slices)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
             sl.log_files.sort(key=lambda lf: lf.sort_key)
             group = self._groups.setdefault((partition, file_id), FileGroup(partition, file_id))
@@ -177,14 +197,22 @@ class FileSystemView:
         for group in self._groups.values():
             group.slices.sort(key=lambda s: s.base_instant)
 
-    def _add_file(self, partition: str, entry: os.DirEntry, slices: dict) -> None:
-        name = entry.name
+    def _load_local(self, partition: str, directory: str, slices: dict) -> None:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                if not entry.is_file():   # follows symlinks: carried-over logs are links
+                    dangling = parse_log_file_name(entry.name) if entry.is_symlink() else None
+                    if dangling is not None:
+                        self._dangling.append(((partition, dangling.file_id), entry.path))
+                    continue
+                self._add_file(partition, entry.name, entry.path, entry.stat().st_size, slices)
+
+    def _add_file(self, partition: str, name: str, path: str, size: int, slices: dict) -> None:
         if name.startswith("."):
             log = parse_log_file_name(name)
             if log is None:
                 return
-            lf = LogFile(name, entry.path, log.file_id, log.base_instant, log.version, log.write_token,
-                         entry.stat().st_size)
+            lf = LogFile(name, path, log.file_id, log.base_instant, log.version, log.write_token, size)
             slice_ = slices.setdefault((log.file_id, log.base_instant),
                                        FileSlice(partition, log.file_id, log.base_instant))
             slice_.log_files.append(lf)
@@ -193,7 +221,7 @@ class FileSystemView:
         if base is None or base.instant not in self._committed:
             return  # failed or in-flight writes (incl. an un-committed compaction's base) stay invisible
         slice_ = slices.setdefault((base.file_id, base.instant), FileSlice(partition, base.file_id, base.instant))
-        bf = BaseFile(name, entry.path, base.file_id, base.instant, entry.stat().st_size)
+        bf = BaseFile(name, path, base.file_id, base.instant, size)
         if slice_.base_file is None or name > slice_.base_file.name:
             slice_.base_file = bf
 

@@ -13,6 +13,7 @@ from typing import Iterable, Iterator, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.io import storage
 from engine.logformat import CorruptBlock
 from engine.progress import Progress, Reporter
 from engine.services import integrity
@@ -100,8 +101,8 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:
-        log_paths = [lf.path for s in slices for lf in s.log_files]
-        corrupt = integrity.scan_corruption(log_paths, committed, extents).committed
+        logs = {lf.path: lf.size for s in slices for lf in s.log_files}
+        corrupt = integrity.scan_corruption(logs, committed, extents, logs).committed
         # Damage to blocks outside a time-travel / incremental window hides nothing this read returns.
         corrupt = [b for b in corrupt if window is None or b.instant is None or window.in_range(b.instant)]
         if corrupt and fail_on_corrupt:
@@ -130,7 +131,7 @@ def check_base_files(paths: Iterable[str]) -> None:
     before any task starts or any output is written)."""
     for path in paths:
         try:
-            pq.read_metadata(path)
+            pq.read_metadata(storage.parquet_source(path))
         except (pa.ArrowInvalid, OSError) as exc:
             raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None
 

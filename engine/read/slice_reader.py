@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import logformat
+from engine.io import storage
 from engine.errors import TidemarkError
 from engine.read.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
                           merge_with_winners)
@@ -116,7 +117,9 @@ def _decode_all(paths: Sequence[str]) -> list[logformat.LogFileContents]:
     """Decode logs in order; with two threads when a slice's logs are large, as the codec's numpy/Arrow
     kernels release the GIL (5 logs, 245 MB: 1.35 s -> 1.0 s). Small slices stay sequential: there the
     codec's per-record Python loop would only fight over the GIL with the other thread."""
-    if len(paths) < 2 or sum(os.path.getsize(p) for p in paths) < PARALLEL_DECODE_BYTES:
+    # Object stores: the two threads overlap the GETs as well (no size probe, which would cost a HEAD each).
+    if len(paths) < 2 or (not storage.is_remote(paths[0])
+                          and sum(os.path.getsize(p) for p in paths) < PARALLEL_DECODE_BYTES):
         return [logformat.read_log_file(p) for p in paths]
     with ThreadPoolExecutor(max_workers=2) as pool:
         return list(pool.map(logformat.read_log_file, paths))
@@ -137,7 +140,8 @@ def iter_base(path: str | None, schema: pa.Schema, batch_rows: int = 262_144) ->
     if path is None:
         return
     try:
-        pf = pq.ParquetFile(path)
+        # On an object store, pre-buffering coalesces a row group's column chunks into few ranged GETs.
+        pf = pq.ParquetFile(storage.parquet_source(path), pre_buffer=storage.is_remote(path))
         names = [f.name for f in schema if f.name in pf.schema_arrow.names]
         for i in range(pf.metadata.num_row_groups):
             for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[i], columns=names, use_threads=False):

@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from engine.io import storage
 from engine.timeline import avro_models
 from engine.compaction.history import carried_over_entries, compaction_records
 from engine import errors
@@ -144,7 +145,7 @@ def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str
         plan.notes.extend(originals[_key(p)] for p in _slice_files(sl, links) if _key(p) in originals)
         for path in _slice_files(sl, links):
             bucket = plan.kept_link_targets if _key(path) in protected else plan.files_to_delete
-            bucket.setdefault(sl.partition_path, []).append(os.path.basename(path))
+            bucket.setdefault(sl.partition_path, []).append(storage.name_of(path))
     for bucket in (plan.files_to_delete, plan.kept_link_targets):
         for names in bucket.values():
             names.sort()
@@ -208,17 +209,17 @@ def _pending_service_guards(timeline: Timeline, view: FileSystemView) -> _Guards
         for op in timeline.compaction_plan(inst.timestamp).operations:
             guards.groups[op.key] = f"pending compaction {inst.timestamp}"
             named = [op.data_file, *op.delta_files, *(s.target for s in op.carried)]
-            guards.paths.extend(os.path.join(view.partition_dir(op.partition_path), n) for n in named if n)
+            guards.paths.extend(storage.join(view.partition_dir(op.partition_path), n) for n in named if n)
     for inst in timeline.pending_clustering():
         for part, fid, names in _clustering_slices(timeline, inst):
             guards.groups[(part, fid)] = f"pending clustering {inst.timestamp}"
-            guards.paths.extend(os.path.join(view.partition_dir(part), n) for n in names)
+            guards.paths.extend(storage.join(view.partition_dir(part), n) for n in names)
     return guards
 
 
 def _clustering_slices(timeline: Timeline, inst: Instant) -> list[tuple[str, str, list[str]]]:
     """(partition, fileId, file names) of every input slice of a pending clustering plan."""
-    path = os.path.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
+    path = storage.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
     try:
         meta = timeline.requested_replace(inst.timestamp)
     except TimelineError as exc:
@@ -303,15 +304,15 @@ def _protect_carry_over_records(view: FileSystemView, timeline: Timeline, droppe
                 continue
             key = (entry.partition_path, parsed.file_id, parsed.base_instant)
             pdir = view.partition_dir(key[0])
-            link = os.path.join(pdir, entry.symlink)
+            link = storage.join(pdir, entry.symlink)
             if dropped(key, link):
                 continue
-            if not os.path.lexists(link):
+            if not storage.lexists(link):
                 if key in unclean:
                     errors.append(f"{link}: carried-over symlink recorded by compaction {record.timestamp} is "
                                   f"missing from kept slice {key[2]} of file group {key[1]}")
                 continue   # the slice itself is gone (cleaned earlier): nothing points at the target
-            target = os.path.join(pdir, entry.target)
+            target = storage.join(pdir, entry.target)
             protected.add(_key(target))
             _protect_chain(target, protected, errors, f"target of {entry.symlink}")
 
@@ -326,8 +327,8 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
         for entry in carried_over_entries(record) or []:
             if entry.mode == "copy" and entry.symlink and entry.target:
                 pdir = view.partition_dir(entry.partition_path)
-                copies[os.path.join(pdir, entry.symlink)] = os.path.join(pdir, entry.target)
-    present = [p for p in copies if os.path.isfile(p) and not os.path.islink(p)]
+                copies[storage.join(pdir, entry.symlink)] = storage.join(pdir, entry.target)
+    present = [p for p in copies if storage.is_file(p) and not storage.is_link(p)]
     if not present:
         return {}
     extents = integrity.CommittedExtents(view.base_path, timeline)
@@ -343,19 +344,19 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
 
 
 def _damaged(path: str, committed: set[str], extents: integrity.CommittedExtents) -> bool:
-    return os.path.isfile(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
+    return storage.is_file(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
 
 
 def _protect_chain(path: str, protected: set[str], errors: list[str], where: str) -> None:
     """Protect every hop behind a symlink; a dangling or looping link is an error."""
     seen = {_key(path)}
     cur = path
-    while os.path.islink(cur):
+    while storage.is_link(cur):
         target = os.readlink(cur)
-        nxt = os.path.join(os.path.dirname(cur), target)   # relative to the link's dir; absolute stays
+        nxt = storage.join(storage.parent(cur), target)   # relative to the link's dir; absolute stays
         key = _key(nxt)
         protected.add(key)
-        if key in seen or not os.path.lexists(nxt):
+        if key in seen or not storage.lexists(nxt):
             errors.append(f"{cur}: dangling symlink to {target!r} ({where})")
             return
         seen.add(key)
@@ -365,6 +366,8 @@ def _protect_chain(path: str, protected: set[str], errors: list[str], where: str
 def _scan_links(view: FileSystemView) -> dict[SliceKey, list[str]]:
     """Every symlinked log per slice, dangling ones included (the file-system view skips those)."""
     out: dict[SliceKey, list[str]] = {}
+    if not storage.supports_links(view.base_path):
+        return out   # object stores: carry-over is by copy, there are no links
     for partition in view.partitions():
         with os.scandir(view.partition_dir(partition)) as entries:
             for entry in entries:
@@ -390,11 +393,13 @@ def _slice_key(sl: FileSlice) -> SliceKey:
 
 def _key(path: str) -> str:
     """Identity of a directory entry: its real parent dir plus its own name (the entry is not followed)."""
+    if storage.is_remote(path):
+        return path
     return os.path.join(os.path.realpath(os.path.dirname(os.path.abspath(path))), os.path.basename(path))
 
 
 def _join(base_path: str, partition: str, name: str) -> str:
-    return os.path.join(base_path, partition, name) if partition else os.path.join(base_path, name)
+    return storage.join(base_path, partition, name) if partition else storage.join(base_path, name)
 
 
 # -------------------------------------------------------------------------------------------- execution
@@ -453,9 +458,8 @@ def _pending_cleans(timeline: Timeline) -> list[Instant]:
 
 def _finish_pending(base_path: str, inst: Instant) -> str:
     """Complete an interrupted clean: delete what its plan lists, except files that became protected."""
-    path = os.path.join(base_path, ".hoodie", instant_file_name(inst.timestamp, CLEAN, State.REQUESTED))
-    with open(path, "rb") as fh:
-        data = fh.read()
+    path = storage.join(base_path, ".hoodie", instant_file_name(inst.timestamp, CLEAN, State.REQUESTED))
+    data = storage.read_bytes(path)
     record = CleanPlanRecord.from_bytes(data)
     if inst.state is State.REQUESTED:
         transition_to_inflight(base_path, inst.timestamp, CLEAN, data)
@@ -504,7 +508,7 @@ def _execute(base_path: str, instant: str, policy: str, earliest: Instant | None
     for partition, path in _deletion_order(files):
         ok = _key(path) not in protected and _delete(path)
         bucket = result.deleted if ok else result.failed
-        bucket.setdefault(partition, []).append(os.path.basename(path))
+        bucket.setdefault(partition, []).append(storage.name_of(path))
         done += 1
         progress.update(done)
         fault_point("clean", "deleting")
@@ -520,13 +524,13 @@ def _deletion_order(files: dict[str, list[str]]) -> list[tuple[str, str]]:
     """Every symlink first, then the other files (each group in path order): a clean killed part-way then never
     leaves a link whose target it already deleted, so no kept or half-cleaned slice reads as lost data."""
     pairs = [(partition, path) for partition, paths in sorted(files.items()) for path in sorted(paths)]
-    return [pair for pair in pairs if os.path.islink(pair[1])] + [pair for pair in pairs if not os.path.islink(pair[1])]
+    return [pair for pair in pairs if storage.is_link(pair[1])] + [pair for pair in pairs if not storage.is_link(pair[1])]
 
 
 def _delete(path: str) -> bool:
     """Unlink one file (a symlink itself, never its target); already gone counts as done (resumed cleans)."""
     try:
-        os.unlink(path)
+        storage.remove(path)
     except FileNotFoundError:
         return True
     except OSError:
@@ -549,7 +553,7 @@ def _metadata_record(instant: str, policy: str, earliest: Instant | None, last_c
     """HoodieCleanMetadata; file lists hold names, as Java's PartitionCleanStat does."""
     partitions = {
         p: {"partitionPath": p, "policy": policy,
-            "deletePathPatterns": sorted(os.path.basename(x) for x in paths),
+            "deletePathPatterns": sorted(storage.name_of(x) for x in paths),
             "successDeleteFiles": result.deleted.get(p, []), "failedDeleteFiles": result.failed.get(p, []),
             "isPartitionDeleted": False}
         for p, paths in sorted(files.items())

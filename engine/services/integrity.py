@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Iterable, Mapping, Sequence
 
 from engine import logformat
+from engine.io import storage
 from engine.errors import CorruptLogBlockError, TidemarkWarning
 from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
 from engine.logformat import BlockInfo, BlockType, CorruptBlock
@@ -92,7 +93,7 @@ def _extent_owner(c: CorruptBlock, extents: Sequence[Extent]) -> str | None:
 def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str],
                     extents: CommittedExtents | None = None) -> Corruption:
     """Corrupt regions of one scanned log: its framing failures plus its blocks' content-prefix faults."""
-    faults = logformat.content_faults(scan.path, scan.blocks)
+    faults = logformat.content_faults(scan.path, scan.blocks, scan.content_heads)
     bad = {f.offset for f in faults}
     regions = scan.corrupt + faults
     known = extents.of(scan.path) if regions and extents is not None else ()
@@ -100,11 +101,13 @@ def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str],
 
 
 def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
-                    extents: CommittedExtents | None = None) -> Corruption:
-    """Corrupt regions of `paths` from header scans and content prefixes (no content decoded)."""
+                    extents: CommittedExtents | None = None,
+                    sizes: Mapping[str, int] | None = None) -> Corruption:
+    """Corrupt regions of `paths` from header scans and content prefixes (no content decoded). `sizes` from a
+    listing spare an object store one HEAD per file."""
     out = Corruption()
     for path in paths:
-        out.extend(file_corruption(logformat.scan_log_file(path), committed, extents))
+        out.extend(file_corruption(logformat.scan_log_file(path, (sizes or {}).get(path)), committed, extents))
     return out
 
 
@@ -123,7 +126,7 @@ class CommittedExtents:
     """
 
     def __init__(self, base_path: str, timeline: Timeline | None = None) -> None:
-        self.base_path = os.path.abspath(base_path)
+        self.base_path = storage.resolve(base_path)
         self._timeline = timeline
         self._index: tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]] | None = None
 
@@ -132,8 +135,7 @@ class CommittedExtents:
 
     def of(self, path: str) -> tuple[Extent, ...]:
         written, aliases, compactions = self._built()
-        rel = os.path.relpath(os.path.dirname(os.path.abspath(path)), self.base_path)
-        partition = "" if rel == "." else rel.replace(os.sep, "/")
+        partition = storage.relative(storage.parent(storage.resolve(path)), self.base_path)
         return tuple(_extents_of(path, partition, written, aliases, compactions))
 
     def _built(self) -> tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]]:
@@ -149,7 +151,7 @@ class CommittedExtents:
                 if inst.action == COMMIT:
                     compactions.add(inst.timestamp)
                     for entry in CommitMetadata.from_json(doc).carried or ():
-                        aliases[(entry.partition_path, entry.symlink)] = os.path.basename(entry.target)
+                        aliases[(entry.partition_path, entry.symlink)] = storage.name_of(entry.target)
                 for partition, name, start, end in log_extents(doc):
                     written.setdefault((partition, name), []).append((start, end, inst.timestamp))
             self._index = (written, aliases, compactions)
@@ -158,8 +160,8 @@ class CommittedExtents:
 
 def _extents_of(path: str, partition: str, written: Mapping[tuple[str, str], list[Extent]],
                 aliases: Mapping[tuple[str, str], str], compactions: AbstractSet[str]) -> list[Extent]:
-    names = [os.path.basename(path)]
-    if os.path.islink(path):   # a carried-over link: the bytes are its target's
+    names = [storage.name_of(path)]
+    if storage.is_link(path):   # a carried-over link: the bytes are its target's
         names.append(os.path.basename(os.path.realpath(path)))
     seen: set[str] = set()
     found: list[Extent] = []
@@ -179,7 +181,7 @@ def _extents_of(path: str, partition: str, written: Mapping[tuple[str, str], lis
 
 def _size(path: str) -> int:
     try:
-        return os.stat(path).st_size
+        return storage.size(path)
     except OSError:
         return 0
 

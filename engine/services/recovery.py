@@ -11,14 +11,13 @@
 """
 from __future__ import annotations
 
-import os
 from typing import Iterable
 
-import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.io import storage
 from engine.config.properties import load_table_config, save_table_config
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.lock import TableLock, holding, table_lock_of
@@ -33,20 +32,20 @@ def reconcile_attempts(base_path: str, stats: Iterable[dict]) -> list[str]:
     version) under another attempt's token: readers would otherwise pick one of them by name."""
     committed_by_dir: dict[str, dict[tuple[str, str, int], str]] = {}
     for stat in stats:
-        key = _attempt_key(os.path.basename(stat["path"]))
+        key = _attempt_key(storage.name_of(stat["path"]))
         if key is not None:
-            directory = os.path.join(base_path, os.path.dirname(stat["path"]))
+            directory = storage.join(base_path, storage.parent(stat["path"]))
             committed_by_dir.setdefault(directory, {})[key[0]] = key[1]
     removed: list[str] = []
     for directory, committed in committed_by_dir.items():   # one listing per partition
-        for name in os.listdir(directory):
+        for name in storage.list_names(directory):
             other = _attempt_key(name)
             if other is None:
                 continue
             token = committed.get(other[0])
             if token is not None and other[1] != token:
-                os.unlink(os.path.join(directory, name))
-                removed.append(os.path.join(directory, name))
+                storage.remove(storage.join(directory, name))
+                removed.append(storage.join(directory, name))
     return removed
 
 
@@ -149,9 +148,9 @@ def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
                 exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
                 for op in plan.get("operations") or []:
                     for path in rollback.compaction_outputs(base_path, inst.timestamp, op, exact):
-                        os.unlink(path)   # invisible while C is pending; a link is removed, not its target
+                        storage.remove(path)   # invisible while C is pending; a link is removed, not its target
                         result.removed_files.append(path)
-                shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", inst.timestamp), ignore_errors=True)
+                storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", inst.timestamp))
                 revert_compaction_inflight(base_path, inst.timestamp)
                 result.reverted_compactions.append(inst.timestamp)
     except TableLocked:
@@ -161,24 +160,24 @@ def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
 
 def _sweep(base_path: str, result: RecoverResult) -> None:
     """Temporary files never become visible; delete those whose operation is over."""
-    hoodie = os.path.join(base_path, ".hoodie")
+    hoodie = storage.join(base_path, ".hoodie")
     timeline = Timeline.load(base_path)
     live = set(result.live_writes) | set(result.running_compactions)
     pending = {i.timestamp for i in timeline.pending()}
-    temp_root = os.path.join(hoodie, ".temp")
-    for name in sorted(os.listdir(temp_root)) if os.path.isdir(temp_root) else []:
+    temp_root = storage.join(hoodie, ".temp")
+    for name in sorted(storage.list_names(temp_root)) if storage.is_dir(temp_root) else []:
         if name not in live:
-            shutil.rmtree(os.path.join(temp_root, name), ignore_errors=True)
-            result.removed_files.append(os.path.join(temp_root, name))
+            storage.remove_tree(storage.join(temp_root, name))
+            result.removed_files.append(storage.join(temp_root, name))
     for instant in heartbeat.heartbeat_instants(base_path):
         if instant not in pending and heartbeat.delete_heartbeat(base_path, instant):
             result.removed_files.append(heartbeat.heartbeat_path(base_path, instant))
     # Half-created instant files (`.temp-*`) and properties (`*.tmp`): an operation that is alive finishes
     # writing them within moments, so anything older than a heartbeat expiry is a dead process's.
     cutoff = time.time() - heartbeat.expiry_ms(load_table_config(base_path)) / 1000
-    for name in sorted(os.listdir(hoodie)):
-        path = os.path.join(hoodie, name)
-        if (name.startswith(".temp-") or name.endswith(".tmp")) and os.path.isfile(path) \
-                and os.path.getmtime(path) < cutoff:
-            os.unlink(path)
+    for name in sorted(storage.list_names(hoodie)):
+        path = storage.join(hoodie, name)
+        if (name.startswith(".temp-") or name.endswith(".tmp")) and storage.is_file(path) \
+                and storage.mtime_ms(path) / 1000 < cutoff:
+            storage.remove(path)
             result.removed_files.append(path)

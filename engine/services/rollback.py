@@ -26,17 +26,16 @@ a clean that already deleted the previous slice a completed compaction would fal
 """
 from __future__ import annotations
 
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from engine import logformat
+from engine.io import storage
 from engine.config.properties import load_table_config, save_table_config
 from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, UNKNOWN_INSTANT, RollbackRefused
 from engine.io.faults import fault_point
-from engine.io.locking import COMPACTION_LOCK_FILE, publish_no_clobber, table_lock
+from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_clobber, table_lock
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
 from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
@@ -133,9 +132,8 @@ def resume_rollback(base_path: str, r: str) -> RollbackResult:
 
 
 def _read_plan(base_path: str, r: str) -> dict:
-    path = os.path.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.REQUESTED))
-    with open(path, "rb") as fh:
-        return avro_models.read_rollback_plan(fh.read())
+    path = storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.REQUESTED))
+    return avro_models.read_rollback_plan(storage.read_bytes(path))
 
 
 def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict]]:
@@ -178,7 +176,7 @@ def _target(timeline: Timeline, instant: str) -> Instant:
 
 
 def _is_compaction_commit(timeline: Timeline, inst: Instant) -> bool:
-    return os.path.exists(os.path.join(timeline.hoodie_path, instant_file_name(inst.timestamp, COMPACTION,
+    return storage.exists(storage.join(timeline.hoodie_path, instant_file_name(inst.timestamp, COMPACTION,
                                                                              State.REQUESTED)))
 
 
@@ -243,7 +241,7 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
     appended to it (and lost) too."""
     bases = bases_of_i.get((group.partition_path, group.file_id), [])
     logs = [lf for s in group.slices for lf in s.log_files]
-    scans = {lf.path: (None if os.path.islink(lf.path)   # a carry-over belongs to a compaction
+    scans = {lf.path: (None if storage.is_link(lf.path)   # a carry-over belongs to a compaction
                        else logformat.scan_log_file(lf.path)) for lf in logs}
     # A log with a damaged region is never counted dead: its records may belong to a committed write.
     blocks_by_log = {p: (None if scan is None or scan.corrupt else scan.blocks) for p, scan in scans.items()}
@@ -285,7 +283,7 @@ def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, all
     requests = []
     for (partition, file_id), bases in sorted(created.items()):
         pdir = view.partition_dir(partition)
-        logs = [os.path.join(pdir, n) for n in os.listdir(pdir)
+        logs = [storage.join(pdir, n) for n in storage.list_names(pdir)
                 if (log := parse_log_file_name(n)) is not None and log.file_id == file_id and log.base_instant == i]
         requests.append({"partitionPath": partition, "fileId": file_id, "latestBaseInstant": i,
                          "filesToBeDeleted": sorted(bases + logs), "logBlocksToBeDeleted": None})
@@ -308,10 +306,10 @@ def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str
     out: dict[tuple[str, str], list[str]] = {}
     for partition in view.partitions():
         directory = view.partition_dir(partition)
-        for name in os.listdir(directory):
+        for name in storage.list_names(directory):
             parsed = parse_base_file_name(name)
             if parsed is not None and parsed.instant == instant:
-                out.setdefault((partition, parsed.file_id), []).append(os.path.join(directory, name))
+                out.setdefault((partition, parsed.file_id), []).append(storage.join(directory, name))
     return out
 
 
@@ -329,7 +327,7 @@ def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dic
     requests = []
     for op in plan.get("operations") or []:
         part = op.get("partitionPath") or ""
-        own_dead = [p for p in dead if os.path.basename(p).startswith(f".{op['fileId']}_{c}.log.")]
+        own_dead = [p for p in dead if storage.name_of(p).startswith(f".{op['fileId']}_{c}.log.")]
         requests.append({"partitionPath": part, "fileId": op["fileId"],
                          "latestBaseInstant": op.get("baseInstantTime") or None,
                          "filesToBeDeleted": sorted(compaction_outputs(base_path, c, op, exact) + own_dead),
@@ -339,25 +337,25 @@ def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dic
 
 
 def _pdir(base_path: str, partition: str) -> str:
-    return os.path.join(base_path, partition) if partition else base_path
+    return storage.join(base_path, partition) if partition else base_path
 
 
 def compaction_outputs(base_path: str, c: str, op: dict, exact: bool) -> list[str]:
     """Files compaction `c` made for one operation: new bases, the spill log, its links or copies."""
     pdir = _pdir(base_path, op.get("partitionPath") or "")
-    if not os.path.isdir(pdir):
+    if not storage.is_dir(pdir):
         return []
     fid = op["fileId"]
     out = []
-    for name in os.listdir(pdir):
+    for name in storage.list_names(pdir):
         base, log = parse_base_file_name(name), parse_log_file_name(name)
         if base is not None and base.file_id == fid and base.instant == c:
-            out.append(os.path.join(pdir, name))
+            out.append(storage.join(pdir, name))
         elif (log is not None and log.file_id == fid and log.base_instant == c
               and log.version == plan_keys.CARRY_FORWARD_VERSION):  # the carry-forward log, in every mode
-            out.append(os.path.join(pdir, name))
-    out += [os.path.join(pdir, s["symlink"]) for s in op.get("symlinkOperations") or []
-            if s.get("symlink") and os.path.lexists(os.path.join(pdir, s["symlink"]))]
+            out.append(storage.join(pdir, name))
+    out += [storage.join(pdir, s["symlink"]) for s in op.get("symlinkOperations") or []
+            if s.get("symlink") and storage.lexists(storage.join(pdir, s["symlink"]))]
     return out
 
 
@@ -372,15 +370,15 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> l
     for op in plan.get("operations") or []:
         pdir = _pdir(timeline.base_path, op.get("partitionPath") or "")
         planned = {s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink")}
-        if not os.path.isdir(pdir):
+        if not storage.is_dir(pdir):
             continue
-        for name in os.listdir(pdir):
+        for name in storage.list_names(pdir):
             log = parse_log_file_name(name)
             if log is None or log.file_id != op["fileId"] or log.base_instant != c or name in planned:
                 continue
             if log.version == plan_keys.CARRY_FORWARD_VERSION:
                 continue
-            path = os.path.join(pdir, name)
+            path = storage.join(pdir, name)
             blocks = logformat.scan_log_file(path).blocks
             holders = {b.instant_time for b in blocks
                        if b.block_type is not logformat.BlockType.COMMAND and b.instant_time} & live
@@ -406,7 +404,7 @@ def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
         pdir = _pdir(base_path, op.get("partitionPath") or "")
         names = [op.get("dataFilePath"), *(op.get("deltaFilePaths") or []),
                  *(s.get("target") for s in op.get("symlinkOperations") or [])]
-        missing += [os.path.join(pdir, n) for n in names if n and not os.path.exists(os.path.join(pdir, n))]
+        missing += [storage.join(pdir, n) for n in names if n and not storage.exists(storage.join(pdir, n))]
     if missing:
         raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: the slices it replaced were "
                               f"cleaned ({', '.join(sorted(missing))} no longer exist)")
@@ -417,7 +415,7 @@ def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
 def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -> RollbackResult:
     target = plan["instantToRollback"]
     instant, action = target["commitTime"], target["action"]
-    if not os.path.exists(os.path.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.INFLIGHT))):
+    if not storage.exists(storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.INFLIGHT))):
         transition_to_inflight(base_path, r, ROLLBACK)
     fault_point("rollback", "inflight")
     started = time.monotonic()
@@ -440,7 +438,7 @@ def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -
         progress.update(done)
     progress.finish()
     fault_point("rollback", "files_removed")
-    shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", instant), ignore_errors=True)
+    storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", instant))
     result.removed_instant_files = delete_instant_files(base_path, instant, family)
     heartbeat.delete_heartbeat(base_path, instant)
     fault_point("rollback", "instant_removed")
@@ -449,16 +447,16 @@ def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -
                 "partitionMetadata": per_partition, "instantsRollback": [{"commitTime": instant, "action": action}]}
     ensure_held(f"completing rollback {r}")
     complete(base_path, r, ROLLBACK, avro_models.write_rollback_metadata(metadata))
-    shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", r), ignore_errors=True)
+    storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", r))
     fault_point("rollback", "completed")
     return result
 
 
 def _unpublish(base_path: str, instant: str, family: str) -> bool:
     """Delete the completed file of `instant` (it becomes pending again); True if there was one."""
-    path = os.path.join(base_path, ".hoodie", instant_file_name(instant, family, State.COMPLETED))
+    path = storage.join(base_path, ".hoodie", instant_file_name(instant, family, State.COMPLETED))
     try:
-        os.unlink(path)
+        storage.remove(path)
     except FileNotFoundError:
         return False
     return True
@@ -472,7 +470,7 @@ def _partition_metadata(partition: str) -> dict[str, Any]:
 def _delete_files(request: dict, meta: dict, result: RollbackResult) -> None:
     for path in request.get("filesToBeDeleted") or []:
         try:
-            os.unlink(path)   # a carried-over link is removed, never its target
+            storage.remove(path)   # a carried-over link is removed, never its target
         except FileNotFoundError:
             pass              # already done by an interrupted run of this rollback
         except OSError:
@@ -488,25 +486,30 @@ def _mask_blocks(base_path: str, r: str, instant: str, request: dict, meta: dict
     fid, slice_instant = request["fileId"], request["latestBaseInstant"]
     meta["logFilesFromFailedCommit"].update(request["logBlocksToBeDeleted"])
     versions = []
-    for name in os.listdir(pdir):
+    for name in storage.list_names(pdir):
         log = parse_log_file_name(name)
         if log is None or log.file_id != fid or log.base_instant != slice_instant:
             continue
-        path = os.path.join(pdir, name)
+        path = storage.join(pdir, name)
         if log.write_token == ROLLBACK_WRITE_TOKEN and _masks(path, instant):
-            meta["rollbackLogFiles"][path] = os.path.getsize(path)
+            meta["rollbackLogFiles"][path] = storage.size(path)
             result.rollback_log_files.append(path)
             return   # written by an interrupted run of this rollback
         versions.append(log.version)
     name = LogFileName(fid, slice_instant, max(versions, default=0) + 1, ROLLBACK_WRITE_TOKEN).name
-    temp_dir = os.path.join(base_path, ".hoodie", ".temp", r)
-    os.makedirs(temp_dir, exist_ok=True)
-    tmp = os.path.join(temp_dir, name)
-    if os.path.exists(tmp):
-        os.unlink(tmp)
-    size = logformat.append_blocks(tmp, [logformat.encode_rollback_block(r, instant)])
-    path = os.path.join(pdir, name)
-    publish_no_clobber(tmp, path)   # never a half-written log in the partition
+    temp_dir = storage.join(base_path, ".hoodie", ".temp", r)
+    path = storage.join(pdir, name)
+    if storage.is_remote(path):
+        block = logformat.encode_rollback_block(r, instant)
+        publish_bytes(block, path, temp_dir)   # one conditional PUT: never a half-written log
+        size = len(block)
+    else:
+        storage.make_dirs(temp_dir)
+        tmp = storage.join(temp_dir, name)
+        if storage.exists(tmp):
+            storage.remove(tmp)
+        size = logformat.append_blocks(tmp, [logformat.encode_rollback_block(r, instant)])
+        publish_no_clobber(tmp, path)   # never a half-written log in the partition
     meta["rollbackLogFiles"][path] = size
     result.rollback_log_files.append(path)
 

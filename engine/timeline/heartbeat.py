@@ -8,12 +8,12 @@ rolled back by anyone (the LAZY failed-writes cleaning policy). A live heartbeat
 """
 from __future__ import annotations
 
-import os
 import threading
 import time
 from types import TracebackType
 
 from engine.config.properties import TableConfig
+from engine.io import storage
 
 HEARTBEAT_DIR = ".heartbeat"
 INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
@@ -23,11 +23,11 @@ DEFAULT_MISSES = 2
 
 
 def heartbeat_dir(base_path: str) -> str:
-    return os.path.join(base_path, ".hoodie", HEARTBEAT_DIR)
+    return storage.join(base_path, ".hoodie", HEARTBEAT_DIR)
 
 
 def heartbeat_path(base_path: str, instant: str) -> str:
-    return os.path.join(heartbeat_dir(base_path), instant)
+    return storage.join(heartbeat_dir(base_path), instant)
 
 
 def expiry_ms(cfg: TableConfig) -> int:
@@ -40,7 +40,7 @@ def expiry_ms(cfg: TableConfig) -> int:
 def last_heartbeat_ms(base_path: str, instant: str) -> int:
     """Epoch millis of the last heartbeat of `instant`; 0 when there is none (as Java reads it)."""
     try:
-        return int(os.stat(heartbeat_path(base_path, instant)).st_mtime * 1000)
+        return storage.mtime_ms(heartbeat_path(base_path, instant))
     except FileNotFoundError:
         return 0
 
@@ -53,7 +53,7 @@ def is_expired(base_path: str, instant: str, expiry: int, now_ms: int | None = N
 def delete_heartbeat(base_path: str, instant: str) -> bool:
     """Remove the heartbeat file of a finished (or rolled-back) instant; False when there was none."""
     try:
-        os.unlink(heartbeat_path(base_path, instant))
+        storage.remove(heartbeat_path(base_path, instant))
     except FileNotFoundError:
         return False
     return True
@@ -61,7 +61,7 @@ def delete_heartbeat(base_path: str, instant: str) -> bool:
 
 def heartbeat_instants(base_path: str) -> list[str]:
     directory = heartbeat_dir(base_path)
-    return sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    return sorted(storage.list_names_if_dir(directory))
 
 
 class Heartbeat:
@@ -80,7 +80,7 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     def start(self) -> Heartbeat:
-        os.makedirs(heartbeat_dir(self.base_path), exist_ok=True)
+        storage.make_dirs(heartbeat_dir(self.base_path))
         self.beat()  # before the instant exists: it is never pending without a heartbeat
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.instant}", daemon=True)
         self._thread.start()
@@ -88,8 +88,7 @@ class Heartbeat:
 
     def beat(self) -> None:
         # Re-creating the file (not utime) works on every file system, like Java's fs.create(overwrite).
-        with open(heartbeat_path(self.base_path, self.instant), "wb"):
-            pass
+        storage.write_bytes(heartbeat_path(self.base_path, self.instant), b"")
 
     def _run(self) -> None:
         while not self._stopped.wait(self.interval_s):

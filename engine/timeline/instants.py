@@ -21,11 +21,12 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Callable, TypeVar
 
+from engine.io import storage
 from engine.io.faults import fault_point
 from engine.timeline import avro_models
 from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
                                       RequestedReplaceMetadata, RollbackRecord)
-from engine.errors import TableNotFoundError, TidemarkError, UnsupportedTableError
+from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
 
 _T = TypeVar("_T")
 
@@ -58,8 +59,12 @@ class TimelineError(TidemarkError):
     """An instant file is missing, already present, or unreadable."""
 
 
-class InstantExistsError(TimelineError):
-    """A timeline file we were about to create already exists (another writer got there first)."""
+class InstantExistsError(TimelineError, Refused):
+    """A timeline file we were about to create already exists (another writer got there first): the
+    operation is refused (`already_published`), the other writer's instant stands."""
+
+    def __init__(self, message: str) -> None:
+        Refused.__init__(self, ALREADY_PUBLISHED, message)
 
 
 class State(Enum):
@@ -135,10 +140,10 @@ def _merge_latest(instants: list[Instant]) -> list[Instant]:
     return sorted(best.values())
 
 
-def _read_layout_version(props_path: str) -> int | None:
+def _read_layout_version(text: str) -> int | None:
     """hoodie.timeline.layout.version from hoodie.properties (plain key=value, no escapes needed)."""
-    with open(props_path, encoding="utf-8", errors="replace") as fh:
-        for line in fh:
+    if True:
+        for line in text.splitlines():
             key, sep, value = line.strip().partition("=")
             if sep and key.strip() == "hoodie.timeline.layout.version":
                 try:
@@ -157,23 +162,26 @@ class Timeline:
 
     @classmethod
     def load(cls, base_path: str) -> Timeline:
-        hoodie = os.path.join(base_path, HOODIE_DIR)
-        props = os.path.join(hoodie, "hoodie.properties")
-        if not os.path.isfile(props):
+        hoodie = storage.join(base_path, HOODIE_DIR)
+        props = storage.join(hoodie, "hoodie.properties")
+        # One listing of .hoodie/ tells both whether the table exists and its instants (one LIST on S3).
+        names = storage.list_names_if_dir(hoodie)
+        if "hoodie.properties" not in names and not (storage.is_remote(hoodie)
+                                                     and "hoodie.properties.backup" in names):
             raise TableNotFoundError(f"no Hudi table at {base_path}: {props} does not exist")
-        layout = _read_layout_version(props)
+        layout = _read_layout_version(_properties_text(props))
         if layout is not None and layout != 1:
             raise UnsupportedTableError(
                 f"{props}: hoodie.timeline.layout.version={layout}; only layout 1 (table version 6) is supported"
             )
-        found = [inst for inst in map(parse_instant_file_name, os.listdir(hoodie)) if inst is not None]
+        found = [inst for inst in map(parse_instant_file_name, names) if inst is not None]
         return cls(base_path, _merge_latest(found))
 
     # -- queries -------------------------------------------------------------------------------
 
     @property
     def hoodie_path(self) -> str:
-        return os.path.join(self.base_path, HOODIE_DIR)
+        return storage.join(self.base_path, HOODIE_DIR)
 
     def completed(self) -> list[Instant]:
         return [i for i in self.instants if i.state is State.COMPLETED]
@@ -211,7 +219,7 @@ class Timeline:
 
     def requested_replace(self, ts: str) -> RequestedReplaceMetadata:
         """The requested metadata of replacecommit `ts` (empty when the file is missing or empty)."""
-        path = os.path.join(self.hoodie_path, instant_file_name(ts, REPLACECOMMIT, State.REQUESTED))
+        path = storage.join(self.hoodie_path, instant_file_name(ts, REPLACECOMMIT, State.REQUESTED))
         try:
             return RequestedReplaceMetadata.from_bytes(_read_optional(path) or b"")
         except avro_models.AvroInstantError as exc:
@@ -232,7 +240,7 @@ class Timeline:
     # -- content ---------------------------------------------------------------------------------
 
     def instant_path(self, instant: Instant) -> str:
-        return os.path.join(self.hoodie_path, instant.file_name)
+        return storage.join(self.hoodie_path, instant.file_name)
 
     def read_commit_metadata(self, instant: Instant) -> dict[str, Any]:
         """The JSON HoodieCommitMetadata of a completed or inflight commit/deltacommit/replacecommit.
@@ -253,10 +261,10 @@ class Timeline:
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
         name = instant_file_name(ts, COMPACTION, State.REQUESTED)
-        path = os.path.join(self.hoodie_path, name)
+        path = storage.join(self.hoodie_path, name)
         data = _read_optional(path)
         if data is None:
-            data = _read_optional(os.path.join(self.hoodie_path, ".aux", name))
+            data = _read_optional(storage.join(self.hoodie_path, ".aux", name))
         if data is None:
             raise TimelineError(f"{path}: compaction plan for instant {ts} not found")
         try:
@@ -282,7 +290,7 @@ class Timeline:
 
     def _decoded(self, ts: str, action: str, state: State, decode: Callable[[bytes], _T]) -> _T:
         """One Avro instant file, decoded; a file that does not decode is named in the TimelineError."""
-        path = os.path.join(self.hoodie_path, instant_file_name(ts, action, state))
+        path = storage.join(self.hoodie_path, instant_file_name(ts, action, state))
         try:
             return decode(_read_required(path))
         except avro_models.AvroInstantError as exc:
@@ -299,12 +307,15 @@ class Timeline:
         return None
 
 
+def _properties_text(path: str) -> str:
+    data = storage.read_optional(path)
+    if data is None:   # an object store between the delete and the put of Hudi's backup protocol
+        data = storage.read_optional(path + ".backup") or b""
+    return data.decode("utf-8", "replace")
+
+
 def _read_optional(path: str) -> bytes | None:
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
+    return storage.read_optional(path)
 
 
 def _read_required(path: str) -> bytes:
@@ -319,8 +330,8 @@ def _read_required(path: str) -> bytes:
 
 
 def _hoodie(base_path: str) -> str:
-    hoodie = os.path.join(base_path, HOODIE_DIR)
-    if not os.path.isfile(os.path.join(hoodie, "hoodie.properties")):
+    hoodie = storage.join(base_path, HOODIE_DIR)
+    if not storage.is_file(storage.join(hoodie, "hoodie.properties")):
         raise TableNotFoundError(f"no Hudi table at {base_path}: {hoodie}/hoodie.properties does not exist")
     return hoodie
 
@@ -328,10 +339,28 @@ def _hoodie(base_path: str) -> str:
 def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> None:
     """Create `path` with `content` all at once; fail if it already exists.
 
-    Readers list `.hoodie/` concurrently, so a half-written instant file must never be visible:
-    write a dot-temp file (ignored by Java and hudi-rs) and hard-link it into place, which also
-    refuses to overwrite a file another writer created.
+    Readers list `.hoodie/` concurrently, so a half-written instant file must never be visible, and of two
+    writers publishing the same instant exactly one may win. Local: a dot-temp file (ignored by Java and
+    hudi-rs) hard-linked into place, which refuses to overwrite a file another writer created. Object
+    stores: one conditional PUT (`If-None-Match: *`), the store refusing the loser; a store without
+    conditional writes is refused unless a lock outside the store serialises publishers (`engine.lock`).
     """
+    if storage.is_remote(path):
+        if not storage.conditional_put(path):
+            from engine.lock import holds_lock_outside_store
+
+            if not holds_lock_outside_store():
+                raise Refused(UNSAFE_PUBLISH, f"{path}: this store has no conditional put (If-None-Match), so a "
+                              "completed instant could be published twice; pass a lock outside the store "
+                              "(the control plane's database lease, lock=)")
+        if fault_step is not None:
+            fault_point("commit", fault_step)
+        try:
+            storage.create_exclusive(path, content)
+        except storage.PublishConflict:
+            raise InstantExistsError(f"{path}: instant file already exists (another writer published it first)") \
+                from None
+        return
     directory = os.path.dirname(path)
     tmp = os.path.join(directory, f".temp-{uuid.uuid4().hex}")
     with open(tmp, "wb") as fh:
@@ -356,14 +385,14 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
 
 
 def _require(hoodie: str, ts: str, action: str, state: State) -> None:
-    path = os.path.join(hoodie, instant_file_name(ts, action, state))
-    if not os.path.exists(path):
+    path = storage.join(hoodie, instant_file_name(ts, action, state))
+    if not storage.exists(path):
         raise TimelineError(f"{path}: expected {state.value} {action} instant {ts} is missing")
 
 
 def _refuse_if_completed(hoodie: str, ts: str, action: str) -> None:
-    path = os.path.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
-    if os.path.exists(path):
+    path = storage.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
+    if storage.exists(path):
         raise TimelineError(f"{path}: {action} instant {ts} is already completed")
 
 
@@ -372,10 +401,10 @@ def create_requested(base_path: str, instant_ts: str, action: str, content: byte
     _check_action(action)
     hoodie = _hoodie(base_path)
     for state in (State.INFLIGHT, State.COMPLETED):
-        other = os.path.join(hoodie, instant_file_name(instant_ts, action, state))
-        if os.path.exists(other):
+        other = storage.join(hoodie, instant_file_name(instant_ts, action, state))
+        if storage.exists(other):
             raise InstantExistsError(f"{other}: instant {instant_ts} already exists")
-    path = os.path.join(hoodie, instant_file_name(instant_ts, action, State.REQUESTED))
+    path = storage.join(hoodie, instant_file_name(instant_ts, action, State.REQUESTED))
     _atomic_create(path, content)
     return path
 
@@ -386,7 +415,7 @@ def transition_to_inflight(base_path: str, ts: str, action: str, content: bytes 
     hoodie = _hoodie(base_path)
     _require(hoodie, ts, action, State.REQUESTED)
     _refuse_if_completed(hoodie, ts, action)
-    path = os.path.join(hoodie, instant_file_name(ts, action, State.INFLIGHT))
+    path = storage.join(hoodie, instant_file_name(ts, action, State.INFLIGHT))
     _atomic_create(path, content)
     return path
 
@@ -396,7 +425,7 @@ def complete(base_path: str, ts: str, action: str, content: bytes) -> str:
     _check_action(action)
     hoodie = _hoodie(base_path)
     _require(hoodie, ts, action, State.INFLIGHT)
-    path = os.path.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
+    path = storage.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
     _atomic_create(path, content, fault_step="temp_written")
     return path
 
@@ -406,10 +435,10 @@ def revert_compaction_inflight(base_path: str, ts: str) -> None:
     hoodie = _hoodie(base_path)
     _refuse_if_completed(hoodie, ts, COMPACTION)
     _require(hoodie, ts, COMPACTION, State.REQUESTED)
-    inflight = os.path.join(hoodie, instant_file_name(ts, COMPACTION, State.INFLIGHT))
-    if not os.path.exists(inflight):
+    inflight = storage.join(hoodie, instant_file_name(ts, COMPACTION, State.INFLIGHT))
+    if not storage.exists(inflight):
         raise TimelineError(f"{inflight}: compaction {ts} is not inflight")
-    os.unlink(inflight)
+    storage.remove(inflight)
 
 
 def delete_instant_files(base_path: str, ts: str, action: str) -> list[str]:
@@ -422,9 +451,9 @@ def delete_instant_files(base_path: str, ts: str, action: str) -> list[str]:
     _refuse_if_completed(hoodie, ts, action)
     removed = []
     for state in (State.INFLIGHT, State.REQUESTED):
-        path = os.path.join(hoodie, instant_file_name(ts, action, state))
-        if os.path.exists(path):
-            os.unlink(path)
+        path = storage.join(hoodie, instant_file_name(ts, action, state))
+        if storage.exists(path):
+            storage.remove(path)
             removed.append(path)
     return removed
 

@@ -16,9 +16,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.io import storage
 from engine.config import eventtime
 from engine.config.schema import arrow_schema
-from engine.io.locking import publish_no_clobber
+from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import BaseFileName
 from engine.timeline.instants import write_stat
 from engine.write.log_writer import WriteJob, group_file_id, precombine, with_meta
@@ -29,13 +30,21 @@ def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, 
     file_id = group_file_id(job.instant, partition, bucket)
     name = BaseFileName(file_id, token, job.instant).name
     records = precombine(job, with_meta(job, partition, name, rows, token))
-    temp_dir = os.path.join(job.base_path, ".hoodie", ".temp", job.instant)
-    os.makedirs(temp_dir, exist_ok=True)
-    tmp = os.path.join(temp_dir, name)
-    _write_parquet(job, records, tmp)
-    size = os.path.getsize(tmp)
+    temp_dir = storage.join(job.base_path, ".hoodie", ".temp", job.instant)
     rel = f"{partition}/{name}" if partition else name
-    publish_no_clobber(tmp, os.path.join(job.base_path, rel))
+    final = storage.join(job.base_path, rel)
+    if storage.is_remote(final):
+        sink = pa.BufferOutputStream()
+        _write_parquet(job, records, sink)
+        data = sink.getvalue().to_pybytes()
+        size = len(data)
+        publish_bytes(data, final, temp_dir)
+    else:
+        storage.make_dirs(temp_dir)
+        tmp = os.path.join(temp_dir, name)
+        _write_parquet(job, records, tmp)
+        size = os.path.getsize(tmp)
+        publish_no_clobber(tmp, final)
     lo, hi = (eventtime.bounds(records.column(job.event_time_field)) if job.event_time_field
               else (None, None))
     return [write_stat(file_id=file_id, path=rel, partition_path=partition, num_writes=records.num_rows,
@@ -43,7 +52,7 @@ def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, 
                        min_event_time=lo, max_event_time=hi)]
 
 
-def _write_parquet(job: WriteJob, records: pa.Table, path: str) -> None:
+def _write_parquet(job: WriteJob, records: pa.Table, path: str | pa.NativeFile) -> None:
     codec = "NONE" if job.compression == "none" else job.compression
     schema = arrow_schema(job.avro_schema)
     keys = pc.min_max(records.column("_hoodie_record_key"))

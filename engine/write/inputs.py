@@ -13,7 +13,6 @@ Every rule here runs on the driver, before the deltacommit is opened, so bad inp
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from engine.io import storage
 from engine.config import eventtime
 from engine.config.properties import TableConfig
 from engine.config.schema import META_FIELDS, arrow_schema, conform_column, table_avro_schema
@@ -42,11 +42,12 @@ class InputFiles:
 
 def locate(path: str) -> InputFiles:
     """The input's format and files; a missing, empty or unsupported input raises InputError."""
-    if not os.path.exists(path):
+    path = storage.resolve(path)   # executors run elsewhere: never a path relative to this process
+    if not storage.exists(path):
         raise InputError(f"input file {path} does not exist")
     lower = path.lower()
-    if os.path.isdir(path):
-        files = tuple(sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(".parquet")))
+    if storage.is_dir(path):
+        files = tuple(sorted(storage.join(path, f) for f in storage.list_names(path) if f.endswith(".parquet")))
         if not files:
             raise InputError(f"no .parquet files in {path}")
         return InputFiles(path, PARQUET, files)
@@ -54,7 +55,7 @@ def locate(path: str) -> InputFiles:
         JSONL if lower.endswith((".jsonl", ".json")) else None
     if fmt is None:
         raise InputError(f"unsupported input {path}: expected .parquet, .csv or .jsonl")
-    if os.path.getsize(path) == 0:
+    if storage.size(path) == 0:
         raise InputError(f"input file {path} is empty")
     return InputFiles(path, fmt, (path,))
 
@@ -65,7 +66,8 @@ def read_text(source: InputFiles) -> pa.Table:
     import pyarrow.json as pajson
 
     try:
-        table = pacsv.read_csv(source.path) if source.format == CSV else pajson.read_json(source.path)
+        with storage.open_input(source.path) as fh:
+            table = pacsv.read_csv(fh) if source.format == CSV else pajson.read_json(fh)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {source.path} as {source.format.upper()}: {_first_line(exc)}") from None
     if table.num_rows == 0:
@@ -81,7 +83,7 @@ def parquet_schema(files: tuple[str, ...]) -> pa.Schema:
     schemas, rows = [], 0
     for path in files:
         try:
-            meta = pq.read_metadata(path)
+            meta = pq.read_metadata(storage.parquet_source(path))
             schemas.append(meta.schema.to_arrow_schema())
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputError(f"cannot read {path} as Parquet: {_first_line(exc)}") from None
@@ -90,7 +92,7 @@ def parquet_schema(files: tuple[str, ...]) -> pa.Schema:
         if not schema.equals(schemas[0], check_metadata=False):
             raise InputError(f"input files disagree on their schema: {files[0]} vs {path}")
     if rows == 0:
-        raise InputError(f"input {files[0] if len(files) == 1 else os.path.dirname(files[0])} has no rows")
+        raise InputError(f"input {files[0] if len(files) == 1 else storage.parent(files[0])} has no rows")
     return schemas[0]
 
 
@@ -205,7 +207,7 @@ def check_parquet_values(cfg: TableConfig, current: pa.Schema | None, files: tup
     """
     converted = _converted_columns(current, schema)
     for path in files:
-        meta = pq.read_metadata(path)
+        meta = pq.read_metadata(storage.parquet_source(path))
         keys = [k for k in cfg.record_key_fields if k in converted or not _stats_prove_key(meta, schema, k)]
         event = cfg.event_time_field
         events = [event] if event in schema.names and (event in converted or not _stats_prove_time(meta, str(event))) else []
@@ -215,7 +217,7 @@ def check_parquet_values(cfg: TableConfig, current: pa.Schema | None, files: tup
         if keys and len(cfg.record_key_fields) > 1:  # blank composite keys are judged on all their fields
             columns = list(dict.fromkeys([*cfg.record_key_fields, *columns]))
         try:
-            rows = pq.read_table(path, columns=columns, use_threads=True)
+            rows = pq.read_table(storage.parquet_source(path), columns=columns, use_threads=True)
         except (pa.ArrowInvalid, OSError) as exc:
             raise InputError(f"cannot read {path} as Parquet: {_first_line(exc)}") from None
         key_fields = cfg.record_key_fields if keys else ()

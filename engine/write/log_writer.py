@@ -15,9 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import logformat
+from engine.io import storage
 from engine.config import eventtime
 from engine.index.keys import check_partition_path
-from engine.io.locking import publish_no_clobber
+from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.read.merge import DataItem, merge_log_items
 from engine.io.naming import LogFileName
 from engine.config.properties import EVENT_TIME_ORDERING
@@ -221,8 +222,8 @@ def _delete_ordering(job: WriteJob, col: pa.ChunkedArray) -> pa.Array:
 def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Block], token: str,
                 counts: dict[str, int]) -> list[dict]:
     """Write blocks into new log versions (rolling over at max size); one write stat per log file."""
-    temp_dir = os.path.join(job.base_path, ".hoodie", ".temp", job.instant)
-    os.makedirs(temp_dir, exist_ok=True)
+    temp_dir = storage.join(job.base_path, ".hoodie", ".temp", job.instant)
+    storage.make_dirs(temp_dir)
     files: list[list[_Block]] = [[]]
     size = 0
     for block in blocks:
@@ -234,10 +235,14 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
     stats = []
     for i, file_blocks in enumerate(files):
         name = LogFileName(target.file_id, target.base_instant, target.next_version + i, token).name
-        tmp = os.path.join(temp_dir, name)
-        logformat.append_blocks(tmp, [b.data for b in file_blocks])
         final_rel = f"{partition}/{name}" if partition else name
-        publish_no_clobber(tmp, os.path.join(job.base_path, final_rel))
+        final = storage.join(job.base_path, final_rel)
+        if storage.is_remote(final):
+            publish_bytes(b"".join(b.data for b in file_blocks), final, temp_dir)
+        else:
+            tmp = os.path.join(temp_dir, name)
+            logformat.append_blocks(tmp, [b.data for b in file_blocks])
+            publish_no_clobber(tmp, final)
         stats.append(_stat(job, partition, target, final_rel, name, file_blocks, counts))
     return stats
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, TypeVar
 
@@ -37,6 +36,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from engine.io import storage
 from engine.index import keys
 from engine.write import inputs, log_writer
 from engine.services import recovery, rollback
@@ -100,6 +100,10 @@ def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
     incoming = keys.arrow_schema_of(df)
     inputs.check_types(current, incoming, "input")
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
+    if storage.is_remote(cfg.base_path):
+        from engine.spark import ship_storage_env
+
+        ship_storage_env(df.sparkSession)   # the executors' pyarrow.fs reaches the same store
 
     def run(job: WriteJob) -> list[dict]:
         routed = (_with_routing(cfg, df).repartition(n_tasks, PART_COL, BUCKET_COL)
@@ -114,7 +118,7 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
                   settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
                   lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
     """Write Parquet files into the table as one deltacommit without turning rows into Spark rows."""
-    from engine.spark import get_spark, spark_path
+    from engine.spark import get_spark
 
     cfg, settings = _open(base_path, operation, settings)
     incoming = inputs.parquet_schema(tuple(paths))
@@ -124,14 +128,14 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
     rt = routing.Routing.of(cfg)
     if not routing.supports(rt, incoming):
-        return write_dataframe(base_path, (spark or get_spark()).read.parquet(*map(spark_path, paths)), operation, settings,
+        return write_dataframe(base_path, parquet_dataframe(spark or get_spark(), paths), operation, settings,
                                lock=lock, on_progress=on_progress)
     sc = (spark or get_spark()).sparkContext
     chunks = _row_group_chunks(paths)
 
     def run(job: WriteJob) -> list[dict]:
-        exchange = os.path.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
-        os.makedirs(exchange, exist_ok=True)
+        exchange = storage.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
+        storage.make_dirs(exchange)
         pieces = sc.parallelize(list(enumerate(chunks)), len(chunks)) \
             .flatMap(lambda c: _route_chunk(rt, c, exchange)).collect()
         groups = _pieces_by_group(pieces)
@@ -223,7 +227,7 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
         rollback.rollback_locked(base_path, instant, allow_live=True)
         raise WriteError(f"write {instant} failed and was rolled back: {_root_cause(exc)}") from exc
     finally:
-        shutil.rmtree(os.path.join(base_path, ".hoodie", ".temp", instant), ignore_errors=True)
+        storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", instant))
     recovery.reconcile_attempts(base_path, stats)
     fault_point("write", "reconciled")
     by_partition: dict[str, list[dict]] = {}
@@ -374,7 +378,7 @@ def _row_group_chunks(paths: list[str]) -> list[tuple[str, tuple[int, ...]]]:
     """Split the inputs into tasks of about CHUNK_ROWS rows, on row-group boundaries, in input order."""
     chunks: list[tuple[str, tuple[int, ...]]] = []
     for path in paths:
-        meta = pq.ParquetFile(path).metadata
+        meta = pq.ParquetFile(storage.parquet_source(path)).metadata
         current: list[int] = []
         rows = 0
         for i in range(meta.num_row_groups):
@@ -394,10 +398,11 @@ def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple
     index, (path, row_groups) = indexed_chunk
     if not row_groups:
         return []
-    table = routing.route(rt, pq.ParquetFile(path).read_row_groups(list(row_groups), use_threads=False))
-    target = os.path.join(exchange, f"chunk-{index:06d}.arrow")
+    table = routing.route(rt, pq.ParquetFile(storage.parquet_source(path)).read_row_groups(list(row_groups),
+                                                                                             use_threads=False))
+    target = storage.join(exchange, f"chunk-{index:06d}.arrow")
     pieces = []
-    with pa.OSFile(target, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+    with storage.open_output(target) as sink, pa.ipc.new_file(sink, table.schema) as writer:
         for batch_no, ((partition, bucket), rows) in enumerate(log_writer.groups(table)):
             writer.write_table(rows.combine_chunks(), max_chunksize=rows.num_rows or None)
             pieces.append((partition, bucket, target, batch_no, index))
@@ -423,8 +428,7 @@ def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str
     readers: dict[str, pa.ipc.RecordBatchFileReader] = {}
     for partition, bucket, refs in groups:
         # Memory-mapped: the batches stay views of the exchange files, which live until the commit.
-        batches = [readers.setdefault(path, pa.ipc.open_file(pa.memory_map(path))).get_batch(no)
-                   for path, no in refs]
+        batches = [readers.setdefault(path, _exchange_reader(path)).get_batch(no) for path, no in refs]
         rows = pa.Table.from_batches(batches)
         yield from log_writer.write_group(job, partition, bucket, rows, token)
 
@@ -436,7 +440,23 @@ def read_input(spark: SparkSession, path: str) -> DataFrame:
     source = inputs.locate(path)
     if source.format == inputs.PARQUET:
         inputs.parquet_schema(source.files)
+        return parquet_dataframe(spark, list(source.files))
+    return spark.createDataFrame(inputs.read_text(source))
+
+
+def parquet_dataframe(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """Parquet files as a DataFrame: Spark's reader for local files; through pyarrow.fs for object stores,
+    which Spark's Hadoop readers cannot reach here (no s3a connector)."""
+    if not any(storage.is_remote(p) for p in paths):
         from engine.spark import spark_path
 
-        return spark.read.parquet(*map(spark_path, source.files))
-    return spark.createDataFrame(inputs.read_text(source))
+        return spark.read.parquet(*map(spark_path, paths))
+    tables = [pq.read_table(storage.parquet_source(p)) for p in paths]
+    return spark.createDataFrame(pa.concat_tables(tables, promote_options="default"))
+
+
+def _exchange_reader(path: str) -> pa.ipc.RecordBatchFileReader:
+    # Local: memory-mapped, so the batches stay views of the exchange files, which live until the commit.
+    if not storage.is_remote(path):
+        return pa.ipc.open_file(pa.memory_map(path))
+    return pa.ipc.open_file(storage.buffer_reader(storage.read_bytes(path)))

@@ -253,10 +253,12 @@ def _reload_settings(settings) -> None:
 
     import webapp.settings as module
 
+    test_hosts = [h for h in settings.ALLOWED_HOSTS if h == "testserver"]   # Django's test client's host
     module = importlib.reload(module)
     for name in dir(module):
         if name.isupper():
             setattr(settings, name, getattr(module, name))
+    settings.ALLOWED_HOSTS = [*settings.ALLOWED_HOSTS, *test_hosts]
 
 
 def _reset_database_connections() -> None:

@@ -138,3 +138,63 @@ def test_exactly_one_of_many_concurrent_contenders_gets_the_lease(stack_env, tab
         wins += json.loads(out.strip().splitlines()[-1])
     assert len(wins) == 1, f"20 contenders from 4 processes, winners: {wins}"
     assert holder(table_id).owner == wins[0]
+
+
+def test_two_registrations_of_one_path_share_one_lease(stack_env):
+    """The lease is the physical table's: an alias (symlink) registration cannot hold it alongside."""
+    from webapp.tables.models import RegisteredTable
+
+    real = stack_env.table_root / f"real-{uuid.uuid4().hex[:8]}"
+    real.mkdir()
+    alias = stack_env.table_root / f"alias-{uuid.uuid4().hex[:8]}"
+    alias.symlink_to(real, target_is_directory=True)
+    first = RegisteredTable.objects.create(name=f"a-{uuid.uuid4().hex[:8]}", path=str(real))
+    second = RegisteredTable.objects.create(name=f"b-{uuid.uuid4().hex[:8]}", path=str(alias) + "/")
+    held = lease(first.pk, "first")
+    other = lease(second.pk, "second")
+    assert held.location == other.location == str(real)
+    assert held.acquire(0)
+    assert not other.acquire(0.3), "a second registration of the same folder took a second lease"
+    held.release()
+    assert other.acquire(0)
+    other.release()
+
+
+def test_a_symlink_swapped_under_a_held_lease_is_refused_at_the_engine_s_next_lock(stack_env, tmp_path):
+    """The engine re-takes the lock around each critical section; a registered path that now leads
+    elsewhere (a folder swapped for a link out of the roots) refuses there, before anything is written."""
+    from engine import Refused
+    from webapp.tables.models import RegisteredTable
+
+    folder = stack_env.table_root / f"swap-{uuid.uuid4().hex[:8]}"
+    folder.mkdir()
+    table = RegisteredTable.objects.create(name=f"s-{uuid.uuid4().hex[:8]}", path=str(folder))
+    held = lease(table.pk, "holder")
+    assert held.acquire(0)
+    folder.rmdir()
+    folder.symlink_to(tmp_path, target_is_directory=True)
+    with pytest.raises(Refused) as refused:
+        held.acquire(0)
+    assert refused.value.reason == "location_changed"
+    held.release()
+
+
+def test_an_owner_whose_process_is_gone_is_known_dead(stack_env):
+    """On its own host a lease owner is known dead once its process (pid + start time) is gone, zombie or
+    reaped; an owner on another host, or the living, never is."""
+    from tasks.lease import owner_dead, owner_name
+
+    env = {**os.environ, **stack_env.env}
+    child = subprocess.Popen([sys.executable, "-c", "import django; django.setup(); from tasks.lease import owner_name; "
+                              "print(owner_name('run:1'), flush=True); import time; time.sleep(60)"],
+                             cwd=REPO, env=env, stdout=subprocess.PIPE, text=True)
+    owner = child.stdout.readline().strip()
+    assert owner.startswith("run:1@") and not owner_dead(owner)
+    child.kill()
+    time.sleep(0.3)
+    assert owner_dead(owner), "a killed (zombie) owner is dead"
+    child.wait()
+    assert owner_dead(owner)
+    assert not owner_dead(owner_name("run:2"))
+    host, pid, start, rand = owner.split("@", 1)[1].split(":")
+    assert not owner_dead(f"run:1@elsewhere:{pid}:{start}:{rand}")

@@ -83,7 +83,7 @@ def test_a_viewer_write_is_refused_and_audited(viewer_client, viewer, flights):
     assert_json_error(response, 403)
     page = viewer_client.post("/tables/flights/clean")
     assert page.status_code == 403
-    events = AuditEvent.objects.filter(action="request.refused")
+    events = AuditEvent.objects.filter(action__startswith="refused.")
     assert [(e.user, e.detail["path"]) for e in events.order_by("at")] == [
         (viewer, "/api/tables/flights/compactions"), (viewer, "/tables/flights/clean")]
 
@@ -94,5 +94,5 @@ def test_a_csrf_failure_uses_the_site_template_and_is_audited(csrf_client, opera
     assert page.status_code == 403 and "CSRF check failed" in text and "Back to tables" in text
     api = csrf_client.post("/api/tables/flights/clean")
     assert_json_error(api, 403)
-    assert AuditEvent.objects.filter(action="request.refused", user=operator).count() == 2
+    assert AuditEvent.objects.filter(action="refused.csrf", user=operator).count() == 2
     assert not Run.objects.exists()

@@ -8,12 +8,13 @@ from pathlib import Path
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
 
 
-def test_dashboard_queries_name_exposed_families(client, flights, finished_compaction):
+def test_dashboard_queries_name_exposed_families(client, flights, finished_compaction, settings):
     from prometheus_client.parser import text_string_to_metric_families
 
     from webapp.alerts.models import AlertChannel, AlertDelivery
     from webapp.tables.models import Run
 
+    settings.METRICS_OPEN = True
     Run.objects.create(table=flights, kind="schedule_execute", state="refused", refusal_reason="nothing_to_compact")
 
     AlertDelivery.objects.create(channel=AlertChannel.objects.create(kind="email", target="a@example.com",

@@ -52,3 +52,18 @@ def test_table_path_must_stay_inside_the_roots(tmp_path, settings):
         inputs.table_path(str(root / "missing"))
     with pytest.raises(InvalidInput, match="must be absolute"):
         inputs.table_path("relative/path")
+
+
+def test_table_roots_and_paths_on_object_storage(tmp_path, settings):
+    from engine import split_locations
+
+    roots = split_locations(f"{tmp_path}:s3://lake/prod,s3://other")
+    assert roots == [str(tmp_path), "s3://lake/prod", "s3://other"]
+    settings.TIDEMARK_TABLE_ROOTS = roots
+    assert inputs.table_path("s3://lake/prod/flights/") == "s3://lake/prod/flights"
+    assert inputs.table_path("s3://other/t") == "s3://other/t"
+    for outside in ("s3://lake/production/t", "s3://lake/prod/../secret/t", "s3://elsewhere/t"):
+        with pytest.raises(inputs.InvalidInput, match="outside the allowed table roots"):
+            inputs.table_path(outside)
+    with pytest.raises(inputs.InvalidInput, match="missing slash"):
+        inputs.table_path("s3:/lake/prod/t")

@@ -25,7 +25,8 @@ def outcomes(flights):
     Run.objects.create(table=flights, kind="clean", state="succeeded")  # not a compaction
 
 
-def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes):
+def test_metrics_parse_and_come_from_the_latest_sample(client, outcomes, settings):
+    settings.METRICS_OPEN = True
     response = client.get("/metrics")
     assert response.status_code == 200 and response["Content-Type"].startswith("text/plain")
     values = samples(response.content.decode())
@@ -51,9 +52,10 @@ def test_metrics_token_when_configured(outcomes, settings):
     assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer s3cret").status_code == 200
 
 
-def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_compaction):
+def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_compaction, settings):
     """Hudi's compaction figures under tidemark_ names in base units, compaction duration as a histogram,
     alert delivery counters."""
+    settings.METRICS_OPEN = True
     from webapp.alerts.models import AlertChannel, AlertDelivery
 
     finished_compaction.result = {**finished_compaction.result, "compaction_stats": {
@@ -78,3 +80,11 @@ def test_hudi_compaction_metrics_and_alert_counters(client, flights, finished_co
     assert values[("tidemark_compaction_duration_seconds_bucket", (("le", "60.0"), ("table", "flights")))] == 1
     sent = (("event", "run_failed"), ("kind", "webhook"), ("status", "sent"))
     assert values[("tidemark_alert_deliveries_total", sent)] == 2
+
+
+def test_metrics_are_closed_without_a_token_unless_opened(outcomes, settings):
+    settings.METRICS_TOKEN, settings.METRICS_OPEN = "", False
+    refused = Client().get("/metrics")
+    assert refused.status_code == 403 and b"METRICS_TOKEN" in refused.content
+    settings.METRICS_OPEN = True
+    assert Client().get("/metrics").status_code == 200

@@ -14,8 +14,12 @@ def post(client, url, body=None):
     return client.post(url, json.dumps(body or {}), content_type="application/json")
 
 
-def test_cancel_a_queued_run_means_it_never_starts(operator_client, flights, finished_compaction):
+def test_cancel_a_queued_run_means_it_never_starts(operator_client, flights, finished_compaction, monkeypatch):
     from tasks import runner
+
+    # perform() runs here inside the test's transaction: its close_old_connections() would close the test's own
+    # connection when a live-stack test earlier in this process left Django on a PostgreSQL database.
+    monkeypatch.setattr(runner, "close_old_connections", lambda: None)
 
     run = Run.objects.create(table=flights, kind="clean", state="queued")
     response = post(operator_client, f"/api/runs/{run.pk}/cancel")

@@ -23,3 +23,18 @@ def test_rerun_resets_passwords(db):
     call_command("tidemark_users", password="first-pass", stdout=StringIO())
     call_command("tidemark_users", password="second-pass", stdout=StringIO())
     assert authenticate(username="operator", password="second-pass") is not None
+
+
+def test_rerun_keeps_an_existing_password_unless_reset(db):
+    """`make run` and compose run the command on every start: it must not reset the operator's password."""
+    out = StringIO()
+    call_command("tidemark_users", stdout=out)
+    first = dict(re.findall(r"user: (\w+)\s+password: (\S+)", out.getvalue()))["operator"]
+    again = StringIO()
+    call_command("tidemark_users", stdout=again)
+    assert "password unchanged" in again.getvalue() and "password: " not in again.getvalue()
+    assert authenticate(username="operator", password=first) is not None
+    reset = StringIO()
+    call_command("tidemark_users", reset=True, stdout=reset)
+    fresh = dict(re.findall(r"user: (\w+)\s+password: (\S+)", reset.getvalue()))["operator"]
+    assert fresh != first and authenticate(username="operator", password=fresh) is not None

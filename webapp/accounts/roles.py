@@ -1,6 +1,7 @@
 """The two roles: `viewer` reads everything, `operator` may also act on tables.
 
-Roles are Django groups; superusers count as operators. Views check `is_operator`, never group names.
+Roles are Django groups; superusers count as operators; a user in neither group reads nothing
+(webapp.accounts.middleware). Views check `is_operator`, never group names.
 """
 from __future__ import annotations
 
@@ -11,10 +12,26 @@ OPERATOR = "operator"
 GROUPS = (VIEWER, OPERATOR)
 
 
+def _roles(user) -> frozenset[str]:
+    """The user's role groups, read once per user object (one query per request, however often asked)."""
+    cached = getattr(user, "_tidemark_roles", None)
+    if cached is None:
+        cached = frozenset(user.groups.filter(name__in=GROUPS).values_list("name", flat=True))
+        user._tidemark_roles = cached
+    return cached
+
+
 def is_operator(user) -> bool:
     if not getattr(user, "is_authenticated", False):
         return False
-    return user.is_superuser or user.groups.filter(name=OPERATOR).exists()
+    return user.is_superuser or OPERATOR in _roles(user)
+
+
+def has_role(user) -> bool:
+    """A viewer or an operator (superusers count as operators): anyone else reads nothing."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return user.is_superuser or bool(_roles(user))
 
 
 def role_context(request: HttpRequest) -> dict:

@@ -28,7 +28,7 @@ def _token_user(request: HttpRequest):
     scheme, _, raw = header.partition(" ")
     if scheme.lower() not in ("bearer", "token") or not raw.strip():
         return None
-    token = ApiToken.objects.select_related("user").filter(key_digest=digest(raw.strip())).first()
+    token = ApiToken.usable().select_related("user").filter(key_digest=digest(raw.strip())).first()
     if token is None or not token.user.is_active:
         return None
     ApiToken.objects.filter(pk=token.pk).update(last_used_at=timezone.now())

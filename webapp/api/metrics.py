@@ -1,7 +1,9 @@
 """`/metrics`: Prometheus text exposition built from the database (latest samples and run counts).
 
 One process renders every table's gauges from stored rows, so the numbers agree across web workers and
-need no multiprocess registry. Open unless METRICS_TOKEN is set, then `Authorization: Bearer <token>`.
+need no multiprocess registry. Closed by default: `Authorization: Bearer <METRICS_TOKEN>` is required, or,
+without a token, `TIDEMARK_METRICS_OPEN=1` opens it explicitly (a scraper on a private network); with
+neither it answers 403 saying so.
 """
 from __future__ import annotations
 
@@ -136,6 +138,9 @@ class DatabaseCollector:
 
 def metrics(request: HttpRequest) -> HttpResponse:
     token = settings.METRICS_TOKEN
+    if not token and not settings.METRICS_OPEN:
+        return HttpResponse("metrics are closed: set METRICS_TOKEN (scrape with Authorization: Bearer <token>) "
+                            "or TIDEMARK_METRICS_OPEN=1\n", status=403, content_type="text/plain")
     if token:
         scheme, _, given = request.headers.get("Authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip(), token):

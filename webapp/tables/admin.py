@@ -43,4 +43,4 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 @admin.register(TableLease)
 class TableLeaseAdmin(admin.ModelAdmin):
-    list_display = ("table", "owner", "acquired_at", "heartbeat_at", "expires_at")
+    list_display = ("location", "table", "owner", "acquired_at", "heartbeat_at", "expires_at")

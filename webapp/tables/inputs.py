@@ -8,13 +8,15 @@ from __future__ import annotations
 import datetime as dt
 import os
 import posixpath
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Mapping
 
 from django.conf import settings
 
-from engine import TidemarkError, compaction_threshold, latency_ms
+from engine import (TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms,
+                    resolve_location)
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
@@ -25,6 +27,9 @@ MAX_LIMIT = 1000                     # rows one API page may ask for
 # yet: no data owner should trust it, so it needs an explicit confirmation.
 FUTURE_GRACE = dt.timedelta(days=1)
 CONFIRM_FUTURE = "confirm_future"
+
+
+PATH_MAX = 1000   # RegisteredTable.path's column
 
 
 class InvalidInput(ValueError):
@@ -180,6 +185,12 @@ def table_path(raw: Any) -> str:
     cannot smuggle a path out of the allow-list)."""
     if not isinstance(raw, str) or not raw.strip():
         raise InvalidInput("path is required (the table's base path)")
+    if "\x00" in raw:
+        raise InvalidInput("path contains a NUL byte")
+    if len(raw) > PATH_MAX:
+        raise InvalidInput(f"path is {len(raw)} characters long; at most {PATH_MAX} are allowed")
+    if is_object_store(raw.strip()) or re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/", raw.strip()):
+        return _object_store_path(raw.strip())
     path = Path(raw.strip()).expanduser()
     if not path.is_absolute():
         raise InvalidInput(f"path {raw!r} must be absolute")
@@ -193,6 +204,20 @@ def table_path(raw: Any) -> str:
     if not resolved.is_dir():
         raise InvalidInput(f"path {resolved} is not a directory")
     return str(resolved)
+
+
+def _object_store_path(raw: str) -> str:
+    """A table URI (s3://bucket/prefix/t) below one of the object-store roots; whether a table is there is
+    checked by opening it (object stores have no folders to test)."""
+    try:
+        uri = resolve_location(raw)
+    except TidemarkError as exc:
+        raise InvalidInput(str(exc)) from None
+    roots = settings.TIDEMARK_TABLE_ROOTS
+    if ".." in uri.split("/") or not any(is_within(uri, root) for root in roots):
+        raise InvalidInput(f"path {uri} is outside the allowed table roots ({', '.join(roots)}; "
+                           "set TIDEMARK_TABLE_ROOTS)")
+    return uri
 
 
 def bounded_int(raw: Any, name: str, *, minimum: int = 1, maximum: int = MAX_MINUTES,

@@ -153,13 +153,18 @@ class AuditEvent(models.Model):
 
 
 class TableLease(models.Model):
-    """The per-table lock row (tasks.lease implements the engine's TableLock protocol on it)."""
+    """The lock row of one physical table (tasks.lease implements the engine's TableLock protocol on it).
 
-    table = models.OneToOneField(RegisteredTable, on_delete=models.CASCADE, related_name="lease")
+    Keyed by the table's canonical location (symlinks resolved), so every registration of one path shares
+    it; `table` is the registration that last took it (for messages).
+    """
+
+    location = models.CharField(max_length=1000, unique=True)
+    table = models.ForeignKey(RegisteredTable, null=True, blank=True, on_delete=models.SET_NULL, related_name="leases")
     owner = models.CharField(max_length=200, blank=True)
     acquired_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(default=FREE_SINCE, help_text="A lease past this moment may be taken by anyone.")
 
     def __str__(self) -> str:
-        return f"{self.table_id}: {self.owner or 'free'}"
+        return f"{self.location}: {self.owner or 'free'}"

@@ -18,7 +18,15 @@ def pending_plan(table: RegisteredTable) -> Run | None:
     if planned.kind == Run.Kind.SCHEDULE_EXECUTE and planned.state == Run.State.SUCCEEDED:
         return None
     finished = table.runs.filter(kind__in=FINISHING, instant=planned.instant, state=Run.State.SUCCEEDED).exists()
-    return None if finished else planned
+    return None if finished or _withdrawn(table, planned) else planned
+
+
+def _withdrawn(table: RegisteredTable, planned: Run) -> bool:
+    """The plan was rolled back by its own failed run or by a later recover (tasks.operations records both)."""
+    if (planned.result or {}).get("withdrawn_plan") == planned.instant:
+        return True
+    recovers = table.runs.filter(kind=Run.Kind.RECOVER, state=Run.State.SUCCEEDED, queued_at__gte=planned.queued_at)
+    return any(planned.instant in ((r or {}).get("rolled_back_plans") or []) for r in recovers.values_list("result", flat=True))
 
 
 def rollback_candidate(table: RegisteredTable, pending: Run | None) -> str:

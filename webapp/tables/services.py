@@ -6,7 +6,7 @@ lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +17,7 @@ from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
 
+NAME_MAX = RegisteredTable._meta.get_field("name").max_length
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
 
 
@@ -78,6 +79,8 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
     if not isinstance(name, str) or not name.strip():
         raise inputs.InvalidInput("name is required")
     name = name.strip()
+    if len(name) > NAME_MAX:
+        raise inputs.InvalidInput(f"name is {len(name)} characters long; at most {NAME_MAX} are allowed")
     if slugify(name) != name:
         raise inputs.InvalidInput(f"name {name!r} must be a slug (lower-case letters, digits, - and _)")
     if RegisteredTable.objects.filter(name=name).exists():
@@ -87,10 +90,22 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
         raise inputs.InvalidInput(f"the table at {path} is already registered as {same.name!r}")
     engine_table = _engine_table(path)
     values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
+    values = replace(values, carry_over=_carry_over_for(path, inputs.parse_carry_over(data.get("carry_over"))))
     table = RegisteredTable.objects.create(name=name, path=path, created_by=user, **asdict(values))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
+
+
+def _carry_over_for(path: str, asked: str | None) -> str:
+    """Object stores have no links: their tables carry over by (server-side) copy; symlink is refused."""
+    from engine import is_object_store
+
+    if not is_object_store(path):
+        return asked or "symlink"
+    if asked == "symlink":
+        raise inputs.InvalidInput(f"carry_over symlink is impossible on object storage ({path}); use copy")
+    return "copy"
 
 
 def registered_at(path: str) -> RegisteredTable | None:
@@ -121,7 +136,8 @@ def preview(table: RegisteredTable, user, args: inputs.TriggerArgs) -> dict[str,
     kwargs = args.engine_kwargs()
     if kwargs["threshold"] is None and kwargs["data_latency"] is None and table.data_latency:
         kwargs["data_latency"] = table.data_latency
-    plan = Table.open(table.path).plan_compaction(strategy="event_time", **kwargs).to_dict()
+    # Re-checked on every preview: the registered folder may have been swapped for a link out of the roots.
+    plan = Table.open(inputs.table_path(table.path)).plan_compaction(strategy="event_time", **kwargs).to_dict()
     audit(user, "preview", table=table, outcome="shown",
           detail={"threshold": plan.get("threshold"), "operations": len(plan.get("operations") or [])})
     return {"plan": plan, "partitions": partition_summary(plan)}

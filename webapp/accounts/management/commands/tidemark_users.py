@@ -1,7 +1,9 @@
 """`manage.py tidemark_users`: create the viewer/operator groups and demo users, printing passwords.
 
-Existing demo users get a fresh password (printed) so `make run` always ends with working logins;
-`--password` fixes the password instead (tests, scripted set-ups).
+A demo user is given a random password (printed) when it is created; on later runs (every `make run`,
+every compose start) an existing user keeps its password — an operator who changed it is not locked out —
+unless `--reset` asks for new random ones. `--password` sets that password for every demo user (tests,
+scripted set-ups).
 """
 from __future__ import annotations
 
@@ -22,8 +24,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser) -> None:
         parser.add_argument("--password", help="use this password for every demo user instead of random ones")
         parser.add_argument("--groups-only", action="store_true", help="only create the groups")
+        parser.add_argument("--reset", action="store_true", help="give existing demo users new random passwords")
 
-    def handle(self, *args, password: str | None = None, groups_only: bool = False, **options) -> None:
+    def handle(self, *args, password: str | None = None, groups_only: bool = False, reset: bool = False,
+               **options) -> None:
         for name in GROUPS:
             Group.objects.get_or_create(name=name)
         if groups_only:
@@ -31,9 +35,13 @@ class Command(BaseCommand):
             return
         users = get_user_model()
         for username, group in DEMO_USERS:
-            user, _ = users.objects.get_or_create(username=username)
+            user, created = users.objects.get_or_create(username=username)
+            user.groups.set([Group.objects.get(name=group)])
+            if not (created or reset or password):
+                self.stdout.write(f"{group:<9} user: {username:<9} (exists; password unchanged — "
+                                  "`manage.py tidemark_users --reset` sets a new one)")
+                continue
             secret = password or secrets.token_urlsafe(9)
             user.set_password(secret)
             user.save()
-            user.groups.set([Group.objects.get(name=group)])
             self.stdout.write(f"{group:<9} user: {username:<9} password: {secret}")

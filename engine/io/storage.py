@@ -1,0 +1,653 @@
+"""Where a table's bytes live: one storage layer for every read, write, list, rename, delete, link and copy.
+
+A table is named by a path or a URI. A plain path (or `file://…`) is the local file system and keeps the
+POSIX calls it always had — hard-link publishing, relative symlinks for carry-over, `fsync`, `flock` —
+because those are the guarantees the local layout was built on. Anything with a scheme (`s3://bucket/t`,
+and any other scheme `pyarrow.fs.FileSystem.from_uri` resolves) goes through `pyarrow.fs`, in the driver
+and in the Spark executors' Python alike: Spark's own Hadoop readers have no object-store connector here.
+
+Object stores have no links, no rename and no `flock`, so the layer says what a store can do
+(`supports_links`, `conditional_put`) and the callers choose: carry-over copies (server-side, S3
+CopyObject), and completed instants are published with a conditional put (`If-None-Match: *`), which the
+store itself arbitrates between racing writers.
+
+Credentials and endpoint of `s3://` come from the standard AWS chain (AWS_ACCESS_KEY_ID,
+AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE, AWS_ENDPOINT_URL /
+AWS_ENDPOINT_URL_S3). Nothing is cached but the client objects: every listing and read goes to the store.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import posixpath
+import re
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import IO, Any, Iterator
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from engine.errors import ConfigError, TidemarkError
+
+_SCHEME_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+# Env vars whose values decide how a store is reached: a change makes a new client (tests switch endpoints).
+_AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "TIDEMARK_S3_CONDITIONAL_PUT")
+
+
+class PublishConflict(TidemarkError):
+    """A file we create-if-absent already exists: another writer published it first."""
+
+
+# ------------------------------------------------------------------------------------------- naming
+
+
+def scheme(path: str) -> str:
+    """The URI scheme of `path` ("" for a local path; `file://` counts as local)."""
+    m = _SCHEME_RE.match(path)
+    if m is None:
+        return ""
+    s = m.group("scheme").lower()
+    return "" if s == "file" else s
+
+
+def is_remote(path: str) -> bool:
+    """True for a URI of a store reached through pyarrow.fs (s3://, gs://, hdfs://, …)."""
+    return scheme(path) != ""
+
+
+def resolve(path: str) -> str:
+    """A table or input location as the API keeps it: a URI as given (no trailing slash), `file://x` as the
+    local path x, a relative local path made absolute (executors run in other working directories)."""
+    text = str(path).strip()
+    if not text:
+        raise ConfigError("empty path: name a local folder or a URI such as s3://bucket/prefix/table")
+    s = scheme(text)
+    if s:
+        parts = urlsplit(text)
+        if not parts.netloc:
+            raise ConfigError(f"{text}: a {s}:// URI needs a bucket or host (e.g. {s}://bucket/prefix)")
+        return text.rstrip("/")
+    if text.lower().startswith("file://"):
+        parsed = urlsplit(text)
+        if parsed.netloc not in ("", "localhost"):
+            raise ConfigError(f"{text}: a file:// URI must name a local path (file:///…), not host {parsed.netloc!r}")
+        from urllib.parse import unquote
+
+        return os.path.abspath(unquote(parsed.path))
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:/[^/]", text):
+        # `s3:/lake/t` is a URI someone lost a slash of, never a folder named "s3:".
+        raise ConfigError(f"{text}: looks like a URI with a missing slash (write {text.replace(':/', '://', 1)})")
+    return os.path.abspath(os.path.expanduser(text))
+
+
+def split_locations(text: str) -> list[str]:
+    """A list of table roots as an environment variable holds it (TIDEMARK_TABLE_ROOTS): separated by
+    `os.pathsep` (":") or ",", where the ":" of a URI's scheme ("s3://bucket/prefix") separates nothing.
+    Each is resolved (`resolve`)."""
+    out: list[str] = []
+    for piece in text.replace(",", os.pathsep).split(os.pathsep):
+        if out and piece.startswith("//") and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", out[-1]):
+            out[-1] = f"{out[-1]}:{piece}"
+        elif piece.strip():
+            out.append(piece.strip())
+    return [resolve(p) for p in out]
+
+
+def is_within(path: str, root: str) -> bool:
+    """Whether `path` is `root` or below it (URIs by prefix; both already `resolve`d)."""
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def join(base: str, *parts: str) -> str:
+    """`base` joined with relative `parts` ("/" separated for URIs and local paths alike)."""
+    if is_remote(base):
+        return posixpath.join(base, *[p for p in parts if p])
+    return os.path.join(base, *parts)
+
+
+def parent(path: str) -> str:
+    return posixpath.dirname(path.rstrip("/")) if is_remote(path) else os.path.dirname(path)
+
+
+def name_of(path: str) -> str:
+    return posixpath.basename(path.rstrip("/"))
+
+
+def relative(path: str, base: str) -> str:
+    """`path` relative to `base` ("/"-separated; "" when equal)."""
+    if is_remote(base):
+        b = base.rstrip("/") + "/"
+        return "" if path.rstrip("/") == base.rstrip("/") else path[len(b):] if path.startswith(b) else path
+    rel = os.path.relpath(path, base)
+    return "" if rel == "." else rel.replace(os.sep, "/")
+
+
+# ------------------------------------------------------------------------------------------- stores
+
+
+_LOCK = threading.Lock()
+_FILESYSTEMS: dict[tuple, pafs.FileSystem] = {}
+
+
+def _env_key() -> tuple:
+    return tuple(os.environ.get(k) for k in _AWS_ENV)
+
+
+def endpoint_url() -> str | None:
+    """The S3 endpoint the AWS chain names (AWS_ENDPOINT_URL_S3 before AWS_ENDPOINT_URL), None for AWS."""
+    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+
+
+def region() -> str | None:
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+
+
+def _s3_filesystem() -> pafs.FileSystem:
+    kwargs: dict[str, Any] = {}
+    endpoint = endpoint_url()
+    if endpoint:
+        parts = urlsplit(endpoint)
+        kwargs["endpoint_override"] = parts.netloc or parts.path
+        kwargs["scheme"] = parts.scheme or "https"
+    if region():
+        kwargs["region"] = region()
+    # Credentials: the AWS SDK's default chain (env vars, AWS_PROFILE / config files, instance roles).
+    return pafs.S3FileSystem(**kwargs)
+
+
+def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The pyarrow file system holding `path` and the path inside it."""
+    s = scheme(path)
+    if not s:
+        return pafs.LocalFileSystem(), os.path.abspath(path)
+    key = (s, _env_key()) if s in ("s3", "s3a") else (s, urlsplit(path).netloc, _env_key())
+    with _LOCK:
+        fs = _FILESYSTEMS.get(key)
+        if fs is None:
+            fs = _s3_filesystem() if s in ("s3", "s3a") else pafs.FileSystem.from_uri(path)[0]
+            _FILESYSTEMS[key] = fs
+    parts = urlsplit(path)
+    if s in ("s3", "s3a"):
+        return fs, f"{parts.netloc}{parts.path}".rstrip("/")
+    return fs, pafs.FileSystem.from_uri(path)[1]
+
+
+def supports_links(path: str) -> bool:
+    """Whether the store has symlinks and hard links (only the local file system)."""
+    return not is_remote(path)
+
+
+def conditional_put(path: str) -> bool:
+    """Whether the store arbitrates create-if-absent itself: the local file system (hard links) and S3
+    (`If-None-Match: *`, unless TIDEMARK_S3_CONDITIONAL_PUT=false says this S3-compatible store lacks it)."""
+    s = scheme(path)
+    if not s:
+        return True
+    if s in ("s3", "s3a"):
+        return os.environ.get("TIDEMARK_S3_CONDITIONAL_PUT", "true").lower() not in ("0", "false", "no")
+    return False
+
+
+# ------------------------------------------------------------------------------------------- queries
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One listed file or folder. Remote stores have no links: `is_link` is False there."""
+
+    name: str
+    path: str
+    is_dir: bool
+    size: int
+    mtime_ms: int
+    is_link: bool = False
+
+
+def exists(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.exists(path)
+    fs, p = filesystem(path)
+    return fs.get_file_info(p).type != pafs.FileType.NotFound
+
+
+def is_file(path: str) -> bool:
+    if not is_remote(path):
+        return os.path.isfile(path)
+    fs, p = filesystem(path)
+    return fs.get_file_info(p).type == pafs.FileType.File
+
+
+def is_dir(path: str) -> bool:
+    """A folder (on S3: a prefix with at least one object, or a directory marker)."""
+    if not is_remote(path):
+        return os.path.isdir(path)
+    fs, p = filesystem(path)
+    return fs.get_file_info(p).type == pafs.FileType.Directory
+
+
+def is_link(path: str) -> bool:
+    return not is_remote(path) and os.path.islink(path)
+
+
+def lexists(path: str) -> bool:
+    """Exists, or is a (possibly dangling) link."""
+    return os.path.lexists(path) if not is_remote(path) else exists(path)
+
+
+def size(path: str) -> int:
+    """The file's size (a local link weighs what its target weighs)."""
+    if not is_remote(path):
+        return os.path.getsize(path)
+    fs, p = filesystem(path)
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(path)
+    return int(info.size or 0)
+
+
+def mtime_ms(path: str) -> int:
+    if not is_remote(path):
+        return int(os.stat(path).st_mtime * 1000)
+    fs, p = filesystem(path)
+    info = fs.get_file_info(p)
+    if info.type == pafs.FileType.NotFound:
+        raise FileNotFoundError(path)
+    return int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
+
+
+def _remote_entry(path: str, info: pafs.FileInfo) -> Entry:
+    mtime = int(info.mtime.timestamp() * 1000) if info.mtime is not None else 0
+    return Entry(info.base_name, join(path, info.base_name), info.type == pafs.FileType.Directory,
+                 int(info.size or 0), mtime)
+
+
+def list_entries(path: str) -> list[Entry]:
+    """The folder's direct children (FileNotFoundError when it does not exist). One LIST on S3."""
+    if not is_remote(path):
+        out = []
+        with os.scandir(path) as entries:
+            for e in entries:
+                st = e.stat() if e.is_file() else None
+                out.append(Entry(e.name, e.path, e.is_dir(), st.st_size if st else 0,
+                                 int(st.st_mtime * 1000) if st else 0, e.is_symlink()))
+        return out
+    fs, p = filesystem(path)
+    infos = fs.get_file_info(pafs.FileSelector(p, allow_not_found=True))
+    if not infos and fs.get_file_info(p).type != pafs.FileType.Directory:
+        raise FileNotFoundError(path)
+    return [_remote_entry(path, i) for i in infos]
+
+
+def list_names(path: str) -> list[str]:
+    """Names in a folder (FileNotFoundError when it does not exist)."""
+    if not is_remote(path):
+        return os.listdir(path)
+    return [e.name for e in list_entries(path)]
+
+
+def list_names_if_dir(path: str) -> list[str]:
+    """Names in a folder, [] when there is no such folder (one request on S3)."""
+    if not is_remote(path):
+        return os.listdir(path) if os.path.isdir(path) else []
+    fs, p = filesystem(path)
+    return [i.base_name for i in fs.get_file_info(pafs.FileSelector(p, allow_not_found=True))]
+
+
+def list_tree(path: str) -> list[Entry]:
+    """Every file and folder below `path`, recursively; `Entry.name` is the path relative to `path`.
+    One paginated listing on S3 (not one per folder)."""
+    if not is_remote(path):
+        out = []
+        for root, dirs, files in os.walk(path):
+            for d in dirs:
+                rel = relative(os.path.join(root, d), path)
+                out.append(Entry(rel, os.path.join(root, d), True, 0, 0))
+            for f in files:
+                rel = relative(os.path.join(root, f), path)
+                out.append(Entry(rel, os.path.join(root, f), False, 0, 0))
+        return out
+    fs, p = filesystem(path)
+    prefix = p.rstrip("/") + "/"
+    out = []
+    for i in fs.get_file_info(pafs.FileSelector(p, recursive=True, allow_not_found=True)):
+        rel = i.path[len(prefix):] if i.path.startswith(prefix) else i.base_name
+        mtime = int(i.mtime.timestamp() * 1000) if i.mtime is not None else 0
+        out.append(Entry(rel, join(path, rel), i.type == pafs.FileType.Directory, int(i.size or 0), mtime))
+    return out
+
+
+# ------------------------------------------------------------------------------------------- reading
+
+
+def read_bytes(path: str) -> bytes:
+    """The whole file (FileNotFoundError when missing). One GET on S3."""
+    if not is_remote(path):
+        with open(path, "rb") as fh:
+            return fh.read()
+    if scheme(path) in ("s3", "s3a"):
+        return _s3_get(path)   # one GET (pyarrow's stream would HEAD first)
+    fs, p = filesystem(path)
+    try:
+        with fs.open_input_stream(p) as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if "not found" in str(exc).lower() or "NoSuchKey" in str(exc):
+            raise FileNotFoundError(path) from exc
+        raise
+
+
+def _s3_get(path: str, byte_range: str | None = None) -> bytes:
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        kwargs = {"Range": byte_range} if byte_range else {}
+        return s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("NoSuchKey", "404", "NotFound"):
+            raise FileNotFoundError(path) from None
+        if code == "InvalidRange":   # an empty object has no byte 0
+            return b""
+        raise OSError(f"{path}: {code or exc}") from exc
+
+
+def read_optional(path: str) -> bytes | None:
+    try:
+        return read_bytes(path)
+    except FileNotFoundError:
+        return None
+
+
+def read_text(path: str) -> str:
+    return read_bytes(path).decode("utf-8")
+
+
+def read_range(path: str, offset: int, length: int) -> bytes:
+    """`length` bytes from `offset` (fewer at the end of the file). One ranged GET on S3."""
+    if not is_remote(path):
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            return fh.read(length)
+    if scheme(path) in ("s3", "s3a"):
+        return _s3_get(path, f"bytes={offset}-{offset + length - 1}") if length > 0 else b""
+    fs, p = filesystem(path)
+    with fs.open_input_file(p) as fh:
+        return bytes(fh.read_at(length, offset))
+
+
+def open_input(path: str) -> Any:
+    """A seekable reader (local file object, or a pyarrow RandomAccessFile doing ranged GETs on S3)."""
+    if not is_remote(path):
+        return open(path, "rb")
+    fs, p = filesystem(path)
+    return fs.open_input_file(p)
+
+
+def parquet_source(path: str) -> Any:
+    """What pyarrow.parquet takes as a source: the local path itself, or a remote random-access file."""
+    return path if not is_remote(path) else open_input(path)
+
+
+# ------------------------------------------------------------------------------------------- writing
+
+
+def make_dirs(path: str) -> None:
+    """Create a folder and its parents (no-op on S3, where folders are prefixes)."""
+    if not is_remote(path):
+        os.makedirs(path, exist_ok=True)
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write (or overwrite) a whole file; on S3 one PUT, so readers see the old object or the new one."""
+    if not is_remote(path):
+        with open(path, "wb") as fh:
+            fh.write(data)
+        return
+    if scheme(path) in ("s3", "s3a"):   # one PutObject (pyarrow's stream is a 3-request multipart upload)
+        bucket, key = _bucket_key(path)
+        s3_client().put_object(Bucket=bucket, Key=key, Body=data)
+        return
+    fs, p = filesystem(path)
+    with fs.open_output_stream(p) as out:
+        out.write(data)
+
+
+def write_replace(path: str, data: bytes) -> None:
+    """Replace a file whole: local temp + fsync + rename; on S3 a single PUT (atomic per object)."""
+    if is_remote(path):
+        write_bytes(path, data)
+        return
+    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+@contextlib.contextmanager
+def open_output(path: str) -> Iterator[IO[bytes] | Any]:
+    """A writable stream for a whole new file (Parquet writers); on S3 a multipart upload seen on close."""
+    if not is_remote(path):
+        with open(path, "wb") as fh:
+            yield fh
+        return
+    fs, p = filesystem(path)
+    with fs.open_output_stream(p) as out:
+        yield out
+
+
+def create_exclusive(path: str, data: bytes, staging_dir: str | None = None) -> None:
+    """Create `path` holding `data`, all at once, only if no file is there (PublishConflict otherwise).
+
+    Local: write `staging_dir`/<uuid> (default: a dot-temp beside `path`), fsync, hard-link it into place
+    (the link refuses an existing name), unlink the temp. S3: one PutObject with `If-None-Match: *`; the
+    store refuses the second of two racing writers (412). Other stores cannot do this: callers must hold a
+    lock outside the store (see `engine.timeline.instants`); here they get a check-then-write.
+    """
+    if not is_remote(path):
+        directory = staging_dir or os.path.dirname(path)
+        tmp = os.path.join(directory, f".temp-{uuid.uuid4().hex}")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            link_no_clobber(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+        return
+    if scheme(path) in ("s3", "s3a") and conditional_put(path):
+        _s3_put_if_absent(path, data)
+        return
+    if exists(path):
+        raise PublishConflict(f"{path} already exists")
+    write_bytes(path, data)
+
+
+def link_no_clobber(tmp: str, dest: str) -> None:
+    """Hard-link local `tmp` to `dest`, refusing to replace a file (file systems without hard links: check,
+    then rename — not race-free, but atomic to readers)."""
+    try:
+        os.link(tmp, dest)
+    except FileExistsError:
+        raise PublishConflict(f"{dest} already exists") from None
+    except OSError:
+        if os.path.exists(dest):
+            raise PublishConflict(f"{dest} already exists") from None
+        os.replace(tmp, dest)
+
+
+_S3_CLIENTS: dict[tuple, Any] = {}
+
+
+def s3_client() -> Any:
+    """A boto3 S3 client from the same AWS chain as pyarrow's (for what pyarrow.fs cannot say: If-None-Match)."""
+    import boto3  # only object-store tables need it
+
+    key = _env_key()
+    with _LOCK:
+        client = _S3_CLIENTS.get(key)
+        if client is None:
+            client = boto3.session.Session().client("s3", endpoint_url=endpoint_url(), region_name=region())
+            _S3_CLIENTS[key] = client
+    return client
+
+
+def _bucket_key(path: str) -> tuple[str, str]:
+    parts = urlsplit(path)
+    return parts.netloc, parts.path.lstrip("/")
+
+
+def _s3_put_if_absent(path: str, data: bytes) -> None:
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+            raise PublishConflict(f"{path} already exists (the store refused a second create: {code or status})") \
+                from None
+        raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
+
+
+def upload(local: str, dest: str) -> None:
+    """Stream a local file to `dest` (a multipart upload on S3: the object appears only once complete)."""
+    with open(local, "rb") as src, open_output(dest) as out:
+        while True:
+            chunk = src.read(8 << 20)
+            if not chunk:
+                break
+            out.write(chunk)
+
+
+def rename(src: str, dst: str) -> None:
+    """Move a file over `dst` (local: atomic rename; S3: server-side copy, then delete the source)."""
+    if not is_remote(src):
+        os.replace(src, dst)
+        return
+    fs, s = filesystem(src)
+    _, d = filesystem(dst)
+    fs.move(s, d)
+
+
+def copy(src: str, dst: str) -> None:
+    """Copy a file: on S3 server-side (CopyObject, no bytes through this process); locally a byte copy."""
+    if not is_remote(src):
+        import shutil
+
+        shutil.copyfile(src, dst)
+        return
+    fs, s = filesystem(src)
+    _, d = filesystem(dst)
+    fs.copy_file(s, d)
+
+
+def remove(path: str) -> None:
+    """Delete a file (a local link, not its target); FileNotFoundError when a local file is missing (S3's
+    DELETE does not say, and deleting what is gone is done)."""
+    if not is_remote(path):
+        os.unlink(path)
+        return
+    if scheme(path) in ("s3", "s3a"):
+        # One DELETE (S3's is idempotent; pyarrow would HEAD first and re-create a folder marker after).
+        bucket, key = _bucket_key(path)
+        s3_client().delete_object(Bucket=bucket, Key=key)
+        return
+    fs, p = filesystem(path)
+    if fs.get_file_info(p).type == pafs.FileType.NotFound:
+        raise FileNotFoundError(path)
+    fs.delete_file(p)
+
+
+def remove_if_exists(path: str) -> bool:
+    try:
+        remove(path)
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def remove_tree(path: str) -> None:
+    """Delete a folder and everything under it; nothing when it does not exist."""
+    if not is_remote(path):
+        import shutil
+
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    fs, p = filesystem(path)
+    try:
+        fs.delete_dir_contents(p, missing_dir_ok=True)
+    except FileNotFoundError:
+        return
+    with contextlib.suppress(OSError):
+        fs.delete_dir(p)
+
+
+def buffer_reader(data: bytes) -> pa.BufferReader:
+    return pa.BufferReader(pa.py_buffer(data))
+
+
+class RangeReader:
+    """Positional reads of one file: `pread` on a local descriptor, one ranged GET per call on a store.
+
+    Given the size from a listing, opening a remote file costs no request (no HEAD)."""
+
+    def __init__(self, path: str, known_size: int | None = None, data: bytes | None = None) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._file: Any = None
+        self._data = data
+        self._s3: tuple[str, str] | None = None
+        if data is not None:   # already read whole (a compaction reads every byte of its logs anyway)
+            self.size = len(data)
+            return
+        if not is_remote(path):
+            self._fd = os.open(path, os.O_RDONLY)
+            self.size = os.fstat(self._fd).st_size
+            return
+        if known_size is not None and scheme(path) in ("s3", "s3a"):
+            # pyarrow's file opens with a HEAD for the size; the listing already told it: ranged GETs only.
+            self._s3 = _bucket_key(path)
+            self.size = known_size
+            return
+        fs, p = filesystem(path)
+        self._file = fs.open_input_file(p)
+        self.size = int(self._file.size())
+
+    def pread(self, length: int, offset: int) -> bytes:
+        length = max(0, min(length, self.size - offset))
+        if length == 0:
+            return b""
+        if self._data is not None:
+            return bytes(self._data[offset : offset + length])
+        if self._fd is not None:
+            return os.pread(self._fd, length, offset)
+        if self._s3 is not None:
+            return _s3_get(self.path, f"bytes={offset}-{offset + length - 1}")
+        return bytes(self._file.read_at(length, offset))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> RangeReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

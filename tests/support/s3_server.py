@@ -1,0 +1,155 @@
+"""An S3-compatible server for tests and benchmarks: moto in server mode, in its own process, on 127.0.0.1 with
+a free port, counting the requests it serves.
+
+    with S3Server() as s3:            # sets nothing globally; s3.env() is what a client needs
+        s3.make_bucket("lake")
+        s3.reset_counts(); ...; s3.counts()   # [{"method", "path", "query", "range", "copy_source"}, ...]
+
+`python -m tests.support.s3_server` runs the server and prints `PORT <n>` once it listens. The request log is
+served at `/_tidemark/requests` (GET: the log, DELETE: clear it), outside any bucket name S3 allows.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any, Iterator
+
+import boto3
+import pytest
+
+LOG_PATH = "/_tidemark/requests"
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
+
+
+class CountingApp:
+    """WSGI middleware: records each request's method, path, query, Range and copy source."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.log: list[dict[str, str]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        if environ.get("PATH_INFO") == LOG_PATH:
+            with self.lock:
+                if environ["REQUEST_METHOD"] == "DELETE":
+                    self.log.clear()
+                body = json.dumps(self.log).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        with self.lock:
+            self.log.append({"method": environ.get("REQUEST_METHOD", ""), "path": environ.get("PATH_INFO", ""),
+                             "query": environ.get("QUERY_STRING", ""), "range": environ.get("HTTP_RANGE", ""),
+                             "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", "")})
+        return self.app(environ, start_response)
+
+
+def serve() -> None:
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
+
+    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+    print(f"PORT {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+class S3Server:
+    """The server process; `stop()` (or leaving the `with`) ends it."""
+
+    def __init__(self) -> None:
+        env = {**os.environ, **CREDENTIALS}
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.s3_server"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, text=True,
+                                     cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("PORT "):
+            self.proc.kill()
+            raise RuntimeError(f"moto server did not start: {line!r}")
+        self.port = int(line.split()[1])
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._wait_ready()
+
+    def _wait_ready(self) -> None:
+        import urllib.request
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(self.endpoint + LOG_PATH, timeout=2).read()
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def env(self) -> dict[str, str]:
+        """The AWS chain's variables that point a client (pyarrow.fs, boto3, hudi-rs) at this server."""
+        return {**CREDENTIALS, "AWS_ENDPOINT_URL": self.endpoint}
+
+    def storage_options(self) -> dict[str, str]:
+        """The same for hudi-rs (object_store's keys)."""
+        return {"aws_access_key_id": "testing", "aws_secret_access_key": "testing", "aws_region": "us-east-1",
+                "aws_endpoint_url": self.endpoint, "aws_allow_http": "true"}
+
+    def client(self) -> Any:
+        return boto3.session.Session().client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
+                                              aws_access_key_id="testing", aws_secret_access_key="testing")
+
+    def make_bucket(self, name: str) -> None:
+        self.client().create_bucket(Bucket=name)
+
+    def counts(self) -> list[dict[str, str]]:
+        import urllib.request
+
+        with urllib.request.urlopen(self.endpoint + LOG_PATH, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def reset_counts(self) -> None:
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(self.endpoint + LOG_PATH, method="DELETE"), timeout=10).read()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def __enter__(self) -> S3Server:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """One moto server per test process (free port), stopped at the end of the session."""
+    with S3Server() as server:
+        yield server
+
+
+@pytest.fixture
+def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The AWS chain pointed at the server, and a fresh bucket: `bucket_uri`, `storage_options` (hudi-rs)."""
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN", "TIDEMARK_S3_CONDITIONAL_PUT"):
+        monkeypatch.delenv(key, raising=False)
+    bucket = f"lake-{uuid.uuid4().hex[:12]}"
+    s3_server.make_bucket(bucket)
+    return {"bucket_uri": f"s3://{bucket}", "storage_options": s3_server.storage_options(), "server": s3_server}
+
+
+if __name__ == "__main__":
+    serve()

@@ -214,6 +214,7 @@ class RollbackResult(Result):
     was_completed: bool = False
     rollback_log_files: list[str] = field(default_factory=list)   # logs holding the rollback command blocks
     restored_ro: dict[str, str] | None = None                     # the RO guarantee put back (compactions)
+    expired_writes: list[str] = field(default_factory=list)       # dead writers' writes rolled back first
     catalog_sync: list[CatalogSyncResult] | None = None
 
 
@@ -300,7 +301,9 @@ class RecoverResult(Result):
     message: str
     changed: bool = False
     resumed_rollbacks: list[str] = field(default_factory=list)     # instants whose interrupted rollback finished
-    live_writes: list[str] = field(default_factory=list)           # pending writes whose writer is alive
+    live_writes: list[str] = field(default_factory=list)           # pending writes whose heartbeat has not expired
+    # instant -> when its heartbeat expires, for live writes that already missed a beat (perhaps killed)
+    stale_writes: dict[str, dt.datetime] = field(default_factory=dict)
     reverted_compactions: list[str] = field(default_factory=list)  # inflight -> requested (outputs removed)
     running_compactions: list[str] = field(default_factory=list)
     finished_cleans: list[str] = field(default_factory=list)

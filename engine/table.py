@@ -250,6 +250,7 @@ class Table:
                                 removed_instant_files=out.removed_instant_files, action=out.action,
                                 rollback_instant=out.rollback_instant, was_completed=out.was_completed,
                                 rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro,
+                                expired_writes=out.expired_writes,
                                 catalog_sync=_sync_after(self.path, "rollback"))
 
     # ------------------------------------------------------------------------------------ services
@@ -288,7 +289,9 @@ class Table:
             resumed_rollbacks=[x["instant"] for x in out.resumed_rollbacks], live_writes=out.live_writes,
             reverted_compactions=out.reverted_compactions, running_compactions=out.running_compactions,
             finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
-            removed_files=out.removed_files, catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
+            removed_files=out.removed_files,
+            stale_writes={w: r.utc(ms) for w, ms in out.stale_writes.items()},
+            catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
 
     def update_settings(self, settings: Mapping[str, str], *, lock: TableLock | None = None) -> TableConfig:
         """Store write/sync settings (`--config` keys, e.g. `hoodie.datasource.hive_sync.enable`) in the table's
@@ -472,7 +475,9 @@ def _recover_message(d: dict[str, Any]) -> str:
         if d["republished_guarantee"] else []
     lines += [f"removed {len(d['removed_files'])} temporary file(s)"] if d["removed_files"] else []
     lines = lines or ["nothing to recover"]
-    lines += [f"left alone: write {w} (its writer is alive)" for w in d["live_writes"]]
+    lines += [f"left alone: write {w} (" + (f"heartbeat not yet expired (expires at {eventtime.iso(d['stale_writes'][w])})"
+                                            if w in d["stale_writes"] else "its writer is alive") + ")"
+              for w in d["live_writes"]]
     lines += [f"left alone: compaction {c} (a run is executing it)" for c in d["running_compactions"]]
     return "\n".join(lines)
 

@@ -6,15 +6,21 @@ import time
 
 import pytest
 
+from engine import Table
+from engine.cli import main
 from engine.compaction import schedule_compaction
+from engine.config import eventtime
+from engine.config.properties import load_table_config, save_table_config
 from engine.errors import CompactionRefused
 from engine.io import faults
+from engine.io.naming import parse_log_file_name
+from engine.results import iso, utc
 from engine.services.clean import run_clean
 from engine.services.recovery import recover
 from engine.services.rollback import RollbackRefused, rollback
 from engine.timeline import heartbeat
 from engine.timeline.instants import Timeline
-from tests.table_model import HISTORY, model_of, new_table, snapshot
+from tests.table_model import HISTORY, T, model_of, new_table, snapshot
 from tests.test_faults import run_child
 
 
@@ -36,7 +42,7 @@ def killed_writer(path: str) -> str:
     """A `tidemark write` killed after its logs were written: a pending deltacommit and a stale heartbeat."""
     done = run_child("write", path, "", "write:tasks")
     assert done.returncode == faults.EXIT_CODE, done.stderr[-2000:]
-    (dead,) = [i.timestamp for i in Timeline.load(path).pending()]
+    (dead,) = [i.timestamp for i in Timeline.load(path).pending() if i.action == "deltacommit"]
     return dead
 
 
@@ -80,4 +86,44 @@ def test_clean_and_recover_roll_back_expired_writes(tmp_path, service):
     else:
         assert [r["instant"] for r in recover(path).rolled_back_writes] == [dead]
     assert not Timeline.load(path).pending()
+    assert snapshot(path) == model_of(HISTORY)
+
+
+def slow_heartbeats(path: str, interval_ms: int) -> None:
+    cfg = load_table_config(path)
+    cfg.props[heartbeat.INTERVAL_KEY] = str(interval_ms)
+    save_table_config(cfg)
+
+
+def test_an_expired_writer_in_a_pending_compactions_slice_never_blocks_its_rollback(tmp_path, capsys):
+    """Issue 12 case 6: a write killed after writing logs into slice C of a pending compaction. While its
+    heartbeat has missed beats but not expired, `recover` says so (with the expiry), never "alive"; once it
+    expired, `tidemark rollback --instant C` rolls the dead write back first and then C."""
+    path = str(tmp_path / "t")
+    new_table(path)
+    c = schedule_compaction(path, threshold_ms=T, carry_over="symlink").instant
+    assert c is not None
+    dead = killed_writer(path)
+    in_slice_c = [n for n in os.listdir(path) if (log := parse_log_file_name(n)) and log.base_instant == c]
+    assert in_slice_c, "the killed write put logs into slice C"
+
+    slow_heartbeats(path, 10_000)            # expiry 20 s: stale after a missed beat, not expired yet
+    age(path, dead, 16)
+    last = heartbeat.last_heartbeat_ms(path, dead)
+    result = Table.open(path).recover()
+    assert result.live_writes == [dead] and not result.changed
+    assert "alive" not in result.message
+    expires = eventtime.iso(last + 20_000)
+    assert f"left alone: write {dead} (heartbeat not yet expired (expires at {expires}))" in result.message
+    assert result.to_dict()["stale_writes"] == {dead: iso(utc(last + 20_000))}
+    age(path, dead, 1)                       # a fresh beat: the writer is alive
+    assert "its writer is alive" in Table.open(path).recover().message
+
+    age(path, dead, 25)                      # expired
+    assert main(["rollback", path, "--instant", c]) == 0
+    out = capsys.readouterr().out
+    assert f"rolled back write {dead} first" in out and f"rolled back compaction {c}" in out
+    timeline = Timeline.load(path)
+    assert not timeline.pending() and not timeline.get(c) and not timeline.get(dead)
+    assert not [n for n in os.listdir(path) if (log := parse_log_file_name(n)) and log.base_instant == c]
     assert snapshot(path) == model_of(HISTORY)

@@ -144,8 +144,10 @@ def test_delete_block_always_wins(tmp_path: Path, schema: dict) -> None:
     assert isinstance(deletes, DeleteBlock)
     assert deletes.deletes.schema.field("ordering_value").type == pa.int32()
     assert deletes.deletes.to_pylist() == [
-        {"record_key": "k1", "partition_path": "region=eu", "ordering_value": 0, "always_wins": True},
-        {"record_key": "k2", "partition_path": "region=us", "ordering_value": 0, "always_wins": True},
+        {"record_key": "k1", "partition_path": "region=eu", "ordering_value": 0, "always_wins": True,
+         "event_time_ms": None},
+        {"record_key": "k2", "partition_path": "region=us", "ordering_value": 0, "always_wins": True,
+         "event_time_ms": None},
     ]
 
 

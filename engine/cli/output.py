@@ -184,8 +184,9 @@ def run(c: r.CompactionResult) -> str:
 
 
 def rollback(rb: r.RollbackResult) -> str:
-    return (f"rolled back {rb.action} {rb.instant} as rollback {rb.rollback_instant}: deleted "
-            f"{len(rb.deleted_files)} file(s), wrote {len(rb.rollback_log_files)} rollback block(s)")
+    first = [f"rolled back write {w} first: its writer's heartbeat expired" for w in rb.expired_writes]
+    return "\n".join(first + [f"rolled back {rb.action} {rb.instant} as rollback {rb.rollback_instant}: deleted "
+                               f"{len(rb.deleted_files)} file(s), wrote {len(rb.rollback_log_files)} rollback block(s)"])
 
 
 def clean(c: r.CleanResult) -> str:

@@ -92,55 +92,79 @@ def _ranks(values: pa.Array) -> np.ndarray:
     return pc.rank(values, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense").to_numpy().astype(np.int64)
 
 
-def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray) -> list[LogItem]:
-    """The items restricted to the masked entries, in order; empty items dropped."""
+def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray, et: np.ndarray | None = None) -> list[LogItem]:
+    """The items restricted to the masked entries, in order; empty items dropped. With `et`, deletes take
+    those event times (as exact mode judged them), so the carry-forward log keeps them for the next cut."""
     out: list[LogItem] = []
     for i, item in enumerate(items):
-        m = mask[flat.offsets[i]:flat.offsets[i + 1]]
+        lo, hi = flat.offsets[i], flat.offsets[i + 1]
+        m = mask[lo:hi]
         if not m.any():
             continue
-        if m.all():
-            out.append(item)
-        elif isinstance(item, DataItem):
-            out.append(DataItem(item.records.filter(pa.array(m))))
-        else:
-            keep = pa.array(m)
-            out.append(DeleteItem(item.keys.filter(keep), item.ordering.filter(keep), item.always_wins.filter(keep),
-                                  item.instant))
+        if isinstance(item, DataItem):
+            out.append(item if m.all() else DataItem(item.records.filter(pa.array(m))))
+            continue
+        keep = pa.array(m)
+        event_ms = item.event_ms
+        if et is not None:
+            times = et[lo:hi]
+            event_ms = pa.array(np.nan_to_num(times).astype(np.int64), pa.int64(), mask=np.isnan(times))
+        out.append(DeleteItem(item.keys.filter(keep), item.ordering.filter(keep), item.always_wins.filter(keep),
+                              item.instant, None if event_ms is None else event_ms.filter(keep)))
     return out
 
 
 # ------------------------------------------------------------------------------------ event times
 
-def _event_ms(items: Sequence[LogItem], spec: SplitSpec) -> np.ndarray:
-    """Event time (epoch ms) per entry; NaN when unknown."""
-    parts = []
+def _event_ms(items: Sequence[LogItem], spec: SplitSpec) -> tuple[np.ndarray, np.ndarray]:
+    """(event time, earliest it can be) in epoch ms per entry; NaN when unknown. They differ only for a delete
+    whose write straddles T: judged after T (its write's max), though it may be as early as the write's min —
+    what the published completion time must not claim past."""
+    parts, earliest = [], []
     for item in items:
         if isinstance(item, DataItem):
             t = item.records
-            parts.append(eventtime.millis_array(t.column(spec.event_field)) if spec.event_field in t.column_names
-                         else np.full(t.num_rows, np.nan))
+            et = (eventtime.millis_array(t.column(spec.event_field)) if spec.event_field in t.column_names
+                  else np.full(t.num_rows, np.nan))
+            parts.append(et)
+            earliest.append(et)
         else:
-            parts.append(_delete_event_ms(item, spec))
-    return np.concatenate(parts) if parts else np.zeros(0)
+            et, low = _delete_event_ms(item, spec)
+            parts.append(et)
+            earliest.append(low)
+    if not parts:
+        return np.zeros(0), np.zeros(0)
+    return np.concatenate(parts), np.concatenate(earliest)
 
 
-def _delete_event_ms(item: DeleteItem, spec: SplitSpec) -> np.ndarray:
-    """A delete's event time is its ordering value when the ordering field is the event-time field;
-    otherwise the bounds of its write: all ≤ T or all > T when they say so, else unknown."""
+def _delete_event_ms(item: DeleteItem, spec: SplitSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Each delete's event time, from the first source that knows it:
+    1. its own, written with the block (EVENT_TIMES_ATTR: Tidemark's deletes whose input had event times);
+    2. its ordering value, when the ordering field is the event-time field (and it is not a processing-time 0);
+    3. the bounds of its write (older blocks): all ≤ T or all > T when they say so; when they straddle T the
+       delete counts as after T (spilled, applied by a later compaction), never as before — applying it now
+       could delete a row the RO view must still hold;
+    4. unknown (NaN) when nothing tells: no event time was ever given, so it is applied at once, as in Java.
+    """
     n = len(item.keys)
     out = np.full(n, np.nan)
     if (spec.event_field and spec.event_field == spec.ordering_field and spec.event_field in spec.schema.names
             and not pa.types.is_null(item.ordering.type)):
         out = _ordering_as_event_ms(item.ordering, spec.schema.field(spec.event_field).type)
         out[np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool)] = np.nan
+    if item.event_ms is not None and item.event_ms.null_count < n:
+        own = np.asarray(item.event_ms.is_valid().to_numpy(zero_copy_only=False), bool)
+        out[own] = item.event_ms.filter(item.event_ms.is_valid()).to_numpy().astype(np.float64)
     lo, hi = (spec.delete_bounds or {}).get(item.instant or "", (None, None))
     t = spec.threshold_ms
+    earliest = out.copy()
+    unknown = np.isnan(out)
     if t is not None and hi is not None and hi <= t:
-        out[np.isnan(out)] = t
-    elif t is not None and lo is not None and lo > t:
-        out[np.isnan(out)] = lo
-    return out
+        out[unknown] = earliest[unknown] = t
+    elif t is not None and hi is not None:
+        out[unknown] = hi if lo is None or lo <= t else lo   # straddling T: after T, as late as it may be
+        earliest[unknown] = lo if lo is not None else hi
+    return out, earliest
 
 
 def _ordering_as_event_ms(ordering: pa.Array, field_type: pa.DataType) -> np.ndarray:
@@ -158,20 +182,25 @@ def _ordering_as_event_ms(ordering: pa.Array, field_type: pa.DataType) -> np.nda
 
 # ------------------------------------------------------------------------------------ the split
 
-def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str) -> np.ndarray:
-    """Late entries (event time > T) that no later on-time entry of the same key always beats.
+def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str, codes: np.ndarray) -> np.ndarray:
+    """Late entries (event time > T) that a later on-time entry of the same key does not make irrelevant.
 
-    A later on-time entry y is in every as-of view that contains a late entry x, so x can never win when
-    y beats it: under commit time any later y does; under event time y does when it is a processing-time
-    delete or its ordering is ≥ x's.
+    A later on-time entry y is in every as-of view that contains a late entry x, so x can be dropped when the
+    fold's state after y does not depend on x: under commit time any later y makes it so; under event time a
+    processing-time delete y always does (it resets the fold), and a y whose ordering is ≥ x's does only when
+    the key has no processing-time delete among these entries — after one, a record ends the "ignore ordered
+    deletes" state and an ordered delete is ignored, so x (a record, or a processing-time delete) still decides
+    what y does.
     """
     n = len(late)
     if not late.any():
         return late
-    codes = pc.dictionary_encode(flat.keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
     rank = _ranks(flat.ordering)
     top = int(rank.max(initial=0)) + 1
-    strength = np.where(flat.is_hard | (merge_mode != EVENT_TIME_ORDERING), top, rank)
+    key_hard = np.zeros(int(codes.max(initial=-1)) + 1, bool)
+    key_hard[codes[flat.is_hard]] = True
+    by_order = np.where(key_hard[codes], -1, rank)    # -1: beats nothing by ordering
+    strength = np.where(flat.is_hard | (merge_mode != EVENT_TIME_ORDERING), top, by_order)
     value = np.where(~late, strength + 1, 0)          # 0: no on-time entry; on-time entries 1..top+1
     order = np.lexsort((-np.arange(n), codes))        # per key, latest first
     span = top + 2
@@ -181,7 +210,22 @@ def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str) -> np.ndarray:
     same = codes[order][1:] == codes[order][:-1]
     after[order[1:]] = np.where(same, running[:-1], 0)
     needed = rank + 1 if merge_mode == EVENT_TIME_ORDERING else np.ones(n, np.int64)
-    return late & ~(after >= needed)
+    return late & ~(after >= np.maximum(needed, 1))
+
+
+def _following(kept_late: np.ndarray, late: np.ndarray, codes: np.ndarray, is_hard: np.ndarray) -> np.ndarray:
+    """On-time entries after a kept late entry of a key with a processing-time delete among them: replayed
+    after it too, in log order, so the carry-forward log folds that key's items in their original order (they
+    also count for the new base). Without one, the fold is order-free once dominated items are dropped (the
+    greatest ordering wins), so nothing more is replayed."""
+    if not kept_late.any() or not is_hard.any():
+        return np.zeros(len(late), bool)
+    seq = np.arange(len(late))
+    first = np.full(int(codes.max()) + 1, np.iinfo(np.int64).max)
+    np.minimum.at(first, codes[kept_late], seq[kept_late])
+    key_hard = np.zeros(len(first), bool)
+    key_hard[codes[is_hard]] = True
+    return ~late & (seq > first[codes]) & key_hard[codes]
 
 
 @dataclass
@@ -258,7 +302,8 @@ def _carry_decisions(winners: LogWinners, rest: _Rest, base_ordering: BaseOrderi
     return withhold, carry
 
 
-def _winner_items(winners: LogWinners, mask: np.ndarray) -> list[LogItem]:
+def _winner_items(winners: LogWinners, mask: np.ndarray, event_ms: np.ndarray) -> list[LogItem]:
+    """Winners as log items (`event_ms`: each winner's event time, NaN unknown, kept on its delete)."""
     out: list[LogItem] = []
     data = mask & ~winners.is_delete
     if data.any():
@@ -269,7 +314,10 @@ def _winner_items(winners: LogWinners, mask: np.ndarray) -> list[LogItem]:
             keep = pa.array(dels)
             ordering = (pa.nulls(int(dels.sum()), pa.int64()) if hard or winners.ordering is None
                         else winners.ordering.filter(keep))
-            out.append(DeleteItem(winners.keys.filter(keep), ordering, pa.repeat(pa.scalar(hard), int(dels.sum()))))
+            times = event_ms[dels]
+            out.append(DeleteItem(winners.keys.filter(keep), ordering, pa.repeat(pa.scalar(hard), int(dels.sum())),
+                                  event_ms=pa.array(np.nan_to_num(times).astype(np.int64), pa.int64(),
+                                                    mask=np.isnan(times))))
     return out
 
 
@@ -279,7 +327,7 @@ def _without(winners: LogWinners, drop: np.ndarray) -> LogWinners:
     keep = pa.array(~drop)
     return LogWinners(winners.keys.filter(keep), winners.rows.filter(keep), winners.is_delete[~drop],
                       winners.ordering.filter(keep) if winners.ordering is not None else None,
-                      winners.kills_base[~drop])
+                      winners.kills_base[~drop], None if winners.entries is None else winners.entries[~drop])
 
 
 def _min_ms(values: np.ndarray) -> int | None:
@@ -297,16 +345,21 @@ def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: S
     """
     flat = _flatten(items, spec)
     threshold = spec.threshold_ms
-    et = _event_ms(items, spec) if threshold is not None else np.zeros(len(flat.is_del))
+    nan = np.full(len(flat.is_del), np.nan)
+    et, earliest = _event_ms(items, spec) if threshold is not None else (nan, nan)
     late = (et > threshold) if threshold is not None else np.zeros(len(flat.is_del), bool)
-    kept_late = _undominated(flat, late, spec.merge_mode)
-    spill = _select(items, flat, kept_late)
+    codes = pc.dictionary_encode(flat.keys).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    kept_late = _undominated(flat, late, spec.merge_mode, codes)
+    spill = _select(items, flat, kept_late | _following(kept_late, late, codes, flat.is_hard), et)
     winners = merge_log_items(_select(items, flat, ~late), spec.merge_mode, spec.ordering_field, spec.schema)
-    spill_min = _min_ms(et[kept_late]) if kept_late.any() else None
+    spill_min = _min_ms(earliest[kept_late]) if kept_late.any() else None
     if spec.merge_mode != EVENT_TIME_ORDERING or winners.size == 0:
         return SliceSplit(winners, spill, spill_min)
     withhold, carry = _carry_decisions(winners, _rest(list(spill) + list(rest_items), spec), base_ordering)
-    carried = _winner_items(winners, withhold | carry)
+    on_time_et = et[~late]
+    winner_et = (on_time_et[winners.entries] if winners.entries is not None and len(on_time_et)
+                 else np.full(winners.size, np.nan))
+    carried = _winner_items(winners, withhold | carry, winner_et)
     withheld_min = None
     if withhold.any() and spec.event_field in winners.rows.column_names:
         withheld_min = _min_ms(eventtime.millis_array(winners.rows.column(spec.event_field).filter(

@@ -528,7 +528,10 @@ def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
             keep = pa.array(mask)
             keys = item.keys.filter(keep).to_pylist()
             ordering = None if mask is hard else _ordering_values(item.ordering.filter(keep))
-            out.append(logformat.encode_delete_block(keys, [task.partition_path] * len(keys), task.instant, ordering))
+            # Each delete keeps its event time: the next exact compaction may cut at another T.
+            times = None if item.event_ms is None else item.event_ms.filter(keep)
+            out.append(logformat.encode_delete_block(keys, [task.partition_path] * len(keys), task.instant, ordering,
+                                                     avro_schema=json.loads(task.log_avro_schema), event_times=times))
     return out
 
 

@@ -5,6 +5,8 @@ scan (header-only scan), content_check (content prefixes, no decode), read (full
 """
 
 from engine.logformat.blocks import (
+    EVENT_TIME_COLUMN,
+    EVENT_TIMES_ATTR,
     MAX_EVENT_TIME_ATTR,
     MIN_EVENT_TIME_ATTR,
     BlockInfo,
@@ -23,6 +25,8 @@ from engine.logformat.read import read_log_file
 from engine.logformat.scan import scan_log_bytes, scan_log_file, scan_memo
 
 __all__ = [
+    "EVENT_TIME_COLUMN",
+    "EVENT_TIMES_ATTR",
     "MAX_EVENT_TIME_ATTR",
     "MIN_EVENT_TIME_ATTR",
     "BlockInfo",

@@ -27,6 +27,11 @@ MIN_BLOCK_LENGTH = 4 + 4 + 4 + 8 + 4 + 8  # version, type, empty header, content
 # Java reader (ArrayIndexOutOfBounds) and hudi-rs ("Invalid metadata key") fail; unknown schema attributes are legal Avro.
 MIN_EVENT_TIME_ATTR = "tidemark.minEventTime"
 MAX_EVENT_TIME_ATTR = "tidemark.maxEventTime"
+# On a DELETE block's SCHEMA header: each delete's event time, in block order (engine.logformat.deletes). Delete
+# records have no field for it (HoodieDeleteRecord: key, partition, ordering value), and exact-mode compaction
+# must know on which side of T each delete falls.
+EVENT_TIMES_ATTR = "tidemark.eventTimes"
+EVENT_TIME_COLUMN = "event_time_ms"   # the decoded column of a DeleteBlock's table (null: unknown)
 
 ROLLBACK_COMMAND = "0"  # HoodieCommandBlockTypeEnum.ROLLBACK_BLOCK ordinal, as a string header value
 
@@ -120,7 +125,7 @@ class DataBlock:
 @dataclass
 class DeleteBlock:
     info: BlockInfo
-    deletes: pa.Table  # record_key, partition_path, ordering_value, always_wins
+    deletes: pa.Table  # record_key, partition_path, ordering_value, always_wins, event_time_ms
 
 
 @dataclass

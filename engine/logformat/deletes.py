@@ -7,13 +7,17 @@ hand-written decoder, because a decoder must name an unknown (newer Hudi, >= 12)
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime
 import decimal
 import io
 import struct
+import zlib
 from collections.abc import Sequence
 
 import fastavro
+import numpy as np
 import pyarrow as pa
 
 from engine.errors import TidemarkError
@@ -236,3 +240,39 @@ def _ordering_array(branches: list[int], values: list) -> pa.Array:
         return pa.array([None if v is None else float(v) for v in values], pa.float64())
     # Mixed non-numeric branches never come from one Java writer; keep them readable as text.
     return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+
+# ------------------------------------------------------------------------------------------ event times
+
+_NO_EVENT_TIME = np.iinfo(np.int64).min   # a delete whose input row had no event time
+
+
+def has_event_times(values: pa.Array | Sequence[int | None] | None) -> bool:
+    if values is None:
+        return False
+    if isinstance(values, pa.Array):
+        return values.null_count < len(values)
+    return any(v is not None for v in values)
+
+
+def encode_event_times(values: pa.Array | Sequence[int | None]) -> str:
+    """Each delete's event time (epoch ms, None unknown) as header text: base64 of zlib'd int64 little-endian.
+
+    A header is text and a delete block may hold millions of keys: deletes of one write have close event times,
+    so the compressed form stays small.
+    """
+    arr = values if isinstance(values, pa.Array) else pa.array(list(values), pa.int64())
+    raw = arr.cast(pa.int64()).fill_null(_NO_EVENT_TIME).to_numpy(zero_copy_only=False).astype("<i8")
+    return base64.b64encode(zlib.compress(raw.tobytes(), 6)).decode("ascii")
+
+
+def decode_event_times(text: object, n: int, where: str) -> pa.Array:
+    """The event-time attribute of a delete block holding `n` deletes -> int64 array (null: unknown)."""
+    try:
+        raw = zlib.decompress(base64.b64decode(str(text), validate=True))
+    except (binascii.Error, zlib.error, ValueError) as exc:
+        raise TidemarkError(f"{where}: delete event times do not decode ({exc})") from None
+    values = np.frombuffer(raw, dtype="<i8")
+    if len(values) != n:
+        raise TidemarkError(f"{where}: {len(values)} delete event times for {n} deletes")
+    return pa.array(values.astype(np.int64), pa.int64(), mask=values == _NO_EVENT_TIME)

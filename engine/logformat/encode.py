@@ -13,8 +13,9 @@ import pyarrow.parquet as pq
 
 from engine.logformat.avro_codec import encode_data_block_content
 from engine.errors import TidemarkError
-from engine.logformat.deletes import encode_delete_content
+from engine.logformat.deletes import encode_delete_content, encode_event_times, has_event_times
 from engine.logformat.blocks import (
+    EVENT_TIMES_ATTR,
     LOG_FORMAT_VERSION,
     MAGIC,
     MAX_EVENT_TIME_ATTR,
@@ -108,14 +109,26 @@ def encode_delete_block(
     ordering_values: Sequence[int | float | str | None] | None = None,
     *,
     avro_schema: dict | None = None,
+    event_times: pa.Array | Sequence[int | None] | None = None,
 ) -> bytes:
     """DELETE block. ordering_values None => IntWrapper 0 for every key ("always wins", as Spark SQL DELETE).
 
     Java writes the table schema as a SCHEMA header on delete blocks too; pass `avro_schema` to match it.
+    `event_times` (epoch ms per delete, None unknown) go into that header as EVENT_TIMES_ATTR (it needs
+    `avro_schema`): an unknown schema attribute every Avro parser ignores, so Java and hudi-rs read the block
+    as before, while exact-mode compaction learns on which side of T each delete falls.
     """
     headers: dict[int, str] = {HeaderKey.INSTANT_TIME: instant_time}
     if avro_schema is not None:
-        headers[HeaderKey.SCHEMA] = schema_header(avro_schema)
+        schema = dict(avro_schema)
+        if has_event_times(event_times):
+            assert event_times is not None
+            if len(event_times) != len(record_keys):
+                raise TidemarkError(f"delete block: {len(record_keys)} record keys but {len(event_times)} event times")
+            schema[EVENT_TIMES_ATTR] = encode_event_times(event_times)
+        headers[HeaderKey.SCHEMA] = schema_header(schema)
+    elif has_event_times(event_times):
+        raise TidemarkError("delete block: event times need the table schema (avro_schema) to travel in")
     content = encode_delete_content(record_keys, partition_paths, ordering_values)
     return frame_block(BlockType.DELETE, headers, content)
 

@@ -11,6 +11,8 @@ from engine.io import storage
 from engine.logformat.avro_codec import decode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat.blocks import (
+    EVENT_TIME_COLUMN,
+    EVENT_TIMES_ATTR,
     MAX_EVENT_TIME_ATTR,
     MIN_EVENT_TIME_ATTR,
     ROLLBACK_COMMAND,
@@ -23,7 +25,7 @@ from engine.logformat.blocks import (
     HeaderKey,
     LogFileContents,
 )
-from engine.logformat.deletes import decode_delete_content
+from engine.logformat.deletes import decode_delete_content, decode_event_times
 from engine.logformat.scan import scan_log_bytes, scan_log_file
 
 _UNSUPPORTED = {BlockType.HFILE_DATA, BlockType.CDC_DATA}
@@ -69,7 +71,9 @@ def _decode_block(
     if info.block_type is BlockType.PARQUET_DATA:
         return DataBlock(info, _read_parquet(content, columns))
     if info.block_type is BlockType.DELETE:
-        return DeleteBlock(info, decode_delete_content(bytes(content), where))
+        deletes = decode_delete_content(bytes(content), where)
+        return DeleteBlock(info, deletes.append_column(EVENT_TIME_COLUMN, _delete_event_times(info, deletes.num_rows,
+                                                                                              where)))
     if info.block_type is BlockType.COMMAND:
         command = info.headers.get(HeaderKey.COMMAND_BLOCK_TYPE)
         if command != ROLLBACK_COMMAND:
@@ -78,6 +82,19 @@ def _decode_block(
             raise TidemarkError(f"{where}: rollback command block has no TARGET_INSTANT_TIME header")
         return CommandBlock(info)
     raise TidemarkError(f"{where}: block type {info.block_type.name} holds no records")
+
+
+def _delete_event_times(info: BlockInfo, n: int, where: str) -> pa.Array:
+    """Each delete's event time from the SCHEMA header (Tidemark's writers), else nulls (Java, older blocks)."""
+    text = info.schema_json
+    if not text or EVENT_TIMES_ATTR not in text:
+        return pa.nulls(n, pa.int64())
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise TidemarkError(f"{where}: SCHEMA header is not JSON ({exc})") from None
+    value = doc.get(EVENT_TIMES_ATTR) if isinstance(doc, dict) else None
+    return pa.nulls(n, pa.int64()) if value is None else decode_event_times(value, n, where)
 
 
 def _block_schema(info: BlockInfo, where: str) -> dict:

@@ -213,6 +213,10 @@ def _count_late_deletes(path: str, key: tuple[str, str], blocks: dict[int, str],
         if times.from_ordering and not pa.types.is_null(d.column("ordering_value").type):
             event = _ordering_as_event_ms(d.column("ordering_value").combine_chunks(), times.field_type)
             event[np.asarray(d.column("always_wins").to_numpy(), bool)] = np.nan
+        own = d.column(logformat.EVENT_TIME_COLUMN).combine_chunks()   # each delete's own, when written with it
+        if own.null_count < len(own):
+            known = np.asarray(own.is_valid().to_numpy(zero_copy_only=False), bool)
+            event[known] = own.filter(own.is_valid()).to_numpy().astype(np.float64)
         unknown = np.isnan(event)
         if unknown.any() and complete_ and hi is not None and hi <= bound_ms:
             event[unknown] = lo   # the whole write is at or before the bound

@@ -13,8 +13,11 @@ A compaction commit is no change: its base files and its carry-forward log keep 
 One slice per file group is read, never the carried files beside their originals; so a result has one row per
 key, and consecutive ranges never return one version of a record twice.
 
-The instants must be completed writes (deltacommit, commit, replacecommit) on the active timeline; anything
-else — unknown, pending, rolled back, archived — is a ConfigError. So is a read whose slices a clean deleted
+Time travel's instant must be a completed write (deltacommit, commit, replacecommit) on the active timeline;
+anything else — unknown, pending, rolled back, archived — is a ConfigError. An incremental range's ends are
+instant *times*, existing or not, as in Hudi ("commits after begin, up to end": `--begin 000` reads from the
+start); it is refused only when it is empty or reaches before an active timeline whose older instants were
+archived (their commits cannot be read any more). So is a read whose slices a clean deleted
 (`check_not_cleaned`): as of I, a file group live at I needs its latest slice with base instant ≤ I; when any
 completed clean deleted a file of a slice S ≤ I of such a group (the deleted files name their slice) and the
 group has no later committed slice ≤ I on disk, S was the one visible at I and the read would be partial.
@@ -23,8 +26,10 @@ checked, as of I2; the begin needs nothing (the slice as of I2 holds every row c
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
+from engine.config.properties import load_table_config
 from engine.errors import ConfigError
 from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.io.naming import parse_base_file_name, parse_log_file_name
@@ -51,14 +56,15 @@ def time_travel(view: FileSystemView, as_of: str) -> VersionedSlices:
 def incremental(view: FileSystemView, begin: str | None, end: str | None) -> VersionedSlices:
     timeline = view.timeline
     if begin is not None:
-        check_instant(timeline, begin, "begin")
+        check_instant_time(begin, "begin")
     if end is None:
         end = latest_write(timeline)
     else:
-        check_instant(timeline, end, "end")
+        check_instant_time(end, "end")
     start = begin if begin is not None else EARLIEST
     if start >= end:
         raise ConfigError(f"incremental range ({begin}, {end}] is empty: the begin instant must be before the end")
+    check_not_archived(timeline, start, end)
     changed = _written_groups(timeline, start, end)
     check_not_cleaned(view, end, "end", changed)
     window = InstantWindow(end=end, begin=start)
@@ -88,6 +94,36 @@ def _written_groups(timeline: Timeline, begin: str, end: str) -> set[tuple[str, 
         if not (inst.action == COMMIT and meta.is_compaction):
             changed.update(s.key for s in meta.write_stats)
     return changed
+
+
+def check_instant_time(ts: str, name: str) -> None:
+    """An incremental range's ends are times, not instants (Hudi's "commits after begin, up to end"): any
+    string of digits compares with instant times, e.g. `000` for "from the start"."""
+    if not ts.isdigit():
+        raise ConfigError(f"{name} instant {ts!r} is not an instant time (yyyyMMddHHmmssSSS)")
+
+
+def check_not_archived(timeline: Timeline, begin: str, end: str) -> None:
+    """Refuse a range that reaches before the active timeline when older instants were archived: their
+    commits are no longer on the timeline, so the read could not return what they wrote. Java's archive files
+    do not name their instants, so any range starting before the first active instant counts."""
+    first = timeline.instants[0].timestamp if timeline.instants else None
+    if first is None or begin >= first or not _has_archive(timeline):
+        return
+    raise ConfigError(f"incremental range ({begin}, {end}] reaches before the active timeline, which starts at "
+                      f"{first}: older instants were archived ({_archive_dir(timeline)}), so commits of the range "
+                      f"cannot be read; begin at {first} or later")
+
+
+def _archive_dir(timeline: Timeline) -> str:
+    folder = load_table_config(timeline.base_path).props.get("hoodie.archivelog.folder") or "archived"
+    return os.path.join(timeline.hoodie_path, folder)
+
+
+def _has_archive(timeline: Timeline) -> bool:
+    """Whether Java's archiver wrote any archive file (`.commits_.archive.N_…`) for this table."""
+    directory = _archive_dir(timeline)
+    return os.path.isdir(directory) and bool(os.listdir(directory))
 
 
 def check_instant(timeline: Timeline, ts: str, name: str) -> None:

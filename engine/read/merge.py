@@ -48,6 +48,7 @@ class DeleteItem:
     ordering: pa.Array
     always_wins: pa.Array
     instant: str | None = None   # the block's instant: where a delete's event time comes from when known
+    event_ms: pa.Array | None = None   # each delete's event time (epoch ms; null: unknown), when the block has them
 
 
 LogItem = DataItem | DeleteItem
@@ -62,6 +63,7 @@ class LogWinners:
     is_delete: np.ndarray     # bool per key
     ordering: pa.Array | None # ordering value of each winner (EVENT_TIME only)
     kills_base: np.ndarray    # bool per key: the winner is a processing-time delete, so the base row loses
+    entries: np.ndarray | None = None   # each winner's position among the merged items' records and deletes
 
     @property
     def size(self) -> int:
@@ -95,7 +97,8 @@ def _concat(arrays: Sequence[pa.Array]) -> pa.Array:
 
 
 def _empty_winners(schema: pa.Schema) -> LogWinners:
-    return LogWinners(pa.array([], pa.string()), schema.empty_table(), np.zeros(0, bool), None, np.zeros(0, bool))
+    return LogWinners(pa.array([], pa.string()), schema.empty_table(), np.zeros(0, bool), None, np.zeros(0, bool),
+                      np.zeros(0, np.int64))
 
 
 def merge_log_items(items: Iterable[LogItem], merge_mode: str, ordering_field: str | None,
@@ -145,7 +148,7 @@ def merge_log_items(items: Iterable[LogItem], merge_mode: str, ordering_field: s
         rows = data.take(pa.array(np.where(rows_idx < 0, 0, rows_idx)))  # delete winners get a dummy row
     else:
         rows = _null_rows(schema, len(winner))
-    return LogWinners(all_keys.take(pa.array(winner)), rows, is_del[winner], ordering, kills)
+    return LogWinners(all_keys.take(pa.array(winner)), rows, is_del[winner], ordering, kills, np.asarray(winner))
 
 
 def _null_rows(schema: pa.Schema, n: int) -> pa.Table:

@@ -130,7 +130,8 @@ def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
         return DataItem(block.records)
     d = block.deletes
     return DeleteItem(d.column("record_key").combine_chunks(), d.column("ordering_value").combine_chunks(),
-                      d.column("always_wins").combine_chunks(), block.info.instant_time)
+                      d.column("always_wins").combine_chunks(), block.info.instant_time,
+                      d.column(logformat.EVENT_TIME_COLUMN).combine_chunks())
 
 
 def iter_base(path: str | None, schema: pa.Schema, batch_rows: int = 262_144) -> Iterator[pa.Table]:

@@ -64,7 +64,8 @@ class RecoverResult:
 
     resumed_rollbacks: list[dict] = field(default_factory=list)
     rolled_back_writes: list[dict] = field(default_factory=list)
-    live_writes: list[str] = field(default_factory=list)          # pending writes with a live heartbeat
+    live_writes: list[str] = field(default_factory=list)          # pending writes whose heartbeat has not expired
+    stale_writes: dict[str, int] = field(default_factory=dict)    # ... that missed a beat: instant -> expiry (ms)
     reverted_compactions: list[str] = field(default_factory=list)  # inflight -> requested, outputs removed
     running_compactions: list[str] = field(default_factory=list)   # a run holds the compaction lock
     finished_cleans: list[str] = field(default_factory=list)
@@ -79,6 +80,7 @@ class RecoverResult:
     def to_dict(self) -> dict[str, Any]:
         return {"changed": self.changed, "resumed_rollbacks": self.resumed_rollbacks,
                 "rolled_back_writes": self.rolled_back_writes, "live_writes": self.live_writes,
+                "stale_writes": self.stale_writes,
                 "reverted_compactions": self.reverted_compactions, "running_compactions": self.running_compactions,
                 "finished_cleans": self.finished_cleans, "republished_guarantee": self.republished_guarantee,
                 "removed_files": self.removed_files}
@@ -101,11 +103,26 @@ def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
         timeline = Timeline.load(base_path)
         result.live_writes = [i.timestamp for i in timeline.pending() if i.action == DELTACOMMIT] \
             + [i.timestamp for i in timeline.pending_overwrites()]
+        result.stale_writes = _stale(base_path, result.live_writes)
         _revert_stalled_compactions(base_path, result)
         result.finished_cleans = clean.finish_pending_cleans(base_path)
         result.republished_guarantee = _republish_guarantee(base_path)
         _sweep(base_path, result)
         return result
+
+
+def _stale(base_path: str, writes: list[str]) -> dict[str, int]:
+    """Writes whose heartbeat missed a beat but has not expired yet, with the time it expires: their writer
+    may well be dead (killed), so `recover` must not call it alive — it says when it may act instead."""
+    cfg = load_table_config(base_path)
+    interval = int(cfg.setting(heartbeat.INTERVAL_KEY))
+    now = int(time.time() * 1000)
+    out = {}
+    for w in writes:
+        last = heartbeat.last_heartbeat_ms(base_path, w)
+        if now - last > interval * 3 // 2:   # half an interval of slack: a live beat may be a moment late
+            out[w] = last + heartbeat.expiry_ms(cfg)
+    return out
 
 
 def _republish_guarantee(base_path: str) -> str | None:

@@ -72,12 +72,13 @@ class RollbackResult:
     rollback_log_files: list[str] = field(default_factory=list)   # logs holding the new command blocks
     removed_instant_files: list[str] = field(default_factory=list)
     restored_ro: dict[str, str] | None = None
+    expired_writes: list[str] = field(default_factory=list)   # dead writers' writes rolled back first
 
     def to_dict(self) -> dict[str, Any]:
         return {"instant": self.instant, "action": self.action, "rollback_instant": self.rollback_instant,
                 "was_completed": self.was_completed, "deleted_files": self.deleted_files,
                 "rollback_log_files": self.rollback_log_files, "removed_instant_files": self.removed_instant_files,
-                "restored_ro": self.restored_ro}
+                "restored_ro": self.restored_ro, "expired_writes": self.expired_writes}
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -88,11 +89,17 @@ def rollback(base_path: str, instant: str, *, lock: TableLock | None = None,
     the same plan must not be writing files we delete; we do not wait for one)."""
     with holding(table_lock_of(base_path, lock), f"roll back {instant}"):
         target = _target(Timeline.load(base_path), instant)
+        # LAZY failed-writes policy, as write and schedule apply it: a dead writer's pending write (say, logs
+        # it left in slice C of the compaction being rolled back) must not block this rollback.
+        expired = [r.instant for r in rollback_expired_writes(base_path, keep=instant)]
         if target.action in (COMPACTION, COMMIT):
             with table_lock(base_path, f"roll back compaction {instant}", timeout_s=0,
                             lock_file=COMPACTION_LOCK_FILE):
-                return rollback_locked(base_path, instant, on_progress=on_progress)
-        return rollback_locked(base_path, instant, on_progress=on_progress)
+                result = rollback_locked(base_path, instant, on_progress=on_progress)
+        else:
+            result = rollback_locked(base_path, instant, on_progress=on_progress)
+        result.expired_writes = expired
+        return result
 
 
 def rollback_locked(base_path: str, instant: str, *, allow_live: bool = False,
@@ -134,15 +141,15 @@ def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict]]:
             if i.action == ROLLBACK]
 
 
-def rollback_expired_writes(base_path: str) -> list[RollbackResult]:
+def rollback_expired_writes(base_path: str, keep: str | None = None) -> list[RollbackResult]:
     """The LAZY failed-writes policy: roll back pending deltacommits whose heartbeat expired (caller holds
-    the table lock). Live writers are left alone."""
+    the table lock), except `keep` (the caller rolls that one back itself). Live writers are left alone."""
     expiry = heartbeat.expiry_ms(load_table_config(base_path))
     out = []
     timeline = Timeline.load(base_path)
     writes = [i for i in timeline.pending() if i.action == DELTACOMMIT] + timeline.pending_overwrites()
     for inst in sorted(writes):
-        if heartbeat.is_expired(base_path, inst.timestamp, expiry):
+        if inst.timestamp != keep and heartbeat.is_expired(base_path, inst.timestamp, expiry):
             out.append(rollback_locked(base_path, inst.timestamp))
     return out
 

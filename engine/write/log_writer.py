@@ -192,10 +192,14 @@ def _delete_block(job: WriteJob, partition: str, rows: pa.Table) -> _Block:
         col = rows.column(job.ordering_field)
         if col.null_count == 0:
             ordering = _delete_ordering(job, col).to_pylist()
-    lo, hi = (eventtime.bounds(rows.column(job.event_time_field))
-              if job.event_time_field and job.event_time_field in rows.column_names else (None, None))
+    has_times = bool(job.event_time_field) and job.event_time_field in rows.column_names
+    times = eventtime.to_millis(rows.column(job.event_time_field)) if has_times else None
+    lo, hi = eventtime.bounds(rows.column(job.event_time_field)) if has_times else (None, None)
+    # Each delete's own event time travels in the block's SCHEMA header: a write's deletes may straddle a later
+    # exact compaction's T, and its stats only give their bounds.
     data = logformat.encode_delete_block(rows.column(KEY_COL).to_pylist(), [partition] * rows.num_rows,
-                                         job.instant, ordering)
+                                         job.instant, ordering, avro_schema=job.avro_schema,
+                                         event_times=times)
     return _Block(data, rows.num_rows, lo, hi)
 
 

@@ -36,8 +36,14 @@ WRITE, CARRY, ROLLBACK = "write", "carry", "rollback"
 class Item:
     key: str
     kind: str             # PUT, DELETE or HARD
-    ts: int | None        # ordering = event time (ms); None for HARD
+    ts: int | None        # ordering value (ms); None for HARD
     value: str | None = None
+    event: int | None = None   # event time (ms) when it is not the ordering value (a table with both fields)
+
+    @property
+    def event_ms(self) -> int | None:
+        """When it happened: its own event time, else its ordering value (ordering = event time); None unknown."""
+        return self.event if self.event is not None else self.ts
 
 
 @dataclass
@@ -53,9 +59,9 @@ class Log:
         a rollback command log, a delete without ordering value, or a carry-forward log with deletes."""
         if not self.items or self.kind == ROLLBACK:
             return None
-        if any(i.kind == HARD for i in self.items) or (self.kind == CARRY and any(i.kind != PUT for i in self.items)):
+        if any(i.event_ms is None for i in self.items) or (self.kind == CARRY and any(i.kind != PUT for i in self.items)):
             return None
-        return min(i.ts for i in self.items if i.ts is not None)
+        return min(i.event_ms for i in self.items if i.event_ms is not None)
 
 
 @dataclass
@@ -126,6 +132,7 @@ class TableModel:
         self.groups = {b: Group() for b in range(buckets)}
         self.plans: list[Plan] = []       # compactions on the timeline, oldest first
         self.writes: list[tuple[str, set[int]]] = []   # live deltacommits and the groups they touched
+        self.overwritten = False          # a completed overwrite replaced every group (the table has a schema)
 
     # -------------------------------------------------------------------------------- reads
 
@@ -186,7 +193,7 @@ class TableModel:
     @property
     def has_schema(self) -> bool:
         """A completed write or compaction is on the timeline (rolled-back writes leave none)."""
-        return bool(self.writes) or any(p.completed for p in self.plans)
+        return bool(self.writes) or any(p.completed for p in self.plans) or self.overwritten
 
     def schedule(self, instant: str | None, threshold: int, exact: bool,
                  replaced: set[tuple[str, str]] | None = None) -> dict[int, int]:
@@ -202,13 +209,20 @@ class TableModel:
         """Apply compaction `instant`; returns how many items its carry-forward logs replay."""
         plan = next(p for p in self.plans if p.instant == instant)
         carried = 0
+        before = self.snapshot()
         for b, n in plan.cuts.items():
             g = self.groups[b]
+            old_base = dict(g.base)
             carry = compact_group(g, g.logs[:n], g.logs[n:], plan.threshold if plan.exact else None)
+            if plan.exact:   # the RO view gains nothing that happened after T
+                gained = [it for k, it in g.base.items() if old_base.get(k) != it]
+                assert all(it.event_ms is None or it.event_ms <= plan.threshold for it in gained), gained
             g.has_base = True
             g.logs = ([Log(instant, CARRY, carry)] if carry else []) + g.logs[n:]
             carried += len(carry)
         plan.completed = True
+        # The model's own compaction rules must keep what a reader sees (docs/ARCHITECTURE.md invariant 3).
+        assert self.snapshot() == before, "the model's compaction changed the snapshot"
         return carried
 
     def rollback_compaction_allowed(self, instant: str) -> bool:
@@ -220,6 +234,17 @@ class TableModel:
         assert plan.instant == instant
         for b, saved in plan.saved.items():
             self.groups[b] = copy.deepcopy(saved)
+
+    def overwrite(self, by_bucket: dict[int, list[Item]]) -> None:
+        """insert_overwrite(_table) of an unpartitioned table: every live group is replaced; each bucket of the
+        input becomes a new group with one base file (one row per key). The replaced groups' history (writes,
+        compactions) can no longer be rolled back through them, so the model forgets it."""
+        for b in self.groups:
+            items = by_bucket.get(b, [])
+            self.groups[b] = Group({it.key: it for it in items}, bool(items), [])
+        self.writes = []
+        self.plans = []
+        self.overwritten = True
 
     def cleaned(self, slices: set[tuple[str, str]]) -> None:
         """A clean deleted files of these (file id, base instant) slices: a completed compaction that replaced
@@ -237,11 +262,8 @@ def compact_group(g: Group, compacted: list[Log], rest: list[Log], threshold: in
         per_key.setdefault(it.key, []).append(it)
     winners: dict[str, tuple[Item, bool]] = {}
     for key, items in per_key.items():
-        late = [threshold is not None and it.ts is not None and it.ts > threshold for it in items]
-        for i, it in enumerate(items):
-            if late[i] and not any(not late[j] and (items[j].kind == HARD or items[j].ts >= it.ts)
-                                   for j in range(i + 1, len(items))):
-                late_items.append(it)
+        late_items += _spilled(items, threshold)
+        late = [_late(it, threshold) for it in items]
         on_time = [it for it, is_late in zip(items, late) if not is_late]
         winner, kills = fold(on_time)
         if winner is not None:
@@ -262,6 +284,32 @@ def compact_group(g: Group, compacted: list[Log], rest: list[Log], threshold: in
             else:
                 g.base[key] = row
     return carried + late_items
+
+
+def _late(it: Item, threshold: int | None) -> bool:
+    """Exact mode keeps out what happened after T; an item of unknown event time counts as on time."""
+    return threshold is not None and it.event_ms is not None and it.event_ms > threshold
+
+
+def _spilled(items: list[Item], threshold: int | None) -> list[Item]:
+    """One key's compacted items that exact mode replays in the carry-forward log, in log order.
+
+    A late item is dropped when a later on-time item makes it irrelevant: a processing-time delete always
+    does; a record or ordered delete of ordering ≥ its own does only when the key has no processing-time
+    delete here (after one, a record ends "ignore ordered deletes", so the late item still matters). For a
+    key with a processing-time delete here, every on-time item after the first kept late item is replayed
+    too, so the key folds in its original order (without one, the greatest ordering wins whatever the order).
+    """
+    late = [_late(it, threshold) for it in items]
+    has_hard = any(it.kind == HARD for it in items)
+
+    def dominated(i: int) -> bool:
+        return any(not late[j] and (items[j].kind == HARD or (not has_hard and items[j].ts >= items[i].ts))
+                   for j in range(i + 1, len(items)))
+
+    kept = [late[i] and not dominated(i) for i in range(len(items))]
+    first = next((i for i, k in enumerate(kept) if k), len(items))
+    return [it for i, it in enumerate(items) if kept[i] or (has_hard and not late[i] and i > first)]
 
 
 def _carry_decision(key: str, winner: Item, kills: bool, base: Item | None,

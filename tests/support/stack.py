@@ -326,8 +326,10 @@ def _stack_rows_cleared(request) -> Iterator[None]:
         return
     from django.contrib.auth import get_user_model
 
+    from webapp.alerts.models import AlertChannel
     from webapp.tables.models import AuditEvent, RegisteredTable
 
+    AlertChannel.objects.all().delete()   # with their deliveries: a later page test expects none
     AuditEvent.objects.all().delete()
     RegisteredTable.objects.all().delete()
     get_user_model().objects.all().delete()

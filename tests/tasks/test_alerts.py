@@ -111,7 +111,8 @@ def test_webhook_and_email_receive_refused_failed_and_breached_with_retries(stac
         table = register(flights, data_latency="1h")
         refused = perform(table, "schedule", threshold=BEFORE_ANY_DATA)
         assert refused.state == "refused"
-        failed = perform(register(tmp_path / "no-table-here"), "clean")
+        # inside the allowed roots (outside them the run is refused, outside_roots), but no table there: failed
+        failed = perform(register(stack_env.table_root / "no-table-here"), "clean")
         assert failed.state == "failed"
         table.freshness_sla_minutes = 1
         table.save()

@@ -112,8 +112,10 @@ def sample_tables(table_ids: Iterable[int], now: dt.datetime | None = None) -> C
     floor = floor_interval()
     for table in tables:
         outcome = _visit(table, table.sampling, now, floor, report, book)
-        if outcome is not None:
-            sample, _previous = outcome
+        # An unchanged table still breaches its SLA as time passes: judge every table on its latest sample
+        # (a database read), not only the ones sampled in this cycle.
+        sample = outcome[0] if outcome is not None else table.sampling.latest_sample
+        if sample is not None:
             run = check_sla(table, sample)
             if run is not None:
                 report.triggered.append(run.pk)

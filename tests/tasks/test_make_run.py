@@ -90,7 +90,6 @@ def _wait_for_catalog(metastore: str) -> None:
         time.sleep(1)
 
 
-READERS, READ_S = 20, 8
 
 
 def _wait_for_login(url: str, password: str):

@@ -40,7 +40,7 @@ def test_a_crash_is_one_json_line_with_an_error_id(operator_client, flights, mon
     def boom(*_a, **_k):
         raise RuntimeError("secret internals\nmore")
 
-    monkeypatch.setattr(views, "statuses", boom)
+    monkeypatch.setattr(views.listing, "page", boom)
     response = operator_client.get("/api/tables")
     body = assert_json_error(response, 500)
     assert "secret" not in body["error"] and body["error_id"] in body["error"]
@@ -50,7 +50,7 @@ def test_a_crash_is_one_json_line_with_an_error_id(operator_client, flights, mon
 def test_a_page_crash_shows_one_line_and_an_error_id(operator_client, flights, monkeypatch):
     from webapp.tables import views
 
-    monkeypatch.setattr(views.overview, "statuses", lambda *_a: (_ for _ in ()).throw(KeyError("x")))
+    monkeypatch.setattr(views.listing, "page", lambda *_a: (_ for _ in ()).throw(KeyError("x")))
     response = operator_client.get("/")
     page = response.content.decode()
     assert response.status_code == 500 and "error id" in page and "Traceback" not in page

@@ -173,3 +173,21 @@ def test_a_late_processing_time_delete_survives_an_ordered_one_at_or_before_t():
     assert split.base_winners.keys.to_pylist() == ["k"] and not split.base_winners.is_delete.any()
     replayed = [(i.always_wins.to_pylist(), i.instant) for i in split.carry if isinstance(i, DeleteItem)]
     assert replayed == [([True], "H"), ([False], "O")]   # in log order: the ordered one stays ignored
+
+
+def test_a_late_ordered_delete_that_hudi_ignores_is_not_replayed():
+    """Record, processing-time delete, ordered delete after T, record: Hudi ignores the ordered delete (it
+    follows a processing-time delete before any record), so the key reads as the last record. Replayed alone
+    after the new base it would delete the key; it is dropped instead (the model test's case from CI)."""
+    t = 7
+
+    def put(seq: int, ts: int) -> DataItem:
+        return DataItem(pa.table({"_hoodie_record_key": ["k"], "seq": pa.array([seq], pa.int64()),
+                                  "ts": pa.array([ts], pa.int64())}))
+
+    hard = DeleteItem(pa.array(["k"]), pa.array([None], pa.int64()), pa.array([True]), "H")
+    ordered = DeleteItem(pa.array(["k"]), pa.array([13], pa.int64()), pa.array([False]), "O",
+                         pa.array([13], pa.int64()))
+    split = split_slice([put(0, 0), hard, ordered, put(0, 0)], [], split_spec(t, {}))
+    assert split.base_winners.keys.to_pylist() == ["k"] and not split.base_winners.is_delete.any()
+    assert not [i for i in split.carry if isinstance(i, DeleteItem)]

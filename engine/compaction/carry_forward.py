@@ -210,7 +210,28 @@ def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str, codes: np.ndarr
     same = codes[order][1:] == codes[order][:-1]
     after[order[1:]] = np.where(same, running[:-1], 0)
     needed = rank + 1 if merge_mode == EVENT_TIME_ORDERING else np.ones(n, np.int64)
-    return late & ~(after >= np.maximum(needed, 1))
+    ignored = _ignored_deletes(flat, codes) if merge_mode == EVENT_TIME_ORDERING else np.zeros(n, bool)
+    return late & ~(after >= np.maximum(needed, 1)) & ~ignored
+
+
+def _ignored_deletes(flat: _Flat, codes: np.ndarray) -> np.ndarray:
+    """Ordered deletes that follow a processing-time delete of their key with no record in between: the fold
+    ignores them whatever comes later, so they never matter — replayed alone after the new base they would
+    (the carry-forward log does not hold the processing-time delete that made them ignored)."""
+    n = len(codes)
+    if not flat.is_hard.any():
+        return np.zeros(n, bool)
+    order = np.lexsort((np.arange(n), codes))         # per key, log order
+    span = n + 1
+    offset = codes[order] * span
+
+    def last(flag: np.ndarray) -> np.ndarray:        # latest flagged position up to each entry, per key
+        value = np.where(flag[order], np.arange(n), -1) + offset
+        out = np.empty(n, np.int64)
+        out[order] = np.maximum.accumulate(value) - offset
+        return out
+
+    return flat.is_del & ~flat.is_hard & (last(flat.is_hard) > last(~flat.is_del))
 
 
 def _following(kept_late: np.ndarray, late: np.ndarray, codes: np.ndarray, is_hard: np.ndarray) -> np.ndarray:

@@ -294,8 +294,9 @@ def _late(it: Item, threshold: int | None) -> bool:
 def _spilled(items: list[Item], threshold: int | None) -> list[Item]:
     """One key's compacted items that exact mode replays in the carry-forward log, in log order.
 
-    A late item is dropped when a later on-time item makes it irrelevant: a processing-time delete always
-    does; a record or ordered delete of ordering ≥ its own does only when the key has no processing-time
+    A late ordered delete after a processing-time delete of its key, before any record, is dropped: the fold
+    ignores it whatever follows. A late item is dropped when a later on-time item makes it irrelevant: a
+    processing-time delete always does; a record or ordered delete of ordering ≥ its own does only when the key has no processing-time
     delete here (after one, a record ends "ignore ordered deletes", so the late item still matters). For a
     key with a processing-time delete here, every on-time item after the first kept late item is replayed
     too, so the key folds in its original order (without one, the greatest ordering wins whatever the order).
@@ -303,8 +304,12 @@ def _spilled(items: list[Item], threshold: int | None) -> list[Item]:
     late = [_late(it, threshold) for it in items]
     has_hard = any(it.kind == HARD for it in items)
 
+    def ignored(i: int) -> bool:   # an ordered delete after a processing-time delete, before any record
+        before = [it.kind for it in items[:i] if it.kind != DELETE]
+        return items[i].kind == DELETE and bool(before) and before[-1] == HARD
+
     def dominated(i: int) -> bool:
-        return any(not late[j] and (items[j].kind == HARD or (not has_hard and items[j].ts >= items[i].ts))
+        return ignored(i) or any(not late[j] and (items[j].kind == HARD or (not has_hard and items[j].ts >= items[i].ts))
                    for j in range(i + 1, len(items)))
 
     kept = [late[i] and not dominated(i) for i in range(len(items))]

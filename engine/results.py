@@ -297,6 +297,8 @@ class CatalogStatus(Result):
 class RecoverResult(Result):
     """What `recover` finished or undid after crashes; `changed` False means the table was quiescent."""
 
+    _SKIP: ClassVar[tuple[str, ...]] = ("rollbacks",)
+
     rolled_back: list[str]                # writes of dead writers (expired heartbeats), rolled back
     message: str
     changed: bool = False
@@ -310,6 +312,8 @@ class RecoverResult(Result):
     republished_guarantee: str | None = None
     removed_files: list[str] = field(default_factory=list)
     catalog_sync: list[CatalogSyncResult] | None = None
+    # Python callers only (not in to_dict): the rollbacks it resumed, then those of dead writes, in full.
+    rollbacks: list[RollbackResult] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------ observing

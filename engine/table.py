@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
@@ -26,7 +26,6 @@ from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
 from engine.io import storage
-from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
@@ -146,13 +145,8 @@ class Table:
         else:
             raise ConfigError(f"cannot write a {type(source).__name__}: pass a file path, a list of Parquet "
                               "paths or a Spark DataFrame")
-        return r.WriteResult(instant=out.instant, operation=operation, records_written=out.records_written,
-                             log_files=out.log_files, file_groups=len({(s["partitionPath"], s["fileId"])
-                                                                       for s in out.stats}),
-                             committed_at=r.utc(instant_to_millis(out.instant)), action=out.action,
-                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}),
-                             catalog_sync=_sync_after(self.path, "write",
-                                                      partitions={str(s["partitionPath"]) for s in out.stats}))
+        out.catalog_sync = _sync_after(self.path, "write", partitions=_partitions_of(out.log_files + out.base_files))
+        return out
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
              as_of: str | None = None, output: str | None = None, local: bool = False,
@@ -233,11 +227,8 @@ class Table:
 
         self._reload()
         out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop)
-        return r.CompactionResult(
-            instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
-            records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,
-            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms),
-            catalog_sync=_sync_after(self.path, "compaction"))
+        out.catalog_sync = _sync_after(self.path, "compaction")
+        return out
 
     def rollback(self, instant: str, *, lock: TableLock | None = None,
                  on_progress: Progress | None = None) -> r.RollbackResult:
@@ -246,12 +237,8 @@ class Table:
         from engine.services.rollback import rollback
 
         out = rollback(self.path, instant, lock=lock, on_progress=on_progress)
-        return r.RollbackResult(instant=out.instant, deleted_files=out.deleted_files,
-                                removed_instant_files=out.removed_instant_files, action=out.action,
-                                rollback_instant=out.rollback_instant, was_completed=out.was_completed,
-                                rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro,
-                                expired_writes=out.expired_writes,
-                                catalog_sync=_sync_after(self.path, "rollback"))
+        out.catalog_sync = _sync_after(self.path, "rollback")
+        return out
 
     # ------------------------------------------------------------------------------------ services
 
@@ -267,15 +254,8 @@ class Table:
         policy = KEEP_LATEST_FILE_VERSIONS if retain_versions is not None else KEEP_LATEST_COMMITS
         out = run_clean(self.path, retain_commits=retain_commits, retain_versions=retain_versions, policy=policy,
                         dry_run=dry_run, lock=lock, on_progress=on_progress)
-        plan = out.plan
-        earliest = plan.earliest_instant_to_retain
-        return r.CleanResult(
-            instant=out.instant, dry_run=out.dry_run, policy=plan.policy, retained=plan.retained,
-            earliest_instant_to_retain=earliest.timestamp if earliest else None,
-            files_to_delete=plan.files_to_delete, deleted=out.deleted, failed=out.failed,
-            kept_link_targets=plan.kept_link_targets, skipped_file_groups=plan.skipped_file_groups,
-            errors=plan.errors, resumed=out.resumed, message=out.message,
-            catalog_sync=None if out.dry_run else _sync_after(self.path, "clean"))
+        out.catalog_sync = None if out.dry_run else _sync_after(self.path, "clean")
+        return out
 
     def recover(self, *, lock: TableLock | None = None) -> r.RecoverResult:
         """Finish or undo what crashed operations left (rollbacks, dead writes, stalled compaction runs,
@@ -283,15 +263,8 @@ class Table:
         from engine.services.recovery import recover
 
         out = recover(self.path, lock=lock)
-        rolled = [w["instant"] for w in out.rolled_back_writes]
-        return r.RecoverResult(
-            rolled_back=rolled, message=_recover_message(out.to_dict()), changed=out.changed,
-            resumed_rollbacks=[x["instant"] for x in out.resumed_rollbacks], live_writes=out.live_writes,
-            reverted_compactions=out.reverted_compactions, running_compactions=out.running_compactions,
-            finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
-            removed_files=out.removed_files,
-            stale_writes={w: r.utc(ms) for w, ms in out.stale_writes.items()},
-            catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
+        out.catalog_sync = _sync_after(self.path, "recover") if out.changed else None
+        return out
 
     def update_settings(self, settings: Mapping[str, str], *, lock: TableLock | None = None) -> TableConfig:
         """Store write/sync settings (`--config` keys, e.g. `hoodie.datasource.hive_sync.enable`) in the table's
@@ -447,40 +420,12 @@ def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> l
     return sync_after(path, reason, partitions=partitions)
 
 
+def _partitions_of(paths: list[str]) -> set[str]:
+    """The partitions of table-relative data file paths ("" for a non-partitioned table's)."""
+    return {path.rpartition("/")[0] for path in paths}
+
+
 def _is_dataframe(source: object) -> TypeGuard[DataFrame]:
     from pyspark.sql import DataFrame
 
     return isinstance(source, DataFrame)
-
-
-def _parse_iso(text: str | None) -> dt.datetime | None:
-    return None if text is None else r.from_ms(eventtime.parse_time(text))
-
-
-
-
-
-
-
-
-
-
-def _recover_message(d: dict[str, Any]) -> str:
-    """One line per thing `recover` did or left alone (also the CLI's rendering)."""
-    lines = [f"resumed rollback {x['rollback_instant']} of {x['instant']}" for x in d["resumed_rollbacks"]]
-    lines += [f"rolled back dead write {x['instant']}" for x in d["rolled_back_writes"]]
-    lines += [f"reverted stalled compaction {c} to requested" for c in d["reverted_compactions"]]
-    lines += [f"finished clean {c}" for c in d["finished_cleans"]]
-    lines += [f"published the RO guarantee of compaction {d['republished_guarantee']}"] \
-        if d["republished_guarantee"] else []
-    lines += [f"removed {len(d['removed_files'])} temporary file(s)"] if d["removed_files"] else []
-    lines = lines or ["nothing to recover"]
-    lines += [f"left alone: write {w} (" + (f"heartbeat not yet expired (expires at {eventtime.iso(d['stale_writes'][w])})"
-                                            if w in d["stale_writes"] else "its writer is alive") + ")"
-              for w in d["live_writes"]]
-    lines += [f"left alone: compaction {c} (a run is executing it)" for c in d["running_compactions"]]
-    return "\n".join(lines)
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)

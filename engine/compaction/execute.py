@@ -19,7 +19,7 @@ import filecmp
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
@@ -37,6 +37,7 @@ from engine.compaction.log_event_times import event_time_column, resolve_log_eve
 from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
 from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
+from engine.results import CompactionResult, from_ms
 from engine.services import integrity
 from engine.services.rollback import rollback_locked
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
@@ -88,32 +89,6 @@ class OpTask:
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
     extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
     log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
-
-
-@dataclass
-class CompactionResult:
-    instant: str
-    threshold_ms: int | None
-    stats: list[dict] = field(default_factory=list)
-    carry_over: list[dict] = field(default_factory=list)
-    spill_logs: list[str] = field(default_factory=list)
-    ro_completion_ms: int | None = None
-    ro_freshness_ms: int | None = None
-
-    @property
-    def base_files(self) -> list[str]:
-        return [s["path"] for s in self.stats]
-
-    @property
-    def records_written(self) -> int:
-        return sum(s["numWrites"] for s in self.stats)
-
-    def to_dict(self) -> dict:
-        """A JSON-friendly summary (CLI output)."""
-        return {"instant": self.instant, "threshold_ms": self.threshold_ms, "base_files": self.base_files,
-                "records_written": self.records_written, "logs_carried_over": len(self.carry_over),
-                "spill_logs": self.spill_logs, "ro_completion_ms": self.ro_completion_ms,
-                "ro_freshness_ms": self.ro_freshness_ms}
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -285,14 +260,16 @@ def _delete_event_bounds(timeline: Timeline) -> dict[tuple[str, str], list[tuple
 def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: list[OpTask],
             outs: list[dict]) -> CompactionResult:
     threshold = plan.settings.threshold_ms
-    result = CompactionResult(c, threshold)
     by_partition: dict[str, list[dict]] = {}
+    stats: list[dict] = []
+    carry_over: list[dict] = []
+    spill_logs: list[str] = []
     for out in outs:
         by_partition.setdefault(out["stat"]["partitionPath"], []).append(out["stat"])
-        result.stats.append(out["stat"])
-        result.carry_over.extend(out["carry"])
+        stats.append(out["stat"])
+        carry_over.extend(out["carry"])
         if out.get("spill"):
-            result.spill_logs.append(out["spill"])
+            spill_logs.append(out["spill"])
     compacted_max = max((o["stat"]["maxEventTime"] for o in outs if o["stat"]["maxEventTime"] is not None),
                         default=None)
     previous = previous_ro_times(cfg)
@@ -304,8 +281,7 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
     # table's data latency) may leave older data in logs of slices it did not pick.
     promised = threshold if plan.promises_threshold else None
     completion, freshness = compute_ro_times(promised, remaining, compacted_max, previous)
-    result.ro_completion_ms, result.ro_freshness_ms = completion, freshness
-    meta_extra = compaction_commit_extra(plan.settings, [CarriedEntry.from_json(e) for e in result.carry_over],
+    meta_extra = compaction_commit_extra(plan.settings, [CarriedEntry.from_json(e) for e in carry_over],
                                          completion, freshness)
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
     ensure_held(f"committing compaction {c}")
@@ -316,7 +292,10 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
         _publish(cfg.base_path, c, promised, completion, freshness)
     fault_point("execute", "published")
     storage.remove_tree(storage.join(cfg.base_path, ".hoodie", ".temp", c))
-    return result
+    return CompactionResult(instant=c, threshold=from_ms(threshold), base_files=[s["path"] for s in stats],
+                            records_written=sum(s["numWrites"] for s in stats), logs_carried_over=len(carry_over),
+                            spill_logs=spill_logs, ro_completion_time=from_ms(completion),
+                            ro_freshness_time=from_ms(freshness))
 
 
 def _remaining_log_mins(cfg, timeline: Timeline, c: str, tasks: list[OpTask]) -> list[int | None]:

@@ -27,7 +27,6 @@ a clean that already deleted the previous slice a completed compaction would fal
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from engine import logformat
@@ -38,6 +37,7 @@ from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_clobber, table_lock
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
+from engine.results import RollbackResult
 from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
 from engine.read.fsview import FileGroup, FileSystemView
 from engine.timeline import avro_models, heartbeat
@@ -60,25 +60,6 @@ class _PlanKeys:
 
 
 plan_keys = _PlanKeys()
-
-
-@dataclass
-class RollbackResult:
-    instant: str                       # the instant rolled back
-    action: str                        # "deltacommit" or "compaction"
-    rollback_instant: str              # R
-    was_completed: bool
-    deleted_files: list[str] = field(default_factory=list)
-    rollback_log_files: list[str] = field(default_factory=list)   # logs holding the new command blocks
-    removed_instant_files: list[str] = field(default_factory=list)
-    restored_ro: dict[str, str] | None = None
-    expired_writes: list[str] = field(default_factory=list)   # dead writers' writes rolled back first
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"instant": self.instant, "action": self.action, "rollback_instant": self.rollback_instant,
-                "was_completed": self.was_completed, "deleted_files": self.deleted_files,
-                "rollback_log_files": self.rollback_log_files, "removed_instant_files": self.removed_instant_files,
-                "restored_ro": self.restored_ro, "expired_writes": self.expired_writes}
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -421,7 +402,8 @@ def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -
     started = time.monotonic()
     ensure_held(f"rolling back {instant}")
     family = action if action in (DELTACOMMIT, REPLACECOMMIT) else COMPACTION
-    result = RollbackResult(instant, family, r, was_completed=action == COMMIT)
+    result = RollbackResult(instant=instant, deleted_files=[], removed_instant_files=[], action=family,
+                            rollback_instant=r, was_completed=action == COMMIT)
     # Unpublish first: once the completed file is gone every reader ignores the instant's output.
     result.was_completed |= _unpublish(base_path, instant, family)
     if family == COMPACTION:

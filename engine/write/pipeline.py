@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Mapping, TypeVar
 
 import pyarrow as pa
@@ -44,12 +43,14 @@ from engine.io.faults import fault_point
 from engine.timeline import heartbeat
 from engine.index import routing
 from engine import errors
+from engine.results import WriteResult, utc
 from engine.errors import TidemarkError, WriteRefused
 from engine.read.fsview import FileSystemView
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, counted, tracked
 from engine.write.log_writer import BUCKET_COL, KEY_COL, OVERWRITE_OPERATIONS, PART_COL, Target, WriteJob
-from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, new_instant_time, parse_log_file_name, write_token
+from engine.io.naming import (CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time,
+                              parse_log_file_name, write_token)
 from engine.config.properties import TableConfig, load_table_config, validate_settings
 from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
 from engine.timeline.instants import (DELTACOMMIT, REPLACECOMMIT, Timeline, commit_metadata_json, complete,
@@ -68,26 +69,6 @@ class WriteError(TidemarkError):
     """A write could not be committed; nothing it wrote is visible."""
 
 
-@dataclass
-class WriteResult:
-    instant: str
-    stats: list[dict]
-    action: str = DELTACOMMIT
-    replaced: dict[str, list[str]] | None = None   # an overwrite's partitionToReplaceFileIds
-
-    @property
-    def records_written(self) -> int:
-        return sum(s["numWrites"] + s["numDeletes"] for s in self.stats)
-
-    @property
-    def log_files(self) -> list[str]:
-        return [s["path"] for s in self.stats if "logFiles" in s]
-
-    @property
-    def base_files(self) -> list[str]:
-        return [s["path"] for s in self.stats if "logFiles" not in s]
-
-
 # ------------------------------------------------------------------------------------------ entry points
 
 def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
@@ -99,6 +80,13 @@ def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
     inputs.check_columns(cfg, current, df.columns, operation, "input")
     incoming = keys.arrow_schema_of(df)
     inputs.check_types(current, incoming, "input")
+    return _write_checked_dataframe(cfg, df, incoming, operation, settings, lock, on_progress)
+
+
+def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schema, operation: str,
+                             settings: dict[str, str], lock: TableLock | None,
+                             on_progress: Progress | None) -> WriteResult:
+    """The DataFrame path once the table is open and the input checked (each done once per write)."""
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
     if storage.is_remote(cfg.base_path):
         from engine.spark import ship_storage_env
@@ -128,8 +116,8 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
     rt = routing.Routing.of(cfg)
     if not routing.supports(rt, incoming):
-        return write_dataframe(base_path, parquet_dataframe(spark or get_spark(), paths), operation, settings,
-                               lock=lock, on_progress=on_progress)
+        df = parquet_dataframe(spark or get_spark(), paths)
+        return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, settings, lock, on_progress)
     sc = (spark or get_spark()).sparkContext
     chunks = _row_group_chunks(paths)
 
@@ -159,14 +147,14 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
     if source.format == inputs.PARQUET:
         return write_parquet(base_path, list(source.files), operation, settings, spark, lock=lock,
                              on_progress=on_progress)
-    cfg, _ = _open(base_path, operation, settings)
+    cfg, checked = _open(base_path, operation, settings)
     rows = inputs.read_text(source)
     current = inputs.table_schema(cfg)
     inputs.check_columns(cfg, current, rows.column_names, operation, path)
     inputs.check_types(current, rows.schema, path)
     rows = inputs.check_rows(cfg, current, rows, path)
-    return write_dataframe(base_path, (spark or get_spark()).createDataFrame(rows), operation, settings,
-                           lock=lock, on_progress=on_progress)
+    df = (spark or get_spark()).createDataFrame(rows)
+    return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, checked, lock, on_progress)
 
 
 # ------------------------------------------------------------------------------------------ the protocol
@@ -240,7 +228,19 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
     ensure_held(f"committing {instant}")
     complete(base_path, instant, action, body)
     fault_point("write", "completed")
-    return WriteResult(instant, stats, action, replaced)
+    return written(instant, operation, action, stats, replaced)
+
+
+def written(instant: str, operation: str, action: str, stats: list[dict],
+            replaced: dict[str, list[str]] | None) -> WriteResult:
+    """The result of a committed write, from its write stats (a base file's stat names no logFiles)."""
+    return WriteResult(instant=instant, operation=operation,
+                       records_written=sum(s["numWrites"] + s["numDeletes"] for s in stats),
+                       log_files=[s["path"] for s in stats if "logFiles" in s],
+                       file_groups=len({(s["partitionPath"], s["fileId"]) for s in stats}),
+                       committed_at=utc(instant_to_millis(instant)), action=action,
+                       base_files=[s["path"] for s in stats if "logFiles" not in s],
+                       replaced_file_groups=dict(replaced or {}))
 
 
 def _refuse_overwrite(timeline: Timeline) -> None:

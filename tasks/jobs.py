@@ -44,13 +44,13 @@ recover = _run_task("recover")
 refresh_metrics = _run_task("refresh_metrics")
 
 BY_KIND = {
-    "schedule": schedule,
-    "execute": execute,
-    "schedule_execute": schedule_and_execute,
-    "clean": clean,
-    "rollback": rollback,
-    "recover": recover,
-    "metrics": refresh_metrics,
+    Run.Kind.SCHEDULE: schedule,
+    Run.Kind.EXECUTE: execute,
+    Run.Kind.SCHEDULE_EXECUTE: schedule_and_execute,
+    Run.Kind.CLEAN: clean,
+    Run.Kind.ROLLBACK: rollback,
+    Run.Kind.RECOVER: recover,
+    Run.Kind.METRICS: refresh_metrics,
 }
 
 

@@ -138,16 +138,16 @@ def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
 
 def _abandoned_plans(table: Table, run: Run) -> list[str]:
     pending = {c.instant for c in table.compactions() if c.state != "completed"}
-    failed = Run.objects.filter(table=run.table, state="failed", instant__in=pending)
+    failed = Run.objects.filter(table=run.table, state=Run.State.FAILED, instant__in=pending)
     return sorted(set(failed.values_list("instant", flat=True)))
 
 
 # The kinds that change the timeline and therefore run under the table's lease.
 BY_KIND: dict[str, Callable[[Table, Run, TableLock, Progress], Outcome]] = {
-    "schedule": schedule,
-    "execute": execute,
-    "schedule_execute": schedule_execute,
-    "clean": clean,
-    "rollback": rollback,
-    "recover": recover,
+    Run.Kind.SCHEDULE: schedule,
+    Run.Kind.EXECUTE: execute,
+    Run.Kind.SCHEDULE_EXECUTE: schedule_execute,
+    Run.Kind.CLEAN: clean,
+    Run.Kind.ROLLBACK: rollback,
+    Run.Kind.RECOVER: recover,
 }

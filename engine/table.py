@@ -347,6 +347,16 @@ class Table:
 
         return tide(self.path, latency_ms(bucket) or 0)
 
+    def freshness_lag(self, *, freshness: r.Freshness | None = None,
+                      buckets: list[r.TideBucket] | None = None) -> dt.timedelta | None:
+        """How far the RO view trails the newest logged data in event time (engine.observe.tide.freshness_lag),
+        from `freshness` and `buckets` when the caller has them (else `freshness()` and `tide()`); the CLI's
+        `tide` prints it and the dashboard stores it."""
+        from engine.observe.tide import freshness_lag
+
+        fresh = self.freshness() if freshness is None else freshness
+        return freshness_lag(fresh.ro_completion_time, self.tide() if buckets is None else buckets)
+
 
 # ------------------------------------------------------------------------------------------ argument parsing
 

@@ -155,7 +155,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_tide(args: argparse.Namespace) -> int:
-    output.emit(Table.open(args.path).tide(args.bucket or "1h"), args.json, output.tide)
+    table = Table.open(args.path)
+    buckets = table.tide(args.bucket or "1h")
+    output.emit(buckets, args.json, lambda rows: output.tide(rows, table.freshness_lag(buckets=rows)))
     return EXIT_OK
 
 

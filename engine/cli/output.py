@@ -5,6 +5,7 @@ Progress bars go to stderr and only on a terminal: piped or redirected output st
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import sys
 import warnings
@@ -219,12 +220,13 @@ def timeline(rows: Sequence[r.InstantInfo]) -> str:
     return "\n".join(f"{i.instant} {i.action:<13} {i.state}" for i in rows) or "empty timeline"
 
 
-def tide(rows: Sequence[r.TideBucket]) -> str:
+def tide(rows: Sequence[r.TideBucket], lag: dt.timedelta | None = None) -> str:
+    lag_line = "freshness lag: " + ("unknown (no data)" if lag is None else f"{lag.total_seconds():g} s")
     if not rows:
-        return "no uncompacted logs"
-    return "\n".join(f"{_t(b.start) if b.start else 'unknown':<25} {b.log_files:>5} logs "
-                     f"{'?' if b.log_records is None else b.log_records:>10} records {b.log_bytes:>12} B"
-                     for b in rows)
+        return "no uncompacted logs\n" + lag_line
+    return "\n".join([f"{_t(b.start) if b.start else 'unknown':<25} {b.log_files:>5} logs "
+                      f"{'?' if b.log_records is None else b.log_records:>10} records {b.log_bytes:>12} B"
+                      for b in rows] + [lag_line])
 
 
 def recover(rc: r.RecoverResult) -> str:

@@ -9,6 +9,7 @@ unknown without decoding land in one bucket with no start/end.
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 
@@ -79,3 +80,19 @@ def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
     if None in bars:
         out.append(TideBucket(None, None, bars[None].files, bars[None].records, bars[None].bytes))
     return out
+
+
+def freshness_lag(completion: dt.datetime | None, buckets: list[TideBucket]) -> dt.timedelta | None:
+    """How far the RO view trails the newest logged data, in event time: the end of the newest bucket that
+    still has log data minus the RO completion time ("complete up to"). No log left: the RO view holds
+    everything (zero) once compacted. Before any event-time compaction the RO view promises nothing, so the
+    lag spans all logged data (newest end minus oldest start). None when the table holds no data at all.
+    An event-time distance: a table of historical data has a meaningful lag, where wall-clock lag would be years.
+    """
+    logged = [b for b in buckets if b.start is not None and b.end is not None and (b.log_records or b.log_bytes)]
+    if not logged:
+        return dt.timedelta(0) if completion is not None else None
+    newest = max(b.end for b in logged if b.end is not None)
+    since = completion or min(b.start for b in logged if b.start is not None)
+    return max(newest - since, dt.timedelta(0))
+

@@ -164,20 +164,18 @@
 
   // ---- live progress ---------------------------------------------------------------------------
   const box = document.getElementById("progress");
-  const FINAL = ["succeeded", "failed", "refused", "cancelled"];
-  const KIND = data.kinds || {};
-  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn", cancelled: "muted" };
   const el = (id) => document.getElementById(id);
 
   async function poll() {
     const response = await fetch(box.dataset.runUrl, { credentials: "same-origin" });
     if (!response.ok) return setTimeout(poll, 3000);
     const run = await response.json();
-    el("progress-kind").textContent = KIND[run.kind] || run.kind;
+    // Labels and badge classes come shaped by the server (webapp.tables.status.run_dict), as the pages show them.
+    el("progress-kind").textContent = run.kind_label;
     el("progress-state").textContent = run.state;
-    el("progress-state").className = "badge " + (BADGE[run.state] || "muted");
+    el("progress-state").className = "badge " + run.state_class;
     const p = run.progress;
-    const pct = p.total ? Math.round((100 * p.done) / p.total) : (FINAL.includes(run.state) ? 100 : 0);
+    const pct = p.total ? Math.round((100 * p.done) / p.total) : (run.final ? 100 : 0);
     el("progress-bar").style.width = pct + "%";
     el("progress-bar").className = run.state === "succeeded" ? "ok" : (run.state === "running" || run.state === "queued" ? "" : "bad");
     el("progress-text").textContent = p.total ? p.done + " / " + p.total + " " + (p.unit || "") : (run.state === "queued" ? "waiting for a worker" : "");
@@ -187,7 +185,7 @@
     if (run.error && run.state !== "refused") detail.push(run.error.split("\n")[0]);
     else if (run.error) detail.push(run.error);
     el("progress-detail").textContent = detail.join(" · ");
-    if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
+    if (!run.final) return setTimeout(poll, 1000);
     if (el("cancel-form")) el("cancel-form").remove();
     // "queued as run #N" must not sit above a refusal or a failure.
     if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());

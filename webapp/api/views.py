@@ -95,10 +95,11 @@ def get_table(request: HttpRequest, name: str) -> JsonResponse:
 
 
 def _pending_plan(table: RegisteredTable) -> dict | None:
-    run = pending_plan(table)
-    if run is None:
+    pending = pending_plan(table)
+    if pending is None:
         return None
-    return {"instant": run.instant, "run_id": run.pk, "threshold": (run.plan or {}).get("threshold")}
+    return {"instant": pending.instant, "run_id": pending.run.pk if pending.run else None,
+            "threshold": pending.threshold}
 
 
 @_bad_input

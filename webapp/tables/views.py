@@ -16,7 +16,6 @@ from webapp.tables import history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
-from webapp.tables.templatetags.tidemark import KIND_LABELS
 
 COMPACTION_MARKERS = 500   # newest completed compactions marked on the charts
 PAGE_SIZE = 50
@@ -76,7 +75,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
-                  "compactions": _compaction_markers(table), "kinds": KIND_LABELS,
+                  "compactions": _compaction_markers(table),
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),

@@ -7,10 +7,14 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
+from webapp.tables.models import Run
+
 register = template.Library()
 
-STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn",
-               "cancelled": "muted", "pending": "muted", "retrying": "warn", "sent": "ok", "suppressed": "muted"}
+# Badge classes of run states (and of audit outcomes and alert deliveries, which share the badge).
+STATE_CLASS = {Run.State.QUEUED: "muted", Run.State.RUNNING: "info", Run.State.SUCCEEDED: "ok", Run.State.FAILED: "bad",
+               Run.State.REFUSED: "warn", Run.State.CANCELLED: "muted",
+               "pending": "muted", "retrying": "warn", "sent": "ok", "suppressed": "muted"}
 
 
 @register.filter
@@ -104,9 +108,10 @@ def duration_minutes(minutes) -> str:
     return "—" if minutes in (None, "") else duration(int(minutes) * 60)
 
 
-# The one naming of run kinds, on every page and in the table page's script (handed to it as JSON).
-KIND_LABELS = {"schedule": "plan only", "execute": "execute plan", "schedule_execute": "compaction", "clean": "clean",
-               "rollback": "rollback", "recover": "recover", "metrics": "metrics refresh"}
+# The one naming of run kinds, on every page and in the run JSON the table page's script renders.
+KIND_LABELS = {Run.Kind.SCHEDULE: "plan only", Run.Kind.EXECUTE: "execute plan", Run.Kind.SCHEDULE_EXECUTE: "compaction",
+               Run.Kind.CLEAN: "clean", Run.Kind.ROLLBACK: "rollback", Run.Kind.RECOVER: "recover",
+               Run.Kind.METRICS: "metrics refresh"}
 
 
 @register.filter

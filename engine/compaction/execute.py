@@ -35,7 +35,7 @@ from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
-from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
+from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
 from engine.results import CompactionResult, from_ms
 from engine.services import integrity
@@ -53,8 +53,7 @@ from engine.config.properties import (RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_IN
                                       load_table_config, save_table_config)
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.read.slice_reader import iter_base, read_slice_logs
-from engine.timeline.instants import (COMPACTION, State, Timeline, commit_metadata_json, complete, transition_to_inflight,
-                             write_stat)
+from engine.timeline.instants import COMPACTION, State, Timeline, commit_metadata_json, complete, transition_to_inflight
 
 FILE_NAME_COL = "_hoodie_file_name"
 
@@ -237,8 +236,8 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
             carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
             threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
-            committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
-            compression=str(cfg.setting("hoodie.parquet.compression.codec")),
+            committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
+            compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents))
     return out
@@ -595,13 +594,11 @@ def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Cou
     log_size = sum(task.log_sizes) if task.log_sizes else sum(storage.size(p) for p in task.log_paths)
     rel = f"{task.partition_path}/{name}" if task.partition_path else name
     superseded = counts.base_rows - counts.base_kept
-    stat = write_stat(
+    return WriteStat(
         file_id=task.file_id, path=rel, partition_path=task.partition_path,
         prev_commit=task.base_instant or "null", num_writes=counts.rows, num_update_writes=superseded,
-        num_inserts=counts.from_logs, total_write_bytes=size, file_size_in_bytes=size,
+        num_inserts=counts.from_logs, total_write_bytes=size, file_size=size,
         total_log_records=log_records, total_log_files_compacted=len(task.log_paths),
         total_log_size_compacted=log_size, total_updated_records_compacted=superseded,
-        min_event_time=counts.min_et, max_event_time=counts.max_et)
-    stat["prevBaseFile"] = storage.name_of(task.base_file) if task.base_file else None
-    stat["baseFile"] = name
-    return stat
+        min_event_time=counts.min_et, max_event_time=counts.max_et,
+        prev_base_file=storage.name_of(task.base_file) if task.base_file else None, base_file=name).to_json()

@@ -53,14 +53,9 @@ def write_stat_event_times(timeline: Timeline) -> dict[tuple[str, str], tuple[in
     for inst in timeline.completed():
         if inst.action != DELTACOMMIT:
             continue
-        meta = timeline.read_commit_metadata(inst)
-        for partition, stats in (meta.get("partitionToWriteStats") or {}).items():
-            for stat in stats or []:
-                names = set(stat.get("logFiles") or [])
-                if stat.get("path"):
-                    names.add(os.path.basename(stat["path"]))
-                for name in names:
-                    _fold_stat(out, (partition or "", name), stat.get("minEventTime"), stat.get("maxEventTime"))
+        for stat in timeline.commit_metadata(inst).write_stats:
+            for name in stat.names:
+                _fold_stat(out, (stat.partition_path, name), stat.min_event_time, stat.max_event_time)
     return out
 
 

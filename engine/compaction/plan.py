@@ -16,7 +16,6 @@ from typing import Mapping
 
 from engine import logformat
 from engine.io import storage
-from engine.timeline import metadata
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 from engine.services import integrity
 from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
@@ -37,9 +36,6 @@ from engine.config.resolve import ARGUMENT, THRESHOLD, CompactionSettings, compa
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 
 CARRY_OVER_MODES = ("symlink", "copy")
-
-# The plan's extraMetadata keys, defined in engine.timeline.metadata (names kept for existing importers).
-X_THRESHOLD, X_STRATEGY, X_CARRY_OVER, X_EXACT = metadata.THRESHOLD, metadata.STRATEGY, metadata.CARRY_OVER, metadata.EXACT
 
 
 @dataclass
@@ -195,9 +191,9 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
     if name == "event_time":
         return strategy_for(name, threshold_ms=threshold)
     if name == "size":
-        threshold_bytes = int(cfg.setting("hoodie.compaction.logfile.size.threshold", settings))
+        threshold_bytes = cfg.int_setting("hoodie.compaction.logfile.size.threshold", settings)
         return strategy_for(name, threshold_bytes=threshold_bytes,
-                            target_io_mb=int(cfg.setting("hoodie.compaction.target.io", settings)))
+                            target_io_mb=cfg.int_setting("hoodie.compaction.target.io", settings))
     return strategy_for(name)
 
 

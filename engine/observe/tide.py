@@ -19,7 +19,6 @@ from engine.errors import ConfigError
 from engine.read.fsview import FileSystemView
 from engine.results import TideBucket, from_ms
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
-from engine.timeline.metadata import CommitMetadata
 
 
 @dataclass
@@ -39,7 +38,7 @@ def _records_by_log(timeline: Timeline) -> dict[tuple[str, str], int]:
     for inst in timeline.completed():
         if inst.action not in (DELTACOMMIT, COMMIT):
             continue
-        meta = CommitMetadata.from_json(timeline.read_commit_metadata(inst))
+        meta = timeline.commit_metadata(inst)
         if inst.action == COMMIT:
             carried.update({(c.partition_path, c.symlink): c.target for c in meta.carried or []})
             continue

@@ -150,7 +150,7 @@ def _check_runnable(timeline: Timeline) -> None:
 def _retained(base_path: str, policy: str, retain_commits: int | None, retain_versions: int | None) -> int:
     cfg = load_table_config(base_path)
     if policy == KEEP_LATEST_COMMITS:
-        value = retain_commits if retain_commits is not None else int(cfg.setting(COMMITS_RETAINED_KEY))
+        value = retain_commits if retain_commits is not None else cfg.int_setting(COMMITS_RETAINED_KEY)
     elif policy == KEEP_LATEST_FILE_VERSIONS:
         stored = cfg.props.get(FILE_VERSIONS_RETAINED_KEY) or DEFAULT_FILE_VERSIONS_RETAINED
         value = retain_versions if retain_versions is not None else int(stored)

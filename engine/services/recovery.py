@@ -106,7 +106,7 @@ def _stale(base_path: str, writes: list[str]) -> dict[str, int]:
     """Writes whose heartbeat missed a beat but has not expired yet, with the time it expires: their writer
     may well be dead (killed), so `recover` must not call it alive — it says when it may act instead."""
     cfg = load_table_config(base_path)
-    interval = int(cfg.setting(heartbeat.INTERVAL_KEY))
+    interval = cfg.int_setting(heartbeat.INTERVAL_KEY)
     now = int(time.time() * 1000)
     out = {}
     for w in writes:
@@ -135,10 +135,8 @@ def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
             for inst in timeline.pending_compactions():
                 if inst.state is not State.INFLIGHT:
                     continue
-                plan = timeline.read_compaction_plan(inst.timestamp)
-                exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
-                for op in plan.get("operations") or []:
-                    for path in rollback.compaction_outputs(base_path, inst.timestamp, op, exact):
+                for op in timeline.compaction_plan(inst.timestamp).operations:
+                    for path in rollback.compaction_outputs(base_path, inst.timestamp, op):
                         storage.remove(path)   # invisible while C is pending; a link is removed, not its target
                         result.removed_files.append(path)
                 storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", inst.timestamp))

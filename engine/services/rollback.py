@@ -38,9 +38,11 @@ from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_cl
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
 from engine.results import RollbackResult
-from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
+from engine.io.naming import (CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name,
+                              parse_log_file_name)
 from engine.read.fsview import FileGroup, FileSystemView
 from engine.timeline import avro_models, heartbeat
+from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
                                       Instant, State, Timeline, complete, create_requested, delete_instant_files,
                                       instant_file_name, transition_to_inflight)
@@ -48,18 +50,6 @@ from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPAC
 ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
 RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",
            "tidemark.ro.compaction.instant")
-
-
-class _PlanKeys:
-    """engine.compaction.plan's names, looked up late: engine.compaction imports this module."""
-
-    def __getattr__(self, name: str) -> Any:
-        from engine.compaction import plan
-
-        return getattr(plan, name)
-
-
-plan_keys = _PlanKeys()
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -193,8 +183,7 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     if target.is_completed:   # its logs may be gone already (compacted, then cleaned): its stats still say where
         touched |= {stat.key for stat in timeline.commit_metadata(target).write_stats}
     for later in _later_compactions(timeline, i):
-        planned = {(op.get("partitionPath") or "", op["fileId"])
-                   for op in timeline.read_compaction_plan(later.timestamp).get("operations") or []}
+        planned = {op.key for op in timeline.compaction_plan(later.timestamp).operations}
         if planned & touched:
             raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back deltacommit {i}: compaction "
                                   f"{later.timestamp} was planned over its file groups after it (roll that "
@@ -296,22 +285,20 @@ def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str
 
 def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dict:
     c = target.timestamp
-    plan = timeline.read_compaction_plan(c)
-    exact = (plan.get("extraMetadata") or {}).get(plan_keys.X_EXACT) == "true"
+    plan = timeline.compaction_plan(c)
     later = _later_compactions(timeline, c)
     if later:
         raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: compaction "
                               f"{later[0].timestamp} came after it (roll that one back first)", later[0].timestamp)
-    dead = _refuse_new_writes(timeline, c, plan, exact)
+    dead = _refuse_new_writes(timeline, c, plan)
     if target.is_completed:
         _refuse_missing_previous_slices(base_path, c, plan)
     requests = []
-    for op in plan.get("operations") or []:
-        part = op.get("partitionPath") or ""
-        own_dead = [p for p in dead if storage.name_of(p).startswith(f".{op['fileId']}_{c}.log.")]
-        requests.append({"partitionPath": part, "fileId": op["fileId"],
-                         "latestBaseInstant": op.get("baseInstantTime") or None,
-                         "filesToBeDeleted": sorted(compaction_outputs(base_path, c, op, exact) + own_dead),
+    for op in plan.operations:
+        own_dead = [p for p in dead if storage.name_of(p).startswith(f".{op.file_id}_{c}.log.")]
+        requests.append({"partitionPath": op.partition_path, "fileId": op.file_id,
+                         "latestBaseInstant": op.base_instant or None,
+                         "filesToBeDeleted": sorted(compaction_outputs(base_path, c, op) + own_dead),
                          "logBlocksToBeDeleted": None})
     action = COMMIT if target.is_completed else COMPACTION
     return {"instantToRollback": {"commitTime": c, "action": action}, "RollbackRequests": requests}
@@ -321,26 +308,26 @@ def _pdir(base_path: str, partition: str) -> str:
     return storage.join(base_path, partition) if partition else base_path
 
 
-def compaction_outputs(base_path: str, c: str, op: dict, exact: bool) -> list[str]:
-    """Files compaction `c` made for one operation: new bases, the spill log, its links or copies."""
-    pdir = _pdir(base_path, op.get("partitionPath") or "")
+def compaction_outputs(base_path: str, c: str, op: CompactionOperation) -> list[str]:
+    """Files compaction `c` made for one operation: new bases, the carry-forward log (in every mode: the spill
+    log of an exact plan too), its links or copies."""
+    pdir = _pdir(base_path, op.partition_path)
     if not storage.is_dir(pdir):
         return []
-    fid = op["fileId"]
+    fid = op.file_id
     out = []
     for name in storage.list_names(pdir):
         base, log = parse_base_file_name(name), parse_log_file_name(name)
         if base is not None and base.file_id == fid and base.instant == c:
             out.append(storage.join(pdir, name))
         elif (log is not None and log.file_id == fid and log.base_instant == c
-              and log.version == plan_keys.CARRY_FORWARD_VERSION):  # the carry-forward log, in every mode
+              and log.version == CARRY_FORWARD_VERSION):  # the carry-forward log, in every mode
             out.append(storage.join(pdir, name))
-    out += [storage.join(pdir, s["symlink"]) for s in op.get("symlinkOperations") or []
-            if s.get("symlink") and storage.lexists(storage.join(pdir, s["symlink"]))]
+    out += [storage.join(pdir, s.symlink) for s in op.carried if storage.lexists(storage.join(pdir, s.symlink))]
     return out
 
 
-def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> list[str]:
+def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[str]:
     """Logs written into slice C (not its carry-overs or spill) would be orphaned with their slice: refuse
     when one holds a committed or still-pending write; return the dead ones (only blocks of rolled-back
     instants, and rollback command blocks) for deletion."""
@@ -348,16 +335,16 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> l
     writers: set[str] = set()
     dead: list[str] = []
     live = {i.timestamp for i in timeline.instants if i.action in (DELTACOMMIT, COMMIT, "replacecommit")}
-    for op in plan.get("operations") or []:
-        pdir = _pdir(timeline.base_path, op.get("partitionPath") or "")
-        planned = {s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink")}
+    for op in plan.operations:
+        pdir = _pdir(timeline.base_path, op.partition_path)
+        planned = {s.symlink for s in op.carried}
         if not storage.is_dir(pdir):
             continue
         for name in storage.list_names(pdir):
             log = parse_log_file_name(name)
-            if log is None or log.file_id != op["fileId"] or log.base_instant != c or name in planned:
+            if log is None or log.file_id != op.file_id or log.base_instant != c or name in planned:
                 continue
-            if log.version == plan_keys.CARRY_FORWARD_VERSION:
+            if log.version == CARRY_FORWARD_VERSION:
                 continue
             path = storage.join(pdir, name)
             blocks = logformat.scan_log_file(path).blocks
@@ -378,13 +365,12 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> l
     return dead
 
 
-def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
+def _refuse_missing_previous_slices(base_path: str, c: str, plan: CompactionPlanRecord) -> None:
     """A completed compaction falls back to the slices it compacted; a clean may have deleted them."""
     missing = []
-    for op in plan.get("operations") or []:
-        pdir = _pdir(base_path, op.get("partitionPath") or "")
-        names = [op.get("dataFilePath"), *(op.get("deltaFilePaths") or []),
-                 *(s.get("target") for s in op.get("symlinkOperations") or [])]
+    for op in plan.operations:
+        pdir = _pdir(base_path, op.partition_path)
+        names = [op.data_file, *op.delta_files, *(s.target for s in op.carried)]
         missing += [storage.join(pdir, n) for n in names if n and not storage.exists(storage.join(pdir, n))]
     if missing:
         raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: the slices it replaced were "
@@ -519,11 +505,15 @@ def guarantee_before(timeline: Timeline, c: str | None) -> dict[str, str]:
     for inst in reversed(timeline.completed()):
         if (c is not None and inst.timestamp >= c) or inst.action != COMMIT or not _is_compaction_commit(timeline, inst):
             continue
-        extra = timeline.read_commit_metadata(inst).get("extraMetadata") or {}
-        if extra.get(plan_keys.X_STRATEGY) != "event_time" or not extra.get(plan_keys.X_THRESHOLD):
+        meta = timeline.commit_metadata(inst)
+        if not meta.settings.promises_threshold:   # only an event-time compaction published a guarantee
             continue
-        return {"tidemark.ro.completion.time": extra.get("tidemark.roCompletionTime", ""),
-                "tidemark.ro.freshness.time": extra.get("tidemark.roFreshnessTime", ""),
-                "tidemark.ro.threshold": extra.get(plan_keys.X_THRESHOLD, ""),
+        return {"tidemark.ro.completion.time": _ms_text(meta.ro_completion_ms),
+                "tidemark.ro.freshness.time": _ms_text(meta.ro_freshness_ms),
+                "tidemark.ro.threshold": _ms_text(meta.settings.threshold_ms),
                 "tidemark.ro.compaction.instant": inst.timestamp}
     return {}
+
+
+def _ms_text(ms: int | None) -> str:
+    return "" if ms is None else str(ms)

@@ -21,7 +21,7 @@ from engine.config import eventtime
 from engine.config.schema import arrow_schema
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import BaseFileName
-from engine.timeline.instants import write_stat
+from engine.timeline.metadata import WriteStat
 from engine.write.log_writer import WriteJob, group_file_id, precombine, with_meta
 
 
@@ -47,9 +47,9 @@ def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, 
         publish_no_clobber(tmp, final)
     lo, hi = (eventtime.bounds(records.column(job.event_time_field)) if job.event_time_field
               else (None, None))
-    return [write_stat(file_id=file_id, path=rel, partition_path=partition, num_writes=records.num_rows,
-                       num_inserts=records.num_rows, total_write_bytes=size, file_size_in_bytes=size,
-                       min_event_time=lo, max_event_time=hi)]
+    return [WriteStat(file_id=file_id, path=rel, partition_path=partition, num_writes=records.num_rows,
+                       num_inserts=records.num_rows, total_write_bytes=size, file_size=size,
+                       min_event_time=lo, max_event_time=hi).to_json()]
 
 
 def _write_parquet(job: WriteJob, records: pa.Table, path: str | pa.NativeFile) -> None:

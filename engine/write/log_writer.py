@@ -24,7 +24,7 @@ from engine.io.naming import LogFileName
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.config.schema import arrow_schema, conform_column
 from engine.config.layout import write_partition_metadata
-from engine.timeline.instants import write_stat
+from engine.timeline.metadata import WriteStat
 
 KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
 # Operations that write new file groups with base files and replace old groups (a replacecommit).
@@ -254,11 +254,11 @@ def _stat(job: WriteJob, partition: str, target: Target, rel: str, name: str, bl
     mins = [b.min_event_time for b in blocks if b.min_event_time is not None]
     maxs = [b.max_event_time for b in blocks if b.max_event_time is not None]
     deletes = n if "deletes" in counts else 0
-    return write_stat(
+    return WriteStat(
         file_id=target.file_id, path=rel, partition_path=partition, prev_commit=target.prev_commit,
         num_writes=n - deletes, num_deletes=deletes, num_update_writes=0 if target.prev_commit == "null" else n - deletes,
         num_inserts=n - deletes if target.prev_commit == "null" else 0,
-        total_write_bytes=size, file_size_in_bytes=size, total_log_blocks=len(blocks),
+        total_write_bytes=size, file_size=size, total_log_blocks=len(blocks),
         min_event_time=min(mins) if mins else None, max_event_time=max(maxs) if maxs else None,
         log_version=int(name.rsplit(".log.", 1)[1].split("_")[0]), base_file=target.base_file or "",
-        log_files=[name])
+        log_files=(name,)).to_json()

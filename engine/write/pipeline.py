@@ -188,7 +188,7 @@ def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settin
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # The heartbeat beats before the instant exists and stops after it completes (or is rolled back):
     # a pending instant without a fresh heartbeat is a dead writer's.
-    with heartbeat.Heartbeat(base_path, instant, int(cfg.setting(heartbeat.INTERVAL_KEY, settings))):
+    with heartbeat.Heartbeat(base_path, instant, cfg.int_setting(heartbeat.INTERVAL_KEY, settings)):
         return _run_instant(cfg, timeline, instant, operation, schema_json, settings, run)
 
 
@@ -291,13 +291,13 @@ def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str
         avro_schema=schema_with_meta(schema),
         data_columns=tuple(f["name"] for f in schema["fields"]),
         ordering_field=cfg.ordering_field, event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode,
-        block_format=str(cfg.setting("hoodie.logfile.data.block.format", settings)),
-        max_log_size=int(cfg.setting("hoodie.logfile.max.size", settings)),
-        max_block_size=int(cfg.setting("hoodie.logfile.data.block.max.size", settings)),
+        block_format=cfg.str_setting("hoodie.logfile.data.block.format", settings),
+        max_log_size=cfg.int_setting("hoodie.logfile.max.size", settings),
+        max_block_size=cfg.int_setting("hoodie.logfile.data.block.max.size", settings),
         # An overwrite never appends: every (partition, bucket) it writes is a new file group.
         targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline),
-        compression=str(cfg.setting("hoodie.parquet.compression.codec", settings)),
-        row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows", settings)),
+        compression=cfg.str_setting("hoodie.parquet.compression.codec", settings),
+        row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows", settings),
     )
 
 

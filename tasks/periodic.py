@@ -42,6 +42,8 @@ def enqueue_compaction(table: RegisteredTable, trigger: str) -> Run:
 
 
 def _due(table: RegisteredTable, now: dt.datetime) -> bool:
+    if not table.schedule_minutes:   # trigger_due_tables asks only of scheduled tables
+        return False
     since = now - dt.timedelta(minutes=table.schedule_minutes)
     recent = Run.objects.filter(table=table, trigger=Run.Trigger.SCHEDULE, queued_at__gt=since).exists()
     return not recent and not _busy(table)

@@ -89,7 +89,8 @@ def _ranks(values: pa.Array) -> np.ndarray:
     """Dense ranks (nulls lowest), so orderings of any comparable type compare in numpy."""
     if len(values) == 0:
         return np.zeros(0, np.int64)
-    return pc.rank(values, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense").to_numpy().astype(np.int64)
+    ranks: np.ndarray = pc.rank(values, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense").to_numpy()
+    return ranks.astype(np.int64)
 
 
 def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray, et: np.ndarray | None = None) -> list[LogItem]:

@@ -197,7 +197,7 @@ class FileSystemView:
         for group in self._groups.values():
             group.slices.sort(key=lambda s: s.base_instant)
 
-    def _load_local(self, partition: str, directory: str, slices: dict) -> None:
+    def _load_local(self, partition: str, directory: str, slices: dict[tuple[str, str], FileSlice]) -> None:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if not entry.is_file():   # follows symlinks: carried-over logs are links
@@ -207,7 +207,7 @@ class FileSystemView:
                     continue
                 self._add_file(partition, entry.name, entry.path, entry.stat().st_size, slices)
 
-    def _add_file(self, partition: str, name: str, path: str, size: int, slices: dict) -> None:
+    def _add_file(self, partition: str, name: str, path: str, size: int, slices: dict[tuple[str, str], FileSlice]) -> None:
         if name.startswith("."):
             log = parse_log_file_name(name)
             if log is None:

@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Any, Iterable
 
 from engine.io import storage
 from engine.config.properties import load_table_config, save_table_config
@@ -25,7 +25,7 @@ from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
 
 
-def reconcile_attempts(base_path: str, stats: Iterable[dict]) -> list[str]:
+def reconcile_attempts(base_path: str, stats: Iterable[dict[str, Any]]) -> list[str]:
     """Delete logs (and an overwrite's base files) that duplicate a committed file's (file group, instant,
     version) under another attempt's token: readers would otherwise pick one of them by name."""
     committed_by_dir: dict[str, dict[tuple[str, str, int], str]] = {}

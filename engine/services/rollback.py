@@ -102,12 +102,12 @@ def resume_rollback(base_path: str, r: str) -> RollbackResult:
     return _execute(base_path, r, _read_plan(base_path, r), None)
 
 
-def _read_plan(base_path: str, r: str) -> dict:
+def _read_plan(base_path: str, r: str) -> dict[str, Any]:
     path = storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.REQUESTED))
     return avro_models.read_rollback_plan(storage.read_bytes(path))
 
 
-def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict]]:
+def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict[str, Any]]]:
     return [(i.timestamp, _read_plan(timeline.base_path, i.timestamp)) for i in timeline.pending()
             if i.action == ROLLBACK]
 
@@ -167,7 +167,7 @@ def _refuse_live_write(base_path: str, target: Instant, allow_live: bool) -> Non
                               "expires", target.timestamp)
 
 
-def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
+def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict[str, Any]:
     i = target.timestamp
     _refuse_live_write(base_path, target, allow_live)
     view = FileSystemView(base_path, timeline)
@@ -202,7 +202,7 @@ class _LiveInstants:
 
 
 def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]],
-                         live: _LiveInstants) -> dict | None:
+                         live: _LiveInstants) -> dict[str, Any] | None:
     """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks.
 
     `i` created a log-only group when every other block in it is dead: blocks of instants rolled back
@@ -221,7 +221,7 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
     if not logs_of_i and not bases:
         return None
 
-    def only_i_or_dead(blocks) -> bool:
+    def only_i_or_dead(blocks: list[logformat.BlockInfo] | None) -> bool:
         return blocks is not None and all(
             b.instant_time == i or (b.block_type is not logformat.BlockType.COMMAND and b.instant_time not in live)
             or (b.block_type is logformat.BlockType.COMMAND and b.target_instant_time not in live)
@@ -235,7 +235,7 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
             "logBlocksToBeDeleted": None if created or not logs_of_i else {lf.path: lf.size for lf in logs_of_i}}
 
 
-def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
+def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict[str, Any]:
     """Delete the file groups overwrite `i` created; refuse when a later write or compaction may build on it."""
     i = target.timestamp
     _refuse_live_write(base_path, target, allow_live)
@@ -283,7 +283,7 @@ def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str
     return out
 
 
-def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dict:
+def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dict[str, Any]:
     c = target.timestamp
     plan = timeline.compaction_plan(c)
     later = _later_compactions(timeline, c)
@@ -379,7 +379,7 @@ def _refuse_missing_previous_slices(base_path: str, c: str, plan: CompactionPlan
 
 # ------------------------------------------------------------------------------------------ execution
 
-def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -> RollbackResult:
+def _execute(base_path: str, r: str, plan: dict[str, Any], on_progress: Progress | None) -> RollbackResult:
     target = plan["instantToRollback"]
     instant, action = target["commitTime"], target["action"]
     if not storage.exists(storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.INFLIGHT))):
@@ -435,7 +435,7 @@ def _partition_metadata(partition: str) -> dict[str, Any]:
             "rollbackLogFiles": {}, "logFilesFromFailedCommit": {}}
 
 
-def _delete_files(request: dict, meta: dict, result: RollbackResult) -> None:
+def _delete_files(request: dict[str, Any], meta: dict[str, Any], result: RollbackResult) -> None:
     for path in request.get("filesToBeDeleted") or []:
         try:
             storage.remove(path)   # a carried-over link is removed, never its target
@@ -448,7 +448,7 @@ def _delete_files(request: dict, meta: dict, result: RollbackResult) -> None:
         result.deleted_files.append(path)
 
 
-def _mask_blocks(base_path: str, r: str, instant: str, request: dict, meta: dict, result: RollbackResult) -> None:
+def _mask_blocks(base_path: str, r: str, instant: str, request: dict[str, Any], meta: dict[str, Any], result: RollbackResult) -> None:
     """Write one rollback command block for `instant` as a new log version of the slice (once)."""
     pdir = _pdir(base_path, request["partitionPath"])
     fid, slice_instant = request["fileId"], request["latestBaseInstant"]

@@ -254,9 +254,10 @@ class Timeline:
         if not data.strip():
             return {}
         try:
-            return json.loads(data)
+            doc: dict[str, Any] = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise TimelineError(f"{path}: invalid commit metadata JSON: {exc}") from exc
+        return doc
 
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""

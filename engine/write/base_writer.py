@@ -10,6 +10,8 @@ partition without clobbering; rows are pre-combined first, so the base holds one
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 
 import pyarrow as pa
@@ -25,7 +27,7 @@ from engine.timeline.metadata import WriteStat
 from engine.write.log_writer import WriteJob, group_file_id, precombine, with_meta
 
 
-def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
+def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write `rows` as the base file of a new file group; returns its one write stat (Java's form)."""
     file_id = group_file_id(job.instant, partition, bucket)
     name = BaseFileName(file_id, token, job.instant).name

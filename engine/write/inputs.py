@@ -12,6 +12,8 @@ Every rule here runs on the driver, before the deltacommit is opened, so bad inp
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -227,7 +229,7 @@ def check_parquet_values(cfg: TableConfig, current: pa.Schema | None, files: tup
             eventtime.check_range(rows.column(event), f"{path}: column {event!r}")
 
 
-def _column_stats(meta: pq.FileMetaData, name: str) -> list | None:
+def _column_stats(meta: pq.FileMetaData, name: str) -> list[Any] | None:
     """Per row group statistics of a top-level column, or None when any row group lacks them."""
     index = meta.schema.names.index(name) if name in meta.schema.names else None
     if index is None:

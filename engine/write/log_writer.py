@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +49,7 @@ class WriteJob:
     base_path: str
     instant: str
     operation: str
-    avro_schema: dict                       # full record schema incl. meta fields
+    avro_schema: dict[str, Any]             # full record schema incl. meta fields
     data_columns: tuple[str, ...]
     ordering_field: str | None
     event_time_field: str | None
@@ -69,20 +69,20 @@ def group_file_id(instant: str, partition: str, bucket: int) -> str:
     return f"{bucket:08d}{tail[8:]}-0"
 
 
-def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict]:
+def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write every (partition, bucket) group of routed rows; returns their write stats."""
     keys = table.column(KEY_COL)
     if keys.null_count or pc.any(pc.equal(keys, "")).as_py():
         # Files are checked on the driver (engine.write.inputs); a DataFrame's rows are first seen here.
         raise ValueError("a record key is null or empty for some input rows; Java Hudi refuses null or empty "
                          "record keys")
-    stats: list[dict] = []
+    stats: list[dict[str, Any]] = []
     for (partition, bucket), rows in groups(table):
         stats += write_group(job, partition, bucket, rows, token)
     return stats
 
 
-def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
+def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     check_partition_path(partition)
     write_partition_metadata(job.base_path, partition, job.instant)
     if job.operation in OVERWRITE_OPERATIONS:
@@ -118,7 +118,7 @@ def groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
         yield key, table.slice(int(a), int(b - a))
 
 
-def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict]:
+def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     if job.operation == "delete":
         blocks = [_delete_block(job, partition, rows)]
         counts = {"deletes": rows.num_rows}
@@ -220,7 +220,7 @@ def _delete_ordering(job: WriteJob, col: pa.ChunkedArray) -> pa.Array:
 
 
 def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Block], token: str,
-                counts: dict[str, int]) -> list[dict]:
+                counts: dict[str, int]) -> list[dict[str, Any]]:
     """Write blocks into new log versions (rolling over at max size); one write stat per log file."""
     temp_dir = storage.join(job.base_path, ".hoodie", ".temp", job.instant)
     storage.make_dirs(temp_dir)
@@ -248,7 +248,7 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
 
 
 def _stat(job: WriteJob, partition: str, target: Target, rel: str, name: str, blocks: list[_Block],
-          counts: dict[str, int]) -> dict:
+          counts: dict[str, int]) -> dict[str, Any]:
     size = sum(len(b.data) for b in blocks)
     n = sum(b.records for b in blocks)
     mins = [b.min_event_time for b in blocks if b.min_event_time is not None]

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -93,7 +94,7 @@ def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schem
 
         ship_storage_env(df.sparkSession)   # the executors' pyarrow.fs reaches the same store
 
-    def run(job: WriteJob) -> list[dict]:
+    def run(job: WriteJob) -> list[dict[str, Any]]:
         routed = (_with_routing(cfg, df).repartition(n_tasks, PART_COL, BUCKET_COL)
                   .mapInArrow(lambda it: _dataframe_task(job, it), STAT_SCHEMA))
         rows = tracked(df.sparkSession.sparkContext, routed.collect, on_progress, "tasks")
@@ -121,7 +122,7 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     sc = (spark or get_spark()).sparkContext
     chunks = _row_group_chunks(paths)
 
-    def run(job: WriteJob) -> list[dict]:
+    def run(job: WriteJob) -> list[dict[str, Any]]:
         exchange = storage.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
         storage.make_dirs(exchange)
         pieces = sc.parallelize(list(enumerate(chunks)), len(chunks)) \
@@ -129,8 +130,10 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
         groups = _pieces_by_group(pieces)
         n = max(1, min(len(groups), sc.defaultParallelism * 2))
 
-        def write(acc) -> list[dict]:
-            return sc.parallelize(groups, n).mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect()
+        def write(acc: Accumulator[int]) -> list[dict[str, Any]]:
+            stats: list[dict[str, Any]] = (sc.parallelize(groups, n)
+                                           .mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect())
+            return stats
 
         return counted(sc, write, on_progress, len(groups), "file groups")
 
@@ -159,7 +162,7 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
 
 # ------------------------------------------------------------------------------------------ the protocol
 
-def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) -> tuple[TableConfig, dict]:
+def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) -> tuple[TableConfig, dict[str, str]]:
     if operation not in OPERATIONS:
         raise WriteError(f"unknown operation {operation!r}; use {', '.join(OPERATIONS)}")
     cfg = load_table_config(base_path)
@@ -173,14 +176,14 @@ def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) ->
 
 
 def _commit_protocol(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
-                     run: Callable[[WriteJob], list[dict]], lock: TableLock | None = None) -> WriteResult:
+                     run: Callable[[WriteJob], list[dict[str, Any]]], lock: TableLock | None = None) -> WriteResult:
     """requested -> inflight -> run the tasks -> completed; a failure deletes the instant."""
     with holding(table_lock_of(cfg.base_path, lock), f"{operation} into {cfg.name}"):
         return _locked_commit(cfg, operation, incoming, settings, run)
 
 
 def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
-                   run: Callable[[WriteJob], list[dict]]) -> WriteResult:
+                   run: Callable[[WriteJob], list[dict[str, Any]]]) -> WriteResult:
     base_path = cfg.base_path
     rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy: dead writers only
     timeline = Timeline.load(base_path)
@@ -193,7 +196,7 @@ def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settin
 
 
 def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
-                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict]]) -> WriteResult:
+                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict[str, Any]]]) -> WriteResult:
     base_path = cfg.base_path
     overwrite = operation in OVERWRITE_OPERATIONS
     if overwrite:
@@ -218,7 +221,7 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
         storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", instant))
     recovery.reconcile_attempts(base_path, stats)
     fault_point("write", "reconciled")
-    by_partition: dict[str, list[dict]] = {}
+    by_partition: dict[str, list[dict[str, Any]]] = {}
     for s in stats:
         by_partition.setdefault(s["partitionPath"], []).append(s)
     replaced = replaced_by_overwrite(FileSystemView(base_path, timeline), operation, set(by_partition)) \
@@ -231,7 +234,7 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
     return written(instant, operation, action, stats, replaced)
 
 
-def written(instant: str, operation: str, action: str, stats: list[dict],
+def written(instant: str, operation: str, action: str, stats: list[dict[str, Any]],
             replaced: dict[str, list[str]] | None) -> WriteResult:
     """The result of a committed write, from its write stats (a base file's stat names no logFiles)."""
     return WriteResult(instant=instant, operation=operation,
@@ -364,7 +367,7 @@ def _task_token() -> str:
 
 def _dataframe_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     received = list(batches)
-    stats: list[dict] = []
+    stats: list[dict[str, Any]] = []
     if received:
         table = pa.Table.from_batches(received)
         if table.num_rows:
@@ -416,14 +419,14 @@ def _pieces_by_group(pieces: list[tuple[str, int, str, int, int]]) -> list[tuple
     return [(p, b, [(path, no) for _, path, no in sorted(items)]) for (p, b), items in sorted(groups.items())]
 
 
-def _counting(groups: Iterable[T], acc) -> Iterator[T]:
+def _counting(groups: Iterable[T], acc: Accumulator[int]) -> Iterator[T]:
     """Count each file group once its logs are written (the consumer asked for the next one)."""
     for group in groups:
         yield group
         acc.add(1)
 
 
-def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str, int]]]]) -> Iterator[dict]:
+def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str, int]]]]) -> Iterator[dict[str, Any]]:
     token = _task_token()
     readers: dict[str, pa.ipc.RecordBatchFileReader] = {}
     for partition, bucket, refs in groups:

@@ -7,7 +7,7 @@ command or by tests all move the pointer; bulk inserts (the benchmark's syntheti
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from django.db.models import OuterRef, Q, Subquery
 
@@ -19,7 +19,7 @@ KEYS = {"lag_seconds": "freshness_lag_seconds", "completion": "ro_completion_tim
         "pending_compactions": "pending_compactions", "corrupt_log_blocks": "corrupt_log_blocks"}
 
 
-def keys_of(sample: MetricSample) -> dict:
+def keys_of(sample: MetricSample) -> dict[str, Any]:
     return {key: getattr(sample, field) for key, field in KEYS.items()}
 
 

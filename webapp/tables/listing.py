@@ -163,7 +163,8 @@ def page(params: Mapping[str, str], limit: int) -> ListPage:
     if after and before:
         raise InvalidInput("give either after or before, not both")
     backwards = bool(before)
-    cursor = decode_cursor(before or after, key) if (before or after) else None
+    given = before or after
+    cursor = decode_cursor(given, key) if given else None
     # Walking backwards is walking forwards in the opposite order, then reversing the page.
     forward_desc = descending != backwards
     if cursor is not None:

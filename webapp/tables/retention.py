@@ -101,7 +101,9 @@ def _roll_tables(table_ids: list[int], before: dt.datetime, bucket_s: int) -> in
                                             taken_at__lt=before)
                 .exclude(id__in=latest.values("latest_sample_id"))   # a table's latest sample stays as taken
                 .order_by("table_id", "taken_at", "id").values(*FIELDS))
-    folded, keep, drop = 0, [], []
+    folded = 0
+    keep: list[MetricSample] = []
+    drop: list[int] = []
     for group in _groups(iter(rows), bucket_s):
         newest = group[-1]
         lags = [r["freshness_lag_seconds"] for r in group if r["freshness_lag_seconds"] is not None]

@@ -17,7 +17,7 @@ from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
 
-NAME_MAX = RegisteredTable._meta.get_field("name").max_length
+NAME_MAX: int = RegisteredTable._meta.get_field("name").max_length or 100   # the SlugField's max_length
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
 
 

@@ -1,6 +1,8 @@
 """Server-rendered pages: tables list, table page, run (plan audit) page, runs history, audit log."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import datetime as dt
 
 from django.contrib import messages
@@ -27,7 +29,7 @@ def table_list(request: HttpRequest) -> HttpResponse:
     return _list_page(request)
 
 
-def _list_page(request: HttpRequest, form: dict | None = None,
+def _list_page(request: HttpRequest, form: dict[str, Any] | None = None,
                form_error: inputs.InvalidInput | None = None) -> HttpResponse:
     """One page of tables (webapp.tables.listing: filtered, sorted — "health" is worst first — and
     keyset-paginated in the database); after a refused registration, again with the register form open on
@@ -61,11 +63,12 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
     return _detail_page(request, get_object_or_404(RegisteredTable, name=name))
 
 
-def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None = None,
+def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, Any] | None = None,
                  form_error: inputs.InvalidInput | None = None) -> HttpResponse:
     """The table page; after a refused trigger form, again with what the user typed and the one error."""
     sample = MetricSample.objects.filter(sampling_latest__table=table).first()
-    window = request.GET.get("range") if request.GET.get("range") in history.RANGES else history.DEFAULT_RANGE
+    asked = request.GET.get("range")
+    window = asked if asked is not None and asked in history.RANGES else history.DEFAULT_RANGE
     series = history.chart_series(table, window, newest=sample.taken_at if sample else None)
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
@@ -85,7 +88,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
     }, status=400 if form_error else 200)
 
 
-def _catalog(sample: MetricSample | None) -> dict | None:
+def _catalog(sample: MetricSample | None) -> dict[str, Any] | None:
     """The sampled catalog status with its times parsed; None when the table syncs nowhere."""
     status = dict(sample.catalog or {}) if sample else {}
     if not status.get("enabled") and not status.get("synced_at"):
@@ -128,7 +131,7 @@ def timeline(request: HttpRequest, name: str) -> HttpResponse:
         "actions": TIMELINE_ACTIONS, "states": TIMELINE_STATES, "query": _query_without_page(request)})
 
 
-def _compaction_markers(table: RegisteredTable) -> list[dict]:
+def _compaction_markers(table: RegisteredTable) -> list[dict[str, Any]]:
     """When each completed compaction finished (for markers on the backlog and freshness charts)."""
     done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
             .exclude(instant="").order_by("-finished_at")[:COMPACTION_MARKERS])
@@ -224,7 +227,7 @@ def cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     return redirect(request.POST.get("next") or reverse("tables:run", args=[run.pk]))
 
 
-def _pause(paused: bool):
+def _pause(paused: bool) -> Callable[[HttpRequest, str], HttpResponse]:
     @operator_action
     def view(request: HttpRequest, name: str) -> HttpResponse:
         table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)

@@ -237,7 +237,7 @@ def _read_header(view: memoryview) -> int:
     # Every record needs at least its 4-byte length prefix: reject absurd counts before allocating.
     if count * 4 > len(view) - _HEADER.size:
         raise AvroCodecError(f"Avro data block declares {count} records but holds only {len(view)} bytes")
-    return count
+    return int(count)
 
 
 def _record_spans(view: memoryview, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -313,7 +313,7 @@ def _has_map(dtype: pa.DataType) -> bool:
 
 
 def _table_rows(table: pa.Table) -> list[dict[str, Any]]:
-    rows = table.to_pylist()
+    rows: list[dict[str, Any]] = table.to_pylist()
     map_fields = [f for f in table.schema if _has_map(f.type)]
     for row in rows:
         for f in map_fields:
@@ -382,7 +382,7 @@ def _plain_kind(avro_type: Any) -> str | None:
     if avro_type.get("logicalType") == "decimal":
         # decimal256 needs > 16-byte unscaled values; keep that rare case on fastavro.
         return "decimal" if avro_type["type"] == "bytes" and int(avro_type["precision"]) <= 38 else None
-    return avro_type["type"]
+    return str(avro_type["type"])
 
 
 def _field_plan(field: pa.Field, avro_type: Any) -> _FieldPlan | None:
@@ -499,7 +499,8 @@ def _read_fixed(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, dtype: str,
     if data.size < width:
         return np.empty(0, dtype=dtype)
     shifted = np.ndarray(shape=(data.size - width + 1,), dtype=dtype, buffer=data, strides=(1,))
-    return shifted[pos]
+    values: np.ndarray = shifted[pos]
+    return values
 
 
 def _read_lengths(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -608,7 +609,8 @@ def _union_branches(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, plan: _
     if np.any(code & 0xFD):
         bad = int(code[(code & 0xFD) != 0][0])
         raise AvroCodecError(f"field {plan.name!r}: union branch byte {bad:#04x} is not a branch of [null, T]")
-    return code == plan.value_code
+    present: np.ndarray = code == plan.value_code
+    return present
 
 
 def _decode_field(data: np.ndarray, content: pa.Buffer, pos: np.ndarray, ends: np.ndarray,
@@ -707,7 +709,8 @@ def _numpy_values(array: pa.Array, dtype: Any) -> np.ndarray:
 def _valid_mask(array: pa.Array) -> np.ndarray:
     if array.null_count == 0:
         return np.ones(len(array), dtype=bool)
-    return array.is_valid().to_numpy(zero_copy_only=False)
+    mask: np.ndarray = array.is_valid().to_numpy(zero_copy_only=False)
+    return mask
 
 
 def _decimal_pieces(array: pa.Array, valid: np.ndarray) -> list[_Piece]:
@@ -801,7 +804,8 @@ def _join_records(segments: list[pa.Array]) -> bytes:
     separator = pa.scalar(b"", pa.large_binary())
     joined = pc.binary_join_element_wise(*segments, separator, null_handling="replace", null_replacement="")
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64, count=len(joined) + 1)
-    return joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    content: bytes = joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    return content
 
 
 def _prefix_piece(head: bytes, record_lengths: np.ndarray) -> _Piece:

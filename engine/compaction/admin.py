@@ -150,9 +150,7 @@ def unschedule(base_path: str, instant: str, *, file_id: str | None = None, part
 
     Writers and runs must be off: refused while a write is pending (`pending_write`) or a run executes the plan
     (`compaction_running`). A dry run lists the renames and changes nothing."""
-    ctx = contextlib.nullcontext() if dry_run else holding(table_lock_of(base_path, lock),
-                                                           f"unschedule compaction {instant}")
-    with ctx, _no_run(base_path, instant):
+    with _locks(base_path, instant, lock, dry_run, "unschedule"):
         if not dry_run:
             rollback_expired_writes(base_path)   # a dead writer never blocks (LAZY failed-writes policy)
         timeline = Timeline.load(base_path)
@@ -190,6 +188,16 @@ def unschedule(base_path: str, instant: str, *, file_id: str | None = None, part
         storage.remove_if_exists(journal_path(base_path, instant))
         result.message = _message(result)
         return result
+
+
+@contextlib.contextmanager
+def _locks(base_path: str, instant: str, lock: TableLock | None, dry_run: bool, what: str) -> Iterator[None]:
+    """The table lock and the compaction lock; a dry run reads only and takes neither (like a preview)."""
+    if dry_run:
+        yield
+        return
+    with holding(table_lock_of(base_path, lock), f"{what} compaction {instant}"), _no_run(base_path, instant):
+        yield
 
 
 @contextlib.contextmanager
@@ -335,9 +343,7 @@ def _read_journal(base_path: str, instant: str) -> list[_Entry] | None:
 def repair(base_path: str, instant: str, *, dry_run: bool = False, lock: TableLock | None = None) -> r.RepairResult:
     """Put logs an interrupted unschedule of pending compaction `instant` moved back into slice C, for the file
     groups still in the plan; then validate. A dry run lists the renames and changes nothing."""
-    ctx = contextlib.nullcontext() if dry_run else holding(table_lock_of(base_path, lock),
-                                                           f"repair compaction {instant}")
-    with ctx, _no_run(base_path, instant):
+    with _locks(base_path, instant, lock, dry_run, "repair"):
         timeline = Timeline.load(base_path)
         entries = _read_journal(base_path, instant)
         pending = [i for i in timeline.pending_compactions() if i.timestamp == instant]

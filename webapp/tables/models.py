@@ -51,6 +51,9 @@ class Run(models.Model):
         ROLLBACK = "rollback"
         RECOVER = "recover"
         METRICS = "metrics"
+        VALIDATE = "validate"      # Hudi CLI's `compaction validate` of a pending plan
+        UNSCHEDULE = "unschedule"  # `compaction unschedule`: the plan, or one file group of it
+        REPAIR = "repair"          # `compaction repair` after an interrupted unschedule
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -89,6 +92,10 @@ class Run(models.Model):
     blocking_instant = models.CharField(max_length=32, blank=True)
     celery_task_id = models.CharField(max_length=64, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Pending-plan administration: the one file group to unschedule ("<partition>/<fileId>", or a file id),
+    # and whether an unschedule or repair only lists what it would rename.
+    file_group = models.CharField(max_length=512, blank=True)
+    dry_run = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-queued_at", "-id"]

@@ -18,7 +18,14 @@ def pending_plan(table: RegisteredTable) -> Run | None:
     if planned.kind == Run.Kind.SCHEDULE_EXECUTE and planned.state == Run.State.SUCCEEDED:
         return None
     finished = table.runs.filter(kind__in=FINISHING, instant=planned.instant, state=Run.State.SUCCEEDED).exists()
-    return None if finished or _withdrawn(table, planned) else planned
+    return None if finished or _withdrawn(table, planned) or _unscheduled(table, planned) else planned
+
+
+def _unscheduled(table: RegisteredTable, planned: Run) -> bool:
+    """An unschedule run took the whole plan back (or its last file group)."""
+    done = table.runs.filter(kind=Run.Kind.UNSCHEDULE, instant=planned.instant, state=Run.State.SUCCEEDED,
+                             dry_run=False).values_list("result", flat=True)
+    return any((r or {}).get("remaining_file_groups") == 0 for r in done)
 
 
 def _withdrawn(table: RegisteredTable, planned: Run) -> bool:

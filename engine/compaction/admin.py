@@ -105,7 +105,7 @@ def _base_errors(path: str) -> list[str]:
     if not storage.exists(path):
         return [f"base file {storage.name_of(path)} named by the plan is missing"]
     try:
-        pq.ParquetFile(storage.parquet_source(path)).metadata
+        pq.read_metadata(storage.parquet_source(path))   # the footer: schema and row groups
     except Exception as exc:  # noqa: BLE001 - any decode failure is the validation's answer, not a crash
         return [f"base file {storage.name_of(path)} does not decode: {exc}"]
     return []
@@ -351,8 +351,8 @@ def repair(base_path: str, instant: str, *, dry_run: bool = False, lock: TableLo
             _pending(timeline, instant)   # raises: unknown or completed
         plan = timeline.compaction_plan(instant)
         planned = {(op.partition_path, op.file_id) for op in plan.operations}
-        back = [_back(base_path, e) for e in entries or [] if (e.partition, e.file_id) in planned]
-        back = [x for x in back if x is not None]
+        undo = [_back(base_path, e) for e in entries or [] if (e.partition, e.file_id) in planned]
+        back = [x for x in undo if x is not None]
         if not dry_run:
             for x in back:
                 pdir = _pdir(base_path, x.partition)

@@ -424,6 +424,8 @@ class BacklogMetrics(Result):
     pending_compaction_instants: list[str]
     # Corrupt blocks of committed instants in the remaining logs (framing and content prefixes; see describe).
     corrupt_log_blocks: int = 0
+    # The earliest committed write still waiting in a remaining log (its instant): the backlog's wall-clock age.
+    oldest_log_instant: str | None = None
 
 
 @dataclass
@@ -463,6 +465,13 @@ class TideBucket(Result):
     log_files: int
     log_records: int | None   # None when no write stat names the logs
     log_bytes: int
+
+
+@dataclass
+class PartitionTideBucket(TideBucket):
+    """A tide bucket of one partition ("" for a non-partitioned table): the backlog heatmap's cell."""
+
+    partition: str = ""
 
 
 @dataclass

@@ -390,12 +390,13 @@ class Table:
 
         return describe_compaction(self.path, instant)
 
-    def tide(self, bucket: Latency = "1h") -> list[r.TideBucket]:
+    def tide(self, bucket: Latency = "1h", *, by_partition: bool = False) -> list[r.TideBucket]:
         """Uncompacted log records and bytes per event-time bucket of the logs' min event time, from block
-        headers and write stats (no data decoded): how much a threshold past each bucket would compact."""
+        headers and write stats (no data decoded): how much a threshold past each bucket would compact.
+        `by_partition`: per partition and bucket (`PartitionTideBucket`), the backlog heatmap's cells."""
         from engine.observe.tide import tide
 
-        return tide(self.path, latency_ms(bucket) or 0)
+        return tide(self.path, latency_ms(bucket) or 0, by_partition=by_partition)
 
 
 # ------------------------------------------------------------------------------------------ argument parsing

@@ -125,8 +125,12 @@ class MetricSample(models.Model):
     corrupt_log_blocks = models.IntegerField(default=0)   # damaged committed blocks: their records are hidden
     earliest_pending_compaction = models.CharField(max_length=32, blank=True)   # instant time, "" when none
     latest_completed_compaction = models.CharField(max_length=32, blank=True)
+    # The earliest committed write still waiting in a log (instant time, "" when no log remains): backlog age.
+    oldest_log_instant = models.CharField(max_length=32, blank=True)
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
+    # Log backlog per partition × event-time bucket (tasks.heatmap); only the latest sample keeps it, as the tide.
+    backlog_heatmap = models.JSONField(default=dict, blank=True)
     # Retention (webapp.tables.retention): 0 for a sample as taken; 3600 or 86400 once rolled up into the
     # hourly or daily row that stands for `rolled_up` samples.
     resolution_seconds = models.IntegerField(default=0)

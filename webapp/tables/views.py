@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from webapp.accounts.decorators import operator_action
 from webapp.tables import discovery as table_discovery
-from webapp.tables import history, inputs, listing, overview, plans, services
+from webapp.tables import heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
@@ -77,6 +77,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
                       .order_by("-queued_at", "-id")[:3]) if pending_instant else []
     return render(request, "tables/detail.html", {
         "pending_instant": pending_instant, "admin_runs": admin_runs,
+        "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,

@@ -48,6 +48,11 @@ def test_validate_unschedule_and_repair_runs(stack_env):
     assert one.result["unscheduled_file_groups"] == [fid] and one.result["remaining_file_groups"] == 1
     assert snapshot(path) == expected                    # ours == hudi 0.5.0: the group's late logs are read
     assert AuditEvent.objects.filter(run=one, action="run.unschedule", outcome="succeeded").exists()
+    # Every run stores a sample: the heatmap and the backlog age come with it.
+    from webapp.tables.models import MetricSample
+    latest = MetricSample.objects.filter(table=table).order_by("-taken_at", "-pk").first()
+    assert latest is not None and latest.backlog_heatmap["rows"] == [""] and latest.backlog_heatmap["cells"]
+    assert latest.oldest_log_instant == engine_table.timeline()[0].instant
 
     repaired = perform(table, "repair", instant=c, dry_run=True)
     assert repaired.state == "succeeded" and repaired.result["renames"] == []

@@ -7,6 +7,15 @@
   const timeAxis = { type: "time", grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 16 },
     time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss", minUnit: "second",
       displayFormats: { second: "MMM d HH:mm:ss", minute: "MMM d HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
+  // Binary units as the pages' filesize filter prints them: "1.5 KiB", "0.99 MiB", never four digits.
+  const size = (n) => {
+    let v = Number(n) || 0;
+    for (const unit of ["B", "KiB", "MiB", "GiB", "TiB"]) {
+      if (Math.abs(v) < 1000 || unit === "TiB") return unit === "B" ? v.toFixed(0) + " B" : v.toFixed(Math.abs(v) < 1 ? 2 : 1) + " " + unit;
+      v /= 1024;
+    }
+    return v.toFixed(1) + " TiB";
+  };
   Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
   Chart.defaults.color = color("--muted");
   Chart.defaults.maintainAspectRatio = false;
@@ -95,7 +104,7 @@
         backgroundColor: tideColors(null), barPercentage: 1.0, categoryPercentage: 0.95 }] },
       options: { plugins: { legend: { display: false }, tooltip: { callbacks: {
           title: (items) => { const b = buckets[items[0].dataIndex]; return b.start.slice(0, 16).replace("T", " ") + " → " + b.end.slice(0, 16).replace("T", " "); },
-          afterLabel: (item) => { const b = buckets[item.dataIndex]; return b.log_files + " log files, " + (b.log_bytes / 1048576).toFixed(1) + " MiB"; } } } },
+          afterLabel: (item) => { const b = buckets[item.dataIndex]; return b.log_files + " log files, " + size(b.log_bytes); } } } },
         scales: { x: { ...timeAxis, offset: true }, y: { beginAtZero: true, title: { display: true, text: byRecords ? "records" : "MiB" } } } },
     });
   }
@@ -109,15 +118,6 @@
   const form = document.getElementById("trigger-form");
   const previewBox = document.getElementById("preview");
   const csrf = () => (document.querySelector("[name=csrfmiddlewaretoken]") || {}).value;
-  // Binary units as the pages' filesize filter prints them: "1.5 KiB", "0.99 MiB", never four digits.
-  const size = (n) => {
-    let v = Number(n) || 0;
-    for (const unit of ["B", "KiB", "MiB", "GiB", "TiB"]) {
-      if (Math.abs(v) < 1000 || unit === "TiB") return unit === "B" ? v.toFixed(0) + " B" : v.toFixed(Math.abs(v) < 1 ? 2 : 1) + " " + unit;
-      v /= 1024;
-    }
-    return v.toFixed(1) + " TiB";
-  };
   const logs = (count, bytes) => count + " log" + (count === 1 ? "" : "s") + '<span class="sub">' + size(bytes) + "</span>";
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
 

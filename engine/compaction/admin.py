@@ -300,8 +300,8 @@ def _rewrite_plan(base_path: str, instant: str, plan: CompactionPlanRecord, keys
 def _message(result: r.UnscheduleResult) -> str:
     what = "would unschedule" if result.dry_run else "unscheduled"
     groups = ", ".join(result.unscheduled_file_groups)
-    moved = f"{len(result.renames)} log(s) written since the plan {'would move' if result.dry_run else 'moved'} " \
-            "to the previous slice"
+    moved = f"{'would move' if result.dry_run else 'moved'} {len(result.renames)} log(s) written since planning " \
+            "into the previous slice"
     tail = (f"; {result.remaining_file_groups} file group(s) stay planned" if result.remaining_file_groups
             else "; the plan " + ("would be removed" if result.dry_run else
                                    f"is removed (rollback {result.rollback_instant})"))

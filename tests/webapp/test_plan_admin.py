@@ -111,3 +111,20 @@ def test_every_run_kind_has_a_task_and_an_operation():
 
     assert set(Run.Kind.values) == set(jobs.BY_KIND)
     assert set(Run.Kind.values) - {"metrics"} == set(operations.BY_KIND)
+
+
+def test_the_pending_card_counts_and_offers_only_the_groups_still_planned(operator_client, flights):
+    ops = [{"partition": "2013/01/20", "file_id": f"fg-{i}", "base_file": None, "logs_compacted": [],
+            "logs_carried": []} for i in (1, 2)]
+    Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=C,
+                       plan={"instant": C, "threshold": "2013-01-20T01:00:00Z", "operations": ops})
+    page = operator_client.get("/tables/flights/").content.decode()
+    assert '<span id="pending-groups">2 file groups</span>' in page and 'value="2013/01/20/fg-1"' in page
+    Run.objects.create(table=flights, kind="unschedule", state="succeeded", instant=C, file_group="2013/01/20/fg-1",
+                       dry_run=False, result={"unscheduled_file_groups": ["2013/01/20/fg-1"], "remaining_file_groups": 1})
+    page = operator_client.get("/tables/flights/").content.decode()
+    assert '<span id="pending-groups">1 file group</span> (of 2 planned)' in page
+    assert 'value="2013/01/20/fg-1"' not in page and 'value="2013/01/20/fg-2"' in page
+    Run.objects.create(table=flights, kind="unschedule", state="succeeded", instant=C, dry_run=False,
+                       result={"unscheduled_file_groups": ["2013/01/20/fg-2"], "remaining_file_groups": 0})
+    assert 'id="pending-plan"' not in operator_client.get("/tables/flights/").content.decode()

@@ -77,6 +77,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
                       .order_by("-queued_at", "-id")[:3]) if pending_instant else []
     return render(request, "tables/detail.html", {
         "pending_instant": pending_instant, "admin_runs": admin_runs,
+        "planned_groups": plans.planned_groups(table, pending) if pending else [],
         "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
         "sla": overview.sla_status(table.freshness_sla_minutes,

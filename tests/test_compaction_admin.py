@@ -214,3 +214,21 @@ def test_cli(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["file_groups"][0]["status"] == "Error"
     assert main(["compaction", "unschedule", path, "--instant", c]) == EXIT_REFUSED
     assert "invalid_plan" in capsys.readouterr().err
+
+
+def test_an_inflight_plan_goes_back_to_requested_and_a_running_one_is_refused(tmp_path):
+    from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
+    from engine.timeline.instants import COMPACTION, State, transition_to_inflight
+
+    path = str(tmp_path / "t")
+    table, c = pending_with_late_writes(path)
+    fid = group_of_late_writes(table, c)
+    transition_to_inflight(path, c, COMPACTION)
+    with table_lock(path, "a run executing the plan", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
+        with pytest.raises(Refused) as running:
+            table.unschedule_compaction(c, file_id=fid)
+        assert running.value.reason == "compaction_running"
+    done = table.unschedule_compaction(c, file_id=fid)
+    assert done.reverted_inflight
+    assert [i.state for i in Timeline.load(path).get(c)] == [State.REQUESTED]
+    assert snapshot(path) == model_of(HISTORY + LATE)

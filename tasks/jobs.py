@@ -44,6 +44,9 @@ clean = _run_task("clean")
 rollback = _run_task("rollback")
 recover = _run_task("recover")
 refresh_metrics = _run_task("refresh_metrics")
+validate = _run_task("validate")
+unschedule = _run_task("unschedule")
+repair = _run_task("repair")
 
 BY_KIND: dict[str, Task[[int], str]] = {
     Run.Kind.SCHEDULE: schedule,
@@ -53,6 +56,9 @@ BY_KIND: dict[str, Task[[int], str]] = {
     Run.Kind.ROLLBACK: rollback,
     Run.Kind.RECOVER: recover,
     Run.Kind.METRICS: refresh_metrics,
+    Run.Kind.VALIDATE: validate,
+    Run.Kind.UNSCHEDULE: unschedule,
+    Run.Kind.REPAIR: repair,
 }
 
 

@@ -135,16 +135,24 @@ def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
             for inst in timeline.pending_compactions():
                 if inst.state is not State.INFLIGHT:
                     continue
-                for op in timeline.compaction_plan(inst.timestamp).operations:
-                    for path in rollback.compaction_outputs(base_path, inst.timestamp, op):
-                        storage.remove(path)   # invisible while C is pending; a link is removed, not its target
-                        result.removed_files.append(path)
-                storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", inst.timestamp))
-                revert_compaction_inflight(base_path, inst.timestamp)
+                result.removed_files.extend(revert_to_requested(base_path, timeline, inst.timestamp))
                 result.reverted_compactions.append(inst.timestamp)
     except TableLocked:
         result.running_compactions = [i.timestamp for i in Timeline.load(base_path).pending_compactions()
                                       if i.state is State.INFLIGHT]
+
+
+def revert_to_requested(base_path: str, timeline: Timeline, c: str) -> list[str]:
+    """Inflight compaction `c` back to requested, its partial outputs deleted and its plan kept (as Java's
+    revertInstantFromInflightToRequested); the caller holds the table and compaction locks. The deleted files."""
+    removed = []
+    for op in timeline.compaction_plan(c).operations:
+        for path in rollback.compaction_outputs(base_path, c, op):
+            storage.remove(path)   # invisible while C is pending; a link is removed, not its target
+            removed.append(path)
+    storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", c))
+    revert_compaction_inflight(base_path, c)
+    return removed
 
 
 def _sweep(base_path: str, result: RecoverResult) -> None:

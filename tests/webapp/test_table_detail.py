@@ -2,7 +2,7 @@
 import json
 import re
 
-from webapp.tables.models import MetricSample, Run
+from webapp.tables.models import Run
 
 
 def chart_data(html: str) -> dict:
@@ -28,17 +28,10 @@ def test_operator_sees_trigger_preview_and_maintenance_forms(operator_client, fl
     assert 'id="pending-plan"' not in html                # the finished compaction is not pending
 
 
-def _timeline_sampled(table, pending: str) -> None:
-    """What the worker's sample says after a run: the compaction pending on the engine's timeline."""
-    MetricSample.objects.filter(sampling_latest__table=table).update(earliest_pending_compaction=pending,
-                                                                      pending_compactions=1 if pending else 0)
-
-
 def test_a_pending_plan_offers_execute_and_roll_back(operator_client, viewer_client, flights, operator):
     plan = {"instant": "20130120030000000", "threshold": "2013-01-20T02:00:00.000Z", "operations": [{}, {}]}
     Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=plan["instant"], plan=plan,
                        requested_by=operator)
-    _timeline_sampled(flights, plan["instant"])
     html = operator_client.get("/tables/flights/").content.decode()
     assert 'id="pending-plan"' in html and "2 file groups" in html
     assert 'data-action="execute"' in html and 'data-action="rollback-pending"' in html
@@ -46,15 +39,7 @@ def test_a_pending_plan_offers_execute_and_roll_back(operator_client, viewer_cli
     viewer_html = viewer_client.get("/tables/flights/").content.decode()
     assert 'id="pending-plan"' in viewer_html and 'data-action="execute"' not in viewer_html
     Run.objects.create(table=flights, kind="rollback", state="succeeded", instant=plan["instant"])
-    _timeline_sampled(flights, "")
     assert 'id="pending-plan"' not in operator_client.get("/tables/flights/").content.decode()
-
-
-def test_a_plan_scheduled_from_the_cli_is_pending_too(operator_client, flights):
-    _timeline_sampled(flights, "20130120040000000")   # no run made it: the engine's timeline has it
-    html = operator_client.get("/tables/flights/").content.decode()
-    assert 'id="pending-plan"' in html and "Planned outside the control plane" in html
-    assert 'data-action="execute"' in html and 'value="20130120040000000"' in html
 
 
 def test_page_follows_the_requested_run(operator_client, flights):

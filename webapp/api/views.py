@@ -97,11 +97,10 @@ def get_table(request: HttpRequest, name: str) -> JsonResponse:
 
 
 def _pending_plan(table: RegisteredTable) -> dict[str, Any] | None:
-    pending = pending_plan(table)
-    if pending is None:
+    run = pending_plan(table)
+    if run is None:
         return None
-    return {"instant": pending.instant, "run_id": pending.run.pk if pending.run else None,
-            "threshold": pending.threshold}
+    return {"instant": run.instant, "run_id": run.pk, "threshold": (run.plan or {}).get("threshold")}
 
 
 @_bad_input
@@ -143,6 +142,15 @@ def rollback(request: HttpRequest, name: str) -> JsonResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     instant = inputs.parse_instant(_body(request).get("instant"))
     return _accepted(services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant))
+
+
+def _plan_admin(kind: str):
+    @_bad_input
+    def view(request: HttpRequest, name: str) -> JsonResponse:
+        table = get_object_or_404(RegisteredTable, name=name)
+        return _accepted(services.administer_plan(table, request.user, kind, _body(request)))
+    view.__name__ = f"{kind}_plan"
+    return view
 
 
 def recover(request: HttpRequest, name: str) -> JsonResponse:
@@ -237,6 +245,9 @@ preview_view = api_view({"POST": preview})
 clean_view = api_view({"POST": clean})
 rollback_view = api_view({"POST": rollback})
 recover_view = api_view({"POST": recover})
+validate_view = api_view({"POST": _plan_admin(Run.Kind.VALIDATE)})
+unschedule_view = api_view({"POST": _plan_admin(Run.Kind.UNSCHEDULE)})
+repair_view = api_view({"POST": _plan_admin(Run.Kind.REPAIR)})
 runs = api_view({"GET": list_runs})
 run = api_view({"GET": get_run})
 schema_view = api_view({"GET": schema})

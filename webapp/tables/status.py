@@ -59,6 +59,7 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
         "cancel_requested": run.cancel_requested,
+        "file_group": run.file_group or None, "dry_run": run.dry_run,
         # How pages show it, so a script renders exactly what the server-rendered page shows.
         "kind_label": KIND_LABELS.get(run.kind, run.kind), "state_class": STATE_CLASS.get(run.state, "muted"),
         "final": not run.is_active,

@@ -113,7 +113,8 @@ def duration_minutes(minutes: int | str | None) -> str:
 # The one naming of run kinds, on every page and in the run JSON the table page's script renders.
 KIND_LABELS: dict[str, str] = {Run.Kind.SCHEDULE: "plan only", Run.Kind.EXECUTE: "execute plan", Run.Kind.SCHEDULE_EXECUTE: "compaction",
                Run.Kind.CLEAN: "clean", Run.Kind.ROLLBACK: "rollback", Run.Kind.RECOVER: "recover",
-               Run.Kind.METRICS: "metrics refresh"}
+               Run.Kind.METRICS: "metrics refresh",
+               Run.Kind.VALIDATE: "validate plan", Run.Kind.UNSCHEDULE: "unschedule plan", Run.Kind.REPAIR: "repair plan"}
 
 
 @register.filter

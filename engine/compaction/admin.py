@@ -35,7 +35,7 @@ from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.read.fsview import FileGroup, FileSystemView, LogFile
+from engine.read.fsview import FileGroup, FileSlice, FileSystemView, LogFile
 from engine.services import integrity
 from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
@@ -263,7 +263,7 @@ def _renames(view: FileSystemView, op: CompactionOperation, c: str) -> list[r.Lo
     return out
 
 
-def _group_slices(view: FileSystemView, op: CompactionOperation) -> list:
+def _group_slices(view: FileSystemView, op: CompactionOperation) -> list[FileSlice]:
     return next((g.slices for g in view.all_file_groups() if (g.partition_path, g.file_id) == op.key), [])
 
 

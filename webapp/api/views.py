@@ -144,7 +144,7 @@ def rollback(request: HttpRequest, name: str) -> JsonResponse:
     return _accepted(services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant))
 
 
-def _plan_admin(kind: str):
+def _plan_admin(kind: str) -> Callable[[HttpRequest, str], HttpResponse]:
     @_bad_input
     def view(request: HttpRequest, name: str) -> JsonResponse:
         table = get_object_or_404(RegisteredTable, name=name)

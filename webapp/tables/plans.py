@@ -3,6 +3,8 @@ not executed, not rolled back), which an operator can execute or roll back, and 
 which the engine can also roll back while no later instant depends on it."""
 from __future__ import annotations
 
+from typing import Any
+
 from webapp.tables.models import RegisteredTable, Run
 
 PLANNING = (Run.Kind.SCHEDULE, Run.Kind.SCHEDULE_EXECUTE)
@@ -28,7 +30,7 @@ def unscheduled_groups(table: RegisteredTable, instant: str) -> list[str]:
     return sorted({g for r in done for g in (r or {}).get("unscheduled_file_groups") or []})
 
 
-def planned_groups(table: RegisteredTable, pending: Run) -> list[dict]:
+def planned_groups(table: RegisteredTable, pending: Run) -> list[dict[str, Any]]:
     """The operations of the pending plan still in it (its planning run recorded them all)."""
     gone = set(unscheduled_groups(table, pending.instant))
     return [op for op in (pending.plan or {}).get("operations") or []

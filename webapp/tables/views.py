@@ -211,7 +211,7 @@ def rollback(request: HttpRequest, name: str) -> HttpResponse:
     return _instant_action(request, name, Run.Kind.ROLLBACK, "Rollback")
 
 
-def _plan_admin(kind: str, what: str):
+def _plan_admin(kind: str, what: str) -> Callable[[HttpRequest, str], HttpResponse]:
     @operator_action
     def view(request: HttpRequest, name: str) -> HttpResponse:
         table = get_object_or_404(RegisteredTable, name=name)

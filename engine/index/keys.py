@@ -59,3 +59,16 @@ def arrow_schema_of(df: DataFrame) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, timezone="UTC")
+
+
+def as_spark_would_convert(rows: pa.Table) -> pa.Table | None:
+    """`rows` in the types `spark.createDataFrame(rows)` hands to mapInArrow (timestamps in µs, ...), computed
+    without Spark; None for a type Spark has no equivalent of (that input then takes the DataFrame path,
+    which reports it)."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    try:
+        schema = to_arrow_schema(from_arrow_schema(rows.schema), timezone="UTC")
+        return rows.cast(schema)
+    except (TypeError, ValueError, NotImplementedError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None

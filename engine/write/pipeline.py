@@ -29,12 +29,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from engine.io import storage
 from engine.index import keys
@@ -57,6 +55,9 @@ from engine.timeline.instants import (DELTACOMMIT, REPLACECOMMIT, Timeline, comm
                                       create_requested, transition_to_inflight)
 from engine.timeline.metadata import (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata,
                                       inflight_commit_json)
+
+if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": INSERT_OVERWRITE, "insert_overwrite_table": INSERT_OVERWRITE_TABLE}
@@ -392,6 +393,8 @@ def pending_log_reservations(timeline: Timeline) -> dict[tuple[str, str], tuple[
 # ------------------------------------------------------------------------------------------ DataFrame path
 
 def _with_routing(cfg: TableConfig, df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
     return (df.withColumn(KEY_COL, keys.record_key_column(cfg))
             .withColumn(PART_COL, keys.partition_path_column(cfg))
             .withColumn(BUCKET_COL, keys.bucket_column(F.col(KEY_COL), cfg.num_buckets)))

@@ -16,6 +16,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence, TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 from engine.config.layout import write_partition_metadata
@@ -27,7 +28,8 @@ from engine.write import log_writer
 from engine.write.log_writer import WriteJob
 
 T = TypeVar("T")
-Group = tuple[tuple[str, int], list[pa.Table]]
+Piece = tuple[pa.Table, np.ndarray | None]         # routed rows and the row numbers of one group (None: all)
+Group = tuple[tuple[str, int], list[Piece]]
 
 
 def workers() -> int:
@@ -48,13 +50,20 @@ def spark_slices(items: Sequence[T], n: int) -> list[list[T]]:
 
 
 def group_rows(routed: Iterable[pa.Table]) -> list[Group]:
-    """Each (partition, bucket)'s rows over all routed chunks, chunks in input order; groups sorted by key."""
-    pieces: dict[tuple[str, int], list[pa.Table]] = {}
+    """Each (partition, bucket)'s rows over all routed chunks, chunks in input order; groups sorted by key.
+
+    Rows stay where they are until the task writing their group takes them."""
+    pieces: dict[tuple[str, int], list[Piece]] = {}
     for table in routed:
         if table.num_rows:
-            for key, rows in log_writer.groups(table):
-                pieces.setdefault(key, []).append(rows)
-    return sorted(pieces.items())
+            for key, rows in log_writer.group_indices(table):
+                pieces.setdefault(key, []).append((table, rows))
+    return sorted(pieces.items(), key=lambda item: item[0])
+
+
+def _rows(pieces: list[Piece]) -> pa.Table:
+    tables = [t if rows is None else t.take(pa.array(rows)) for t, rows in pieces]
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
 
 
 def route_all(rt: routing.Routing, chunks: Iterable[pa.Table]) -> list[Group]:
@@ -77,9 +86,8 @@ def write_groups(job: WriteJob, groups: list[Group], on_progress: Progress | Non
     def task(index: int) -> list[dict]:
         token = write_token(index, 0, 0)
         stats: list[dict] = []
-        for (partition, bucket), tables in slices[index]:
-            rows = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-            stats += log_writer.write_group(job, partition, bucket, rows, token)
+        for (partition, bucket), pieces in slices[index]:
+            stats += log_writer.write_group(job, partition, bucket, _rows(pieces), token)
             with lock:
                 done[0] += 1
                 reporter.update(done[0])

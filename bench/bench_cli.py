@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import time
 
-from bench.common import emit, log, rate, records, scratch_dir, stage_parquet
+from bench.common import emit, log, records, scratch_dir, stage_parquet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TARGET_WRITE_S = 2.0
@@ -28,11 +29,17 @@ HUDI_READ = ("import sys, pyarrow as pa, pyarrow.parquet as pq; from hudi import
              " pq.write_table(t, sys.argv[2]); print(t.num_rows)")
 
 
+CPU: list[float] = []   # user + system seconds of each process run() waited for (a JVM it started included)
+
+
 def run(argv: list[str]) -> float:
-    """Wall seconds of one fresh process; fails loudly on a non-zero exit."""
+    """Wall seconds of one fresh process (its CPU seconds appended to CPU); fails loudly on a non-zero exit."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
     return seconds
@@ -52,18 +59,30 @@ def median(values: list[float]) -> float:
     return sorted(values)[len(values) // 2]
 
 
-def writes(path: str, inputs: list[str], timed_from: int, flags: list[str]) -> list[float]:
-    times = []
+def writes(path: str, inputs: list[str], timed_from: int, flags: list[str]) -> tuple[list[float], list[float]]:
+    """Wall and CPU seconds of the writes from `timed_from` on."""
+    times, cpu = [], []
     for i, source in enumerate(inputs):
         seconds = tidemark("write", path, "--input", source, *flags)
-        log(f"bench_cli: write {i} {' '.join(flags) or '(default)'} {seconds:.2f}s")
+        log(f"bench_cli: write {i} {' '.join(flags) or '(default)'} {seconds:.2f}s ({CPU[-1]:.2f} CPU-s)")
         if i >= timed_from:
             times.append(seconds)
-    return times
+            cpu.append(CPU[-1])
+    return times, cpu
 
 
-def reads(path: str, out: str, repeats: int, flags: list[str]) -> list[float]:
-    return [tidemark("read", path, "--output", out, *flags) for _ in range(repeats)]
+def reads(path: str, out: str, repeats: int, flags: list[str]) -> tuple[list[float], list[float]]:
+    times = [tidemark("read", path, "--output", out, *flags) for _ in range(repeats)]
+    return times, CPU[-repeats:]
+
+
+def hudi_reads(path: str, out: str, repeats: int) -> tuple[list[float], list[float]]:
+    times = [run([sys.executable, "-c", HUDI_READ, path, out]) for _ in range(repeats)]
+    return times, CPU[-repeats:]
+
+
+def _r(values: list[float]) -> list[float]:
+    return [round(v, 3) for v in values]
 
 
 def main() -> None:
@@ -74,6 +93,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies --batch")
     args = ap.parse_args()
     n = max(1, int(args.batch * args.scale))
+    load_before = round(os.getloadavg()[0], 2)
     work = scratch_dir("tm-bench-cli-")
     try:
         inputs = [stage_parquet(records(n, first_key=i * n, seq=1, seed=i), work, f"batch{i}.parquet")
@@ -82,26 +102,26 @@ def main() -> None:
         here, spark_table = os.path.join(work, "here"), os.path.join(work, "spark")
         create(here)
         create(spark_table)
-        in_process = writes(here, inputs[:args.batches], 1, [])[:args.repeat]
-        on_spark = writes(spark_table, inputs[:args.repeat + 1], 1, ["--spark"])
+        in_process, in_process_cpu = writes(here, inputs[:args.batches], 1, [])
+        on_spark, on_spark_cpu = writes(spark_table, inputs[:args.repeat + 1], 1, ["--spark"])
         total = n * args.batches
         out = os.path.join(work, "out.parquet")
         tidemark("read", here, "--output", out)   # warm the cache
         read_here = reads(here, out, args.repeat, [])
         read_spark = reads(here, out, args.repeat, ["--spark"])
-        hudi = [run([sys.executable, "-c", HUDI_READ, here, os.path.join(work, "hudi.parquet")])
-                for _ in range(args.repeat)]
+        hudi = hudi_reads(here, os.path.join(work, "hudi.parquet"), args.repeat)
         w_here, w_spark = median(in_process), median(on_spark)
-        r_here, r_spark, r_hudi = median(read_here), median(read_spark), median(hudi)
+        r_here, r_spark, r_hudi = median(read_here[0]), median(read_spark[0]), median(hudi[0])
         emit("bench_cli", {
-            "batch_records": n, "table_records": total, "repeat": args.repeat,
-            "write_in_process_s": round(w_here, 3), "write_in_process_runs_s": [round(x, 3) for x in in_process],
-            "write_spark_s": round(w_spark, 3), "write_spark_runs_s": [round(x, 3) for x in on_spark],
+            "batch_records": n, "table_records": total, "repeat": args.repeat, "load_avg_1m_before": load_before,
+            "write_in_process_s": round(w_here, 3), "write_spark_s": round(w_spark, 3),
             "write_speedup": round(w_spark / w_here, 2),
-            "write_in_process_records_per_s": round(rate(n, w_here)),
+            "write_cpu_s": {"in_process": round(median(in_process_cpu), 3), "spark": round(median(on_spark_cpu), 3)},
+            "write_runs_s": {"in_process": _r(in_process), "spark": _r(on_spark)},
             "read_in_process_s": round(r_here, 3), "read_spark_s": round(r_spark, 3), "read_hudi_s": round(r_hudi, 3),
-            "read_runs_s": {"in_process": [round(x, 3) for x in read_here],
-                            "spark": [round(x, 3) for x in read_spark], "hudi": [round(x, 3) for x in hudi]},
+            "read_cpu_s": {"in_process": round(median(read_here[1]), 3), "spark": round(median(read_spark[1]), 3),
+                           "hudi": round(median(hudi[1]), 3)},
+            "read_runs_s": {"in_process": _r(read_here[0]), "spark": _r(read_spark[0]), "hudi": _r(hudi[0])},
             "ratio_read_in_process_vs_hudi": round(r_here / r_hudi, 3),
             "ratio_read_spark_vs_hudi": round(r_spark / r_hudi, 3),
             "target_write_s": TARGET_WRITE_S, "meets_write_target": w_here <= TARGET_WRITE_S,

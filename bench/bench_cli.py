@@ -3,8 +3,8 @@
     python -m bench.bench_cli [--batch 125000] [--batches 8] [--repeat 3] [--scale 1.0]
 
 Input: `--batches` Parquet files of `--batch` new records each (anchors' schema). Table H gets every batch with
-`tidemark write` (the default: in-process for an input of this size) — 1 M rows at full scale; `--repeat` of
-those writes are timed (a warm-up write first, so the OS cache is warm). Table S gets `--repeat` + 1 batches
+`tidemark write` (the default: in-process for an input of this size) — 1 M rows at full scale; every write
+after the first is timed (the first warms the OS cache). Table S gets `--repeat` + 1 batches
 with `tidemark write --spark` (the behaviour before engine.placement: every write started a Spark JVM).
 Then `tidemark read H --output` in-process (default) and with `--spark`, against hudi 0.5.0 reading the same
 table into a Parquet file in a fresh process (import, read, write). Every time is a whole process's wall time.

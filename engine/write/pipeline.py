@@ -190,7 +190,7 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
     if source.format == inputs.PARQUET:
         return write_parquet(base_path, list(source.files), operation, settings, spark, lock=lock,
                              on_progress=on_progress, local=local)
-    cfg, settings = _open(base_path, operation, settings)
+    cfg, checked = _open(base_path, operation, settings)
     rows = inputs.read_text(source)
     current = inputs.table_schema(cfg)
     inputs.check_columns(cfg, current, rows.column_names, operation, path)
@@ -205,7 +205,7 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
         def run_here(job: WriteJob) -> list[dict]:
             return in_process.write_groups(job, in_process.route_all(rt, [as_spark]), on_progress)
 
-        return _commit_protocol(cfg, operation, as_spark.schema, settings, run_here, lock)
+        return _commit_protocol(cfg, operation, as_spark.schema, checked, run_here, lock)
     from engine.spark import get_spark
 
     return write_dataframe(base_path, (spark or get_spark()).createDataFrame(rows), operation, settings,

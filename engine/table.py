@@ -120,9 +120,13 @@ class Table:
 
     def write(self, source: str | Sequence[str] | DataFrame, operation: str = "upsert", *,
               settings: Mapping[str, str] | None = None, lock: TableLock | None = None,
-              on_progress: Progress | None = None) -> r.WriteResult:
+              on_progress: Progress | None = None, local: bool | None = None) -> r.WriteResult:
         """Write `source` as one deltacommit: a .parquet/.csv/.jsonl path (or folder of Parquet), a list of
         Parquet paths, or a Spark DataFrame.
+
+        Files run in this process or on Spark as `engine.placement` decides: `local=True` in-process,
+        False on Spark, None (default) in-process unless the input is big or SPARK_MASTER names a cluster.
+        Either way the same files are written. A DataFrame is always written by Spark.
 
         `operation` "insert_overwrite" replaces every file group of the partitions `source` has rows in,
         "insert_overwrite_table" every file group of the table (Hudi's backfill operations): one
@@ -135,10 +139,10 @@ class Table:
         self._reload()
         if isinstance(source, str):
             out = pipeline.write_file(self.path, absolute_location(source), operation, settings, lock=lock,
-                                      on_progress=on_progress)
+                                      on_progress=on_progress, local=local)
         elif isinstance(source, (list, tuple)):
             out = pipeline.write_parquet(self.path, [absolute_location(str(p)) for p in source], operation, settings,
-                                         lock=lock, on_progress=on_progress)
+                                         lock=lock, on_progress=on_progress, local=local)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
                                            on_progress=on_progress)
@@ -149,12 +153,16 @@ class Table:
         return out
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
-             as_of: str | None = None, output: str | None = None, local: bool = False,
+             as_of: str | None = None, output: str | None = None, local: bool | None = None,
              skip_corrupt: bool = False, on_progress: Progress | None = None) -> r.ReadResult:
         """Run `query`: into one Parquet file at `output`, or (no output) in-process into an Arrow table
         (`result.table`). Queries: "snapshot", "read_optimized", "time_travel" (the snapshot as of instant
         `as_of`) and "incremental" (the records written in (`begin`, `end`]; begin defaults to the start,
         end to the latest commit). A bad instant or range is a ConfigError, raised before anything is written.
+
+        A read into `output` runs in this process or on Spark as `engine.placement` decides: `local=True`
+        in-process, False on Spark, None (default) in-process unless the files to read are big or
+        SPARK_MASTER names a cluster. Without `output` it always runs in-process.
 
         A corrupt log block of a committed instant hides its records: the in-process read warns
         (CorruptLogBlockWarning, naming file and offset) and goes on; a read into `output` raises
@@ -165,7 +173,7 @@ class Table:
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
             output = absolute_location(output)
-            rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress,
+            rows = export_query(self.path, spec, output, local=local, on_progress=on_progress,
                                 skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
                                 as_of_instant=as_of)

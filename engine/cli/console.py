@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
+from engine import placement
 from engine.cli import output
 from engine.config import eventtime
 from engine.errors import Refused, TidemarkError
@@ -34,7 +35,8 @@ def cmd_create(args: argparse.Namespace) -> int:
 def cmd_write(args: argparse.Namespace) -> int:
     t = Table.open(args.path)  # fails fast, before Spark starts, when there is no table
     with output.progress_bar("writing") as on_progress:
-        result = t.write(args.input, args.operation or "upsert", settings=_config(args), on_progress=on_progress)
+        result = t.write(args.input, args.operation or "upsert", settings=_config(args), on_progress=on_progress,
+                         local=args.local)
     output.emit(result, args.json, output.write)
     return EXIT_OK
 
@@ -196,6 +198,17 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a supported hoodie.* setting")
 
 
+def _add_placement(p: argparse.ArgumentParser, verb: str) -> None:
+    """--local / --spark; neither: in-process unless the work is big or SPARK_MASTER names a cluster."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--local", dest="local", action="store_const", const=True, default=None,
+                   help=f"{verb} in this process on pyarrow (default for small work: up to "
+                        f"${placement.MAX_ROWS_ENV} input rows ({placement.DEFAULT_MAX_ROWS:,}) for a write, "
+                        f"${placement.MAX_MB_ENV} MB of files ({placement.DEFAULT_MAX_MB}) for a read, "
+                        "unless SPARK_MASTER names a cluster)")
+    g.add_argument("--spark", dest="local", action="store_const", const=False, help=f"{verb} on Spark")
+
+
 def _command(sub: Any, name: str, func: Command, help_text: str | None = None) -> argparse.ArgumentParser:
     """A sub-command taking the table PATH and --json."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
@@ -263,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--operation", choices=list(WRITE_OPERATIONS),
                    help="default: upsert; insert_overwrite replaces the partitions the input has rows in, "
                    "insert_overwrite_table the whole table")
+    _add_placement(p, "write")
     _add_config(p)
 
     p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
@@ -272,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", help="incremental: ... up to and including this instant (default: the latest commit)")
     p.add_argument("--as-of", help="time_travel: the table as of this completed instant")
     p.add_argument("--output", required=True)
-    p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
+    _add_placement(p, "read")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip corrupt log blocks of committed instants with a warning each (default: fail, "
                         "write nothing)")

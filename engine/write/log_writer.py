@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from engine import logformat
 from engine.io import storage
 from engine.config import eventtime
+from engine.index.bucket_hash import spark_hash_strings
 from engine.index.keys import check_partition_path
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.read.merge import DataItem, merge_log_items
@@ -95,27 +96,32 @@ def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, toke
 
 
 def groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
-    """Split a task's rows by (partition, bucket), keeping input order inside each group.
+    """Split a task's rows by (partition, bucket), keeping input order inside each group."""
+    for key, rows in group_indices(table):
+        yield key, table if rows is None else table.take(pa.array(rows))
+
+
+def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray | None]]:
+    """Each (partition, bucket) of routed rows and its row numbers in input order (None: every row).
 
     Groups are found on one int64 code per row (partition dictionary index × buckets + bucket) with a
-    stable numpy sort — far cheaper than a multi-key sort on strings.
+    stable numpy sort — far cheaper than a multi-key sort on strings; taking the rows is left to the caller,
+    so the copies can be made where the group is written (in parallel).
     """
     parts = pc.dictionary_encode(table.column(PART_COL)).combine_chunks()
     buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
     codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
     uniques = np.unique(codes)
     if len(uniques) == 1:
-        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), table
+        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
         return
     order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    table = table.take(pa.array(order))
-    starts = np.searchsorted(sorted_codes, uniques)
+    starts = np.searchsorted(codes[order], uniques)
     ends = list(starts[1:]) + [len(order)]
     for a, b in zip(starts, ends):
         row = int(order[a])
         key = (str(parts.dictionary[int(parts.indices[row].as_py())]), int(buckets[row]))
-        yield key, table.slice(int(a), int(b - a))
+        yield key, order[a:b]
 
 
 def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict[str, Any]]:
@@ -159,10 +165,29 @@ def with_meta(job: WriteJob, partition: str, file_name: str, rows: pa.Table, tok
 
 def precombine(job: WriteJob, records: pa.Table) -> pa.Table:
     """Pre-combine a batch: one record per key, chosen by the table's merge mode."""
-    if pc.count_distinct(records.column("_hoodie_record_key")).as_py() == records.num_rows:
+    if keys_distinct(records.column("_hoodie_record_key")):
         return records  # the common case: nothing to combine
     winners = merge_log_items([DataItem(records)], job.merge_mode, job.ordering_field, records.schema)
     return winners.rows if winners.size != records.num_rows else records
+
+
+def keys_distinct(keys: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide.
+
+    Hashing the keys with numpy and sorting the hashes costs a fraction of pyarrow's exact count_distinct on
+    strings; with ~10^5 keys a few hash collisions are expected, and only those rows get the exact test.
+    """
+    hashes = spark_hash_strings(keys, seed=0)
+    order = np.argsort(hashes, kind="stable")
+    ranked = hashes[order]
+    same = ranked[1:] == ranked[:-1]
+    if not same.any():
+        return True
+    shared = np.zeros(len(ranked), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    suspects = pc.take(keys, pa.array(order[shared]))
+    return bool(pc.count_distinct(suspects).as_py() == len(suspects))
 
 
 @dataclass

@@ -28,17 +28,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark import Accumulator
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from engine.io import storage
 from engine.index import keys
-from engine.write import inputs, log_writer
+from engine import placement
+from engine.write import in_process, inputs, log_writer
 from engine.services import recovery, rollback
 from engine.io.faults import fault_point
 from engine.timeline import heartbeat
@@ -58,6 +56,10 @@ from engine.timeline.instants import (DELTACOMMIT, REPLACECOMMIT, Timeline, comm
                                       create_requested, transition_to_inflight)
 from engine.timeline.metadata import (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata,
                                       inflight_commit_json)
+
+if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": INSERT_OVERWRITE, "insert_overwrite_table": INSERT_OVERWRITE_TABLE}
@@ -105,10 +107,13 @@ def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schem
 
 def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
                   settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
-                  lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
-    """Write Parquet files into the table as one deltacommit without turning rows into Spark rows."""
-    from engine.spark import get_spark
+                  lock: TableLock | None = None, on_progress: Progress | None = None,
+                  local: bool | None = None) -> WriteResult:
+    """Write Parquet files into the table as one deltacommit without turning rows into Spark rows.
 
+    In-process or on Spark as `engine.placement` decides (`local`: the caller's choice; a given `spark`
+    session means Spark unless `local` says otherwise); key or partition columns whose string form only
+    Spark gives (`routing.supports`) always take Spark's DataFrame path."""
     cfg, settings = _open(base_path, operation, settings)
     incoming = inputs.parquet_schema(tuple(paths))
     current = inputs.table_schema(cfg)
@@ -116,7 +121,17 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     inputs.check_types(current, incoming, paths[0])
     inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
     rt = routing.Routing.of(cfg)
-    if not routing.supports(rt, incoming):
+    routable = routing.supports(rt, incoming)
+    if _in_process(routable, inputs.parquet_rows(tuple(paths)), _asked(local, spark)):
+        chunks = _row_group_chunks(paths)
+
+        def run_here(job: WriteJob) -> list[dict[str, Any]]:
+            return in_process.write_groups(job, in_process.route_all(rt, _read_chunks(chunks)), on_progress)
+
+        return _commit_protocol(cfg, operation, incoming, settings, run_here, lock)
+    from engine.spark import get_spark
+
+    if not routable:
         df = parquet_dataframe(spark or get_spark(), paths)
         return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, settings, lock, on_progress)
     sc = (spark or get_spark()).sparkContext
@@ -140,22 +155,50 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     return _commit_protocol(cfg, operation, incoming, settings, run, lock)
 
 
+def _asked(local: bool | None, spark: SparkSession | None) -> bool | None:
+    """The caller's choice: `local` when given; a session passed in means Spark; else undecided."""
+    if local is not None:
+        return local
+    return False if spark is not None else None
+
+
+def _in_process(routable: bool, rows: int, local: bool | None) -> bool:
+    """Whether a write runs here; asking for it (`local=True`) where only Spark routes the keys is an error."""
+    if not routable:
+        if local:
+            raise WriteError("the record key or partition columns are neither strings nor integers, so only "
+                             "Spark's DataFrame path routes them; write without --local")
+        return False
+    return placement.write_in_process(rows, local)
+
+
 def write_file(base_path: str, path: str, operation: str = "upsert",
                settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
-               lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
+               lock: TableLock | None = None, on_progress: Progress | None = None,
+               local: bool | None = None) -> WriteResult:
     """The CLI's input file (.parquet, folder of parquet, .csv, .jsonl) as one deltacommit."""
-    from engine.spark import get_spark
-
     source = inputs.locate(path)
     if source.format == inputs.PARQUET:
         return write_parquet(base_path, list(source.files), operation, settings, spark, lock=lock,
-                             on_progress=on_progress)
+                             on_progress=on_progress, local=local)
     cfg, checked = _open(base_path, operation, settings)
     rows = inputs.read_text(source)
     current = inputs.table_schema(cfg)
     inputs.check_columns(cfg, current, rows.column_names, operation, path)
     inputs.check_types(current, rows.schema, path)
     rows = inputs.check_rows(cfg, current, rows, path)
+    # The rows as the DataFrame path would hand them to its tasks (Spark's types), so the table's schema
+    # and the files are the same whichever way the write runs.
+    as_spark = keys.as_spark_would_convert(rows)
+    rt = routing.Routing.of(cfg)
+    routable = as_spark is not None and routing.supports(rt, as_spark.schema)
+    if as_spark is not None and _in_process(routable, rows.num_rows, _asked(local, spark)):
+        def run_here(job: WriteJob) -> list[dict[str, Any]]:
+            return in_process.write_groups(job, in_process.route_all(rt, [as_spark]), on_progress)
+
+        return _commit_protocol(cfg, operation, as_spark.schema, checked, run_here, lock)
+    from engine.spark import get_spark
+
     df = (spark or get_spark()).createDataFrame(rows)
     return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, checked, lock, on_progress)
 
@@ -353,6 +396,8 @@ def pending_log_reservations(timeline: Timeline) -> dict[tuple[str, str], tuple[
 # ------------------------------------------------------------------------------------------ DataFrame path
 
 def _with_routing(cfg: TableConfig, df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
     return (df.withColumn(KEY_COL, keys.record_key_column(cfg))
             .withColumn(PART_COL, keys.partition_path_column(cfg))
             .withColumn(BUCKET_COL, keys.bucket_column(F.col(KEY_COL), cfg.num_buckets)))
@@ -393,6 +438,12 @@ def _row_group_chunks(paths: list[str]) -> list[tuple[str, tuple[int, ...]]]:
         if current or meta.num_row_groups == 0:
             chunks.append((path, tuple(current)))
     return chunks
+
+
+def _read_chunks(chunks: list[tuple[str, tuple[int, ...]]]) -> Iterator[pa.Table]:
+    for path, row_groups in chunks:
+        if row_groups:
+            yield pq.ParquetFile(storage.parquet_source(path)).read_row_groups(list(row_groups))
 
 
 def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple[int, ...]]],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from engine import logformat
 from engine.io import storage
 from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
 from engine.errors import ConfigError
@@ -62,9 +63,11 @@ def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
     stat_times = write_stat_event_times(timeline)
     records = _records_by_log(timeline)
     bars: dict[int | None, _Bar] = {}
-    for sl in view.latest_slices():
+    slices = view.latest_slices()
+    scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files)
+    for sl in slices:
         for lf in sl.log_files:
-            times = _from_header(lf.path, committed) or _from_stats(stat_times, sl.partition_path, lf.name,
+            times = _from_header(scans[lf.path], committed) or _from_stats(stat_times, sl.partition_path, lf.name,
                                                                     lf.path, {})
             start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
             bar = bars.setdefault(start, _Bar())

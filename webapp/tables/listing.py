@@ -139,16 +139,14 @@ def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
 
 
 def summary(tables: QuerySet[RegisteredTable]) -> dict[str, int]:
-    """Counts for the tiles. Runs in flight are counted from the few active runs (the state index), not by
-    probing every table's runs; the other counts are one aggregate over the tables' narrow sampling rows."""
-    tables = tables.order_by()
-    counts = tables.aggregate(tables=Count("pk"), breached=Count("pk", filter=breached()),
-                              late=Count("pk", filter=Q(**{f"{KEY}late_records__gt": 0})))
-    active = Run.objects.filter(state__in=ACTIVE)
-    if tables.query.has_filters():
-        active = active.filter(table__in=tables.values("pk"))
-    counts["running"] = active.order_by().values("table_id").distinct().count()
-    return counts
+    """Counts for the tiles, in one aggregate query. Tables with runs in flight are matched against the few
+    active runs, selected once (the state index), not by probing every table's runs with a correlated EXISTS
+    (at 10,000 tables that probe was most of the query)."""
+    running = Run.objects.filter(state__in=ACTIVE).order_by().values("table_id")
+    return tables.order_by().aggregate(
+        tables=Count("pk"), breached=Count("pk", filter=breached()),
+        late=Count("pk", filter=Q(**{f"{KEY}late_records__gt": 0})),
+        running=Count("pk", filter=Q(pk__in=running)))
 
 
 def page(params: Mapping[str, str], limit: int) -> ListPage:

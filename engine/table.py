@@ -253,6 +253,29 @@ class Table:
                                 expired_writes=out.expired_writes,
                                 catalog_sync=_sync_after(self.path, "rollback"))
 
+    def validate_compaction(self, instant: str) -> r.PlanValidation:
+        """`compaction validate`: per file group of pending compaction `instant`, Valid, or Error with the reasons
+        (a file it names is missing or does not decode its headers, or its slice changed)."""
+        from engine.compaction.admin import validate_plan
+
+        return validate_plan(self.path, instant)
+
+    def unschedule_compaction(self, instant: str, *, file_id: str | None = None, partition: str | None = None,
+                              dry_run: bool = False, lock: TableLock | None = None) -> r.UnscheduleResult:
+        """`compaction unschedule`: take pending compaction `instant` back, whole or (`file_id`) one file group;
+        logs written into its slice since it was planned move to the previous slice and stay read."""
+        from engine.compaction.admin import unschedule
+
+        return unschedule(self.path, instant, file_id=file_id, partition=partition, dry_run=dry_run, lock=lock)
+
+    def repair_compaction(self, instant: str, *, dry_run: bool = False,
+                          lock: TableLock | None = None) -> r.RepairResult:
+        """`compaction repair`: after an interrupted unschedule, move the logs it moved back where the plan
+        expects them; a dry run lists the renames and changes nothing."""
+        from engine.compaction.admin import repair
+
+        return repair(self.path, instant, dry_run=dry_run, lock=lock)
+
     # ------------------------------------------------------------------------------------ services
 
     def clean(self, *, retain_commits: int | None = None, retain_versions: int | None = None,
@@ -367,12 +390,13 @@ class Table:
 
         return describe_compaction(self.path, instant)
 
-    def tide(self, bucket: Latency = "1h") -> list[r.TideBucket]:
+    def tide(self, bucket: Latency = "1h", *, by_partition: bool = False) -> list[r.TideBucket]:
         """Uncompacted log records and bytes per event-time bucket of the logs' min event time, from block
-        headers and write stats (no data decoded): how much a threshold past each bucket would compact."""
+        headers and write stats (no data decoded): how much a threshold past each bucket would compact.
+        `by_partition`: per partition and bucket (`PartitionTideBucket`), the backlog heatmap's cells."""
         from engine.observe.tide import tide
 
-        return tide(self.path, latency_ms(bucket) or 0)
+        return tide(self.path, latency_ms(bucket) or 0, by_partition=by_partition)
 
 
 # ------------------------------------------------------------------------------------------ argument parsing

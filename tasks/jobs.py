@@ -42,6 +42,9 @@ clean = _run_task("clean")
 rollback = _run_task("rollback")
 recover = _run_task("recover")
 refresh_metrics = _run_task("refresh_metrics")
+validate = _run_task("validate")
+unschedule = _run_task("unschedule")
+repair = _run_task("repair")
 
 BY_KIND = {
     "schedule": schedule,
@@ -51,6 +54,9 @@ BY_KIND = {
     "rollback": rollback,
     "recover": recover,
     "metrics": refresh_metrics,
+    "validate": validate,
+    "unschedule": unschedule,
+    "repair": repair,
 }
 
 

@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from engine import Table, TimelineMark
+from tasks import heatmap
 from tasks import location as locations
 from tasks import watch
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
@@ -92,9 +93,11 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
         "late_records": fresh.get("late_records") or 0,
         "corrupt_log_blocks": backlog.get("corrupt_log_blocks") or 0,
         "earliest_pending_compaction": min(pending, default=""),
+        "oldest_log_instant": backlog.get("oldest_log_instant") or "",
         "latest_completed_compaction": max(completed, default=""),
         "sla_breached": sla_breached(table, lag),
         "tide": tide,
+        "backlog_heatmap": heatmap.read(engine_table, tide),
         "catalog": engine_table.catalog_status().to_dict(),
     }
 

@@ -115,6 +115,25 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    result = Table.open(args.path).validate_compaction(args.instant)
+    output.emit(result, args.json, output.validation)
+    return EXIT_OK if result.valid else EXIT_ERROR
+
+
+def cmd_unschedule(args: argparse.Namespace) -> int:
+    result = Table.open(args.path).unschedule_compaction(args.instant, file_id=args.file_group,
+                                                         partition=args.partition, dry_run=args.dry_run)
+    output.emit(result, args.json, output.unschedule)
+    return EXIT_OK
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    result = Table.open(args.path).repair_compaction(args.instant, dry_run=args.dry_run)
+    output.emit(result, args.json, output.repair)
+    return EXIT_OK if result.dry_run or (result.validation is not None and result.validation.valid) else EXIT_ERROR
+
+
 def cmd_compaction_show(args: argparse.Namespace) -> int:
     output.emit(Table.open(args.path).compaction(args.instant), args.json, output.compaction_detail)
     return EXIT_OK
@@ -185,7 +204,8 @@ def _command(sub: Any, name: str, func: Command, help_text: str | None = None) -
 
 
 def _compaction_parsers(sub: Any) -> None:
-    comp = sub.add_parser("compaction", help="schedule, run, show or roll back a compaction")
+    comp = sub.add_parser("compaction", help="schedule, run, show, roll back, validate, unschedule or "
+                                                      "repair a compaction")
     csub = comp.add_subparsers(dest="action", required=True)
     p = _command(csub, "schedule", cmd_schedule, "plan a compaction (flags absent: the table's settings)")
     p.add_argument("--strategy", choices=["event_time", "size", "unbounded"],
@@ -205,6 +225,18 @@ def _compaction_parsers(sub: Any) -> None:
     _command(csub, "run", cmd_run, "execute the pending compaction").add_argument("--instant")
     _command(csub, "show", cmd_compaction_show, "one compaction in detail").add_argument("--instant", required=True)
     _command(csub, "rollback", cmd_rollback, "alias of `tidemark rollback`").add_argument("--instant", required=True)
+    _command(csub, "validate", cmd_validate, "check every file a pending plan names (exit 1 when a file group "
+             "is in Error)").add_argument("--instant", required=True)
+    p = _command(csub, "unschedule", cmd_unschedule, "take a pending plan back, whole or one file group; logs "
+                 "written since move to the previous slice")
+    p.add_argument("--instant", required=True)
+    p.add_argument("--file-group", help="the file id of the one file group to take out of the plan")
+    p.add_argument("--partition", help="the file group's partition path (when its file id is in several)")
+    p.add_argument("--dry-run", action="store_true", help="list the renames, change nothing")
+    p = _command(csub, "repair", cmd_repair, "after an interrupted unschedule, move logs back where the plan "
+                 "expects them")
+    p.add_argument("--instant", required=True)
+    p.add_argument("--dry-run", action="store_true", help="list the renames, change nothing")
     comps = sub.add_parser("compactions", help="list compactions")
     _command(comps.add_subparsers(dest="action", required=True), "show", cmd_compactions_show)
 

@@ -15,6 +15,7 @@ the plan stays, and the error says why). The error names each damaged file and o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import filecmp
 import itertools
 import json
@@ -314,9 +315,15 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
     # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
     # table's data latency) may leave older data in logs of slices it did not pick.
     promised = threshold if plan.promises_threshold else None
-    completion, freshness = compute_ro_times(promised, remaining, compacted_max, previous)
+    completion, freshness = compute_ro_times(plan.completion_floor, remaining, compacted_max, previous)
+    settings = plan.settings
+    if promised is not None and plan.settings.unscheduled:
+        # File groups were unscheduled from the plan: their logs at or before T stay outside the base, so the
+        # promise is what the logs left allow (readers take max(threshold, completion) as the guarantee).
+        promised = min(promised, completion) if completion is not None else None
+        settings = dataclasses.replace(settings, threshold_ms=promised)
     result.ro_completion_ms, result.ro_freshness_ms = completion, freshness
-    meta_extra = compaction_commit_extra(plan.settings, [CarriedEntry.from_json(e) for e in result.carry_over],
+    meta_extra = compaction_commit_extra(settings, [CarriedEntry.from_json(e) for e in result.carry_over],
                                          completion, freshness)
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
     ensure_held(f"committing compaction {c}")

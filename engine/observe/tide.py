@@ -17,7 +17,7 @@ from engine.io import storage
 from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
 from engine.errors import ConfigError
 from engine.read.fsview import FileSystemView
-from engine.results import TideBucket, from_ms
+from engine.results import PartitionTideBucket, TideBucket, from_ms
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 from engine.timeline.metadata import CommitMetadata
 
@@ -53,8 +53,9 @@ def _records_by_log(timeline: Timeline) -> dict[tuple[str, str], int]:
     return out
 
 
-def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
-    """Buckets of `bucket_ms` (oldest first, empty ones omitted), then the unknown bucket if any."""
+def tide(base_path: str, bucket_ms: int, by_partition: bool = False) -> list[TideBucket]:
+    """Buckets of `bucket_ms` (oldest first, empty ones omitted), then the unknown bucket if any; `by_partition`:
+    one series per partition (PartitionTideBucket, partitions in name order), for the per-partition heatmap."""
     if bucket_ms <= 0:
         raise ConfigError(f"tide bucket must be a positive duration, got {bucket_ms} ms")
     timeline = Timeline.load(base_path)
@@ -62,7 +63,7 @@ def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
     committed = frozenset(view.committed_instants)
     stat_times = write_stat_event_times(timeline)
     records = _records_by_log(timeline)
-    bars: dict[int | None, _Bar] = {}
+    bars: dict[tuple[str, int | None], _Bar] = {}
     slices = view.latest_slices()
     scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files)
     for sl in slices:
@@ -70,15 +71,22 @@ def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
             times = _from_header(scans[lf.path], committed) or _from_stats(stat_times, sl.partition_path, lf.name,
                                                                     lf.path, {})
             start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
-            bar = bars.setdefault(start, _Bar())
+            bar = bars.setdefault((sl.partition_path if by_partition else "", start), _Bar())
             bar.files += 1
             bar.bytes += lf.size   # listed with links followed: a carried-over link weighs its target
             real = storage.name_of(os.path.realpath(lf.path)) if storage.is_link(lf.path) else lf.name
             n = records.get((sl.partition_path, real), records.get((sl.partition_path, lf.name)))
             bar.records = None if n is None or bar.records is None else bar.records + n
-    known = sorted(k for k in bars if k is not None)
-    out = [TideBucket(from_ms(k), from_ms(k + bucket_ms), bars[k].files, bars[k].records, bars[k].bytes)
-           for k in known]
-    if None in bars:
-        out.append(TideBucket(None, None, bars[None].files, bars[None].records, bars[None].bytes))
+    out: list[TideBucket] = []
+    for partition in sorted({p for p, _ in bars}):
+        keys: list[int | None] = [*sorted(k for p, k in bars if p == partition and k is not None)]
+        if (partition, None) in bars:
+            keys.append(None)
+        for k in keys:
+            bar = bars[(partition, k)]
+            lo, hi = (None, None) if k is None else (from_ms(k), from_ms(k + bucket_ms))
+            if by_partition:
+                out.append(PartitionTideBucket(lo, hi, bar.files, bar.records, bar.bytes, partition=partition))
+            else:
+                out.append(TideBucket(lo, hi, bar.files, bar.records, bar.bytes))
     return out

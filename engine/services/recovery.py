@@ -144,18 +144,26 @@ def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
             for inst in timeline.pending_compactions():
                 if inst.state is not State.INFLIGHT:
                     continue
-                plan = timeline.read_compaction_plan(inst.timestamp)
-                exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
-                for op in plan.get("operations") or []:
-                    for path in rollback.compaction_outputs(base_path, inst.timestamp, op, exact):
-                        storage.remove(path)   # invisible while C is pending; a link is removed, not its target
-                        result.removed_files.append(path)
-                storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", inst.timestamp))
-                revert_compaction_inflight(base_path, inst.timestamp)
+                result.removed_files.extend(revert_to_requested(base_path, timeline, inst.timestamp))
                 result.reverted_compactions.append(inst.timestamp)
     except TableLocked:
         result.running_compactions = [i.timestamp for i in Timeline.load(base_path).pending_compactions()
                                       if i.state is State.INFLIGHT]
+
+
+def revert_to_requested(base_path: str, timeline: Timeline, c: str) -> list[str]:
+    """Inflight compaction `c` back to requested, its partial outputs deleted and its plan kept (as Java's
+    revertInstantFromInflightToRequested); the caller holds the table and compaction locks. The deleted files."""
+    plan = timeline.read_compaction_plan(c)
+    exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
+    removed = []
+    for op in plan.get("operations") or []:
+        for path in rollback.compaction_outputs(base_path, c, op, exact):
+            storage.remove(path)   # invisible while C is pending; a link is removed, not its target
+            removed.append(path)
+    storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", c))
+    revert_compaction_inflight(base_path, c)
+    return removed
 
 
 def _sweep(base_path: str, result: RecoverResult) -> None:

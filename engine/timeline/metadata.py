@@ -26,6 +26,7 @@ CARRY_OVER = "tidemark.carryOver"          # plan: the mode; commit: JSON list o
 EXACT = "tidemark.exact"
 EVENT_TIME_SOURCES = "tidemark.eventTimeSources"
 SETTINGS_USED = "tidemark.settingsUsed"
+UNSCHEDULED = "tidemark.unscheduledFileGroups"   # plan: JSON ["<partition>/<fileId>", ...] taken out of it
 RO_COMPLETION = "tidemark.roCompletionTime"
 RO_FRESHNESS = "tidemark.roFreshnessTime"
 SCHEMA = "schema"
@@ -117,6 +118,9 @@ class PlanSettings:
     exact: bool = False
     event_time_sources: Mapping[str, int] | None = None
     settings_used: Mapping[str, Mapping[str, Any]] | None = None
+    # File groups `compaction unschedule --file-group` took out of the plan ("<partition>/<fileId>"): their
+    # logs at or before T stay outside the base, so the plan no longer promises T itself.
+    unscheduled: tuple[str, ...] = ()
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, str]) -> PlanSettings:
@@ -125,7 +129,8 @@ class PlanSettings:
                    carry_over=mode if mode in CARRY_OVER_MODES else None,
                    exact=str(extra.get(EXACT) or "").lower() == "true",
                    event_time_sources=_json(extra.get(EVENT_TIME_SOURCES)),
-                   settings_used=_json(extra.get(SETTINGS_USED)))
+                   settings_used=_json(extra.get(SETTINGS_USED)),
+                   unscheduled=tuple(_json(extra.get(UNSCHEDULED)) or ()))
 
     def to_extra(self) -> dict[str, str]:
         extra = {THRESHOLD: _str(self.threshold_ms), STRATEGY: self.strategy or "",
@@ -134,6 +139,8 @@ class PlanSettings:
             extra[EVENT_TIME_SOURCES] = json.dumps(dict(self.event_time_sources))
         if self.settings_used is not None:
             extra[SETTINGS_USED] = json.dumps({k: dict(v) for k, v in self.settings_used.items()})
+        if self.unscheduled:
+            extra[UNSCHEDULED] = json.dumps(list(self.unscheduled))
         return extra
 
 
@@ -155,6 +162,12 @@ class CompactionPlanRecord:
     def promises_threshold(self) -> bool:
         """Only an event-time plan promises its threshold T to the RO view."""
         return self.settings.strategy == "event_time" and self.settings.threshold_ms is not None
+
+    @property
+    def completion_floor(self) -> int | None:
+        """The least completion time the commit may publish: T, unless file groups were unscheduled from the
+        plan (their logs at or before T stay in logs; the completion time then follows the logs left alone)."""
+        return self.settings.threshold_ms if self.promises_threshold and not self.settings.unscheduled else None
 
     @classmethod
     def from_avro(cls, plan: Mapping[str, Any]) -> CompactionPlanRecord:

@@ -142,6 +142,15 @@ def rollback(request: HttpRequest, name: str) -> JsonResponse:
     return _accepted(services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant))
 
 
+def _plan_admin(kind: str):
+    @_bad_input
+    def view(request: HttpRequest, name: str) -> JsonResponse:
+        table = get_object_or_404(RegisteredTable, name=name)
+        return _accepted(services.administer_plan(table, request.user, kind, _body(request)))
+    view.__name__ = f"{kind}_plan"
+    return view
+
+
 def recover(request: HttpRequest, name: str) -> JsonResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     return _accepted(services.request_run(table, Run.Kind.RECOVER, request.user))
@@ -234,6 +243,9 @@ preview_view = api_view({"POST": preview})
 clean_view = api_view({"POST": clean})
 rollback_view = api_view({"POST": rollback})
 recover_view = api_view({"POST": recover})
+validate_view = api_view({"POST": _plan_admin(Run.Kind.VALIDATE)})
+unschedule_view = api_view({"POST": _plan_admin(Run.Kind.UNSCHEDULE)})
+repair_view = api_view({"POST": _plan_admin(Run.Kind.REPAIR)})
 runs = api_view({"GET": list_runs})
 run = api_view({"GET": get_run})
 schema_view = api_view({"GET": schema})

@@ -47,6 +47,7 @@ def point_at(sample: MetricSample) -> None:
              .update(latest_sample=sample, sampled_at=sample.taken_at, **keys_of(sample)))
     if moved and replaced and replaced != sample.pk:
         MetricSample.objects.filter(pk=replaced).exclude(tide=[]).update(tide=[])
+        MetricSample.objects.filter(pk=replaced).exclude(backlog_heatmap={}).update(backlog_heatmap={})
     if not moved:
         SamplingState.objects.get_or_create(table_id=sample.table_id, defaults={
             "latest_sample": sample, "sampled_at": sample.taken_at, **keys_of(sample)})

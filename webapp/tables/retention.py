@@ -108,7 +108,8 @@ def _roll_tables(table_ids: list[int], before: dt.datetime, bucket_s: int) -> in
         keep.append(MetricSample(id=newest["id"], resolution_seconds=bucket_s,
                                  rolled_up=sum(r["rolled_up"] for r in group),
                                  freshness_lag_seconds=max(lags) if lags else None,
-                                 sla_breached=any(r["sla_breached"] for r in group), tide=[]))
+                                 sla_breached=any(r["sla_breached"] for r in group), tide=[],
+                                 backlog_heatmap={}))
         drop.extend(r["id"] for r in group[:-1])
         folded += len(group) - 1
         if len(keep) >= BATCH:
@@ -137,7 +138,7 @@ def _write(keep: list[MetricSample], drop: list[int]) -> None:
         return
     with transaction.atomic():
         MetricSample.objects.bulk_update(
-            keep, ["resolution_seconds", "rolled_up", "freshness_lag_seconds", "sla_breached", "tide"],
+            keep, ["resolution_seconds", "rolled_up", "freshness_lag_seconds", "sla_breached", "tide", "backlog_heatmap"],
             batch_size=500)
         for i in range(0, len(drop), 500):
             MetricSample.objects.filter(id__in=drop[i:i + 500]).delete()

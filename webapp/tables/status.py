@@ -58,6 +58,7 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
         "cancel_requested": run.cancel_requested,
+        "file_group": run.file_group or None, "dry_run": run.dry_run,
     }
     if summary:
         del body["plan"], body["result"]

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from webapp.accounts.decorators import operator_action
 from webapp.tables import discovery as table_discovery
-from webapp.tables import history, inputs, listing, overview, plans, services
+from webapp.tables import heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
@@ -71,7 +71,14 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
     pending = plans.pending_plan(table)
+    # A plan scheduled outside the control plane (the CLI) is known from the sample only.
+    pending_instant = pending.instant if pending else (sample.earliest_pending_compaction if sample else "")
+    admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending_instant)
+                      .order_by("-queued_at", "-id")[:3]) if pending_instant else []
     return render(request, "tables/detail.html", {
+        "pending_instant": pending_instant, "admin_runs": admin_runs,
+        "planned_groups": plans.planned_groups(table, pending) if pending else [],
+        "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
@@ -202,6 +209,25 @@ def rollback(request: HttpRequest, name: str) -> HttpResponse:
     return _instant_action(request, name, Run.Kind.ROLLBACK, "Rollback")
 
 
+def _plan_admin(kind: str, what: str):
+    @operator_action
+    def view(request: HttpRequest, name: str) -> HttpResponse:
+        table = get_object_or_404(RegisteredTable, name=name)
+        try:
+            run = services.administer_plan(table, request.user, kind, request.POST.dict())
+        except inputs.InvalidInput as exc:
+            return _invalid(request, table, exc)
+        dry = " (dry run)" if run.dry_run else ""
+        return _after_action(request, table, run, f"{what} of plan {run.instant}{dry}")
+    view.__name__ = f"{kind}_plan"
+    return view
+
+
+validate_plan = _plan_admin(Run.Kind.VALIDATE, "Validation")
+unschedule_plan = _plan_admin(Run.Kind.UNSCHEDULE, "Unschedule")
+repair_plan = _plan_admin(Run.Kind.REPAIR, "Repair")
+
+
 @operator_action
 def recover(request: HttpRequest, name: str) -> HttpResponse:
     return _table_action(request, name, Run.Kind.RECOVER, "Recover")
@@ -292,9 +318,14 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("table", "requested_by"), pk=run_id)
     plan = run.plan or {}
     operations = plan.get("operations") or []
+    result = run.result or {}
+    plan_admin = run.kind in services.PLAN_ADMIN
     return render(request, "tables/run.html", {
-        "run": run, "plan": plan, "operations": operations, "result": run.result or {},
+        "run": run, "plan": plan, "operations": operations, "result": result,
         "is_compaction": run.kind in (Run.Kind.SCHEDULE, Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE),
+        "plan_admin": plan_admin,
+        "validation": (result if run.kind == Run.Kind.VALIDATE else result.get("validation")) if plan_admin else None,
+        "renames": result.get("renames") if plan_admin else None,
         "partitions": services.partition_summary(plan),
         "settings_used": sorted((plan.get("settings_used") or {}).items()),
         "events": run.audit_events.select_related("user").order_by("at"),

@@ -108,7 +108,8 @@ def duration_minutes(minutes) -> str:
 
 # The one naming of run kinds, on every page and in the table page's script (handed to it as JSON).
 KIND_LABELS = {"schedule": "plan only", "execute": "execute plan", "schedule_execute": "compaction", "clean": "clean",
-               "rollback": "rollback", "recover": "recover", "metrics": "metrics refresh"}
+               "rollback": "rollback", "recover": "recover", "metrics": "metrics refresh",
+               "validate": "validate plan", "unschedule": "unschedule plan", "repair": "repair plan"}
 
 
 @register.filter

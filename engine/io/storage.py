@@ -463,10 +463,10 @@ class S3Upload:
     UPLOAD_PART_BYTES (pyarrow's stream always makes a multipart upload: 3 requests even for a small file);
     beyond that a multipart upload whose parts go up on a background thread while the caller writes on."""
 
-    def __init__(self, path: str, part_bytes: int = UPLOAD_PART_BYTES) -> None:
+    def __init__(self, path: str, part_bytes: int | None = None) -> None:
         self.path = path
         self._bucket, self._key = _bucket_key(path)
-        self._part_bytes = part_bytes
+        self._part_bytes = part_bytes or UPLOAD_PART_BYTES
         self._buf = bytearray()
         self._pos = 0
         self._upload_id: str | None = None

@@ -314,6 +314,8 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=100)
     ap.add_argument("--days", type=int, default=30, help="simulated days of samples (0: skip)")
     ap.add_argument("--keep-logs", help="copy the stack's logs (sampler, web) into this folder")
+    ap.add_argument("--skip-sampling", action="store_true",
+                    help="no sampling cycles: registration, primed latest samples, then the web measures only")
     args = ap.parse_args()
 
     state = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -343,6 +345,13 @@ def main() -> None:
                             if os.path.basename(p) < f"t{real:05d}")
         prime(set(real_paths))
         _, token = operator_token()
+        stack.env["METRICS_TOKEN"] = token   # /metrics is closed without a token: scrape it with the same one
+        if args.skip_sampling:
+            start_gunicorn(stack)
+            out["web"] = web(stack, token, args.clients, args.requests)
+            log(f"web {json.dumps(out['web'])}")
+            print(json.dumps(out))
+            return
         # The sampling worker: the sampling queue only, no Spark (sampling reads headers and the timeline).
         stack.spawn("sampler", [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO",
                                 "--concurrency", "1", "--pool", "prefork", "--without-gossip", "--without-mingle",

@@ -17,9 +17,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import filecmp
+import itertools
 import json
 import os
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 FILE_NAME_COL = "_hoodie_file_name"
+REMOTE_COPY_THREADS = 8
 
 
 class CompactionError(TidemarkError):
@@ -94,6 +97,9 @@ class OpTask:
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
     extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
     log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
+    # Completed instants when the run started: the carried logs' blocks are all older (the trigger refused
+    # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
+    completed: frozenset[str] = frozenset()
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -151,11 +157,14 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
 def _check_logs(c: str, tasks: list[OpTask]) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
     changes (the plan is not even moved to inflight)."""
-    for task in tasks:
-        sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
-        bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents, sizes).committed
-        if bad:
-            raise integrity.corrupt_error(bad, "refusing to fold", "")
+    with logformat.scan_memo():
+        # every task's logs scanned together (in parallel on a store), then judged task by task
+        logformat.scan_log_files((p, s) for t in tasks for p, s in itertools.zip_longest(t.log_paths, t.log_sizes))
+        for task in tasks:
+            sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
+            bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents, sizes).committed
+            if bad:
+                raise integrity.corrupt_error(bad, "refusing to fold", "")
 
 
 def _give_up(base_path: str, c: str, lock: TableLock | None, what: str, state: str) -> CorruptLogBlockError:
@@ -228,6 +237,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
     extents = integrity.CommittedExtents(cfg.base_path, timeline)
+    completed = frozenset(timeline.completed_timestamps())
     sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
     out = []
     for op in plan.operations:
@@ -247,7 +257,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
-            extents=extents))
+            extents=extents, completed=completed))
     return out
 
 
@@ -282,7 +292,8 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
     previous = previous_ro_times(cfg)
     # A carry-forward log is judged by what its executor carried, not by its blocks: the deletes it
     # replays are already in the base, only its late records (and withheld winners) are not.
-    remaining = _remaining_log_mins(cfg, timeline, c, tasks) + [o["carry_min"] for o in outs
+    seed = {path: scan for o in outs for path, scan in (o.get("carried_scans") or {}).items()}
+    remaining = _remaining_log_mins(cfg, timeline, c, tasks, seed) + [o["carry_min"] for o in outs
                                                                  if o.get("spill") and o.get("carry_min") is not None]
     # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
     # table's data latency) may leave older data in logs of slices it did not pick.
@@ -311,24 +322,31 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
                             ro_freshness_time=from_ms(freshness))
 
 
-def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: list[OpTask]) -> list[int | None]:
-    """Min event times of the logs left in the latest slices once C completes."""
+def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: list[OpTask],
+                        seed: dict[str, logformat.LogFileScan] | None = None) -> list[int | None]:
+    """Min event times of the logs left in the latest slices once C completes (`seed`: scans of carried copies
+    the executors made from bytes they read anyway)."""
     view = FileSystemView(cfg.base_path, timeline)
     compacted = {(t.partition_path, t.file_id) for t in tasks}
     slices = [s for s in view.latest_slices() if (s.partition_path, s.file_id) not in compacted and s.log_files]
     aliases = {}
+    listings: dict[str, list[storage.Entry]] = {}   # one listing per partition, not one per file group
     for t in tasks:
-        slices.append(_slice_c_logs(view, t.partition_path, t.file_id, c))
+        slices.append(_slice_c_logs(view, t.partition_path, t.file_id, c, listings))
         aliases.update({(t.partition_path, link): target for link, target in t.links})
-    times = resolve_log_event_times(view, timeline, slices, cfg=cfg, extra_committed={c}, aliases=aliases)
+    with logformat.scan_memo(seed):
+        times = resolve_log_event_times(view, timeline, slices, cfg=cfg, extra_committed={c}, aliases=aliases)
     return [t.min_ms for t in times.values()]
 
 
-def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str) -> FileSlice:
+def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
+                  listings: dict[str, list[storage.Entry]]) -> FileSlice:
     """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
     pdir = view.partition_dir(partition)
+    if pdir not in listings:
+        listings[pdir] = storage.list_entries(pdir)
     logs = []
-    for entry in storage.list_entries(pdir):
+    for entry in listings[pdir]:
         parsed = parse_log_file_name(entry.name)
         if parsed and parsed.file_id == file_id and parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
             size = entry.size if not entry.is_link else storage.size(entry.path)   # a link weighs its target
@@ -360,20 +378,39 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
     storage.make_dirs(temp_dir)
+    listing = _list_partition(pdir)   # the task's one listing of its partition (one LIST on a store)
     logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
     if logs.corrupt:  # folding would supersede the log and lose the block's records for good
         raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
                                       "Folding them would lose these records for good; nothing was written.")
-    split = split_slice(logs.items, _following_items(task, pdir), _split_spec(task),
+    with logformat.scan_memo():
+        following = _following_items(task, pdir, listing)
+        scans = logformat.memo_scans()
+    split = split_slice(logs.items, following, _split_spec(task),
                         base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
-    counts, size = _write_base_file(task, split, pdir, temp_dir, name)
-    spill = _write_carry_forward(task, split, pdir, temp_dir, token)
+    counts, size = _write_base_file(task, split, pdir, temp_dir, name, listing)
+    spill = _write_carry_forward(task, split, pdir, temp_dir, token, listing)
     fault_point("carry_over", "base_written")
-    carry = _carry_over(task, pdir, temp_dir)
+    carry = _carry_over(task, pdir, temp_dir, listing)
     fault_point("carry_over", "linked")
     stat = _stat(task, name, size, logs.items, counts)
-    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms}
+    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms,
+            "carried_scans": _carried_scans(task, pdir, scans)}
+
+
+def _carried_scans(task: OpTask, pdir: str, scans: dict[str, logformat.LogFileScan]) -> dict[str, logformat.LogFileScan]:
+    """Header scans of the carried copies, from the bytes of their sources this task already read whole (a
+    server-side copy has the same bytes): the driver's RO bookkeeping then reads none of them again. Only
+    for object stores (locally a scan is cheap) and only clean scans (a damaged log is rescanned there)."""
+    if not storage.is_remote(pdir):
+        return {}
+    out = {}
+    for link, target in task.links:
+        scan = scans.get(storage.join(pdir, target))
+        if scan is not None and not scan.corrupt:
+            out[storage.join(pdir, link)] = scan
+    return out
 
 
 def _task_token() -> str:
@@ -389,7 +426,16 @@ def _split_spec(task: OpTask) -> SplitSpec:
                      task.threshold_ms if task.exact else None, bounds)
 
 
-def _following_items(task: OpTask, pdir: str) -> list[LogItem]:
+def _list_partition(pdir: str) -> dict[str, int]:
+    """name -> size of the files in the task's partition, listed once per task and shared by every step that
+    asks (stale attempts, logs written into slice C, copies already made); local sizes are not needed (-1).
+    Only this task writes the names it later looks for (the plan's), so the listing cannot go stale for them."""
+    if storage.is_remote(pdir):
+        return {e.name: e.size for e in storage.list_entries(pdir) if not e.is_dir}
+    return dict.fromkeys(storage.list_names(pdir), -1)
+
+
+def _following_items(task: OpTask, pdir: str, listing: dict[str, int]) -> list[LogItem]:
     """Items of the logs that follow the carry-forward log in slice C: the carried logs, then logs written
     into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win)."""
     if task.merge_mode != EVENT_TIME_ORDERING:
@@ -397,12 +443,14 @@ def _following_items(task: OpTask, pdir: str) -> list[LogItem]:
     carried = [storage.join(pdir, target) for _, target in task.links]
     planned = {link for link, _ in task.links}
     written = []
-    for n in storage.list_names(pdir):
+    for n in listing:
         parsed = parse_log_file_name(n)
         if (parsed is not None and parsed.file_id == task.file_id and parsed.base_instant == task.instant
                 and parsed.version != CARRY_FORWARD_VERSION and n not in planned):
             written.append((parsed.version, parsed.write_token, storage.join(pdir, n)))
-    committed = frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
+    # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
+    committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
+                 if written or not task.completed else task.completed)
     return read_slice_logs(carried + [p for *_, p in sorted(written)], committed).items
 
 
@@ -436,10 +484,11 @@ def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.T
         yield conform_to_schema(rest, task.schema)
 
 
-def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, name: str) -> tuple[_Counts, int]:
+def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, name: str,
+                     listing: dict[str, int]) -> tuple[_Counts, int]:
     """The new base file of slice C, made visible whole: local, written under `.hoodie/.temp` and renamed into
-    the partition; object stores, streamed as a multipart upload that appears only when it completes."""
-    _remove_stale(pdir, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
+    the partition; object stores, one PutObject (a multipart upload when large) that appears only complete."""
+    _remove_stale(pdir, listing, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
     dest = storage.join(pdir, name)
     if storage.is_remote(dest):
         with storage.open_output(dest) as sink:
@@ -486,10 +535,11 @@ def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list[str | None]) -
         keys[1] = hi if keys[1] is None else max(keys[1], hi)
 
 
-def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, token: str) -> str | None:
+def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, token: str,
+                         listing: dict[str, int]) -> str | None:
     """The carry-forward items as log version 1 of slice C, one block per item in replay order; the blocks'
     instant is C, so readers take them once C completes."""
-    _remove_stale(pdir, lambda n: _is_log_of(n, task.file_id, task.instant, CARRY_FORWARD_VERSION))
+    _remove_stale(pdir, listing, lambda n: _is_log_of(n, task.file_id, task.instant, CARRY_FORWARD_VERSION))
     if not split.carry:
         return None
     blocks = [_carry_block(task, item) for item in split.carry]
@@ -542,15 +592,20 @@ def _ordering_values(values: pa.Array) -> list[int | float | str | None]:
     return out
 
 
-def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict[str, Any]]:
+def _carry_over(task: OpTask, pdir: str, temp_dir: str, listing: dict[str, int]) -> list[dict[str, Any]]:
     """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept."""
     out = []
+    if task.carry_mode != "symlink" and storage.is_remote(pdir) and task.links:
+        # Server-side copies are independent and each appears whole: all in flight at once.
+        with ThreadPoolExecutor(max_workers=min(len(task.links), REMOTE_COPY_THREADS)) as pool:
+            list(pool.map(lambda lt: _ensure_remote_copy(storage.join(pdir, lt[1]), storage.join(pdir, lt[0]),
+                                                         listing.get(lt[1]), listing.get(lt[0])), task.links))
     for link, target in task.links:
         dest = storage.join(pdir, link)
         if task.carry_mode == "symlink":
             _ensure_symlink(dest, target)
         elif storage.is_remote(dest):
-            _ensure_remote_copy(storage.join(pdir, target), dest)
+            pass   # copied above
         else:
             _ensure_copy(os.path.join(pdir, target), dest, os.path.join(temp_dir, link))
         out.append({"partitionPath": task.partition_path, "fileId": task.file_id, "symlink": link,
@@ -577,22 +632,25 @@ def _ensure_copy(src: str, dest: str, tmp: str) -> None:
     os.replace(tmp, dest)  # readers never see a half-copied log
 
 
-def _ensure_remote_copy(src: str, dest: str) -> None:
+def _ensure_remote_copy(src: str, dest: str, src_size: int | None, dest_size: int | None) -> None:
     """A server-side copy (S3 CopyObject: no byte passes through this process; the object appears whole).
     An object already at `dest` is an earlier attempt's copy of the same planned log (the name is the plan's,
-    so nothing else writes it) when its size matches; anything else is refused as locally."""
-    if storage.exists(dest):
-        if storage.size(dest) == storage.size(src):
+    so nothing else writes it) when its size matches; anything else is refused as locally. Both sizes come
+    from the task's listing (None: not listed), so a copy costs the CopyObject alone — no HEAD, no LIST."""
+    if dest_size is not None:
+        if src_size is None:
+            src_size = storage.size(src)
+        if dest_size == src_size:
             return
         raise TidemarkError(f"{dest}: exists and differs from {src}, the log it should copy")
     storage.copy(src, dest)
 
 
-def _remove_stale(pdir: str, predicate: Callable[[str], bool]) -> None:
+def _remove_stale(pdir: str, listing: dict[str, int], predicate: Callable[[str], bool]) -> None:
     """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible)."""
-    for n in storage.list_names(pdir):
-        if predicate(n):
-            storage.remove(storage.join(pdir, n))
+    for n in [n for n in listing if predicate(n)]:
+        storage.remove(storage.join(pdir, n))
+        del listing[n]
 
 
 def _is_base_of(name: str, file_id: str, instant: str) -> bool:

@@ -146,12 +146,20 @@ def list_compactions(base_path: str) -> list[r.CompactionSummary]:
 
 # ------------------------------------------------------------------------------------------ detail
 
-def _sizes(pdir: str, names: list[str]) -> int | None:
-    """Bytes of the named files (links followed); None when one is gone (e.g. cleaned since)."""
-    if storage.is_remote(pdir) and names:   # one LIST of the partition, not one HEAD per file
-        try:
-            listed = {e.name: e.size for e in storage.list_entries(pdir)}
-        except FileNotFoundError:
+Listings = dict[str, dict[str, int] | None]
+
+
+def _sizes(pdir: str, names: list[str], listings: Listings) -> int | None:
+    """Bytes of the named files (links followed); None when one is gone (e.g. cleaned since). On a store one
+    LIST per partition for a whole report (`listings` keeps it), not one HEAD per file nor a LIST per group."""
+    if storage.is_remote(pdir) and names:
+        if pdir not in listings:
+            try:
+                listings[pdir] = {e.name: e.size for e in storage.list_entries(pdir)}
+            except FileNotFoundError:
+                listings[pdir] = None
+        listed = listings[pdir]
+        if listed is None:
             return None
         return sum(listed[n] for n in names) if all(n in listed for n in names) else None
     total = 0
@@ -165,15 +173,18 @@ def _sizes(pdir: str, names: list[str]) -> int | None:
 
 def file_group_operation(base_path: str, op: CompactionOperation, mode: str | None,
                          carried: list[CarriedEntry] | None = None,
-                         stat: WriteStat | None = None) -> r.FileGroupOperation:
-    """One operation as the API reports it; `carried` (the commit's record) wins over what the plan asked."""
+                         stat: WriteStat | None = None, listings: Listings | None = None) -> r.FileGroupOperation:
+    """One operation as the API reports it; `carried` (the commit's record) wins over what the plan asked.
+    `listings`: partition listings shared by the operations of one report."""
+    listings = {} if listings is None else listings
     pdir = storage.join(base_path, op.partition_path) if op.partition_path else base_path
     logs_carried = ([r.CarriedLog(e.symlink, e.target, e.mode) for e in carried] if carried is not None
                     else [r.CarriedLog(c.symlink, c.target, mode) for c in op.carried])
     return r.FileGroupOperation(
         partition=op.partition_path, file_id=op.file_id, base_instant=op.base_instant or None,
         base_file=op.data_file, logs_compacted=list(op.delta_files), logs_carried=logs_carried,
-        bytes_compacted=_sizes(pdir, list(op.delta_files)), bytes_carried=_sizes(pdir, [c.target for c in op.carried]),
+        bytes_compacted=_sizes(pdir, list(op.delta_files), listings),
+        bytes_carried=_sizes(pdir, [c.target for c in op.carried], listings),
         new_base_file=stat.file_name if stat is not None else None,
         records_written=stat.num_writes if stat is not None else None)
 
@@ -188,8 +199,9 @@ def _operations(base_path: str, record: CompactionRecord) -> list[r.FileGroupOpe
         # plan-less completed compaction: rebuild what we can from the write stats
         CompactionOperation(p, f, "", None, (), ()) for (p, f) in stats]
     mode = record.settings.carry_over
+    listings: Listings = {}
     return [file_group_operation(base_path, op, mode, carried.get(op.key, []) if carried_list is not None else None,
-                                 stats.get(op.key)) for op in ops]
+                                 stats.get(op.key), listings) for op in ops]
 
 
 def settings_used(plan: CompactionPlanRecord | None) -> dict[str, r.SettingUsed]:
@@ -209,11 +221,12 @@ def plan_result(base_path: str, plan: CompactionPlanRecord, *, instant: str | No
     """A plan (scheduled or previewed) as the API reports it; the projected completion time is T unless the
     planner projected it from the logs the plan leaves."""
     s = plan.settings
+    listings: Listings = {}
     projected = projected_completion_ms if projected_completion_ms is not None else s.threshold_ms
     return r.CompactionPlan(
         instant=instant, state=state, threshold=r.from_ms(s.threshold_ms), strategy=s.strategy,
         carry_over=s.carry_over, exact=s.exact, settings_used=settings_used(plan),
-        operations=[file_group_operation(base_path, op, s.carry_over) for op in plan.operations],
+        operations=[file_group_operation(base_path, op, s.carry_over, listings=listings) for op in plan.operations],
         projected_ro_completion_time=r.from_ms(projected) if plan.promises_threshold else None,
         scheduled_at=r.from_ms(instant_to_millis(instant)) if instant else None,
         event_time_sources=dict(s.event_time_sources) if s.event_time_sources is not None else None,

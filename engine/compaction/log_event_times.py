@@ -107,9 +107,12 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     stats: StatTimes | None = None
     known: dict[tuple[str, str], str] | None = None
     out: dict[str, LogEventTime] = {}
+    slices = list(slices)
+    # Every log's header scan, fetched together (in parallel on an object store), then used in order.
+    scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files)
     for sl in slices:
         for lf in sl.log_files:
-            found = _from_header(lf.path, committed, lf.size)
+            found = _from_header(scans[lf.path], committed)
             if found is None:
                 if stats is None or known is None:
                     stats = write_stat_event_times(timeline)
@@ -128,9 +131,9 @@ def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) ->
             and b.instant_time in committed and b.instant_time not in rolled_back]
 
 
-def _from_header(path: str, committed: frozenset[str], size: int | None = None) -> LogEventTime | None:
+def _from_header(scan: logformat.LogFileScan, committed: frozenset[str]) -> LogEventTime | None:
     """Header attributes, if every committed block is a data block carrying them."""
-    blocks = _committed_blocks(logformat.scan_log_file(path, size), committed)
+    blocks = _committed_blocks(scan, committed)
     mins = [b.min_event_time for b in blocks if b.block_type in _DATA_TYPES and b.min_event_time is not None]
     if not blocks or len(mins) < len(blocks):
         return None

@@ -434,14 +434,126 @@ def write_replace(path: str, data: bytes) -> None:
 
 @contextlib.contextmanager
 def open_output(path: str) -> Iterator[IO[bytes] | Any]:
-    """A writable stream for a whole new file (Parquet writers); on S3 a multipart upload seen on close."""
+    """A writable stream for a whole new file (Parquet writers), seen by readers only once complete. On S3 a
+    file up to UPLOAD_PART_BYTES is one PutObject, a larger one a multipart upload; a failure inside the block
+    publishes nothing (the upload is aborted)."""
     if not is_remote(path):
         with open(path, "wb") as fh:
             yield fh
         return
+    if scheme(path) in ("s3", "s3a"):
+        out = S3Upload(path)
+        try:
+            yield out
+        except BaseException:
+            out.abort()
+            raise
+        out.close()
+        return
     fs, p = filesystem(path)
     with fs.open_output_stream(p) as out:
         yield out
+
+
+UPLOAD_PART_BYTES = 16 << 20
+
+
+class S3Upload:
+    """A write-only stream to one S3 object: buffered, then ONE PutObject on close when it stayed under
+    UPLOAD_PART_BYTES (pyarrow's stream always makes a multipart upload: 3 requests even for a small file);
+    beyond that a multipart upload whose parts go up on a background thread while the caller writes on."""
+
+    def __init__(self, path: str, part_bytes: int | None = None) -> None:
+        self.path = path
+        self._bucket, self._key = _bucket_key(path)
+        self._part_bytes = part_bytes or UPLOAD_PART_BYTES
+        self._buf = bytearray()
+        self._pos = 0
+        self._upload_id: str | None = None
+        self._parts: list[dict] = []
+        self._pending: Any = None   # the part being uploaded
+        self._pool: Any = None
+        self.closed = False
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        return self._pos
+
+    def flush(self) -> None:
+        """Nothing to do: bytes go to the store in parts, or whole on close."""
+
+    def write(self, data: Any) -> int:
+        if self.closed:
+            raise ValueError(f"{self.path}: write to a closed upload")
+        view = memoryview(data).cast("B")
+        self._buf += view
+        self._pos += len(view)
+        if len(self._buf) >= self._part_bytes:
+            self._send_part()
+        return len(view)
+
+    def _send_part(self) -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        client = s3_client()
+        if self._upload_id is None:
+            self._upload_id = client.create_multipart_upload(Bucket=self._bucket, Key=self._key)["UploadId"]
+            self._pool = ThreadPoolExecutor(max_workers=1)
+        self._wait_part()   # at most one part in flight: memory stays ~2 parts
+        body, number = bytes(self._buf), len(self._parts) + 1
+        self._buf = bytearray()
+        self._pending = self._pool.submit(client.upload_part, Bucket=self._bucket, Key=self._key,
+                                          UploadId=self._upload_id, PartNumber=number, Body=body)
+        self._parts.append({"PartNumber": number})
+
+    def _wait_part(self) -> None:
+        if self._pending is not None:
+            self._parts[-1]["ETag"] = self._pending.result()["ETag"]
+            self._pending = None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        client = s3_client()
+        try:
+            if self._upload_id is None:
+                client.put_object(Bucket=self._bucket, Key=self._key, Body=bytes(self._buf))
+            else:
+                if self._buf:
+                    self._send_part()
+                self._wait_part()
+                client.complete_multipart_upload(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id,
+                                                 MultipartUpload={"Parts": self._parts})
+        except BaseException:
+            self.abort()
+            raise
+        self._finish()
+
+    def abort(self) -> None:
+        """Drop what was written: nothing appears at the path."""
+        if self.closed:
+            return
+        if self._upload_id is not None:
+            with contextlib.suppress(Exception):
+                if self._pending is not None:
+                    self._pending.result()
+            with contextlib.suppress(Exception):
+                s3_client().abort_multipart_upload(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id)
+        self._finish()
+
+    def _finish(self) -> None:
+        self.closed = True
+        self._buf = bytearray()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False)
 
 
 def create_exclusive(path: str, data: bytes, staging_dir: str | None = None) -> None:
@@ -497,7 +609,11 @@ def s3_client() -> Any:
     with _LOCK:
         client = _S3_CLIENTS.get(key)
         if client is None:
-            client = boto3.session.Session().client("s3", endpoint_url=endpoint_url(), region_name=region())
+            from botocore.config import Config
+
+            # Header scans run on up to 16 threads (engine.logformat.scan): a pool that large, no queueing.
+            client = boto3.session.Session().client("s3", endpoint_url=endpoint_url(), region_name=region(),
+                                                    config=Config(max_pool_connections=32))
             _S3_CLIENTS[key] = client
     return client
 
@@ -585,6 +701,15 @@ def remove_tree(path: str) -> None:
         import shutil
 
         shutil.rmtree(path, ignore_errors=True)
+        return
+    if scheme(path) in ("s3", "s3a"):
+        # One LIST of the keys (folder markers other tools wrote included), then a DELETE per key; pyarrow
+        # would HEAD and LIST the prefix twice even when nothing is there.
+        bucket, key = _bucket_key(path)
+        client = s3_client()
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=key.rstrip("/") + "/"):
+            for obj in page.get("Contents") or []:
+                client.delete_object(Bucket=bucket, Key=obj["Key"])
         return
     fs, p = filesystem(path)
     try:

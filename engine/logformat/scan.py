@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import struct
-from typing import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Iterable, Iterator
 
 from engine.io import storage
 from engine.logformat.blocks import (
@@ -75,20 +76,54 @@ _MEMO: contextvars.ContextVar[dict[str, LogFileScan] | None] = contextvars.Conte
 
 
 @contextlib.contextmanager
-def scan_memo() -> Iterator[None]:
+def scan_memo(seed: dict[str, LogFileScan] | None = None) -> Iterator[None]:
     """Scan each log file at most once inside the block (one planning pass under the table lock, where the
     committed logs it reads cannot change): the event-time resolution and the integrity check share scans.
+    `seed`: scans already made of exactly these files (e.g. by the executor that just read them whole).
     Nothing outlives the block, so nothing stale is ever served."""
-    token = _MEMO.set({})
+    token = _MEMO.set(dict(seed or {}))
     try:
         yield
     finally:
         _MEMO.reset(token)
 
 
+# Header scans of an object store's logs in flight at once: each is 1-2 small ranged GETs, all latency.
+REMOTE_SCAN_THREADS = 16
+
+
+def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFileScan]:
+    """path -> scan for each (path, size from a listing or None); the memo is used and filled as by
+    `scan_log_file`. On an object store the scans run on a few threads, so a planning pass waits for about
+    one request round trip per REMOTE_SCAN_THREADS logs instead of one per log (same requests, same results)."""
+    todo = dict(items)
+    memo = _MEMO.get()
+    out = {p: memo[p] for p in todo if memo is not None and p in memo}
+    missing = [(p, s) for p, s in todo.items() if p not in out]
+    if len(missing) > 1 and storage.is_remote(missing[0][0]):
+        with ThreadPoolExecutor(max_workers=min(REMOTE_SCAN_THREADS, len(missing))) as pool:
+            scans = list(pool.map(lambda ps: _scan(*ps), missing))
+    else:
+        scans = [_scan(p, s) for p, s in missing]
+    for (path, _), scan in zip(missing, scans):
+        out[path] = scan
+        if memo is not None:
+            memo[path] = scan
+    return out
+
+
 def scan_log_bytes(path: str, data: bytes) -> LogFileScan:
-    """The same scan over a log already read whole."""
-    return _scan(path, data=data)
+    """The same scan over a log already read whole (kept in the memo, when one is open, like any scan)."""
+    scan = _scan(path, data=data)
+    memo = _MEMO.get()
+    if memo is not None:
+        memo[path] = scan
+    return scan
+
+
+def memo_scans() -> dict[str, LogFileScan]:
+    """The scans the open memo holds ({} without one)."""
+    return dict(_MEMO.get() or {})
 
 
 def scan_log_file(path: str, size: int | None = None) -> LogFileScan:

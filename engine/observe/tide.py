@@ -13,6 +13,7 @@ import datetime as dt
 import os
 from dataclasses import dataclass
 
+from engine import logformat
 from engine.io import storage
 from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
 from engine.errors import ConfigError
@@ -63,9 +64,11 @@ def tide(base_path: str, bucket_ms: int, by_partition: bool = False) -> list[Tid
     stat_times = write_stat_event_times(timeline)
     records = _records_by_log(timeline)
     bars: dict[tuple[str, int | None], _Bar] = {}
-    for sl in view.latest_slices():
+    slices = view.latest_slices()
+    scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files)
+    for sl in slices:
         for lf in sl.log_files:
-            times = _from_header(lf.path, committed) or _from_stats(stat_times, sl.partition_path, lf.name,
+            times = _from_header(scans[lf.path], committed) or _from_stats(stat_times, sl.partition_path, lf.name,
                                                                     lf.path, {})
             start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
             bar = bars.setdefault((sl.partition_path if by_partition else "", start), _Bar())

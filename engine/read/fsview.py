@@ -112,27 +112,34 @@ class FileSystemView:
         self.timeline = timeline or Timeline.load(base_path)
         self._committed = {i.timestamp for i in self.timeline.completed() if i.action in WRITE_ACTIONS}
         self._pending_compactions = {i.timestamp for i in self.timeline.pending_compactions()}
+        # Object stores: the one listing `partitions()` took, kept for this view (a snapshot, like the timeline).
+        self._remote: dict[str, list[storage.Entry]] | None = None
         self._planned_outputs = self._pending_plan_outputs()
         self._replaced = self.timeline.replaced_file_groups()
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._dangling: list[tuple[tuple[str, str], str]] = []   # (group, link path): links whose target is gone
         self._cleans: list[tuple[str, dict[str, list[str]]]] | None = None
-        # Object stores: the one listing `partitions()` took, kept for this view (a snapshot, like the timeline).
-        self._remote: dict[str, list[storage.Entry]] | None = None
 
     def _pending_plan_outputs(self) -> set[str]:
         """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
         names: set[str] = set()
+        listed: dict[str, list[str]] = {}   # one listing per partition, not one per operation
         for ts in self._pending_compactions:
             for op in self.timeline.compaction_plan(ts).operations:
                 names.update(s.symlink for s in op.carried)
-                names.update(self._spill_names(op, ts))
+                names.update(self._spill_names(op, ts, listed))
         return names
 
-    def _spill_names(self, op: CompactionOperation, instant: str) -> list[str]:
-        directory = self.partition_dir(op.partition_path)
+    def _spill_names(self, op: CompactionOperation, instant: str, listed: dict[str, list[str]]) -> list[str]:
+        partition = op.partition_path
+        if partition not in listed:
+            if storage.is_remote(self.base_path):   # the view's one listing of the table, taken now
+                self.partitions()
+                listed[partition] = [e.name for e in (self._remote or {}).get(partition, [])]
+            else:
+                listed[partition] = storage.list_names_if_dir(self.partition_dir(partition))
         prefix = f".{op.file_id}_{instant}.log.1_"   # the carry-forward log is version 1 of slice C
-        return [n for n in storage.list_names_if_dir(directory) if n.startswith(prefix)]
+        return [n for n in listed[partition] if n.startswith(prefix)]
 
     @property
     def committed_instants(self) -> set[str]:

@@ -5,6 +5,7 @@ Everything here runs on Spark executors, so its inputs are small picklable value
 """
 from __future__ import annotations
 
+import contextvars
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -121,8 +122,10 @@ def _decode_all(paths: Sequence[str]) -> list[logformat.LogFileContents]:
     if len(paths) < 2 or (not storage.is_remote(paths[0])
                           and sum(os.path.getsize(p) for p in paths) < PARALLEL_DECODE_BYTES):
         return [logformat.read_log_file(p) for p in paths]
+    # Each read runs in a copy of this context, so a scan memo open here (logformat.scan_memo) sees its scans.
+    contexts = [contextvars.copy_context() for _ in paths]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(logformat.read_log_file, paths))
+        return list(pool.map(lambda cp: cp[0].run(logformat.read_log_file, cp[1]), zip(contexts, paths)))
 
 
 def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:

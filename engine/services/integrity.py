@@ -106,8 +106,10 @@ def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
     """Corrupt regions of `paths` from header scans and content prefixes (no content decoded). `sizes` from a
     listing spare an object store one HEAD per file."""
     out = Corruption()
+    paths = list(paths)
+    scans = logformat.scan_log_files((p, (sizes or {}).get(p)) for p in paths)   # in parallel on a store
     for path in paths:
-        out.extend(file_corruption(logformat.scan_log_file(path, (sizes or {}).get(path)), committed, extents))
+        out.extend(file_corruption(scans[path], committed, extents))
     return out
 
 

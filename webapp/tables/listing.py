@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from django.db.models import (Case, Count, Exists, F, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery,
+from django.db.models import (Case, Count, F, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery,
                               Value, When)
 from django.db.models.functions import Coalesce
 
@@ -144,12 +144,14 @@ def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
 
 
 def summary(tables: QuerySet[RegisteredTable]) -> dict[str, int]:
-    """Counts for the tiles, in one aggregate query."""
-    active = Run.objects.filter(table=OuterRef("pk"), state__in=ACTIVE)
+    """Counts for the tiles, in one aggregate query. Tables with runs in flight are matched against the few
+    active runs, selected once (the state index), not by probing every table's runs with a correlated EXISTS
+    (at 10,000 tables that probe was most of the query)."""
+    running = Run.objects.filter(state__in=ACTIVE).order_by().values("table_id")
     return tables.order_by().aggregate(
         tables=Count("pk"), breached=Count("pk", filter=breached()),
         late=Count("pk", filter=Q(**{f"{KEY}late_records__gt": 0})),
-        running=Count("pk", filter=Q(Exists(active))))
+        running=Count("pk", filter=Q(pk__in=running)))
 
 
 def page(params: Mapping[str, str], limit: int) -> ListPage:

@@ -286,18 +286,27 @@ def _csv(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+# table version -> its timeline layout version
+SUPPORTED_TABLE_VERSIONS: dict[int, str] = {6: "1", 8: "2"}
+
+
 def load_table_config(base_path: str) -> TableConfig:
-    """Read and check hoodie.properties; only v6 MOR tables with timeline layout 1 are supported."""
+    """Read and check hoodie.properties: MOR tables of version 6 (timeline layout 1) or 8 (layout 2)."""
     path = storage.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
     text = _read_properties(path)
     if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {path} does not exist")
     props = parse_properties(text)
     cfg = TableConfig(base_path=base_path, props=props)
-    if cfg.version != 6:
+    if cfg.version not in SUPPORTED_TABLE_VERSIONS:
         raise UnsupportedTableError(
-            f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table version 6 "
-            "with timeline layout 1; version 8+ uses the LSM timeline and completion-time file slicing)")
+            f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table versions 6 "
+            "(timeline layout 1) and 8 (timeline layout 2))")
+    layout = props.get("hoodie.timeline.layout.version")
+    if layout is not None and layout != SUPPORTED_TABLE_VERSIONS[cfg.version]:
+        raise UnsupportedTableError(f"{base_path}: hoodie.table.version={cfg.version} with "
+                                    f"hoodie.timeline.layout.version={layout} (expected "
+                                    f"{SUPPORTED_TABLE_VERSIONS[cfg.version]})")
     if props.get("hoodie.table.type") != "MERGE_ON_READ":
         raise UnsupportedTableError(f"{base_path}: hoodie.table.type={props.get('hoodie.table.type')} is not MERGE_ON_READ")
     if not cfg.record_key_fields:

@@ -1,4 +1,6 @@
-"""The active timeline of a table-version-6 Hudi table (timeline layout 1, files directly in `.hoodie/`).
+"""The active timeline of a Hudi table: version 6 (timeline layout 1, files directly in `.hoodie/`) or
+version 8 (layout 2, `.hoodie/timeline/`, completed files `<requested>_<completion>.<action>`: the names are
+in `engine.timeline.layout_v8`; everything else here is shared).
 
 Instant files (docs/HUDI-FORMAT.md §3.1):
   deltacommit:   <ts>.deltacommit.requested (empty) -> <ts>.deltacommit.inflight -> <ts>.deltacommit (JSON)
@@ -23,7 +25,7 @@ from typing import Any, Callable, TypeVar
 
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.timeline import avro_models
+from engine.timeline import avro_models, layout_v8
 from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
                                       RequestedReplaceMetadata, RollbackRecord)
 from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
@@ -92,14 +94,19 @@ def instant_file_name(ts: str, action: str, state: State) -> str:
 
 @dataclass(frozen=True, order=True)
 class Instant:
-    """One instant; a completed compaction appears as action ``commit``, like in Java."""
+    """One instant; a completed compaction appears as action ``commit``, like in Java. `completion_time` is
+    set for completed instants of layout 2 (table version 8) only; instants are ordered by requested time."""
 
     timestamp: str
     action: str
     state: State
+    completion_time: str | None = field(default=None, compare=False)
 
     @property
     def file_name(self) -> str:
+        if self.completion_time is not None and self.state is State.COMPLETED:
+            return layout_v8.completed_name(self.timestamp, self.completion_time,
+                                            _COMPLETES_AS.get(self.action, self.action))
         return instant_file_name(self.timestamp, self.action, self.state)
 
     @property
@@ -107,8 +114,13 @@ class Instant:
         return self.state is State.COMPLETED
 
 
-def parse_instant_file_name(name: str) -> Instant | None:
-    """Parse a layout-1 instant file name; None for anything else (properties, temp files, dirs)."""
+def parse_instant_file_name(name: str, layout: int = 1) -> Instant | None:
+    """Parse an instant file name of `layout`; None for anything else (properties, temp files, dirs)."""
+    if layout == layout_v8.LAYOUT_VERSION:
+        done = layout_v8.parse_completed_name(name)
+        if done is not None:
+            return Instant(done.timestamp, done.action, State.COMPLETED, done.completion_time) \
+                if done.action in ACTIONS else None
     m = _INSTANT_FILE_RE.match(name)
     if m is None:
         return None
@@ -119,8 +131,8 @@ def parse_instant_file_name(name: str) -> Instant | None:
     if action not in ACTIONS:
         return None
     state = State(parts[1]) if len(parts) == 2 else State.COMPLETED
-    if state is State.COMPLETED and action in _COMPLETES_AS:
-        return None  # "<ts>.compaction" is never a completed file name
+    if state is State.COMPLETED and (action in _COMPLETES_AS or layout != 1):
+        return None  # "<ts>.compaction" is never a completed file name; layout 2 names completion times
     return Instant(m.group("ts"), action, state)
 
 
@@ -140,17 +152,24 @@ def _merge_latest(instants: list[Instant]) -> list[Instant]:
     return sorted(best.values())
 
 
-def _read_layout_version(text: str) -> int | None:
-    """hoodie.timeline.layout.version from hoodie.properties (plain key=value, no escapes needed)."""
-    if True:
-        for line in text.splitlines():
-            key, sep, value = line.strip().partition("=")
-            if sep and key.strip() == "hoodie.timeline.layout.version":
-                try:
-                    return int(value.strip())
-                except ValueError:
-                    return None
-    return None
+_TIMELINE_KEYS = ("hoodie.timeline.layout.version", "hoodie.timeline.path", "hoodie.timeline.history.path")
+
+
+def _timeline_properties(text: str) -> dict[str, str]:
+    """The timeline keys of hoodie.properties (plain key=value: their values need no unescaping)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip() in _TIMELINE_KEYS:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _read_layout_version(props: dict[str, str]) -> int | None:
+    try:
+        return int(props["hoodie.timeline.layout.version"])
+    except (KeyError, ValueError):
+        return None
 
 
 @dataclass
@@ -159,6 +178,12 @@ class Timeline:
 
     base_path: str
     instants: list[Instant] = field(default_factory=list)
+    layout: int = 1
+    # Layout 2: the folder of the instant files and of the LSM history (layout 1: `.hoodie/`, no history).
+    folder: str | None = None
+    history_folder: str | None = None
+    _archived_completions: dict[str, str] | None = field(default=None, repr=False)
+    _active_completions: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, base_path: str) -> Timeline:
@@ -169,10 +194,17 @@ class Timeline:
         if "hoodie.properties" not in names and not (storage.is_remote(hoodie)
                                                      and "hoodie.properties.backup" in names):
             raise TableNotFoundError(f"no Hudi table at {base_path}: {props} does not exist")
-        layout = _read_layout_version(_properties_text(props))
+        keys = _timeline_properties(_properties_text(props))
+        layout = _read_layout_version(keys)
+        if layout == layout_v8.LAYOUT_VERSION:
+            folder = layout_v8.timeline_dir(hoodie, keys)
+            found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_if_dir(folder))
+                     if inst is not None]
+            return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys))
         if layout is not None and layout != 1:
             raise UnsupportedTableError(
-                f"{props}: hoodie.timeline.layout.version={layout}; only layout 1 (table version 6) is supported"
+                f"{props}: hoodie.timeline.layout.version={layout}; only layouts 1 (table version 6) and 2 "
+                "(table version 8) are supported"
             )
         found = [inst for inst in map(parse_instant_file_name, names) if inst is not None]
         return cls(base_path, _merge_latest(found))
@@ -182,6 +214,46 @@ class Timeline:
     @property
     def hoodie_path(self) -> str:
         return storage.join(self.base_path, HOODIE_DIR)
+
+    @property
+    def timeline_path(self) -> str:
+        """The folder holding the instant files: `.hoodie/` (layout 1) or `.hoodie/timeline/` (layout 2)."""
+        return self.folder or self.hoodie_path
+
+    @property
+    def uses_completion_time(self) -> bool:
+        """Layout 2 (table version 8): logs join slices, and incremental ranges select, by completion time."""
+        return self.layout == layout_v8.LAYOUT_VERSION
+
+    def completion_time(self, ts: str) -> str | None:
+        """When instant `ts` completed (layout 2: active timeline, then LSM history); None when it is pending,
+        unknown, or the layout records no completion times (1)."""
+        if not self.uses_completion_time:
+            return None
+        if self._active_completions is None:
+            self._active_completions = {i.timestamp: i.completion_time for i in self.instants
+                                        if i.completion_time is not None}
+        if ts in self._active_completions:
+            return self._active_completions[ts]
+        if any(i.timestamp == ts for i in self.instants):
+            return None   # pending
+        if self._archived_completions is None:
+            self._archived_completions = (layout_v8.history_completion_times(self.history_folder)
+                                          if self.history_folder else {})
+        return self._archived_completions.get(ts)
+
+    def has_history(self) -> bool:
+        """Layout 2: whether instants were archived into the LSM history."""
+        return self.history_folder is not None and layout_v8.has_history(self.history_folder)
+
+    def path_of(self, ts: str, action: str, state: State) -> str:
+        """The file of instant `ts` in `state` (a completed layout-2 file is named by its completion time too)."""
+        if state is State.COMPLETED and self.uses_completion_time:
+            done = self.completion_time(ts)
+            if done is not None:
+                return storage.join(self.timeline_path,
+                                    layout_v8.completed_name(ts, done, _COMPLETES_AS.get(action, action)))
+        return storage.join(self.timeline_path, instant_file_name(ts, action, state))
 
     def completed(self) -> list[Instant]:
         return [i for i in self.instants if i.state is State.COMPLETED]
@@ -219,7 +291,7 @@ class Timeline:
 
     def requested_replace(self, ts: str) -> RequestedReplaceMetadata:
         """The requested metadata of replacecommit `ts` (empty when the file is missing or empty)."""
-        path = storage.join(self.hoodie_path, instant_file_name(ts, REPLACECOMMIT, State.REQUESTED))
+        path = self.path_of(ts, REPLACECOMMIT, State.REQUESTED)
         try:
             return RequestedReplaceMetadata.from_bytes(_read_optional(path) or b"")
         except avro_models.AvroInstantError as exc:
@@ -240,7 +312,7 @@ class Timeline:
     # -- content ---------------------------------------------------------------------------------
 
     def instant_path(self, instant: Instant) -> str:
-        return storage.join(self.hoodie_path, instant.file_name)
+        return storage.join(self.timeline_path, instant.file_name)
 
     def read_commit_metadata(self, instant: Instant) -> dict[str, Any]:
         """The JSON HoodieCommitMetadata of a completed or inflight commit/deltacommit/replacecommit.
@@ -253,6 +325,11 @@ class Timeline:
         data = _read_required(path)
         if not data.strip():
             return {}
+        if data.startswith(b"Obj\x01"):   # layout 2: HoodieCommitMetadata as Avro (same field names as the JSON)
+            try:
+                return avro_models.read_avro_instant(data)
+            except avro_models.AvroInstantError as exc:
+                raise TimelineError(f"{path}: invalid commit metadata: {exc}") from exc
         try:
             return json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -261,7 +338,7 @@ class Timeline:
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
         name = instant_file_name(ts, COMPACTION, State.REQUESTED)
-        path = storage.join(self.hoodie_path, name)
+        path = storage.join(self.timeline_path, name)
         data = _read_optional(path)
         if data is None:
             data = _read_optional(storage.join(self.hoodie_path, ".aux", name))
@@ -290,7 +367,7 @@ class Timeline:
 
     def _decoded(self, ts: str, action: str, state: State, decode: Callable[[bytes], _T]) -> _T:
         """One Avro instant file, decoded; a file that does not decode is named in the TimelineError."""
-        path = storage.join(self.hoodie_path, instant_file_name(ts, action, state))
+        path = self.path_of(ts, action, state)
         try:
             return decode(_read_required(path))
         except avro_models.AvroInstantError as exc:
@@ -330,9 +407,17 @@ def _read_required(path: str) -> bytes:
 
 
 def _hoodie(base_path: str) -> str:
+    """`.hoodie/` of a table whose timeline Tidemark may change: every instant written below goes through here,
+    so a layout-2 (table version 8) timeline is refused before any file of it is touched — writing the 1.x form
+    is not implemented yet, and a layout-1 instant in `.hoodie/` would be invisible to Hudi 1.x."""
     hoodie = storage.join(base_path, HOODIE_DIR)
-    if not storage.is_file(storage.join(hoodie, "hoodie.properties")):
+    props = storage.join(hoodie, "hoodie.properties")
+    text = storage.read_optional(props)
+    if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {hoodie}/hoodie.properties does not exist")
+    if _read_layout_version(_timeline_properties(text.decode("utf-8", "replace"))) == layout_v8.LAYOUT_VERSION:
+        raise UnsupportedTableError(f"{base_path}: table version 8 (timeline layout 2) is read-only in Tidemark: "
+                                    "writing, compacting, cleaning and rolling back its timeline is not supported yet")
     return hoodie
 
 

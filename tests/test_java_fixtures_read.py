@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from engine.config.properties import load_table_config
 from engine.errors import UnsupportedTableError
 from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, read_arrow
@@ -114,13 +115,17 @@ def test_v8_timeline_is_read_with_completion_times(fixture_table):
     assert timeline.compaction_plan("20251220210129235").operations
 
 
-def test_v8_writes_are_refused_until_supported(fixture_table):
+def test_v8_first_instant_goes_to_the_timeline_folder_and_switches_the_mdt_off(fixture_table):
     path = str(fixture_table("v8_trips_8i3u1d"))
-    before = sorted(os.listdir(os.path.join(path, ".hoodie", "timeline")))
-    with pytest.raises(UnsupportedTableError, match="table version 8 .* is read-only"):
-        create_requested(path, "20260101000000000", "deltacommit")
-    assert sorted(os.listdir(os.path.join(path, ".hoodie", "timeline"))) == before
+    snap = rows_by_key(hudi_read(path))
+    assert os.path.isdir(os.path.join(path, ".hoodie", "metadata"))
+    written = create_requested(path, "20260101000000000", "deltacommit")
+    assert written == os.path.join(path, ".hoodie", "timeline", "20260101000000000.deltacommit.requested")
     assert not os.path.exists(os.path.join(path, ".hoodie", "20260101000000000.deltacommit.requested"))
+    assert not os.path.exists(os.path.join(path, ".hoodie", "metadata"))
+    props = load_table_config(path).props
+    assert props["hoodie.table.metadata.partitions"] == "" and props["hoodie.table.version"] == "8"
+    assert rows_by_key(hudi_read(path)) == snap == rows_by_key(read_arrow(path))   # listing storage instead
 
 
 def test_table_version_9_is_reported_unsupported(fixture_table):

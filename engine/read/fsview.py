@@ -200,8 +200,10 @@ class FileSystemView:
             self._load_local(partition, directory, slices)
         if self._unplaced:
             slicing_v8.place_logs(self.timeline, self._pending_compactions, partition, self._unplaced, slices)
+        order = (slicing_v8.order_key(self.timeline) if self.timeline.uses_completion_time
+                 else lambda lf: lf.sort_key)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
-            sl.log_files.sort(key=lambda lf: lf.sort_key)
+            sl.log_files.sort(key=order)
             group = self._groups.setdefault((partition, file_id), FileGroup(partition, file_id))
             group.slices.append(sl)
         for group in self._groups.values():

@@ -16,7 +16,7 @@ either compacted by C or (HUDI-9388) is treated as compacted. Here:
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from engine.timeline.instants import Timeline
 
@@ -43,6 +43,16 @@ def place_logs(timeline: Timeline, pending_compactions: set[str], partition: str
             bisect.insort(bases, key)
         slice_ = slices.setdefault((lf.file_id, key), FileSlice(partition, lf.file_id, key))
         slice_.log_files.append(lf)
+
+
+def order_key(timeline: Timeline) -> Callable[[LogFile], tuple[str, str, int, str]]:
+    """The order of a v8 slice's logs: by their instant's completion time (pending last), then the instant, version
+    and write token (hudi-rs `LogFile` ordering; Java orders by instant, version, token — the same for writes
+    that complete in the order they start, which the table lock makes Tidemark's). Carried-over logs are named by
+    their compaction, so they come before every write that completed after it."""
+    def key(lf: LogFile) -> tuple[str, str, int, str]:
+        return (_completion_or_max(timeline, lf.base_instant), lf.base_instant, lf.version, lf.write_token)
+    return key
 
 
 def _completion_or_max(timeline: Timeline, instant: str) -> str:

@@ -42,8 +42,8 @@ from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name
 from engine.read.fsview import FileGroup, FileSystemView
 from engine.timeline import avro_models, heartbeat
 from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
-                                      Instant, State, Timeline, complete, create_requested, delete_instant_files,
-                                      instant_file_name, transition_to_inflight)
+                                      Instant, State, Timeline, complete, completed_file, create_requested,
+                                      delete_instant_files, pending_file, transition_to_inflight)
 
 ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
 RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",
@@ -132,7 +132,7 @@ def resume_rollback(base_path: str, r: str) -> RollbackResult:
 
 
 def _read_plan(base_path: str, r: str) -> dict:
-    path = storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.REQUESTED))
+    path = pending_file(base_path, r, ROLLBACK, State.REQUESTED)
     return avro_models.read_rollback_plan(storage.read_bytes(path))
 
 
@@ -176,8 +176,7 @@ def _target(timeline: Timeline, instant: str) -> Instant:
 
 
 def _is_compaction_commit(timeline: Timeline, inst: Instant) -> bool:
-    return storage.exists(storage.join(timeline.hoodie_path, instant_file_name(inst.timestamp, COMPACTION,
-                                                                             State.REQUESTED)))
+    return storage.exists(timeline.path_of(inst.timestamp, COMPACTION, State.REQUESTED))
 
 
 def _later_compactions(timeline: Timeline, instant: str) -> list[Instant]:
@@ -415,7 +414,7 @@ def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
 def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -> RollbackResult:
     target = plan["instantToRollback"]
     instant, action = target["commitTime"], target["action"]
-    if not storage.exists(storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.INFLIGHT))):
+    if not storage.exists(pending_file(base_path, r, ROLLBACK, State.INFLIGHT)):
         transition_to_inflight(base_path, r, ROLLBACK)
     fault_point("rollback", "inflight")
     started = time.monotonic()
@@ -454,7 +453,9 @@ def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -
 
 def _unpublish(base_path: str, instant: str, family: str) -> bool:
     """Delete the completed file of `instant` (it becomes pending again); True if there was one."""
-    path = storage.join(base_path, ".hoodie", instant_file_name(instant, family, State.COMPLETED))
+    path = completed_file(base_path, instant, family)
+    if path is None:
+        return False
     try:
         storage.remove(path)
     except FileNotFoundError:

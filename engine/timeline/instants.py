@@ -25,7 +25,8 @@ from typing import Any, Callable, TypeVar
 
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.timeline import avro_models, layout_v8
+from engine.io.naming import new_instant_time
+from engine.timeline import avro_models, layout_v8, metadata_table
 from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
                                       RequestedReplaceMetadata, RollbackRecord)
 from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
@@ -406,19 +407,66 @@ def _read_required(path: str) -> bytes:
 # Writing the timeline
 
 
-def _hoodie(base_path: str) -> str:
-    """`.hoodie/` of a table whose timeline Tidemark may change: every instant written below goes through here,
-    so a layout-2 (table version 8) timeline is refused before any file of it is touched — writing the 1.x form
-    is not implemented yet, and a layout-1 instant in `.hoodie/` would be invisible to Hudi 1.x."""
+@dataclass(frozen=True)
+class _Folder:
+    """Where a table's instant files are written, and in which layout."""
+
+    path: str
+    layout: int
+
+    def file(self, ts: str, action: str, state: State) -> str | None:
+        """The existing file of instant `ts` in `state`, or None. A completed layout-2 file also names its
+        completion time, which only a listing finds."""
+        if state is State.COMPLETED and self.layout == layout_v8.LAYOUT_VERSION:
+            for name in storage.list_names_if_dir(self.path):
+                done = layout_v8.parse_completed_name(name)
+                if done is not None and done.timestamp == ts and done.action == _COMPLETES_AS.get(action, action):
+                    return storage.join(self.path, name)
+            return None
+        path = storage.join(self.path, instant_file_name(ts, action, state))
+        return path if storage.exists(path) else None
+
+    def named(self, ts: str, action: str, state: State) -> str:
+        """The path a pending file of instant `ts` has (and a completed one in layout 1)."""
+        return storage.join(self.path, instant_file_name(ts, action, state))
+
+
+def _folder(base_path: str) -> _Folder:
+    """The timeline folder of a table Tidemark changes: `.hoodie/` (layout 1) or `.hoodie/timeline/` (layout 2)."""
     hoodie = storage.join(base_path, HOODIE_DIR)
-    props = storage.join(hoodie, "hoodie.properties")
-    text = storage.read_optional(props)
+    text = storage.read_optional(storage.join(hoodie, "hoodie.properties"))
     if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {hoodie}/hoodie.properties does not exist")
-    if _read_layout_version(_timeline_properties(text.decode("utf-8", "replace"))) == layout_v8.LAYOUT_VERSION:
-        raise UnsupportedTableError(f"{base_path}: table version 8 (timeline layout 2) is read-only in Tidemark: "
-                                    "writing, compacting, cleaning and rolling back its timeline is not supported yet")
-    return hoodie
+    keys = _timeline_properties(text.decode("utf-8", "replace"))
+    if _read_layout_version(keys) == layout_v8.LAYOUT_VERSION:
+        return _Folder(layout_v8.timeline_dir(hoodie, keys), layout_v8.LAYOUT_VERSION)
+    return _Folder(hoodie, 1)
+
+
+def _hoodie(base_path: str) -> str:
+    return _folder(base_path).path
+
+
+def completed_file(base_path: str, ts: str, action: str) -> str | None:
+    """The completed file of instant `ts` (either layout), or None when it has not completed."""
+    return _folder(base_path).file(ts, action, State.COMPLETED)
+
+
+def pending_file(base_path: str, ts: str, action: str, state: State) -> str:
+    """Where the requested or inflight file of instant `ts` lives (either layout), present or not."""
+    return _folder(base_path).named(ts, action, state)
+
+
+def _layout_content(folder: _Folder, action: str, content: bytes) -> bytes:
+    """Layout 2 keeps commit metadata as Avro, where layout 1 keeps JSON: the one conversion, for every writer."""
+    if folder.layout != layout_v8.LAYOUT_VERSION or _family(action) not in COMMIT_ACTIONS \
+            or not content.strip() or content.startswith(b"Obj\x01"):
+        return content
+    try:
+        doc = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TimelineError(f"{action} metadata is neither JSON nor Avro: {exc}") from None
+    return avro_models.commit_metadata_avro(doc)
 
 
 def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> None:
@@ -469,27 +517,28 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
             os.unlink(tmp)
 
 
-def _require(hoodie: str, ts: str, action: str, state: State) -> None:
-    path = storage.join(hoodie, instant_file_name(ts, action, state))
-    if not storage.exists(path):
-        raise TimelineError(f"{path}: expected {state.value} {action} instant {ts} is missing")
+def _require(folder: _Folder, ts: str, action: str, state: State) -> None:
+    if folder.file(ts, action, state) is None:
+        raise TimelineError(f"{folder.named(ts, action, state)}: expected {state.value} {action} instant {ts} is missing")
 
 
-def _refuse_if_completed(hoodie: str, ts: str, action: str) -> None:
-    path = storage.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
-    if storage.exists(path):
+def _refuse_if_completed(folder: _Folder, ts: str, action: str) -> None:
+    path = folder.file(ts, action, State.COMPLETED)
+    if path is not None:
         raise TimelineError(f"{path}: {action} instant {ts} is already completed")
 
 
 def create_requested(base_path: str, instant_ts: str, action: str, content: bytes = b"") -> str:
     """Write `<ts>.<action>.requested`; fails if any file of this instant exists. Returns the path."""
     _check_action(action)
-    hoodie = _hoodie(base_path)
+    folder = _folder(base_path)
+    if folder.layout == layout_v8.LAYOUT_VERSION:
+        metadata_table.disable(base_path)
     for state in (State.INFLIGHT, State.COMPLETED):
-        other = storage.join(hoodie, instant_file_name(instant_ts, action, state))
-        if storage.exists(other):
+        other = folder.file(instant_ts, action, state)
+        if other is not None:
             raise InstantExistsError(f"{other}: instant {instant_ts} already exists")
-    path = storage.join(hoodie, instant_file_name(instant_ts, action, State.REQUESTED))
+    path = folder.named(instant_ts, action, State.REQUESTED)
     _atomic_create(path, content)
     return path
 
@@ -497,30 +546,36 @@ def create_requested(base_path: str, instant_ts: str, action: str, content: byte
 def transition_to_inflight(base_path: str, ts: str, action: str, content: bytes = b"") -> str:
     """requested -> inflight (the requested file stays, as Java leaves it)."""
     _check_action(action)
-    hoodie = _hoodie(base_path)
-    _require(hoodie, ts, action, State.REQUESTED)
-    _refuse_if_completed(hoodie, ts, action)
-    path = storage.join(hoodie, instant_file_name(ts, action, State.INFLIGHT))
-    _atomic_create(path, content)
+    folder = _folder(base_path)
+    _require(folder, ts, action, State.REQUESTED)
+    _refuse_if_completed(folder, ts, action)
+    path = folder.named(ts, action, State.INFLIGHT)
+    _atomic_create(path, _layout_content(folder, action, content))
     return path
 
 
 def complete(base_path: str, ts: str, action: str, content: bytes) -> str:
-    """inflight -> completed; for ``compaction`` this writes `<ts>.commit`."""
+    """inflight -> completed; for ``compaction`` this writes `<ts>.commit` (layout 2: `<ts>_<completion>.commit`,
+    the completion time taken now, after the requested time; commit metadata as Avro)."""
     _check_action(action)
-    hoodie = _hoodie(base_path)
-    _require(hoodie, ts, action, State.INFLIGHT)
-    path = storage.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
-    _atomic_create(path, content, fault_step="temp_written")
+    folder = _folder(base_path)
+    _require(folder, ts, action, State.INFLIGHT)
+    if folder.layout == layout_v8.LAYOUT_VERSION:
+        _refuse_if_completed(folder, ts, action)   # the name is new each time: no create-if-absent clash
+        name = layout_v8.completed_name(ts, new_instant_time(after=ts), _COMPLETES_AS.get(action, action))
+        path = storage.join(folder.path, name)
+    else:
+        path = folder.named(ts, action, State.COMPLETED)
+    _atomic_create(path, _layout_content(folder, action, content), fault_step="temp_written")
     return path
 
 
 def revert_compaction_inflight(base_path: str, ts: str) -> None:
     """Undo `transition_to_inflight` of a compaction, keeping its plan (docs/HUDI-FORMAT.md §6.2)."""
-    hoodie = _hoodie(base_path)
-    _refuse_if_completed(hoodie, ts, COMPACTION)
-    _require(hoodie, ts, COMPACTION, State.REQUESTED)
-    inflight = storage.join(hoodie, instant_file_name(ts, COMPACTION, State.INFLIGHT))
+    folder = _folder(base_path)
+    _refuse_if_completed(folder, ts, COMPACTION)
+    _require(folder, ts, COMPACTION, State.REQUESTED)
+    inflight = folder.named(ts, COMPACTION, State.INFLIGHT)
     if not storage.exists(inflight):
         raise TimelineError(f"{inflight}: compaction {ts} is not inflight")
     storage.remove(inflight)
@@ -532,11 +587,11 @@ def delete_instant_files(base_path: str, ts: str, action: str) -> list[str]:
     Inflight goes first so a crash in between leaves a plain requested instant, never an orphan inflight.
     """
     _check_action(action)
-    hoodie = _hoodie(base_path)
-    _refuse_if_completed(hoodie, ts, action)
+    folder = _folder(base_path)
+    _refuse_if_completed(folder, ts, action)
     removed = []
     for state in (State.INFLIGHT, State.REQUESTED):
-        path = storage.join(hoodie, instant_file_name(ts, action, state))
+        path = folder.named(ts, action, state)
         if storage.exists(path):
             storage.remove(path)
             removed.append(path)

@@ -294,6 +294,7 @@ def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str
         block_format=str(cfg.setting("hoodie.logfile.data.block.format", settings)),
         max_log_size=int(cfg.setting("hoodie.logfile.max.size", settings)),
         max_block_size=int(cfg.setting("hoodie.logfile.data.block.max.size", settings)),
+        logs_named_by_instant=timeline.uses_completion_time,
         # An overwrite never appends: every (partition, bucket) it writes is a new file group.
         targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline),
         compression=str(cfg.setting("hoodie.parquet.compression.codec", settings)),

@@ -39,7 +39,7 @@ from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_cl
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
 from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.read.fsview import FileGroup, FileSystemView
+from engine.read.fsview import FileGroup, FileSystemView, LogFile
 from engine.timeline import avro_models, heartbeat
 from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
                                       Instant, State, Timeline, complete, completed_file, create_requested,
@@ -206,7 +206,8 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     live = _LiveInstants(on_timeline, oldest)
     # Replaced groups too: were the replacecommit rolled back one day, i's blocks there must stay masked.
     requests = [request for group in view.all_file_groups()
-                if (request := _deltacommit_request(group, i, bases_of_i, live)) is not None]
+                if (request := _deltacommit_request(group, i, bases_of_i, live,
+                                                    timeline.uses_completion_time)) is not None]
     touched = {(r["partitionPath"], r["fileId"]) for r in requests}
     if target.is_completed:   # its logs may be gone already (compacted, then cleaned): its stats still say where
         touched |= {stat.key for stat in timeline.commit_metadata(target).write_stats}
@@ -220,6 +221,12 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     return {"instantToRollback": {"commitTime": i, "action": DELTACOMMIT}, "RollbackRequests": requests}
 
 
+def _own_log(lf: LogFile, i: str, blocks_by_log: dict[str, Any]) -> bool:
+    """A log written by `i` alone (v8 naming): named by `i`, not a carried link, every block `i`'s."""
+    blocks = blocks_by_log.get(lf.path)
+    return lf.base_instant == i and blocks is not None and all(b.instant_time == i for b in blocks)
+
+
 class _LiveInstants:
     """`x in live`: x is on the active timeline or older than it (archived), so not rolled back."""
 
@@ -231,7 +238,7 @@ class _LiveInstants:
 
 
 def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]],
-                         live: _LiveInstants) -> dict | None:
+                         live: _LiveInstants, logs_named_by_instant: bool = False) -> dict | None:
     """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks.
 
     `i` created a log-only group when every other block in it is dead: blocks of instants rolled back
@@ -258,6 +265,12 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
 
     created = (not any(s.base_file for s in group.slices)
                and all(only_i_or_dead(blocks_by_log[lf.path]) for lf in logs))
+    if logs_named_by_instant and not created and logs_of_i and all(_own_log(lf, i, blocks_by_log) for lf in logs_of_i):
+        # Table version 8 (as Java 1.x rolls back): i's logs are named by i and hold only i's blocks, so they are
+        # deleted; no command block is written.
+        return {"partitionPath": group.partition_path, "fileId": group.file_id,
+                "latestBaseInstant": group.latest.base_instant,
+                "filesToBeDeleted": sorted(bases + [lf.path for lf in logs_of_i]), "logBlocksToBeDeleted": None}
     return {"partitionPath": group.partition_path, "fileId": group.file_id,
             "latestBaseInstant": logs_of_i[-1].base_instant if logs_of_i else group.latest.base_instant,
             "filesToBeDeleted": sorted(bases + ([lf.path for lf in logs] if created else [])),

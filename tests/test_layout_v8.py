@@ -76,3 +76,16 @@ def test_broken_history_is_named(v8: Path) -> None:
     (history / "_version_").write_text("7")
     with pytest.raises(layout_v8.HistoryError, match="manifest_7"):
         Timeline.load(str(v8)).completion_time("20000101000000000")
+
+
+def test_pending_clustering_action_blocks_the_trigger(v8: Path) -> None:
+    """Hudi 1.x spells a pending clustering `<ts>.clustering.requested` (it completes as a replacecommit)."""
+    from engine.compaction.trigger import check_event_time_trigger
+    from engine.errors import CompactionRefused
+
+    (v8 / ".hoodie" / "timeline" / "20251220210140000.clustering.requested").write_bytes(b"")
+    t = Timeline.load(str(v8))
+    assert [(i.timestamp, i.action) for i in t.pending_clustering()] == [("20251220210140000", "clustering")]
+    assert parse_instant_file_name("20251220210140000_20251220210141000.replacecommit", 2).action == "replacecommit"
+    with pytest.raises(CompactionRefused, match="20251220210140000"):
+        check_event_time_trigger(t, "20251220210150000")

@@ -43,9 +43,9 @@ from engine.progress import Progress, Reporter
 from engine.services import integrity, rollback
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.config.properties import load_table_config
-from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
-                             SAVEPOINT, Instant, State, Timeline, TimelineError, complete, create_requested,
-                             pending_file, transition_to_inflight)
+from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, SAVEPOINT,
+                                      Instant, State, Timeline, TimelineError, complete, create_requested,
+                                      pending_file, transition_to_inflight)
 
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
 KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
@@ -219,7 +219,7 @@ def _pending_service_guards(timeline: Timeline, view: FileSystemView) -> _Guards
 
 def _clustering_slices(timeline: Timeline, inst: Instant) -> list[tuple[str, str, list[str]]]:
     """(partition, fileId, file names) of every input slice of a pending clustering plan."""
-    path = timeline.path_of(inst.timestamp, REPLACECOMMIT, State.REQUESTED)
+    path = timeline.path_of(inst.timestamp, inst.action, State.REQUESTED)
     try:
         meta = timeline.requested_replace(inst.timestamp)
     except TimelineError as exc:

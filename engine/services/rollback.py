@@ -386,9 +386,12 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> l
             continue
         for name in storage.list_names(pdir):
             log = parse_log_file_name(name)
-            if log is None or log.file_id != op["fileId"] or log.base_instant != c or name in planned:
+            if log is None or log.file_id != op["fileId"] or name in planned:
                 continue
-            if log.version == plan_keys.CARRY_FORWARD_VERSION:
+            if log.base_instant != c:
+                if not _in_slice_by_completion(timeline, log.base_instant, c, live):
+                    continue
+            elif log.version == plan_keys.CARRY_FORWARD_VERSION:
                 continue
             path = storage.join(pdir, name)
             blocks = logformat.scan_log_file(path).blocks
@@ -407,6 +410,15 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> l
             f"planned ({', '.join(sorted(strays))}); they would be orphaned. Run the compaction to completion "
             "instead (or roll those writes back first)", blocking)
     return dead
+
+
+def _in_slice_by_completion(timeline: Timeline, instant: str, c: str, live: set[str]) -> bool:
+    """Table version 8: a log named by write `instant` sits in slice C when that write completed after C was
+    requested (or is still pending): its name says nothing about the slice."""
+    if not timeline.uses_completion_time or instant not in live:
+        return False
+    done = timeline.completion_time(instant)
+    return done is None or done > c
 
 
 def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:

@@ -41,18 +41,20 @@ COMPACTION = "compaction"
 CLEAN = "clean"
 ROLLBACK = "rollback"
 REPLACECOMMIT = "replacecommit"
+CLUSTERING = "clustering"   # layout 2: a pending clustering (completes as a replacecommit)
 LOGCOMPACTION = "logcompaction"
 INDEXING = "indexing"
 SAVEPOINT = "savepoint"
 RESTORE = "restore"
 
 ACTIONS: frozenset[str] = frozenset(
-    {COMMIT, DELTACOMMIT, COMPACTION, CLEAN, ROLLBACK, REPLACECOMMIT, LOGCOMPACTION, INDEXING, SAVEPOINT, RESTORE}
+    {COMMIT, DELTACOMMIT, COMPACTION, CLEAN, ROLLBACK, REPLACECOMMIT, LOGCOMPACTION, INDEXING, SAVEPOINT, RESTORE,
+     CLUSTERING}
 )
 # Actions whose metadata is JSON HoodieCommitMetadata in layout 1.
 COMMIT_ACTIONS: frozenset[str] = frozenset({COMMIT, DELTACOMMIT, REPLACECOMMIT})
 # The action a pending table service completes as (HoodieTimeline: compaction -> commit, ...).
-_COMPLETES_AS: dict[str, str] = {COMPACTION: COMMIT, LOGCOMPACTION: DELTACOMMIT}
+_COMPLETES_AS: dict[str, str] = {COMPACTION: COMMIT, LOGCOMPACTION: DELTACOMMIT, CLUSTERING: REPLACECOMMIT}
 
 # <ts>.<action>[.requested|.inflight], plus the COW commit inflight spelled "<ts>.inflight".
 _INSTANT_FILE_RE = re.compile(r"^(?P<ts>\d{14}|\d{17})\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)$")
@@ -280,8 +282,10 @@ class Timeline:
         return [i for i in self.pending() if i.action == COMPACTION]
 
     def pending_clustering(self) -> list[Instant]:
-        """Pending replacecommits whose requested metadata says operationType=cluster."""
-        return [i for i in self.pending() if i.action == REPLACECOMMIT and self._is_clustering(i.timestamp)]
+        """Pending clusterings: layout 2's `clustering` action, or (layout 1) pending replacecommits whose requested
+        metadata says operationType=cluster."""
+        return [i for i in self.pending() if i.action == CLUSTERING
+                or (i.action == REPLACECOMMIT and self._is_clustering(i.timestamp))]
 
     def pending_overwrites(self) -> list[Instant]:
         """Pending replacecommits that are writes (insert_overwrite[_table]), not clustering."""
@@ -291,10 +295,15 @@ class Timeline:
         return self.requested_replace(ts).is_clustering
 
     def requested_replace(self, ts: str) -> RequestedReplaceMetadata:
-        """The requested metadata of replacecommit `ts` (empty when the file is missing or empty)."""
+        """The requested metadata of replacecommit (or, layout 2, clustering) `ts` (empty when the file is missing
+        or empty)."""
         path = self.path_of(ts, REPLACECOMMIT, State.REQUESTED)
+        data = _read_optional(path)
+        if data is None and self.uses_completion_time:
+            path = self.path_of(ts, CLUSTERING, State.REQUESTED)
+            data = _read_optional(path)
         try:
-            return RequestedReplaceMetadata.from_bytes(_read_optional(path) or b"")
+            return RequestedReplaceMetadata.from_bytes(data or b"")
         except avro_models.AvroInstantError as exc:
             raise TimelineError(f"{path}: unreadable requested replace metadata: {exc}") from exc
 
@@ -441,10 +450,6 @@ def _folder(base_path: str) -> _Folder:
     if _read_layout_version(keys) == layout_v8.LAYOUT_VERSION:
         return _Folder(layout_v8.timeline_dir(hoodie, keys), layout_v8.LAYOUT_VERSION)
     return _Folder(hoodie, 1)
-
-
-def _hoodie(base_path: str) -> str:
-    return _folder(base_path).path
 
 
 def completed_file(base_path: str, ts: str, action: str) -> str | None:

@@ -89,3 +89,15 @@ def test_pending_clustering_action_blocks_the_trigger(v8: Path) -> None:
     assert parse_instant_file_name("20251220210140000_20251220210141000.replacecommit", 2).action == "replacecommit"
     with pytest.raises(CompactionRefused, match="20251220210140000"):
         check_event_time_trigger(t, "20251220210150000")
+
+
+def test_recover_sweeps_half_created_instants_in_the_timeline_folder(v8: Path) -> None:
+    """A publisher killed between writing its temp file and linking it leaves `.temp-*` in `.hoodie/timeline/`."""
+    from engine.services.recovery import recover
+
+    stale = v8 / ".hoodie" / "timeline" / ".temp-0123abcd"
+    stale.write_bytes(b"half")
+    os.utime(stale, (0, 0))
+    result = recover(str(v8))
+    assert str(stale) in result.removed_files and not stale.exists()
+    assert Timeline.load(str(v8)).instants   # nothing else touched

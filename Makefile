@@ -44,7 +44,7 @@ lint: setup
 	$(BIN)/mypy
 
 test: lint
-	$(BIN)/python -m pytest -n 2 --dist loadfile tests
+	$(BIN)/python -m pytest -n 2 --dist loadfile --durations=25 tests
 
 bench: setup
 	$(BIN)/python -m bench.run_all

@@ -47,7 +47,8 @@ def build(path: str, n_rows: int, note_chars: int, n_updates: int, n_inserts: in
     from engine.io.naming import LogFileName, new_file_id
     from engine.config.schema import table_read_schema
     from engine.config.properties import load_table_config
-    from engine.timeline.instants import Timeline, write_stat
+    from engine.timeline.instants import Timeline
+    from engine.timeline.metadata import WriteStat
 
     t = DirectTable(path, buckets=1, name="bench_mem")
     t.create()
@@ -73,8 +74,8 @@ def build(path: str, n_rows: int, note_chars: int, n_updates: int, n_inserts: in
             writer.write_table(full.cast(schema), row_group_size=row_group)
         writer.close()
     size = os.path.getsize(base_path)
-    t.commit(d1, [write_stat(file_id=fid, path=f"{part}/{base_name}", partition_path=part, num_writes=n_rows,
-                             num_inserts=n_rows, total_write_bytes=size)])
+    t.commit(d1, [WriteStat(file_id=fid, path=f"{part}/{base_name}", partition_path=part, num_writes=n_rows,
+                             num_inserts=n_rows, total_write_bytes=size).to_json()])
     # The parquet schema must be the table's read schema (meta fields first, same types).
     read_schema = table_read_schema(load_table_config(path), Timeline.load(path))
     assert pq.read_schema(base_path).remove_metadata().equals(read_schema.remove_metadata(), check_metadata=False), \

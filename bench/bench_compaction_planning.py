@@ -103,11 +103,11 @@ class DirectTable:
     @staticmethod
     def log_stat(partition: str, file_id: str, base_instant: str, name: str, version: int, size: int,
                  n: int, lo: int | None, hi: int | None) -> dict:
-        from engine.timeline.instants import write_stat
+        from engine.timeline.metadata import WriteStat
 
-        return write_stat(file_id=file_id, path=f"{partition}/{name}", partition_path=partition,
+        return WriteStat(file_id=file_id, path=f"{partition}/{name}", partition_path=partition,
                           prev_commit=base_instant, num_writes=n, total_write_bytes=size, min_event_time=lo,
-                          max_event_time=hi, log_version=version, log_files=[name])
+                          max_event_time=hi, log_version=version, log_files=(name,)).to_json()
 
 
 # ------------------------------------------------------------------------------------------ table

@@ -3,12 +3,14 @@
     python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3]
 
 Input: N synthetic records (anchors' schema) staged once as a Parquet file; each timed run writes it into a
-fresh table on Spark local[CORES], either as `write_parquet(table, [input])` (the CLI's path for Parquet
-input: pyarrow routing + Arrow IPC exchange) or as `write_dataframe(table, spark.read.parquet(input))`
+fresh table: `Table.write([input], local=True)` (in-process: pyarrow routing, one thread per core writing
+file groups — the default for inputs up to TIDEMARK_LOCAL_MAX_ROWS), the same on Spark local[CORES]
+(`local=False`: pyarrow routing in tasks + Arrow IPC exchange), and `write(spark.read.parquet(input))`
 (Spark routing + shuffle + Arrow transfer), each through block encoding, log files and commit. The floor is `pq.write_table` of the same
 records with the 5 meta columns on one thread. Rates are records/s per core; ratio = ours / floor.
 SparkSession start is excluded from the write timings and reported separately, in fresh processes,
-with and without the JVM class-data archive (TIDEMARK_NO_CDS=1).
+with and without the JVM class-data archive (TIDEMARK_NO_CDS=1). The in-process variant also reports this
+process's CPU seconds (all threads): records per CPU-second, a figure a busy machine disturbs less than wall time.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pyarrow.parquet as pq
 
@@ -60,19 +63,28 @@ def engine_write(spark, input_path: str, table_path: str, block_format: str, n: 
                  repeats: int, path_kind: str) -> dict:
     from engine import Table
 
+    cpu: list[float] = []
+
     def run() -> None:
         table = Table.open(table_path)
+        start = time.process_time()
         if path_kind == "dataframe":
             result = table.write(spark.read.parquet(input_path), "upsert")
         else:
-            result = table.write([input_path], "upsert")
+            result = table.write([input_path], "upsert", local=path_kind == "in_process")
+        cpu.append(time.process_time() - start)
         assert result.records_written == n, (result.records_written, n)
 
     warm = timed(lambda: (new_table(table_path, block_format), run()))[0]  # python workers, JIT; not counted
+    cpu.clear()
     t = median_time(run, repeats, setup=lambda: new_table(table_path, block_format))
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(table_path) for f in fs)
-    return {**t, "warmup_s": round(warm, 3), "records_per_s_per_core": round(rate(n, t["median_s"], cores)),
-            "table_bytes": size}
+    out = {**t, "warmup_s": round(warm, 3), "records_per_s_per_core": round(rate(n, t["median_s"], cores)),
+           "table_bytes": size}
+    if path_kind == "in_process":   # Spark's work is in its JVM and workers, not in this process's CPU time
+        cpu_s = sorted(cpu)[len(cpu) // 2]
+        out.update(cpu_s=round(cpu_s, 3), records_per_cpu_s=round(n / cpu_s))
+    return out
 
 
 def pyarrow_floor(n_table, path: str, repeats: int) -> dict:
@@ -93,6 +105,7 @@ def main() -> None:
     n = max(1, int(args.records * args.scale))
     work = scratch_dir("tm-bench-write-")
     try:
+        load_before = round(os.getloadavg()[0], 2)
         data = records(n)
         input_path = stage_parquet(data, work)
         log(f"bench_write: {n} records staged in {work}")
@@ -101,11 +114,13 @@ def main() -> None:
         from engine.spark import get_spark
 
         session_s, spark = timed(lambda: get_spark(cores=args.cores))
+        from engine.write.in_process import workers
+
         ours = {f"{kind}_{fmt}": engine_write(spark, input_path, os.path.join(work, f"t_{kind}_{fmt}"), fmt, n,
-                                              args.cores, args.repeat, kind)
-                for kind in ("parquet_input", "dataframe") for fmt in ("avro", "parquet")}
+                                              workers() if kind == "in_process" else args.cores, args.repeat, kind)
+                for kind in ("in_process", "parquet_input", "dataframe") for fmt in ("avro", "parquet")}
         emit("bench_write", {
-            "records": n, "cores": args.cores, "operation": "upsert", "repeat": args.repeat, **ours,
+            "records": n, "cores": args.cores, "load_avg_1m_before": load_before, "operation": "upsert", "repeat": args.repeat, **ours,
             "pyarrow_floor": floor,
             **{f"ratio_{k}_vs_floor": round(v["records_per_s_per_core"] / floor["records_per_s_per_core"], 3)
                for k, v in ours.items()},

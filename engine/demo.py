@@ -12,7 +12,7 @@ import datetime as dt
 import zipfile
 from dataclasses import dataclass
 from importlib import resources
-from typing import Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +20,9 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from engine.table import Table
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 KEY, PARTITION, EVENT_TIME, ORDERING = "flight_id", "origin", "sched_dep", "updated_at"
 TS = pa.timestamp("ms", tz="UTC")
@@ -125,7 +128,7 @@ def windows(table: pa.Table, batch_hours: int, count: int | None = None) -> list
 
 
 def _window_index(table: pa.Table, first_ms: int, width_ms: int) -> np.ndarray:
-    ms = table.column(EVENT_TIME).cast(pa.int64()).to_numpy(zero_copy_only=False)
+    ms: np.ndarray = table.column(EVENT_TIME).cast(pa.int64()).to_numpy(zero_copy_only=False)
     return (ms - first_ms) // width_ms
 
 
@@ -183,7 +186,7 @@ def create_demo_table(path: str, settings: dict[str, str] | None = None) -> Tabl
                         hive_style=True, settings={**DEMO_SETTINGS, **(settings or {})})
 
 
-def write_batch(table: Table, spark, rows: pa.Table, operation: str,
+def write_batch(table: Table, spark: SparkSession, rows: pa.Table, operation: str,
                 settings: dict[str, str] | None = None) -> str:
     """Write one demo batch through the Spark write pipeline; returns the deltacommit instant."""
     if operation == "delete":
@@ -195,8 +198,8 @@ def write_batch(table: Table, spark, rows: pa.Table, operation: str,
     return table.write(spark.createDataFrame(rows), operation, settings=settings).instant
 
 
-def run_demo(path: str, spark=None, batches: int = 12, limit: int | None = None,
-             batch_hours: int = DEFAULT_BATCH_HOURS, block_format: str = "avro") -> dict:
+def run_demo(path: str, spark: SparkSession | None = None, batches: int = 12, limit: int | None = None,
+             batch_hours: int = DEFAULT_BATCH_HOURS, block_format: str = "avro") -> dict[str, Any]:
     """Create the flights table at `path` and stream `batches` windows into it (through `Table`).
 
     Returns {"path", "instants", "writes" (one line per deltacommit), "rows_written", "flights"}.

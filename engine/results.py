@@ -218,6 +218,76 @@ class RollbackResult(Result):
     catalog_sync: list[CatalogSyncResult] | None = None
 
 
+# ------------------------------------------------------------------------------------------ pending-plan admin
+
+@dataclass
+class FileGroupValidation(Result):
+    """One operation of a pending plan checked against the files (`compaction validate`): Valid or Error."""
+
+    partition: str
+    file_id: str
+    valid: bool
+    errors: list[str]                      # why not, one line each (empty when valid)
+    base_file: str | None = None           # the old base the plan merges into (None: a log-only group)
+    logs_compacted: int = 0
+    logs_carried: int = 0
+    logs_written_since: list[str] = field(default_factory=list)   # logs written into slice C since planning
+
+    @property
+    def status(self) -> str:
+        return "Valid" if self.valid else "Error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "status": self.status}
+
+
+@dataclass
+class PlanValidation(Result):
+    """`compaction validate`: every file a pending plan names still exists and decodes its headers."""
+
+    instant: str
+    state: str                             # requested | inflight
+    valid: bool
+    file_groups: list[FileGroupValidation]
+
+
+@dataclass
+class LogRename(Result):
+    """One log moved between slices (names relative to the partition folder)."""
+
+    partition: str
+    file_id: str
+    source: str
+    target: str
+    done: bool = False                     # False in a dry run
+
+
+@dataclass
+class UnscheduleResult(Result):
+    """`compaction unschedule`: a whole pending plan, or one file group, taken back; logs written into the plan's
+    slice since it was scheduled are renamed into the previous slice, so every reader keeps reading them."""
+
+    instant: str
+    dry_run: bool
+    renames: list[LogRename]
+    unscheduled_file_groups: list[str]     # "<partition>/<fileId>"
+    remaining_file_groups: int             # operations left in the plan (0: the plan is gone)
+    rollback_instant: str | None = None    # the rollback instant that removed a plan left empty
+    reverted_inflight: bool = False        # an inflight plan went back to requested first
+    message: str = ""
+
+
+@dataclass
+class RepairResult(Result):
+    """`compaction repair`: logs an interrupted unschedule moved are put back where the plan expects them."""
+
+    instant: str
+    dry_run: bool
+    renames: list[LogRename]
+    validation: PlanValidation | None
+    message: str = ""
+
+
 # ------------------------------------------------------------------------------------------ services
 
 @dataclass
@@ -297,6 +367,8 @@ class CatalogStatus(Result):
 class RecoverResult(Result):
     """What `recover` finished or undid after crashes; `changed` False means the table was quiescent."""
 
+    _SKIP: ClassVar[tuple[str, ...]] = ("rollbacks",)
+
     rolled_back: list[str]                # writes of dead writers (expired heartbeats), rolled back
     message: str
     changed: bool = False
@@ -310,6 +382,8 @@ class RecoverResult(Result):
     republished_guarantee: str | None = None
     removed_files: list[str] = field(default_factory=list)
     catalog_sync: list[CatalogSyncResult] | None = None
+    # Python callers only (not in to_dict): the rollbacks it resumed, then those of dead writes, in full.
+    rollbacks: list[RollbackResult] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------------------------------ observing
@@ -354,6 +428,8 @@ class BacklogMetrics(Result):
     pending_compaction_instants: list[str]
     # Corrupt blocks of committed instants in the remaining logs (framing and content prefixes; see describe).
     corrupt_log_blocks: int = 0
+    # The earliest committed write still waiting in a remaining log (its instant): the backlog's wall-clock age.
+    oldest_log_instant: str | None = None
 
 
 @dataclass
@@ -394,6 +470,13 @@ class TideBucket(Result):
     log_files: int
     log_records: int | None   # None when no write stat names the logs
     log_bytes: int
+
+
+@dataclass
+class PartitionTideBucket(TideBucket):
+    """A tide bucket of one partition ("" for a non-partitioned table): the backlog heatmap's cell."""
+
+    partition: str = ""
 
 
 @dataclass

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence, TypeGuard
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime
@@ -26,7 +26,6 @@ from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
 from engine.io import storage
-from engine.io.naming import instant_to_millis
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
@@ -122,9 +121,13 @@ class Table:
 
     def write(self, source: str | Sequence[str] | DataFrame, operation: str = "upsert", *,
               settings: Mapping[str, str] | None = None, lock: TableLock | None = None,
-              on_progress: Progress | None = None) -> r.WriteResult:
+              on_progress: Progress | None = None, local: bool | None = None) -> r.WriteResult:
         """Write `source` as one deltacommit: a .parquet/.csv/.jsonl path (or folder of Parquet), a list of
         Parquet paths, or a Spark DataFrame.
+
+        Files run in this process or on Spark as `engine.placement` decides: `local=True` in-process,
+        False on Spark, None (default) in-process unless the input is big or SPARK_MASTER names a cluster.
+        Either way the same files are written. A DataFrame is always written by Spark.
 
         `operation` "insert_overwrite" replaces every file group of the partitions `source` has rows in,
         "insert_overwrite_table" every file group of the table (Hudi's backfill operations): one
@@ -137,31 +140,30 @@ class Table:
         self._reload()
         if isinstance(source, str):
             out = pipeline.write_file(self.path, absolute_location(source), operation, settings, lock=lock,
-                                      on_progress=on_progress)
+                                      on_progress=on_progress, local=local)
         elif isinstance(source, (list, tuple)):
             out = pipeline.write_parquet(self.path, [absolute_location(str(p)) for p in source], operation, settings,
-                                         lock=lock, on_progress=on_progress)
+                                         lock=lock, on_progress=on_progress, local=local)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
                                            on_progress=on_progress)
         else:
             raise ConfigError(f"cannot write a {type(source).__name__}: pass a file path, a list of Parquet "
                               "paths or a Spark DataFrame")
-        return r.WriteResult(instant=out.instant, operation=operation, records_written=out.records_written,
-                             log_files=out.log_files, file_groups=len({(s["partitionPath"], s["fileId"])
-                                                                       for s in out.stats}),
-                             committed_at=r.utc(instant_to_millis(out.instant)), action=out.action,
-                             base_files=out.base_files, replaced_file_groups=dict(out.replaced or {}),
-                             catalog_sync=_sync_after(self.path, "write",
-                                                      partitions={str(s["partitionPath"]) for s in out.stats}))
+        out.catalog_sync = _sync_after(self.path, "write", partitions=_partitions_of(out.log_files + out.base_files))
+        return out
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
-             as_of: str | None = None, output: str | None = None, local: bool = False,
+             as_of: str | None = None, output: str | None = None, local: bool | None = None,
              skip_corrupt: bool = False, on_progress: Progress | None = None) -> r.ReadResult:
         """Run `query`: into one Parquet file at `output`, or (no output) in-process into an Arrow table
         (`result.table`). Queries: "snapshot", "read_optimized", "time_travel" (the snapshot as of instant
         `as_of`) and "incremental" (the records written in (`begin`, `end`]; begin defaults to the start,
         end to the latest commit). A bad instant or range is a ConfigError, raised before anything is written.
+
+        A read into `output` runs in this process or on Spark as `engine.placement` decides: `local=True`
+        in-process, False on Spark, None (default) in-process unless the files to read are big or
+        SPARK_MASTER names a cluster. Without `output` it always runs in-process.
 
         A corrupt log block of a committed instant hides its records: the in-process read warns
         (CorruptLogBlockWarning, naming file and offset) and goes on; a read into `output` raises
@@ -172,7 +174,7 @@ class Table:
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
             output = absolute_location(output)
-            rows = export_query(self.path, spec, output, use_spark=not local, on_progress=on_progress,
+            rows = export_query(self.path, spec, output, local=local, on_progress=on_progress,
                                 skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
                                 as_of_instant=as_of)
@@ -234,11 +236,8 @@ class Table:
 
         self._reload()
         out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop)
-        return r.CompactionResult(
-            instant=out.instant, threshold=r.from_ms(out.threshold_ms), base_files=out.base_files,
-            records_written=out.records_written, logs_carried_over=len(out.carry_over), spill_logs=out.spill_logs,
-            ro_completion_time=r.from_ms(out.ro_completion_ms), ro_freshness_time=r.from_ms(out.ro_freshness_ms),
-            catalog_sync=_sync_after(self.path, "compaction"))
+        out.catalog_sync = _sync_after(self.path, "compaction")
+        return out
 
     def rollback(self, instant: str, *, lock: TableLock | None = None,
                  on_progress: Progress | None = None) -> r.RollbackResult:
@@ -247,12 +246,31 @@ class Table:
         from engine.services.rollback import rollback
 
         out = rollback(self.path, instant, lock=lock, on_progress=on_progress)
-        return r.RollbackResult(instant=out.instant, deleted_files=out.deleted_files,
-                                removed_instant_files=out.removed_instant_files, action=out.action,
-                                rollback_instant=out.rollback_instant, was_completed=out.was_completed,
-                                rollback_log_files=out.rollback_log_files, restored_ro=out.restored_ro,
-                                expired_writes=out.expired_writes,
-                                catalog_sync=_sync_after(self.path, "rollback"))
+        out.catalog_sync = _sync_after(self.path, "rollback")
+        return out
+
+    def validate_compaction(self, instant: str) -> r.PlanValidation:
+        """`compaction validate`: per file group of pending compaction `instant`, Valid, or Error with the reasons
+        (a file it names is missing or does not decode its headers, or its slice changed)."""
+        from engine.compaction.admin import validate_plan
+
+        return validate_plan(self.path, instant)
+
+    def unschedule_compaction(self, instant: str, *, file_id: str | None = None, partition: str | None = None,
+                              dry_run: bool = False, lock: TableLock | None = None) -> r.UnscheduleResult:
+        """`compaction unschedule`: take pending compaction `instant` back, whole or (`file_id`) one file group;
+        logs written into its slice since it was planned move to the previous slice and stay read."""
+        from engine.compaction.admin import unschedule
+
+        return unschedule(self.path, instant, file_id=file_id, partition=partition, dry_run=dry_run, lock=lock)
+
+    def repair_compaction(self, instant: str, *, dry_run: bool = False,
+                          lock: TableLock | None = None) -> r.RepairResult:
+        """`compaction repair`: after an interrupted unschedule, move the logs it moved back where the plan
+        expects them; a dry run lists the renames and changes nothing."""
+        from engine.compaction.admin import repair
+
+        return repair(self.path, instant, dry_run=dry_run, lock=lock)
 
     # ------------------------------------------------------------------------------------ services
 
@@ -268,15 +286,8 @@ class Table:
         policy = KEEP_LATEST_FILE_VERSIONS if retain_versions is not None else KEEP_LATEST_COMMITS
         out = run_clean(self.path, retain_commits=retain_commits, retain_versions=retain_versions, policy=policy,
                         dry_run=dry_run, lock=lock, on_progress=on_progress)
-        plan = out.plan
-        earliest = plan.earliest_instant_to_retain
-        return r.CleanResult(
-            instant=out.instant, dry_run=out.dry_run, policy=plan.policy, retained=plan.retained,
-            earliest_instant_to_retain=earliest.timestamp if earliest else None,
-            files_to_delete=plan.files_to_delete, deleted=out.deleted, failed=out.failed,
-            kept_link_targets=plan.kept_link_targets, skipped_file_groups=plan.skipped_file_groups,
-            errors=plan.errors, resumed=out.resumed, message=out.message,
-            catalog_sync=None if out.dry_run else _sync_after(self.path, "clean"))
+        out.catalog_sync = None if out.dry_run else _sync_after(self.path, "clean")
+        return out
 
     def recover(self, *, lock: TableLock | None = None) -> r.RecoverResult:
         """Finish or undo what crashed operations left (rollbacks, dead writes, stalled compaction runs,
@@ -284,15 +295,8 @@ class Table:
         from engine.services.recovery import recover
 
         out = recover(self.path, lock=lock)
-        rolled = [w["instant"] for w in out.rolled_back_writes]
-        return r.RecoverResult(
-            rolled_back=rolled, message=_recover_message(out.to_dict()), changed=out.changed,
-            resumed_rollbacks=[x["instant"] for x in out.resumed_rollbacks], live_writes=out.live_writes,
-            reverted_compactions=out.reverted_compactions, running_compactions=out.running_compactions,
-            finished_cleans=out.finished_cleans, republished_guarantee=out.republished_guarantee,
-            removed_files=out.removed_files,
-            stale_writes={w: r.utc(ms) for w, ms in out.stale_writes.items()},
-            catalog_sync=_sync_after(self.path, "recover") if out.changed else None)
+        out.catalog_sync = _sync_after(self.path, "recover") if out.changed else None
+        return out
 
     def update_settings(self, settings: Mapping[str, str], *, lock: TableLock | None = None) -> TableConfig:
         """Store write/sync settings (`--config` keys, e.g. `hoodie.datasource.hive_sync.enable`) in the table's
@@ -368,12 +372,23 @@ class Table:
 
         return describe_compaction(self.path, instant)
 
-    def tide(self, bucket: Latency = "1h") -> list[r.TideBucket]:
+    def tide(self, bucket: Latency = "1h", *, by_partition: bool = False) -> list[r.TideBucket]:
         """Uncompacted log records and bytes per event-time bucket of the logs' min event time, from block
-        headers and write stats (no data decoded): how much a threshold past each bucket would compact."""
+        headers and write stats (no data decoded): how much a threshold past each bucket would compact.
+        `by_partition`: per partition and bucket (`PartitionTideBucket`), the backlog heatmap's cells."""
         from engine.observe.tide import tide
 
-        return tide(self.path, latency_ms(bucket) or 0)
+        return tide(self.path, latency_ms(bucket) or 0, by_partition=by_partition)
+
+    def freshness_lag(self, *, freshness: r.Freshness | None = None,
+                      buckets: list[r.TideBucket] | None = None) -> dt.timedelta | None:
+        """How far the RO view trails the newest logged data in event time (engine.observe.tide.freshness_lag),
+        from `freshness` and `buckets` when the caller has them (else `freshness()` and `tide()`); the CLI's
+        `tide` prints it and the dashboard stores it."""
+        from engine.observe.tide import freshness_lag
+
+        fresh = self.freshness() if freshness is None else freshness
+        return freshness_lag(fresh.ro_completion_time, self.tide() if buckets is None else buckets)
 
 
 # ------------------------------------------------------------------------------------------ argument parsing
@@ -448,40 +463,12 @@ def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> l
     return sync_after(path, reason, partitions=partitions)
 
 
+def _partitions_of(paths: list[str]) -> set[str]:
+    """The partitions of table-relative data file paths ("" for a non-partitioned table's)."""
+    return {path.rpartition("/")[0] for path in paths}
+
+
 def _is_dataframe(source: object) -> TypeGuard[DataFrame]:
     from pyspark.sql import DataFrame
 
     return isinstance(source, DataFrame)
-
-
-def _parse_iso(text: str | None) -> dt.datetime | None:
-    return None if text is None else r.from_ms(eventtime.parse_time(text))
-
-
-
-
-
-
-
-
-
-
-def _recover_message(d: dict[str, Any]) -> str:
-    """One line per thing `recover` did or left alone (also the CLI's rendering)."""
-    lines = [f"resumed rollback {x['rollback_instant']} of {x['instant']}" for x in d["resumed_rollbacks"]]
-    lines += [f"rolled back dead write {x['instant']}" for x in d["rolled_back_writes"]]
-    lines += [f"reverted stalled compaction {c} to requested" for c in d["reverted_compactions"]]
-    lines += [f"finished clean {c}" for c in d["finished_cleans"]]
-    lines += [f"published the RO guarantee of compaction {d['republished_guarantee']}"] \
-        if d["republished_guarantee"] else []
-    lines += [f"removed {len(d['removed_files'])} temporary file(s)"] if d["removed_files"] else []
-    lines = lines or ["nothing to recover"]
-    lines += [f"left alone: write {w} (" + (f"heartbeat not yet expired (expires at {eventtime.iso(d['stale_writes'][w])})"
-                                            if w in d["stale_writes"] else "its writer is alive") + ")"
-              for w in d["live_writes"]]
-    lines += [f"left alone: compaction {c} (a run is executing it)" for c in d["running_compactions"]]
-    return "\n".join(lines)
-
-
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)

@@ -5,6 +5,8 @@ queues the tables that are due, so registering or editing a table needs no beat 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 
 from tasks.queues import sampling_queue
@@ -21,7 +23,7 @@ def _seconds(env: str, default: float) -> float:
     return value
 
 
-def beat_schedule() -> dict[str, dict]:
+def beat_schedule() -> dict[str, dict[str, Any]]:
     return {
         "trigger-due-tables": {"task": "tasks.jobs.trigger_due_tables",
                                "schedule": _seconds("TIDEMARK_TRIGGER_CHECK_SECONDS", 60)},

@@ -45,7 +45,7 @@ def sync_if_owed(table: RegisteredTable) -> bool | None:
 def sync_owed_tables() -> list[str]:
     """Beat's retry: `sync_if_owed` for every table with no queued or running run (a run syncs after
     itself; a sync beside it could publish the state before it). Returns the tables synced successfully."""
-    busy = set(Run.objects.filter(state__in=("queued", "running")).values_list("table_id", flat=True))
+    busy = set(Run.objects.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).values_list("table_id", flat=True))
     synced = []
     for table in RegisteredTable.objects.exclude(pk__in=busy).order_by("pk"):
         if sync_if_owed(table):

@@ -25,7 +25,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 from django.db import transaction
 from django.db.models import F
@@ -95,7 +95,7 @@ def fan_out() -> int:
     ids = list(RegisteredTable.objects.order_by("pk").values_list("pk", flat=True))
     parts = chunks(ids, chunk_size())
     for part in parts:
-        sample_tables.apply_async(args=[part], queue=queues.sampling_queue())
+        sample_tables.apply_async(args=(part,), queue=queues.sampling_queue())
     return len(parts)
 
 
@@ -140,7 +140,7 @@ class Bookkeeping:
         self.now = now
         self.skipped: list[int] = []
         self.skipped_seconds = 0.0
-        self.others: list[tuple[int, dict]] = []
+        self.others: list[tuple[int, dict[str, Any]]] = []
 
     def skip(self, table_id: int, check_s: float) -> None:
         self.skipped.append(table_id)

@@ -7,11 +7,13 @@ is detected by the lease sweep and the table repaired with a recover run.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import logging
 import time
 import uuid
 
-from celery import shared_task
+from celery import Task, shared_task
 from celery.signals import worker_ready
 from django.db import transaction
 
@@ -24,9 +26,9 @@ log = logging.getLogger(__name__)
 # `dispatch` without loading the engine (pyarrow, pyspark) it does not need for enqueueing.
 
 
-def _run_task(name: str):
+def _run_task(name: str) -> Task[[int], str]:
     @shared_task(name=f"tasks.jobs.{name}", bind=True, ignore_result=True)
-    def task(self, run_id: int) -> str:
+    def task(self: Task[[int], str], run_id: int) -> str:
         from tasks import runner
 
         return runner.perform(run_id, task_id=self.request.id)
@@ -42,15 +44,21 @@ clean = _run_task("clean")
 rollback = _run_task("rollback")
 recover = _run_task("recover")
 refresh_metrics = _run_task("refresh_metrics")
+validate = _run_task("validate")
+unschedule = _run_task("unschedule")
+repair = _run_task("repair")
 
-BY_KIND = {
-    "schedule": schedule,
-    "execute": execute,
-    "schedule_execute": schedule_and_execute,
-    "clean": clean,
-    "rollback": rollback,
-    "recover": recover,
-    "metrics": refresh_metrics,
+BY_KIND: dict[str, Task[[int], str]] = {
+    Run.Kind.SCHEDULE: schedule,
+    Run.Kind.EXECUTE: execute,
+    Run.Kind.SCHEDULE_EXECUTE: schedule_and_execute,
+    Run.Kind.CLEAN: clean,
+    Run.Kind.ROLLBACK: rollback,
+    Run.Kind.RECOVER: recover,
+    Run.Kind.METRICS: refresh_metrics,
+    Run.Kind.VALIDATE: validate,
+    Run.Kind.UNSCHEDULE: unschedule,
+    Run.Kind.REPAIR: repair,
 }
 
 
@@ -64,12 +72,12 @@ def dispatch(run_id: int) -> str:
         raise ValueError(f"run {run_id} has kind {kind!r}; known kinds: {', '.join(sorted(BY_KIND))}")
     task_id = str(uuid.uuid4())
     Run.objects.filter(pk=run_id).update(celery_task_id=task_id)
-    transaction.on_commit(lambda: BY_KIND[kind].apply_async(args=[run_id], task_id=task_id))
+    transaction.on_commit(lambda: BY_KIND[kind].apply_async(args=(run_id,), task_id=task_id))
     return task_id
 
 
 @shared_task(name="tasks.jobs.deliver_alert", bind=True, ignore_result=True, max_retries=None)
-def deliver_alert(self, delivery_id: int) -> None:
+def deliver_alert(self: Task[[int], None], delivery_id: int) -> None:
     """Send one alert delivery; retried with backoff until it is sent or its attempts are used up."""
     from webapp.alerts import delivery
 
@@ -97,7 +105,7 @@ def sample_all_tables() -> int:
 
 
 @shared_task(name="tasks.jobs.sample_tables", ignore_result=True)
-def sample_tables(table_ids: list[int]) -> dict:
+def sample_tables(table_ids: list[int]) -> dict[str, Any]:
     """Change-check a chunk of tables, fully sample the changed (and floor-due) ones, act on SLA breaches."""
     from tasks import change_sampling
 
@@ -132,7 +140,7 @@ def sweep_on_worker_start(**_: object) -> None:
 
 
 @shared_task(name="tasks.jobs.roll_up_samples", ignore_result=True)
-def roll_up_samples() -> dict:
+def roll_up_samples() -> dict[str, Any]:
     """Roll old samples up into hourly and daily rows and delete the expired (webapp.tables.retention)."""
     from webapp.tables import retention
 

@@ -35,6 +35,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Callable, TypeVar
 
 from django.db import OperationalError, close_old_connections, connection, connections, transaction
 from django.db.models import Q
@@ -112,7 +113,10 @@ def run_of_owner(owner: str) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-def _retry_when_busy(fn):
+T = TypeVar("T")
+
+
+def _retry_when_busy(fn: Callable[[], T]) -> T:
     """Run `fn()`, retrying while SQLite reports the database locked (a writer holds it briefly)."""
     for attempt in range(_SQLITE_BUSY_RETRIES):
         try:

@@ -138,16 +138,44 @@ def recover(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outc
 
 def _abandoned_plans(table: Table, run: Run) -> list[str]:
     pending = {c.instant for c in table.compactions() if c.state != "completed"}
-    failed = Run.objects.filter(table=run.table, state="failed", instant__in=pending)
+    failed = Run.objects.filter(table=run.table, state=Run.State.FAILED, instant__in=pending)
     return sorted(set(failed.values_list("instant", flat=True)))
+
+
+def validate(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    """Hudi CLI's `compaction validate` (read-only; under the lease so no unschedule moves files meanwhile)."""
+    result = table.validate_compaction(_instant(run))
+    return Outcome(instant=run.instant, result=result.to_dict())
+
+
+def unschedule(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    partition, _, file_id = run.file_group.rpartition("/") if run.file_group else ("", "", "")
+    result = table.unschedule_compaction(_instant(run), file_id=file_id or None,
+                                         partition=partition if "/" in run.file_group else None,
+                                         dry_run=run.dry_run, lock=lock)
+    return Outcome(instant=run.instant, result=result.to_dict())
+
+
+def repair(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
+    result = table.repair_compaction(_instant(run), dry_run=run.dry_run, lock=lock)
+    return Outcome(instant=run.instant, result=result.to_dict())
+
+
+def _instant(run: Run) -> str:
+    if not run.instant:
+        raise ValueError(f"a {run.kind} run needs the instant of the pending compaction")
+    return run.instant
 
 
 # The kinds that change the timeline and therefore run under the table's lease.
 BY_KIND: dict[str, Callable[[Table, Run, TableLock, Progress], Outcome]] = {
-    "schedule": schedule,
-    "execute": execute,
-    "schedule_execute": schedule_execute,
-    "clean": clean,
-    "rollback": rollback,
-    "recover": recover,
+    Run.Kind.SCHEDULE: schedule,
+    Run.Kind.EXECUTE: execute,
+    Run.Kind.SCHEDULE_EXECUTE: schedule_execute,
+    Run.Kind.CLEAN: clean,
+    Run.Kind.ROLLBACK: rollback,
+    Run.Kind.RECOVER: recover,
+    Run.Kind.VALIDATE: validate,
+    Run.Kind.UNSCHEDULE: unschedule,
+    Run.Kind.REPAIR: repair,
 }

@@ -21,7 +21,7 @@ from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 
 log = logging.getLogger(__name__)
 
-ACTIVE = ("queued", "running")
+ACTIVE = (Run.State.QUEUED, Run.State.RUNNING)
 
 
 def _busy(table: RegisteredTable) -> bool:
@@ -31,7 +31,7 @@ def _busy(table: RegisteredTable) -> bool:
 def enqueue_compaction(table: RegisteredTable, trigger: str) -> Run:
     """Queue a schedule-and-execute run with the table's registered defaults, audited as the system."""
     with transaction.atomic():
-        run = Run.objects.create(table=table, kind="schedule_execute", state="queued", trigger=trigger,
+        run = Run.objects.create(table=table, kind=Run.Kind.SCHEDULE_EXECUTE, state=Run.State.QUEUED, trigger=trigger,
                                  data_latency=table.data_latency, carry_over=table.carry_over,
                                  exact=table.exact, queued_at=timezone.now())
         AuditEvent.objects.create(at=timezone.now(), actor=f"system ({trigger})", action="trigger",
@@ -42,8 +42,10 @@ def enqueue_compaction(table: RegisteredTable, trigger: str) -> Run:
 
 
 def _due(table: RegisteredTable, now: dt.datetime) -> bool:
+    if not table.schedule_minutes:   # trigger_due_tables asks only of scheduled tables
+        return False
     since = now - dt.timedelta(minutes=table.schedule_minutes)
-    recent = Run.objects.filter(table=table, trigger="schedule", queued_at__gt=since).exists()
+    recent = Run.objects.filter(table=table, trigger=Run.Trigger.SCHEDULE, queued_at__gt=since).exists()
     return not recent and not _busy(table)
 
 
@@ -52,7 +54,7 @@ def trigger_due_tables() -> list[int]:
     due = [t for t in RegisteredTable.objects.filter(schedule_minutes__isnull=False, schedule_minutes__gt=0,
                                                      paused=False)
            if _due(t, now)]
-    return [enqueue_compaction(t, "schedule").pk for t in due]
+    return [enqueue_compaction(t, Run.Trigger.SCHEDULE).pk for t in due]
 
 
 def check_sla(table: RegisteredTable, sample: MetricSample) -> Run | None:
@@ -64,7 +66,7 @@ def check_sla(table: RegisteredTable, sample: MetricSample) -> Run | None:
         return None
     refusal = _cannot_plan(table)
     if refusal is None:
-        return enqueue_compaction(table, "sla")
+        return enqueue_compaction(table, Run.Trigger.SLA)
     reason, message, blocking = refusal
     if _refused_since_breach(table, reason):
         return None
@@ -89,17 +91,17 @@ def _cannot_plan(table: RegisteredTable) -> tuple[str, str, str] | None:
 def _refused_since_breach(table: RegisteredTable, reason: str) -> bool:
     started = (AuditEvent.objects.filter(table=table, action="sla_breached").order_by("-at")
                .values_list("at", flat=True).first())
-    runs = Run.objects.filter(table=table, trigger="sla", state="refused", refusal_reason=reason)
+    runs = Run.objects.filter(table=table, trigger=Run.Trigger.SLA, state=Run.State.REFUSED, refusal_reason=reason)
     return runs.filter(queued_at__gte=started).exists() if started else runs.exists()
 
 
 def record_refusal(table: RegisteredTable, reason: str, message: str, blocking: str) -> Run:
     """A refused SLA run, recorded (audited, alerted) without ever being queued."""
     now = timezone.now()
-    run = Run.objects.create(table=table, kind="schedule_execute", state="running", trigger="sla",
+    run = Run.objects.create(table=table, kind=Run.Kind.SCHEDULE_EXECUTE, state=Run.State.RUNNING, trigger=Run.Trigger.SLA,
                              data_latency=table.data_latency, carry_over=table.carry_over, exact=table.exact,
                              queued_at=now, started_at=now)
-    finish(run, "refused", refusal_reason=reason, error=message, blocking_instant=blocking)
+    finish(run, Run.State.REFUSED, refusal_reason=reason, error=message, blocking_instant=blocking)
     return run
 
 

@@ -17,10 +17,10 @@ def finish(run: Run, state: str, **fields: Any) -> bool:
     Returns whether this call recorded the outcome.
     """
     fields.setdefault("finished_at", timezone.now())
-    recorded = Run.objects.filter(pk=run.pk, state="running").update(state=state, **fields)
+    recorded = Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(state=state, **fields)
     if recorded:
         audit(run, state, {k: v for k, v in fields.items() if k in AUDITED_FIELDS})
-        if state in ("failed", "refused"):
+        if state in (Run.State.FAILED, Run.State.REFUSED):
             notify(f"run_{state}", table=run.table, run=Run.objects.get(pk=run.pk),
                    reason=fields.get("refusal_reason") and f"{fields['refusal_reason']}: {fields.get('error', '')}"
                    or fields.get("error", ""))

@@ -34,9 +34,9 @@ def perform(run_id: int, task_id: str | None = None) -> str:
     close_old_connections()
     if sweep.expire_queued(run_id):
         log.warning("run %s waited in the queue past its timeout: not executed", run_id)
-        return "failed"
-    started = Run.objects.filter(pk=run_id, state="queued").update(
-        state="running", started_at=timezone.now(), celery_task_id=task_id or "")
+        return Run.State.FAILED
+    started = Run.objects.filter(pk=run_id, state=Run.State.QUEUED).update(
+        state=Run.State.RUNNING, started_at=timezone.now(), celery_task_id=task_id or "")
     run = Run.objects.select_related("table", "requested_by").get(pk=run_id)
     if not started:
         log.info("run %s is %s, not queued: nothing to do", run_id, run.state)
@@ -44,25 +44,25 @@ def perform(run_id: int, task_id: str | None = None) -> str:
     try:
         return _perform(run)
     except Exception as exc:  # whatever broke, the run ends with one line, not "running" until a sweep
-        finish(run, "failed", error=internal_error(run.pk, exc, f"running {run.kind}"))
+        finish(run, Run.State.FAILED, error=internal_error(run.pk, exc, f"running {run.kind}"))
         return Run.objects.values_list("state", flat=True).get(pk=run_id)
 
 
 def _perform(run: Run) -> str:
-    if run.kind == "metrics":
+    if run.kind == Run.Kind.METRICS:
         return _refresh(run)
-    if run.kind == "recover":
+    if run.kind == Run.Kind.RECOVER:
         # A recover right after a crash: the dead run's lease is freed (and the run marked lost) at once
         # when its owner is known dead, rather than refusing the recover until the lease's ttl passes.
         sweep.sweep_lost_runs()
     try:
         lease = DatabaseLease(run.table_id, owner=run_owner(run.pk), path=run.table.path)
     except ValueError as exc:
-        finish(run, "failed", error=f"ValueError: {exc}")
-        return "failed"
+        finish(run, Run.State.FAILED, error=f"ValueError: {exc}")
+        return Run.State.FAILED
     if not lease.acquire(DEFAULT_WAIT_S):
-        finish(run, "refused", **_lock_refusal(run))
-        return "refused"
+        finish(run, Run.State.REFUSED, **_lock_refusal(run))
+        return Run.State.REFUSED
     try:
         state, fields = _call_engine(run, lease)
         _record(run, state, fields)
@@ -85,18 +85,18 @@ def _record(run: Run, state: str, fields: dict[str, Any]) -> None:
     sees the run finished also sees the table's new freshness ("complete up to") and backlog. A failure to
     record still ends the run, as failed with one line and an error id."""
     try:
-        if state != "refused":
+        if state != Run.State.REFUSED:
             # The engine synced the catalog after what it committed; a sync it could not finish is retried
             # here, after every run, so the catalog catches up as soon as it answers.
             catalog.sync_if_owed(run.table)
-        sample = sampling.refresh_quietly(run.table) if state != "refused" else None
+        sample = sampling.refresh_quietly(run.table) if state != Run.State.REFUSED else None
         with transaction.atomic():
             now = timezone.now()
             if sample is not None:
                 type(sample).objects.filter(pk=sample.pk).update(taken_at=now)
             finish(run, state, finished_at=now, **fields)
     except Exception as exc:
-        finish(run, "failed", error=internal_error(run.pk, exc, f"recording its {state} outcome"))
+        finish(run, Run.State.FAILED, error=internal_error(run.pk, exc, f"recording its {state} outcome"))
 
 
 def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
@@ -105,27 +105,27 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
     try:
         spark_session.ensure_alive()
     except Exception as exc:
-        return "failed", {"error": f"the worker's Spark session could not be started: {type(exc).__name__}: {exc}"}
+        return Run.State.FAILED, {"error": f"the worker's Spark session could not be started: {type(exc).__name__}: {exc}"}
     try:
         table = Table.open(_location_inside_lease(run, lease))
         outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
     except Cancelled as cancelled:
-        return "cancelled", {"instant": cancelled.instant, "error": cancelled.message}
+        return Run.State.CANCELLED, {"instant": cancelled.instant, "error": cancelled.message}
     except Refused as refusal:
-        return "refused", {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
+        return Run.State.REFUSED, {"refusal_reason": refusal.reason, "blocking_instant": refusal.blocking_instant or "",
                            "error": refusal.message}
     except (TidemarkError, ValueError) as exc:
         _after_failure(exc)
-        return "failed", {"error": f"{type(exc).__name__}: {exc}"}
+        return Run.State.FAILED, {"error": f"{type(exc).__name__}: {exc}"}
     except Exception as exc:  # an engine bug must still end the run: one line here, the trace in the log
         _after_failure(exc)
-        return "failed", {"error": internal_error(run.pk, exc, f"running {run.kind}")}
+        return Run.State.FAILED, {"error": internal_error(run.pk, exc, f"running {run.kind}")}
     fields = {"instant": outcome.instant or run.instant or "", "plan": outcome.plan, "result": outcome.result}
     if not lease.is_held():
         # The work finished but our lease lapsed meanwhile: say so rather than claim a clean success.
-        return "failed", {**fields, "error": "lease lost while running (its heartbeat could not renew it); "
+        return Run.State.FAILED, {**fields, "error": "lease lost while running (its heartbeat could not renew it); "
                                              "check the table with a recover run"}
-    return "succeeded", fields
+    return Run.State.SUCCEEDED, fields
 
 
 def _after_failure(exc: BaseException) -> None:
@@ -152,16 +152,16 @@ def _lock_refusal(run: Run) -> dict[str, Any]:
     blocker_id = run_of_owner(current.owner) if current else None
     blocker = Run.objects.filter(pk=blocker_id).values("kind", "instant").first() if blocker_id else None
     who = f"run {blocker_id} ({blocker['kind']})" if blocker else (current.owner if current else "another owner")
-    return {"refusal_reason": "lock_unavailable", "blocking_instant": (blocker or {}).get("instant") or "",
+    return {"refusal_reason": "lock_unavailable", "blocking_instant": (blocker["instant"] if blocker else "") or "",
             "error": f"table {run.table.name} is locked by {who}; waited {DEFAULT_WAIT_S:g} s"}
 
 
 def _refresh(run: Run) -> str:
     try:
         sample = sampling.refresh(run.table)
-        finish(run, "succeeded", result={"sample_id": sample.pk, "taken_at": sample.taken_at.isoformat()})
+        finish(run, Run.State.SUCCEEDED, result={"sample_id": sample.pk, "taken_at": sample.taken_at.isoformat()})
     except TidemarkError as exc:
-        finish(run, "failed", error=f"{type(exc).__name__}: {exc}")
+        finish(run, Run.State.FAILED, error=f"{type(exc).__name__}: {exc}")
     except Exception as exc:
-        finish(run, "failed", error=internal_error(run.pk, exc, "sampling metrics"))
+        finish(run, Run.State.FAILED, error=internal_error(run.pk, exc, "sampling metrics"))
     return Run.objects.values_list("state", flat=True).get(pk=run.pk)

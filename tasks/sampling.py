@@ -3,11 +3,8 @@
 Pages and the API read only the latest stored sample per table, never the storage, so sampling happens
 here: after every run, and for all tables on beat's schedule.
 
-Freshness lag is how far the RO view trails the newest data: the newest event time still in logs minus
-the RO completion time ("complete up to"). When no log remains the RO view holds everything (lag 0);
-before any event-time compaction the RO view promises nothing, so the lag spans all logged data (newest
-minus oldest log event time). It is an event-time distance, so a table of historical data (the 2013
-flights demo) has a meaningful lag too, where wall-clock lag would be years.
+Freshness lag is the engine's (`engine.Table.freshness_lag`, the same number `tidemark tide` prints): how
+far the RO view trails the newest data, in event time.
 """
 from __future__ import annotations
 
@@ -19,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from engine import Table, TimelineMark
+from tasks import heatmap
 from tasks import location as locations
 from tasks import watch
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
@@ -42,26 +40,6 @@ def _when(value: Any) -> dt.datetime | None:
     return parsed
 
 
-def newest_logged(tide: list[dict[str, Any]]) -> dt.datetime | None:
-    """End of the newest event-time bucket that still has log records (None without logs)."""
-    ends = [_when(b.get("end")) for b in tide if (b.get("log_records") or b.get("log_bytes"))]
-    return max((e for e in ends if e is not None), default=None)
-
-
-def oldest_logged(tide: list[dict[str, Any]]) -> dt.datetime | None:
-    starts = [_when(b.get("start")) for b in tide if (b.get("log_records") or b.get("log_bytes"))]
-    return min((s for s in starts if s is not None), default=None)
-
-
-def freshness_lag_seconds(completion: dt.datetime | None, tide: list[dict[str, Any]]) -> float | None:
-    """See the module docstring; None when the table holds no data at all."""
-    newest = newest_logged(tide)
-    if newest is None:
-        return 0.0 if completion is not None else None
-    since = completion or oldest_logged(tide)
-    return max((newest - since).total_seconds(), 0.0) if since is not None else None
-
-
 def sla_breached(table: RegisteredTable, lag_seconds: float | None) -> bool:
     sla = table.freshness_sla_minutes
     return sla is not None and lag_seconds is not None and lag_seconds > sla * 60
@@ -73,11 +51,14 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
     location = locations.checked(table.path)  # the allow-list holds for reads too
     mark = mark or Table.mark(location)
     engine_table = Table.open(location)
-    fresh = engine_table.freshness().to_dict()
+    freshness = engine_table.freshness()
+    fresh = freshness.to_dict()
     backlog = engine_table.metrics().to_dict()
-    tide = [bucket.to_dict() for bucket in engine_table.tide(bucket=TIDE_BUCKET)]
+    buckets = engine_table.tide(bucket=TIDE_BUCKET)
+    tide = [bucket.to_dict() for bucket in buckets]
     completion = _when(fresh.get("ro_completion_time"))
-    lag = freshness_lag_seconds(completion, tide)
+    delta = engine_table.freshness_lag(freshness=freshness, buckets=buckets)
+    lag = None if delta is None else delta.total_seconds()
     compactions = engine_table.compactions()
     pending = [c.instant for c in compactions if c.state != "completed"]
     completed = [c.instant for c in compactions if c.state == "completed"]
@@ -92,9 +73,11 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
         "late_records": fresh.get("late_records") or 0,
         "corrupt_log_blocks": backlog.get("corrupt_log_blocks") or 0,
         "earliest_pending_compaction": min(pending, default=""),
+        "oldest_log_instant": backlog.get("oldest_log_instant") or "",
         "latest_completed_compaction": max(completed, default=""),
         "sla_breached": sla_breached(table, lag),
         "tide": tide,
+        "backlog_heatmap": heatmap.read(engine_table, tide),
         "catalog": engine_table.catalog_status().to_dict(),
     }
 

@@ -37,13 +37,13 @@ def expire_queued(run_id: int | None = None) -> list[int]:
     """Fail the queued runs (all, or just `run_id`) older than the queued timeout; returns their ids."""
     now = timezone.now()
     cutoff = now - dt.timedelta(seconds=settings.TIDEMARK_QUEUED_TIMEOUT_S)
-    stale = Run.objects.filter(state="queued", queued_at__lt=cutoff)
+    stale = Run.objects.filter(state=Run.State.QUEUED, queued_at__lt=cutoff)
     if run_id is not None:
         stale = stale.filter(pk=run_id)
     expired, error = [], queued_expired_error()
     for run in stale.select_related("table", "requested_by"):
-        if Run.objects.filter(pk=run.pk, state="queued").update(state="failed", finished_at=now, error=error):
-            audit(run, "failed", {"error": error})
+        if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(state=Run.State.FAILED, finished_at=now, error=error):
+            audit(run, Run.State.FAILED, {"error": error})
             expired.append(run.pk)
     return expired
 
@@ -57,7 +57,7 @@ def _expired_lease_runs(now: dt.datetime) -> set[int]:
 def _never_leased_runs(now: dt.datetime) -> set[int]:
     """Running too long to still be waiting for a lease, yet no lease row names them."""
     grace = dt.timedelta(seconds=lease_mod.DEFAULT_WAIT_S + lease_mod.DEFAULT_TTL_S)
-    stale = set(Run.objects.filter(state="running", started_at__lt=now - grace).exclude(kind="metrics")
+    stale = set(Run.objects.filter(state=Run.State.RUNNING, started_at__lt=now - grace).exclude(kind=Run.Kind.METRICS)
                 .values_list("pk", flat=True))
     holding = {run_of_owner(o) for o in TableLease.objects.exclude(owner=lease_mod.FREE)
                .values_list("owner", flat=True)}
@@ -81,9 +81,9 @@ def sweep_lost_runs() -> list[int]:
     expire_dead_owners(now)
     candidates = _expired_lease_runs(now) | _never_leased_runs(now)
     lost = []
-    for run in Run.objects.filter(pk__in=candidates, state="running").select_related("table", "requested_by"):
-        if Run.objects.filter(pk=run.pk, state="running").update(state="failed", finished_at=now, error=LOST):
-            audit(run, "failed", {"error": LOST})
+    for run in Run.objects.filter(pk__in=candidates, state=Run.State.RUNNING).select_related("table", "requested_by"):
+        if Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(state=Run.State.FAILED, finished_at=now, error=LOST):
+            audit(run, Run.State.FAILED, {"error": LOST})
             notify("worker_lost", table=run.table, run=Run.objects.get(pk=run.pk), reason=LOST)
             lost.append(run.pk)
     return lost + expire_queued()

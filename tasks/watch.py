@@ -26,7 +26,7 @@ def observe(table: RegisteredTable, sample: MetricSample, previous: MetricSample
               "ro_completion_time": sample.ro_completion_time.isoformat() if sample.ro_completion_time else None}
     was_breached = bool(previous and previous.sla_breached)
     if sample.sla_breached and not was_breached:
-        _say(table, "sla_breached", f"freshness lag {lag / 60:.0f} min exceeds the SLA of {sla} min", detail)
+        _say(table, "sla_breached", f"freshness lag {(lag or 0) / 60:.0f} min exceeds the SLA of {sla} min", detail)
         raised.append("sla_breached")
     elif was_breached and not sample.sla_breached:
         _say(table, "sla_recovered", f"freshness lag {(lag or 0) / 60:.0f} min is within the SLA of {sla} min"

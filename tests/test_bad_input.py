@@ -218,7 +218,7 @@ def test_freshness_names_a_bad_value_in_hoodie_properties(table, key):
 def test_read_of_a_truncated_base_file_leaves_no_output(table, tmp_path, local):
     truncate_a_base_file(table)
     output = tmp_path / "out.parquet"
-    assert_refused(table, ["read", table, "--output", output, *(["--local"] if local else [])], (".parquet",))
+    assert_refused(table, ["read", table, "--output", output, "--local" if local else "--spark"], (".parquet",))
     assert not output.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("out")]
 

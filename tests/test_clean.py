@@ -120,19 +120,19 @@ def test_clean_keeps_live_link_targets_and_reads(spark, table):
     assert any(inst["C1"] in os.path.basename(t) for t in live_targets), "C2 must link to W6's log in slice C1"
 
     dry = run_clean(str(path), retain_commits=1, dry_run=True)
-    assert dry.instant is None and dry.plan.total_files > 0 and not dry.plan.errors
+    assert dry.instant is None and dry.total_planned > 0 and not dry.errors
     assert data_files(path) == files_before
     assert not [f for f in os.listdir(os.path.join(path, ".hoodie")) if ".clean" in f]
 
     result = run_clean(str(path), retain_commits=1)
-    assert result.instant and result.total_deleted == dry.plan.total_files and not result.failed
-    assert flat(result.deleted) == flat(dry.plan.files_to_delete)
+    assert result.instant and result.total_deleted == dry.total_planned and not result.failed
+    assert flat(result.deleted) == flat(dry.files_to_delete)
     deleted = flat(result.deleted)
     assert data_files(path) == files_before - deleted
     assert {instant_of(os.path.basename(f)) for f in deleted} == {inst["D1"], inst["C1"]}
     assert any(f.endswith(".parquet") for f in deleted), "C1's base files are cleaned"
     assert deleted & links_before, "C1's own links go"
-    kept = {os.path.realpath(os.path.join(path, f)) for f in flat(result.plan.kept_link_targets)}
+    kept = {os.path.realpath(os.path.join(path, f)) for f in flat(result.kept_link_targets)}
     assert kept and kept <= live_targets and all(os.path.isfile(t) for t in live_targets)
     for link in all_links(path):
         assert os.path.isfile(link), f"{link} dangles after the clean"
@@ -192,7 +192,7 @@ def test_pending_compaction_files_are_kept(spark, table):
              for n in [op["dataFilePath"], *op["deltaFilePaths"], *(s["target"] for s in op["symlinkOperations"])]
              if n}
     result = run_clean(str(path), retain_commits=1)
-    assert {(g["partitionPath"], g["fileId"]) for g in result.plan.skipped_file_groups} == pending
+    assert {(g["partitionPath"], g["fileId"]) for g in result.skipped_file_groups} == pending
     assert all(os.path.lexists(os.path.join(path, n)) for n in named)
     assert not named & flat(result.deleted)
     for rel in flat(result.deleted):
@@ -222,7 +222,7 @@ def test_broken_links_in_kept_slices_are_errors(table):
     plan = plan_clean(str(path), retain_commits=1)
     assert any(link in e and "dangling" in e for e in plan.errors)
     assert any(gone in e and "missing" in e for e in plan.errors)
-    assert run_clean(str(path), retain_commits=1, dry_run=True).plan.errors == plan.errors
+    assert run_clean(str(path), retain_commits=1, dry_run=True).errors == plan.errors
     files = data_files(path)
     with pytest.raises(CleanRefused, match="dangling"):
         run_clean(str(path), retain_commits=1)
@@ -341,7 +341,7 @@ def test_clean_keeps_the_original_of_a_damaged_carried_copy_until_it_is_repaired
     assert _ids(path) == ["k0", "k3"]   # the copy's records are missing (and every read warns)
     result = run_clean(path, retain_commits=1)
     assert os.path.isfile(original) and original_name not in flat(result.deleted)
-    assert original_name in flat(result.plan.kept_link_targets)
+    assert original_name in flat(result.kept_link_targets)
     assert f"kept {original}: carried copy {copy} holds a corrupt block" in result.message
     assert run_clean(path, retain_commits=1).instant is None   # and again: nothing else to do, still kept
     assert os.path.isfile(original)

@@ -37,8 +37,8 @@ def test_create_write_show_read(spark, tmp_path, capsys):
     assert [i["state"] for i in shown["timeline"]] == ["completed", "completed"]
     logs = [lf for g in shown["file_groups"] for s in g["slices"] for lf in s["log_files"]]
     assert len(logs) == 3 and min(lf["min_event_time"] for lf in logs) == "2024-01-01T00:00:00.000Z"
-    for flag in ([], ["--local"]):
-        out_file = tmp_path / f"out{len(flag)}.parquet"
+    for flag in ([], ["--spark"], ["--local"]):
+        out_file = tmp_path / f"out{''.join(flag)}.parquet"
         code, _, err = run(capsys, "read", table, "--output", str(out_file), *flag)
         assert code == 0, err
         assert rows_by_key(pq.read_table(out_file)) == rows_by_key(hudi_read(table))

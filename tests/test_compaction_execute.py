@@ -14,6 +14,7 @@ from engine.compaction import (CompactionResult, RollbackRefused, resolve_log_ev
                                run_compaction, schedule_compaction)
 from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, execute_operation
 from engine.errors import CompactionRefused
+from engine.results import to_ms
 from engine.read.fsview import FileSystemView
 from engine.logformat import BlockType
 from engine.config.properties import load_table_config, save_table_config
@@ -159,9 +160,11 @@ def test_partial_compaction_keeps_snapshot_and_fills_ro(spark, table, mode, part
     assert_ro_guarantee(ts_by_key(ours_ro), HISTORY, T)
     assert_no_log_at_or_before(path, T)
 
-    for entry in result.carry_over:                            # carried logs exist in the right form
-        dest = os.path.join(str(path), entry["partitionPath"], entry["symlink"])
-        assert os.path.islink(dest) == (carry == "symlink") and os.path.isfile(dest)
+    assert result.logs_carried_over == len(remaining)
+    for op in plan.operations:                                 # carried logs exist in the right form
+        for entry in op["symlinkOperations"]:
+            dest = os.path.join(str(path), op["partitionPath"] or "", entry["symlink"])
+            assert os.path.islink(dest) == (carry == "symlink") and os.path.isfile(dest)
     cfg = load_table_config(str(path))
     assert int(cfg.props[RO_COMPLETION_KEY]) >= T
     assert int(cfg.props[RO_FRESHNESS_KEY]) == max(ts_by_key(ours_ro).values())
@@ -200,7 +203,7 @@ def test_second_plan_refused_and_writes_during_pending_plan_survive(spark, table
     assert {k: v["ts"] for (_, k), v in ours.items()} == expected
     assert {k: v["ts"] for (_, k), v in theirs.items()} == expected
     # The late record (event time 900 < T) sits in a log of slice C, so the promise cannot grow past T.
-    assert result.ro_completion_ms == T
+    assert to_ms(result.ro_completion_time) == T
 
 
 def test_rollback_restores_pre_plan_state(spark, table):
@@ -257,7 +260,7 @@ def test_consecutive_compactions_link_to_real_files(spark, table):
     assert_ro_guarantee(ro, HISTORY, E + 3500)
     assert ts_by_key(hudi_read(path, "read_optimized")) == ro
     assert_no_log_at_or_before(path, E + 3500)
-    assert r2.ro_freshness_ms >= r1.ro_freshness_ms and r2.ro_completion_ms >= E + 3500
+    assert to_ms(r2.ro_freshness_time) >= to_ms(r1.ro_freshness_time) and to_ms(r2.ro_completion_time) >= E + 3500
     run_compaction(str(path), spark=spark) if schedule_compaction(str(path), strategy="unbounded").written else None
     assert snapshots(path) == before
     assert rows_by_key(read_arrow(str(path), "read_optimized")) == before[0]

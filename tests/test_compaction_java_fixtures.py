@@ -38,7 +38,7 @@ def test_java_table_compacts_in_place(spark, tmp_path, name, strategy):
     ro_after = hudi_read(path, "read_optimized")
     assert rows_by_key(ro_after) == snap                             # the update is now in RO
     assert rows_by_key(read_arrow(path, "read_optimized")) == snap
-    new_bases = {s["path"].rsplit("/", 1)[-1] for s in result.stats}
+    new_bases = {p.rsplit("/", 1)[-1] for p in result.base_files}
     assert all(n.endswith(f"_{sp.instant}.parquet") for n in new_bases)
     assert new_bases <= set(ro_after.column("_hoodie_file_name").to_pylist())
     meta = Timeline.load(path).read_commit_metadata(Timeline.load(path).last_completed())

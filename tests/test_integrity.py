@@ -159,7 +159,7 @@ def test_flipped_payload_bytes_are_reported_by_every_read(spark, tmp_path):
         spark.read.format("tidemark").option("failOnCorrupt", "true").load(path).collect()
 
 
-@pytest.mark.parametrize("flags", [[], ["--local"]], ids=["spark", "local"])
+@pytest.mark.parametrize("flags", [["--spark"], ["--local"]], ids=["spark", "local"])
 def test_cli_read_fails_on_a_corrupt_committed_block_unless_told_to_skip(spark, tmp_path, capsys, flags):
     path = _days_table(tmp_path).path
     log = _logs(path)[0]

@@ -55,6 +55,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from engine import Table, logformat
 from engine.compaction import run_compaction
 from engine.errors import ConfigError, CorruptLogBlockError, Refused
+from engine.results import to_ms
 from engine.io import faults
 from engine.read.fsview import FileSystemView
 from engine.services.recovery import recover as recover_table
@@ -267,7 +268,8 @@ class TableSequences(RuleBasedStateMachine):
         self.as_of[instant] = self.planned_view.pop(instant)   # writes after C are not "as of C"
         # What the RO view claims: never less than T (exact mode: and the base gained nothing after T, checked
         # by the model; the invariant checks our RO equals the model's).
-        assert result.ro_completion_ms is not None and result.ro_completion_ms >= threshold, (result, threshold)
+        completion = to_ms(result.ro_completion_time)
+        assert completion is not None and completion >= threshold, (result, threshold)
         if exact:
             OUTCOMES["run exact"] += 1
         OUTCOMES[f"run ({carried} item(s) carried forward)" if carried else "run"] += 1
@@ -463,10 +465,10 @@ class TableSequences(RuleBasedStateMachine):
                 self.slice_written = True
             self.model.write(instant, by_bucket)
         else:
-            (rolled,) = [r for r in done.rolled_back_writes if r["instant"] == instant]
-            if rolled["rollback_log_files"] or rolled["deleted_files"]:   # its logs were published
+            (rolled,) = [r for r in done.rollbacks if r.instant == instant]
+            if rolled.rollback_log_files or rolled.deleted_files:   # its logs were published
                 self.model.write(instant, by_bucket)
-                self.model.rollback_write(instant, rolled["rollback_instant"])
+                self.model.rollback_write(instant, rolled.rollback_instant)
         OUTCOMES[f"write killed at {step}"] += 1
 
     def killed_clean(self, retain: int, by_versions: bool, step: str, nth: int) -> None:

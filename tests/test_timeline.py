@@ -14,6 +14,7 @@ from engine.timeline import avro_models as am
 from engine.timeline import instants as tl
 from engine.errors import TableNotFoundError, UnsupportedTableError
 from engine.timeline.instants import Instant, State, Timeline
+from engine.timeline.metadata import WriteStat
 
 from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
 TRIPS_SCHEMA_FIELDS = ["ts", "uuid", "rider", "driver", "fare", "city"]
@@ -210,11 +211,11 @@ def test_commit_metadata_json_matches_java_keys(trips: Path) -> None:
     t = Timeline.load(str(trips))
     java_delta = t.read_commit_metadata(t.instants[-1])
     java_insert = t.read_commit_metadata(t.instants[0])
-    delta = tl.write_stat(file_id="f-0", path="p/.f-0_1.log.1_0-1-1", partition_path="p", prev_commit="1",
-                          log_version=1, base_file="f-0_0-1-1_1.parquet", log_files=[".f-0_1.log.1_0-1-1"],
-                          min_event_time=100, max_event_time=200)
-    insert = tl.write_stat(file_id="g-0", path="p/g-0_0-1-1_1.parquet", partition_path="p", num_inserts=3,
-                           num_writes=3, total_write_bytes=10)
+    delta = WriteStat(file_id="f-0", path="p/.f-0_1.log.1_0-1-1", partition_path="p", prev_commit="1",
+                          log_version=1, base_file="f-0_0-1-1_1.parquet", log_files=(".f-0_1.log.1_0-1-1",),
+                          min_event_time=100, max_event_time=200).to_json()
+    insert = WriteStat(file_id="g-0", path="p/g-0_0-1-1_1.parquet", partition_path="p", num_inserts=3,
+                           num_writes=3, total_write_bytes=10).to_json()
     java_delta_stat = java_delta["partitionToWriteStats"]["city=san_francisco"][0]
     java_insert_stat = java_insert["partitionToWriteStats"]["city=chennai"][0]
     assert list(delta) == list(java_delta_stat)
@@ -249,11 +250,11 @@ def test_hudi_reader_tolerates_our_timeline_files(trips: Path) -> None:
     t = Timeline.load(base)
     last = t.instants[-1]
     java = t.read_commit_metadata(last)
-    stats = {p: [tl.write_stat(
+    stats = {p: [WriteStat(
         file_id=s["fileId"], path=s["path"], partition_path=s["partitionPath"], prev_commit=s["prevCommit"],
         num_writes=s["numWrites"], num_update_writes=s["numUpdateWrites"], total_write_bytes=s["totalWriteBytes"],
         log_version=s["logVersion"], base_file=s["baseFile"], log_files=s["logFiles"],
-        min_event_time=1, max_event_time=2) for s in ss] for p, ss in java["partitionToWriteStats"].items()}
+        min_event_time=1, max_event_time=2).to_json() for s in ss] for p, ss in java["partitionToWriteStats"].items()}
     (trips / ".hoodie" / last.file_name).write_bytes(tl.commit_metadata_json(
         stats, schema=java["extraMetadata"]["schema"], operation_type=java["operationType"]))
 

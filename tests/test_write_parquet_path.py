@@ -38,7 +38,7 @@ def test_parquet_path_matches_dataframe_path(spark, tmp_path, monkeypatch, block
                  settings={"hoodie.bucket.index.num.buckets": "4", "hoodie.logfile.data.block.format": block_format})
     first = tmp_path / "first.parquet"
     pq.write_table(rows(range(1000), 1), first, row_group_size=100)
-    result = write_file(path, str(first))
+    result = write_file(path, str(first), local=False)   # Spark's routing tasks and exchange files
     assert result.records_written == 1000
     groups = groups_of(path)
     assert len(groups) == 12  # 3 partitions x 4 buckets
@@ -48,7 +48,7 @@ def test_parquet_path_matches_dataframe_path(spark, tmp_path, monkeypatch, block
     assert groups_of(path) == groups
     second = tmp_path / "second.parquet"
     pq.write_table(rows(range(500, 1500), 3), second, row_group_size=150)
-    write_parquet(path, [str(second)])
+    write_parquet(path, [str(second)])   # in-process (engine.placement: a small input)
     ours = rows_by_key(read_arrow(path))
     assert ours == rows_by_key(hudi_read(path))
     assert len(ours) == 1500

@@ -6,6 +6,8 @@ PostgreSQL and `CELERY_BROKER_URL` at Redis.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 from pathlib import Path
 
@@ -157,7 +159,7 @@ METRICS_OPEN = _flag("TIDEMARK_METRICS_OPEN", False)   # /metrics without a toke
 # so a fresh checkout runs without a broker service. The tasks record runs in the database themselves,
 # so there is no result backend.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
-CELERY_BROKER_TRANSPORT_OPTIONS: dict = {}
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _BROKER_DIR = STATE_DIR / "broker"
     # One folder for in and out (producers and consumers share the queue); processed messages are dropped;

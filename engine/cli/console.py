@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Any, Callable
 
+from engine import placement
 from engine.cli import output
 from engine.config import eventtime
 from engine.errors import Refused, TidemarkError
@@ -34,7 +35,8 @@ def cmd_create(args: argparse.Namespace) -> int:
 def cmd_write(args: argparse.Namespace) -> int:
     t = Table.open(args.path)  # fails fast, before Spark starts, when there is no table
     with output.progress_bar("writing") as on_progress:
-        result = t.write(args.input, args.operation or "upsert", settings=_config(args), on_progress=on_progress)
+        result = t.write(args.input, args.operation or "upsert", settings=_config(args), on_progress=on_progress,
+                         local=args.local)
     output.emit(result, args.json, output.write)
     return EXIT_OK
 
@@ -115,6 +117,25 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    result = Table.open(args.path).validate_compaction(args.instant)
+    output.emit(result, args.json, output.validation)
+    return EXIT_OK if result.valid else EXIT_ERROR
+
+
+def cmd_unschedule(args: argparse.Namespace) -> int:
+    result = Table.open(args.path).unschedule_compaction(args.instant, file_id=args.file_group,
+                                                         partition=args.partition, dry_run=args.dry_run)
+    output.emit(result, args.json, output.unschedule)
+    return EXIT_OK
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    result = Table.open(args.path).repair_compaction(args.instant, dry_run=args.dry_run)
+    output.emit(result, args.json, output.repair)
+    return EXIT_OK if result.dry_run or (result.validation is not None and result.validation.valid) else EXIT_ERROR
+
+
 def cmd_compaction_show(args: argparse.Namespace) -> int:
     output.emit(Table.open(args.path).compaction(args.instant), args.json, output.compaction_detail)
     return EXIT_OK
@@ -155,7 +176,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_tide(args: argparse.Namespace) -> int:
-    output.emit(Table.open(args.path).tide(args.bucket or "1h"), args.json, output.tide)
+    table = Table.open(args.path)
+    buckets = table.tide(args.bucket or "1h")
+    output.emit(buckets, args.json, lambda rows: output.tide(rows, table.freshness_lag(buckets=rows)))
     return EXIT_OK
 
 
@@ -175,6 +198,17 @@ def _add_config(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", action="append", metavar="KEY=VALUE", help="a supported hoodie.* setting")
 
 
+def _add_placement(p: argparse.ArgumentParser, verb: str) -> None:
+    """--local / --spark; neither: in-process unless the work is big or SPARK_MASTER names a cluster."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--local", dest="local", action="store_const", const=True, default=None,
+                   help=f"{verb} in this process on pyarrow (default for small work: up to "
+                        f"${placement.MAX_ROWS_ENV} input rows ({placement.DEFAULT_MAX_ROWS:,}) for a write, "
+                        f"${placement.MAX_MB_ENV} MB of files ({placement.DEFAULT_MAX_MB}) for a read, "
+                        "unless SPARK_MASTER names a cluster)")
+    g.add_argument("--spark", dest="local", action="store_const", const=False, help=f"{verb} on Spark")
+
+
 def _command(sub: Any, name: str, func: Command, help_text: str | None = None) -> argparse.ArgumentParser:
     """A sub-command taking the table PATH and --json."""
     p: argparse.ArgumentParser = sub.add_parser(name, help=help_text)
@@ -185,7 +219,8 @@ def _command(sub: Any, name: str, func: Command, help_text: str | None = None) -
 
 
 def _compaction_parsers(sub: Any) -> None:
-    comp = sub.add_parser("compaction", help="schedule, run, show or roll back a compaction")
+    comp = sub.add_parser("compaction", help="schedule, run, show, roll back, validate, unschedule or "
+                                                      "repair a compaction")
     csub = comp.add_subparsers(dest="action", required=True)
     p = _command(csub, "schedule", cmd_schedule, "plan a compaction (flags absent: the table's settings)")
     p.add_argument("--strategy", choices=["event_time", "size", "unbounded"],
@@ -205,6 +240,18 @@ def _compaction_parsers(sub: Any) -> None:
     _command(csub, "run", cmd_run, "execute the pending compaction").add_argument("--instant")
     _command(csub, "show", cmd_compaction_show, "one compaction in detail").add_argument("--instant", required=True)
     _command(csub, "rollback", cmd_rollback, "alias of `tidemark rollback`").add_argument("--instant", required=True)
+    _command(csub, "validate", cmd_validate, "check every file a pending plan names (exit 1 when a file group "
+             "is in Error)").add_argument("--instant", required=True)
+    p = _command(csub, "unschedule", cmd_unschedule, "take a pending plan back, whole or one file group; logs "
+                 "written since move to the previous slice")
+    p.add_argument("--instant", required=True)
+    p.add_argument("--file-group", help="the file id of the one file group to take out of the plan")
+    p.add_argument("--partition", help="the file group's partition path (when its file id is in several)")
+    p.add_argument("--dry-run", action="store_true", help="list the renames, change nothing")
+    p = _command(csub, "repair", cmd_repair, "after an interrupted unschedule, move logs back where the plan "
+                 "expects them")
+    p.add_argument("--instant", required=True)
+    p.add_argument("--dry-run", action="store_true", help="list the renames, change nothing")
     comps = sub.add_parser("compactions", help="list compactions")
     _command(comps.add_subparsers(dest="action", required=True), "show", cmd_compactions_show)
 
@@ -231,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--operation", choices=list(WRITE_OPERATIONS),
                    help="default: upsert; insert_overwrite replaces the partitions the input has rows in, "
                    "insert_overwrite_table the whole table")
+    _add_placement(p, "write")
     _add_config(p)
 
     p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
@@ -240,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", help="incremental: ... up to and including this instant (default: the latest commit)")
     p.add_argument("--as-of", help="time_travel: the table as of this completed instant")
     p.add_argument("--output", required=True)
-    p.add_argument("--local", action="store_true", help="read in-process instead of through Spark")
+    _add_placement(p, "read")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip corrupt log blocks of committed instants with a warning each (default: fail, "
                         "write nothing)")

@@ -5,6 +5,7 @@ Progress bars go to stderr and only on a terminal: piped or redirected output st
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import json
 import sys
 import warnings
@@ -224,13 +225,41 @@ def _completed_at(i: r.InstantInfo) -> str:
     return f" at {i.completion_time}" if i.completion_time else ""
 
 
-def tide(rows: Sequence[r.TideBucket]) -> str:
+def tide(rows: Sequence[r.TideBucket], lag: dt.timedelta | None = None) -> str:
+    lag_line = "freshness lag: " + ("unknown (no data)" if lag is None else f"{lag.total_seconds():g} s")
     if not rows:
-        return "no uncompacted logs"
-    return "\n".join(f"{_t(b.start) if b.start else 'unknown':<25} {b.log_files:>5} logs "
-                     f"{'?' if b.log_records is None else b.log_records:>10} records {b.log_bytes:>12} B"
-                     for b in rows)
+        return "no uncompacted logs\n" + lag_line
+    return "\n".join([f"{_t(b.start) if b.start else 'unknown':<25} {b.log_files:>5} logs "
+                      f"{'?' if b.log_records is None else b.log_records:>10} records {b.log_bytes:>12} B"
+                      for b in rows] + [lag_line])
 
 
 def recover(rc: r.RecoverResult) -> str:
     return rc.message
+
+
+def validation(v: r.PlanValidation) -> str:
+    """Hudi CLI's `compaction validate` table: one line per file group, Valid or Error with the reasons."""
+    lines = [f"compaction {v.instant} ({v.state}): {'valid' if v.valid else 'INVALID'}"]
+    for g in v.file_groups:
+        where = f"{g.partition}/{g.file_id}" if g.partition else g.file_id
+        since = f", {len(g.logs_written_since)} written since" if g.logs_written_since else ""
+        lines.append(f"  {where}  {g.status}  ({g.logs_compacted} log(s) compacted, {g.logs_carried} carried{since})")
+        lines += [f"      {e}" for e in g.errors]
+    return "\n".join(lines)
+
+
+def _renames(renames: Sequence[r.LogRename], dry_run: bool) -> list[str]:
+    verb = "would rename" if dry_run else "renamed"
+    return [f"  {verb} {x.partition + '/' if x.partition else ''}{x.source} -> {x.target}" for x in renames]
+
+
+def unschedule(u: r.UnscheduleResult) -> str:
+    return "\n".join([u.message, *_renames(u.renames, u.dry_run)])
+
+
+def repair(rp: r.RepairResult) -> str:
+    lines = [rp.message, *_renames(rp.renames, rp.dry_run)]
+    if rp.validation is not None and not rp.validation.valid:
+        lines.append(validation(rp.validation))
+    return "\n".join(lines)

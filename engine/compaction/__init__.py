@@ -1,5 +1,5 @@
 """Event-time partial compaction: schedule (plan), execute (Spark), roll back."""
-from engine.compaction.execute import CompactionError, CompactionResult, run_compaction
+from engine.compaction.execute import CompactionError, run_compaction
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import LogEventTime, resolve_log_event_times
 from engine.compaction.plan import ScheduledPlan, schedule_compaction
@@ -8,6 +8,7 @@ from engine.compaction.strategy import (CompactionStrategy, EventTimeBasedCompac
                                         PlannedOperation, SizeBasedStrategy, SliceCandidate, UnboundedStrategy,
                                         strategy_for)
 from engine.compaction.trigger import check_event_time_trigger
+from engine.results import CompactionResult
 
 __all__ = [
     "CompactionError", "CompactionResult", "CompactionStrategy", "EventTimeBasedCompactionStrategy",

@@ -89,7 +89,8 @@ def _ranks(values: pa.Array) -> np.ndarray:
     """Dense ranks (nulls lowest), so orderings of any comparable type compare in numpy."""
     if len(values) == 0:
         return np.zeros(0, np.int64)
-    return pc.rank(values, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense").to_numpy().astype(np.int64)
+    ranks: np.ndarray = pc.rank(values, sort_keys=[("", "ascending", "at_start")], tiebreaker="dense").to_numpy()
+    return ranks.astype(np.int64)
 
 
 def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray, et: np.ndarray | None = None) -> list[LogItem]:
@@ -211,7 +212,8 @@ def _undominated(flat: _Flat, late: np.ndarray, merge_mode: str, codes: np.ndarr
     after[order[1:]] = np.where(same, running[:-1], 0)
     needed = rank + 1 if merge_mode == EVENT_TIME_ORDERING else np.ones(n, np.int64)
     ignored = _ignored_deletes(flat, codes) if merge_mode == EVENT_TIME_ORDERING else np.zeros(n, bool)
-    return late & ~(after >= np.maximum(needed, 1)) & ~ignored
+    kept: np.ndarray = late & ~(after >= np.maximum(needed, 1)) & ~ignored
+    return kept
 
 
 def _ignored_deletes(flat: _Flat, codes: np.ndarray) -> np.ndarray:
@@ -231,7 +233,8 @@ def _ignored_deletes(flat: _Flat, codes: np.ndarray) -> np.ndarray:
         out[order] = np.maximum.accumulate(value) - offset
         return out
 
-    return flat.is_del & ~flat.is_hard & (last(flat.is_hard) > last(~flat.is_del))
+    ignored: np.ndarray = flat.is_del & ~flat.is_hard & (last(flat.is_hard) > last(~flat.is_del))
+    return ignored
 
 
 def _following(kept_late: np.ndarray, late: np.ndarray, codes: np.ndarray, is_hard: np.ndarray) -> np.ndarray:
@@ -246,7 +249,8 @@ def _following(kept_late: np.ndarray, late: np.ndarray, codes: np.ndarray, is_ha
     np.minimum.at(first, codes[kept_late], seq[kept_late])
     key_hard = np.zeros(len(first), bool)
     key_hard[codes[is_hard]] = True
-    return ~late & (seq > first[codes]) & key_hard[codes]
+    following: np.ndarray = ~late & (seq > first[codes]) & key_hard[codes]
+    return following
 
 
 @dataclass

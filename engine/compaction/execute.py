@@ -15,12 +15,13 @@ the plan stays, and the error says why). The error names each damaged file and o
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import filecmp
 import json
 import os
 import shutil
-from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -34,9 +35,10 @@ from engine.io.arrow_pool import use_returning_pool
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
-from engine.compaction.plan import CARRY_FORWARD_VERSION, previous_ro_times
-from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, compaction_commit_extra
+from engine.compaction.plan import previous_ro_times
+from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
+from engine.results import CompactionResult, from_ms
 from engine.services import integrity
 from engine.services.rollback import rollback_locked
 from engine.read.fsview import FileSlice, FileSystemView, LogFile
@@ -44,16 +46,20 @@ from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Stopped, counted
-from engine.config.properties import EVENT_TIME_ORDERING
+from engine.config.properties import EVENT_TIME_ORDERING, TableConfig
 from engine.read.merge import (DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows,
                                conform_to_schema, remaining_log_rows)
-from engine.io.naming import LogFileName, parse_base_file_name, parse_log_file_name
+from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
 from engine.config.properties import (RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INSTANT_KEY, RO_THRESHOLD_KEY,
                                       load_table_config, save_table_config)
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.read.slice_reader import iter_base, read_slice_logs
-from engine.timeline.instants import (COMPACTION, State, Timeline, commit_metadata_json, complete, transition_to_inflight,
-                             write_stat)
+from engine.timeline.instants import (COMPACTION, Instant, State, Timeline, commit_metadata_json, complete,
+                                      transition_to_inflight)
+
+if TYPE_CHECKING:
+    from pyspark import Accumulator, SparkContext
+    from pyspark.sql import SparkSession
 
 FILE_NAME_COL = "_hoodie_file_name"
 
@@ -90,35 +96,10 @@ class OpTask:
     log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
 
 
-@dataclass
-class CompactionResult:
-    instant: str
-    threshold_ms: int | None
-    stats: list[dict] = field(default_factory=list)
-    carry_over: list[dict] = field(default_factory=list)
-    spill_logs: list[str] = field(default_factory=list)
-    ro_completion_ms: int | None = None
-    ro_freshness_ms: int | None = None
-
-    @property
-    def base_files(self) -> list[str]:
-        return [s["path"] for s in self.stats]
-
-    @property
-    def records_written(self) -> int:
-        return sum(s["numWrites"] for s in self.stats)
-
-    def to_dict(self) -> dict:
-        """A JSON-friendly summary (CLI output)."""
-        return {"instant": self.instant, "threshold_ms": self.threshold_ms, "base_files": self.base_files,
-                "records_written": self.records_written, "logs_carried_over": len(self.carry_over),
-                "spill_logs": self.spill_logs, "ro_completion_ms": self.ro_completion_ms,
-                "ro_freshness_ms": self.ro_freshness_ms}
-
-
 # ------------------------------------------------------------------------------------------- driver
 
-def run_compaction(base_path: str, instant: str | None = None, spark=None, lock: TableLock | None = None,
+def run_compaction(base_path: str, instant: str | None = None, spark: SparkSession | None = None,
+                   lock: TableLock | None = None,
                    on_progress: Progress | None = None,
                    should_stop: Callable[[], bool] | None = None) -> CompactionResult:
     """Execute the single pending compaction (or `instant`) and commit it.
@@ -131,7 +112,7 @@ def run_compaction(base_path: str, instant: str | None = None, spark=None, lock:
         return _run_locked(base_path, instant, spark, on_progress, should_stop, lock)
 
 
-def _run_locked(base_path: str, instant: str | None, spark, on_progress: Progress | None,
+def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None, on_progress: Progress | None,
                 should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
@@ -205,24 +186,25 @@ def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None
         rollback_locked(base_path, c)
 
 
-def _execute_all(sc, tasks: list[OpTask], on_progress: Progress | None,
-                 should_stop: Callable[[], bool] | None = None) -> list[dict]:
+def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | None,
+                 should_stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
     """One Spark task per file group; each finished group counts towards the progress."""
     if not tasks:
         return []
 
-    def run(acc) -> list[dict]:
-        def one(task: OpTask) -> dict:
+    def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
+        def one(task: OpTask) -> dict[str, Any]:
             out = execute_operation(task)
             acc.add(1)
             return out
 
-        return sc.parallelize(tasks, len(tasks)).map(one).collect()
+        outs: list[dict[str, Any]] = sc.parallelize(tasks, len(tasks)).map(one).collect()
+        return outs
 
     return counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
 
 
-def _pick(timeline: Timeline, instant: str | None):
+def _pick(timeline: Timeline, instant: str | None) -> Instant:
     pending = timeline.pending_compactions()
     if instant is not None:
         match = [i for i in pending if i.timestamp == instant]
@@ -238,7 +220,7 @@ def _pick(timeline: Timeline, instant: str | None):
     return pending[0]
 
 
-def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[OpTask]:
+def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[OpTask]:
     schema = table_read_schema(cfg, timeline)
     view = FileSystemView(cfg.base_path, timeline)
     # Plan-time committed instants: all writes before C (the trigger refused pending ones).
@@ -262,8 +244,8 @@ def _tasks(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[
             carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
             threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
-            committed=committed, row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows")),
-            compression=str(cfg.setting("hoodie.parquet.compression.codec")),
+            committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
+            compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents))
     return out
@@ -282,17 +264,19 @@ def _delete_event_bounds(timeline: Timeline) -> dict[tuple[str, str], list[tuple
     return out
 
 
-def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: list[OpTask],
-            outs: list[dict]) -> CompactionResult:
+def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: list[OpTask],
+            outs: list[dict[str, Any]]) -> CompactionResult:
     threshold = plan.settings.threshold_ms
-    result = CompactionResult(c, threshold)
-    by_partition: dict[str, list[dict]] = {}
+    by_partition: dict[str, list[dict[str, Any]]] = {}
+    stats: list[dict[str, Any]] = []
+    carry_over: list[dict[str, Any]] = []
+    spill_logs: list[str] = []
     for out in outs:
         by_partition.setdefault(out["stat"]["partitionPath"], []).append(out["stat"])
-        result.stats.append(out["stat"])
-        result.carry_over.extend(out["carry"])
+        stats.append(out["stat"])
+        carry_over.extend(out["carry"])
         if out.get("spill"):
-            result.spill_logs.append(out["spill"])
+            spill_logs.append(out["spill"])
     compacted_max = max((o["stat"]["maxEventTime"] for o in outs if o["stat"]["maxEventTime"] is not None),
                         default=None)
     previous = previous_ro_times(cfg)
@@ -303,9 +287,14 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
     # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
     # table's data latency) may leave older data in logs of slices it did not pick.
     promised = threshold if plan.promises_threshold else None
-    completion, freshness = compute_ro_times(promised, remaining, compacted_max, previous)
-    result.ro_completion_ms, result.ro_freshness_ms = completion, freshness
-    meta_extra = compaction_commit_extra(plan.settings, [CarriedEntry.from_json(e) for e in result.carry_over],
+    completion, freshness = compute_ro_times(plan.completion_floor, remaining, compacted_max, previous)
+    settings = plan.settings
+    if promised is not None and plan.settings.unscheduled:
+        # File groups were unscheduled from the plan: their logs at or before T stay outside the base, so the
+        # promise is what the logs left allow (readers take max(threshold, completion) as the guarantee).
+        promised = min(promised, completion) if completion is not None else None
+        settings = dataclasses.replace(settings, threshold_ms=promised)
+    meta_extra = compaction_commit_extra(settings, [CarriedEntry.from_json(e) for e in carry_over],
                                          completion, freshness)
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
     ensure_held(f"committing compaction {c}")
@@ -316,10 +305,13 @@ def _commit(cfg, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: 
         _publish(cfg.base_path, c, promised, completion, freshness)
     fault_point("execute", "published")
     storage.remove_tree(storage.join(cfg.base_path, ".hoodie", ".temp", c))
-    return result
+    return CompactionResult(instant=c, threshold=from_ms(threshold), base_files=[s["path"] for s in stats],
+                            records_written=sum(s["numWrites"] for s in stats), logs_carried_over=len(carry_over),
+                            spill_logs=spill_logs, ro_completion_time=from_ms(completion),
+                            ro_freshness_time=from_ms(freshness))
 
 
-def _remaining_log_mins(cfg, timeline: Timeline, c: str, tasks: list[OpTask]) -> list[int | None]:
+def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: list[OpTask]) -> list[int | None]:
     """Min event times of the logs left in the latest slices once C completes."""
     view = FileSystemView(cfg.base_path, timeline)
     compacted = {(t.partition_path, t.file_id) for t in tasks}
@@ -361,7 +353,7 @@ def _str(v: int | None) -> str:
 
 # ----------------------------------------------------------------------------------------- executors
 
-def execute_operation(task: OpTask) -> dict:
+def execute_operation(task: OpTask) -> dict[str, Any]:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
     use_returning_pool()
     token = _task_token()
@@ -464,7 +456,7 @@ def _write_base(task: OpTask, winners: LogWinners, tmp: str | pa.NativeFile, nam
     """Stream the merged rows into `tmp` batch by batch (row groups ≤ `row_group_rows`), never the slice."""
     counts = _Counts()
     codec = "NONE" if task.compression == "none" else task.compression
-    keys = [None, None]
+    keys: list[str | None] = [None, None]   # min and max record key written
     with pq.ParquetWriter(tmp, task.schema, compression=codec) as writer:
         for t in _merged(task, winners, counts):
             t = _with_file_name(t, name)
@@ -481,7 +473,7 @@ def _with_file_name(t: pa.Table, name: str) -> pa.Table:
     return t.set_column(i, t.schema.field(i), pa.repeat(pa.scalar(name), t.num_rows)) if i >= 0 else t
 
 
-def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list) -> None:
+def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list[str | None]) -> None:
     counts.rows += t.num_rows
     if task.event_field and task.event_field in t.column_names:
         lo, hi = eventtime.bounds(t.column(task.event_field))
@@ -535,19 +527,22 @@ def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
     return out
 
 
-def _ordering_values(values: pa.Array) -> list:
+def _ordering_values(values: pa.Array) -> list[int | float | str | None]:
     """Ordering values as the delete encoder takes them (int, float or str), keeping the raw Avro value."""
     t = values.type
     if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_integer(t):
-        return values.cast(pa.int64()).to_pylist()
-    if pa.types.is_date(t):
-        return values.cast(pa.int32()).cast(pa.int64()).to_pylist()
-    if pa.types.is_floating(t) or pa.types.is_decimal(t):
-        return values.cast(pa.float64()).to_pylist()
-    return values.cast(pa.string()).to_pylist()
+        target = pa.int64()
+    elif pa.types.is_date(t):
+        values, target = values.cast(pa.int32()), pa.int64()
+    elif pa.types.is_floating(t) or pa.types.is_decimal(t):
+        target = pa.float64()
+    else:
+        target = pa.string()
+    out: list[int | float | str | None] = values.cast(target).to_pylist()
+    return out
 
 
-def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict]:
+def _carry_over(task: OpTask, pdir: str, temp_dir: str) -> list[dict[str, Any]]:
     """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept."""
     out = []
     for link, target in task.links:
@@ -593,7 +588,7 @@ def _ensure_remote_copy(src: str, dest: str) -> None:
     storage.copy(src, dest)
 
 
-def _remove_stale(pdir: str, predicate) -> None:
+def _remove_stale(pdir: str, predicate: Callable[[str], bool]) -> None:
     """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible)."""
     for n in storage.list_names(pdir):
         if predicate(n):
@@ -611,18 +606,16 @@ def _is_log_of(name: str, file_id: str, instant: str, version: int) -> bool:
             and parsed.version == version)
 
 
-def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Counts) -> dict:
+def _stat(task: OpTask, name: str, size: int, items: list[LogItem], counts: _Counts) -> dict[str, Any]:
     log_records = sum(i.records.num_rows if isinstance(i, DataItem) else len(i.keys) for i in items)
     log_size = sum(task.log_sizes) if task.log_sizes else sum(storage.size(p) for p in task.log_paths)
     rel = f"{task.partition_path}/{name}" if task.partition_path else name
     superseded = counts.base_rows - counts.base_kept
-    stat = write_stat(
+    return WriteStat(
         file_id=task.file_id, path=rel, partition_path=task.partition_path,
         prev_commit=task.base_instant or "null", num_writes=counts.rows, num_update_writes=superseded,
-        num_inserts=counts.from_logs, total_write_bytes=size, file_size_in_bytes=size,
+        num_inserts=counts.from_logs, total_write_bytes=size, file_size=size,
         total_log_records=log_records, total_log_files_compacted=len(task.log_paths),
         total_log_size_compacted=log_size, total_updated_records_compacted=superseded,
-        min_event_time=counts.min_et, max_event_time=counts.max_et)
-    stat["prevBaseFile"] = storage.name_of(task.base_file) if task.base_file else None
-    stat["baseFile"] = name
-    return stat
+        min_event_time=counts.min_et, max_event_time=counts.max_et,
+        prev_base_file=storage.name_of(task.base_file) if task.base_file else None, base_file=name).to_json()

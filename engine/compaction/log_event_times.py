@@ -38,29 +38,28 @@ class LogEventTime:
     source: str  # one of SOURCES
 
 
+# (partition, log name) -> (min, max, complete) event times from the write stats naming the log.
+StatTimes = dict[tuple[str, str], tuple[int | None, int | None, bool]]
+
+
 def event_time_column(cfg: TableConfig) -> str | None:
     """The field holding record event time: the configured one, else (Java tables) the ordering field."""
     return cfg.event_time_field or cfg.ordering_field
 
 
-def write_stat_event_times(timeline: Timeline) -> dict[tuple[str, str], tuple[int | None, int | None, bool]]:
+def write_stat_event_times(timeline: Timeline) -> StatTimes:
     """(partition, log name) -> (min, max, complete) over every completed deltacommit stat naming that log.
 
     `complete` is False when some stat for the log had no minEventTime (Java appends to a log across
     commits; one unknown stat makes the whole log unknown).
     """
-    out: dict[tuple[str, str], tuple[int | None, int | None, bool]] = {}
+    out: StatTimes = {}
     for inst in timeline.completed():
         if inst.action != DELTACOMMIT:
             continue
-        meta = timeline.read_commit_metadata(inst)
-        for partition, stats in (meta.get("partitionToWriteStats") or {}).items():
-            for stat in stats or []:
-                names = set(stat.get("logFiles") or [])
-                if stat.get("path"):
-                    names.add(os.path.basename(stat["path"]))
-                for name in names:
-                    _fold_stat(out, (partition or "", name), stat.get("minEventTime"), stat.get("maxEventTime"))
+        for stat in timeline.commit_metadata(inst).write_stats:
+            for name in stat.names:
+                _fold_stat(out, (stat.partition_path, name), stat.min_event_time, stat.max_event_time)
     return out
 
 
@@ -77,7 +76,7 @@ def carried_aliases(timeline: Timeline) -> dict[tuple[str, str], str]:
     return out
 
 
-def _fold_stat(out: dict, key: tuple[str, str], lo: int | None, hi: int | None) -> None:
+def _fold_stat(out: StatTimes, key: tuple[str, str], lo: int | None, hi: int | None) -> None:
     cur_lo, cur_hi, ok = out.get(key, (None, None, True))
     if lo is None:
         out[key] = (cur_lo, cur_hi, False)
@@ -105,7 +104,7 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     """
     cfg = cfg or load_table_config(view.base_path)
     committed = frozenset(view.committed_instants) | frozenset(extra_committed)
-    stats: dict | None = None
+    stats: StatTimes | None = None
     known: dict[tuple[str, str], str] | None = None
     out: dict[str, LogEventTime] = {}
     for sl in slices:
@@ -140,7 +139,7 @@ def _from_header(path: str, committed: frozenset[str], size: int | None = None) 
     return LogEventTime(lo, hi, "header")
 
 
-def _from_stats(stats: dict, partition: str, name: str, path: str,
+def _from_stats(stats: StatTimes, partition: str, name: str, path: str,
                 aliases: Mapping[tuple[str, str], str]) -> LogEventTime | None:
     candidates = [name]
     if storage.is_link(path):  # a carried-over symlink: its stats are under the target's name

@@ -12,11 +12,10 @@ import os
 import uuid
 from collections import Counter
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 from engine import logformat
 from engine.io import storage
-from engine.timeline import metadata
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 from engine.services import integrity
 from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
@@ -38,9 +37,6 @@ from engine.timeline.instants import COMPACTION, Timeline, create_requested
 
 CARRY_OVER_MODES = ("symlink", "copy")
 
-# The plan's extraMetadata keys, defined in engine.timeline.metadata (names kept for existing importers).
-X_THRESHOLD, X_STRATEGY, X_CARRY_OVER, X_EXACT = metadata.THRESHOLD, metadata.STRATEGY, metadata.CARRY_OVER, metadata.EXACT
-
 
 @dataclass
 class ScheduledPlan:
@@ -54,12 +50,12 @@ class ScheduledPlan:
     projected_completion_ms: int | None = None   # what an event-time plan's commit will publish (preview)
 
     @property
-    def plan(self) -> dict:
+    def plan(self) -> dict[str, Any]:
         """The plan as written (Avro HoodieCompactionPlan record); {} when there is none."""
         return self.record.to_avro() if self.record is not None else {}
 
     @property
-    def operations(self) -> list[dict]:
+    def operations(self) -> list[dict[str, Any]]:
         """The plan's operations in their Avro form."""
         return list(self.plan.get("operations") or [])
 
@@ -95,7 +91,7 @@ def schedule_compaction(base_path: str, *, strategy: str | None = None, threshol
         return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=False)
 
 
-def _schedule_locked(cfg, resolved: CompactionSettings, threshold_ms: int | None, settings: Mapping[str, str],
+def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_ms: int | None, settings: Mapping[str, str],
                      preview: bool) -> ScheduledPlan:
     """Trigger check through written plan, under the table lock so no write can slip in between."""
     base_path = cfg.base_path
@@ -169,7 +165,7 @@ def previous_ro_times(cfg: TableConfig) -> tuple[int | None, int | None]:
     return as_int(cfg.props.get(RO_COMPLETION_KEY)), as_int(cfg.props.get(RO_FRESHNESS_KEY))
 
 
-def _settings_used(resolved: CompactionSettings, threshold: int | None, threshold_source: str | None) -> dict:
+def _settings_used(resolved: CompactionSettings, threshold: int | None, threshold_source: str | None) -> dict[str, Any]:
     used = {name: {"value": r.value, "source": r.source} for name, r in resolved.used().items()}
     used[THRESHOLD] = {"value": threshold, "source": threshold_source}
     return used
@@ -195,9 +191,9 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
     if name == "event_time":
         return strategy_for(name, threshold_ms=threshold)
     if name == "size":
-        threshold_bytes = int(cfg.setting("hoodie.compaction.logfile.size.threshold", settings))
+        threshold_bytes = cfg.int_setting("hoodie.compaction.logfile.size.threshold", settings)
         return strategy_for(name, threshold_bytes=threshold_bytes,
-                            target_io_mb=int(cfg.setting("hoodie.compaction.target.io", settings)))
+                            target_io_mb=cfg.int_setting("hoodie.compaction.target.io", settings))
     return strategy_for(name)
 
 
@@ -233,7 +229,7 @@ def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_v
 
 def _plan_record(operations: list[CompactionOperation], strat: CompactionStrategy, threshold: int | None,
                  carry_over: str, exact: bool, times: Mapping[str, LogEventTime],
-                 settings_used: dict) -> CompactionPlanRecord:
+                 settings_used: dict[str, Any]) -> CompactionPlanRecord:
     sources = Counter(t.source for t in times.values())
     settings = PlanSettings(threshold_ms=threshold, strategy=strat.name, carry_over=carry_over, exact=exact,
                             event_time_sources={s: sources.get(s, 0) for s in SOURCES},

@@ -9,7 +9,8 @@ from __future__ import annotations
 from engine.errors import NOT_ROLLBACKABLE, RollbackRefused
 from engine.lock import TableLock
 from engine.progress import Progress
-from engine.services.rollback import RollbackResult, rollback
+from engine.results import RollbackResult
+from engine.services.rollback import rollback
 from engine.timeline.instants import COMMIT, COMPACTION, Timeline
 
 __all__ = ["RollbackRefused", "RollbackResult", "rollback_compaction"]

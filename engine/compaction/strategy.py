@@ -96,7 +96,7 @@ class UnboundedStrategy(CompactionStrategy):
 
     name = "unbounded"
 
-    def filter_log_files(self, sl):
+    def filter_log_files(self, sl: SliceCandidate) -> tuple[tuple[LogCandidate, ...], tuple[LogCandidate, ...]]:
         return tuple(sl.logs), ()
 
 
@@ -115,14 +115,14 @@ class SizeBasedStrategy(CompactionStrategy):
         self.threshold_bytes = int(threshold_bytes)
         self.target_io_mb = int(target_io_mb)
 
-    def filter_log_files(self, sl):
+    def filter_log_files(self, sl: SliceCandidate) -> tuple[tuple[LogCandidate, ...], tuple[LogCandidate, ...]]:
         if sl.logs and sl.log_size >= self.threshold_bytes:
             return tuple(sl.logs), ()
         return (), tuple(sl.logs)
 
-    def order_and_filter(self, ops):
+    def order_and_filter(self, ops: list[PlannedOperation]) -> list[PlannedOperation]:
         remaining = float(self.target_io_mb)
-        out = []
+        out: list[PlannedOperation] = []
         for op in sorted(ops, key=lambda o: o.compacted_size, reverse=True):
             out.append(op)
             remaining -= op.metrics.get("TOTAL_IO_MB", 0.0)
@@ -130,7 +130,7 @@ class SizeBasedStrategy(CompactionStrategy):
                 break
         return out
 
-    def params(self):
+    def params(self) -> dict[str, str]:
         return {"threshold_bytes": str(self.threshold_bytes), "target_io_mb": str(self.target_io_mb)}
 
 
@@ -143,27 +143,27 @@ class EventTimeBasedCompactionStrategy(CompactionStrategy):
 
     name = "event_time"
 
-    def __init__(self, threshold_ms: int) -> None:
+    def __init__(self, threshold_ms: int | None) -> None:
         if threshold_ms is None:
             raise ConfigError("the event_time strategy needs a threshold (or a data latency to derive it)")
         self.threshold_ms = int(threshold_ms)
 
-    def filter_log_files(self, sl):
+    def filter_log_files(self, sl: SliceCandidate) -> tuple[tuple[LogCandidate, ...], tuple[LogCandidate, ...]]:
         cut = 0
         for i, lf in enumerate(sl.logs):
             if lf.min_event_time is None or lf.min_event_time <= self.threshold_ms:
                 cut = i + 1
         return tuple(sl.logs[:cut]), tuple(sl.logs[cut:])
 
-    def params(self):
+    def params(self) -> dict[str, str]:
         return {"threshold_ms": str(self.threshold_ms)}
 
 
-STRATEGIES = {"event_time": EventTimeBasedCompactionStrategy, "size": SizeBasedStrategy,
+STRATEGIES: dict[str, type[CompactionStrategy]] = {"event_time": EventTimeBasedCompactionStrategy, "size": SizeBasedStrategy,
               "unbounded": UnboundedStrategy}
 
 
-def strategy_for(name: str, **params) -> CompactionStrategy:
+def strategy_for(name: str, **params: int | None) -> CompactionStrategy:
     """A strategy by name: event_time(threshold_ms), size(threshold_bytes, target_io_mb), unbounded."""
     cls = STRATEGIES.get(name)
     if cls is None:

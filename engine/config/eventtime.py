@@ -41,7 +41,8 @@ def parse_iso_strings(values: pa.Array | pa.ChunkedArray, unit: str = "us", what
 
 
 def _first_unparseable(strings: pa.Array, unit: str) -> str | None:
-    for text in strings.to_pylist():
+    texts: list[str | None] = strings.to_pylist()
+    for text in texts:
         if text is None:
             continue
         zoned = re.search(_OFFSET, text) is not None
@@ -133,4 +134,5 @@ def parse_time(text: str, what: str = "time") -> int:
 
 def millis_array(values: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """Epoch millis as a float64 numpy array with NaN for nulls (for vectorised comparisons)."""
-    return to_millis(values).to_numpy(zero_copy_only=False).astype("float64")
+    out: np.ndarray = to_millis(values).to_numpy(zero_copy_only=False).astype("float64")
+    return out

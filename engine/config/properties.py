@@ -278,6 +278,20 @@ class TableConfig:
         raw = (overrides or {}).get(key) or self.props.get(key) or default
         return check(raw)
 
+    def int_setting(self, key: str, overrides: Mapping[str, str] | None = None) -> int:
+        """`setting` of a key whose values are integers (sizes, counts, millis)."""
+        value = self.setting(key, overrides)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{key} is not an integer setting")
+        return value
+
+    def str_setting(self, key: str, overrides: Mapping[str, str] | None = None) -> str:
+        """`setting` of a key whose values are strings (choices, names)."""
+        value = self.setting(key, overrides)
+        if not isinstance(value, str):
+            raise TypeError(f"{key} is not a string setting")
+        return value
+
     def hoodie_dir(self) -> str:
         return storage.join(self.base_path, HOODIE_DIR)
 

@@ -1,6 +1,8 @@
 """Table schemas: the Avro record schema in commit metadata, its meta-field form, and its Arrow form."""
 from __future__ import annotations
 
+from typing import Any
+
 import functools
 import json
 
@@ -16,7 +18,7 @@ META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_ke
                "_hoodie_partition_path", "_hoodie_file_name"]
 
 
-def table_avro_schema(table_name: str, arrow_schema: pa.Schema) -> dict:
+def table_avro_schema(table_name: str, arrow_schema: pa.Schema) -> dict[str, Any]:
     """Avro record schema (no meta fields) named the way Java Hudi names it.
 
     Timestamps in seconds or nanoseconds (pyarrow's CSV inference, Parquet v2.6) become timestamp-micros,
@@ -32,14 +34,14 @@ def _avro_unit(f: pa.Field) -> pa.Field:
     return f
 
 
-def schema_with_meta(schema: dict) -> dict:
+def schema_with_meta(schema: dict[str, Any]) -> dict[str, Any]:
     """The schema log blocks carry: the 5 `_hoodie_*` string fields first, then the data fields."""
     meta = [{"name": n, "type": ["null", "string"], "doc": "", "default": None} for n in META_FIELDS]
     data = [f for f in schema["fields"] if f["name"] not in META_FIELDS]
     return {**schema, "fields": meta + data}
 
 
-def evolve_schema(current: dict | None, incoming: dict) -> dict:
+def evolve_schema(current: dict[str, Any] | None, incoming: dict[str, Any]) -> dict[str, Any]:
     """Add new columns at the end; existing columns keep their type (incoming values are cast)."""
     if current is None:
         return incoming
@@ -53,7 +55,7 @@ def _arrow_of(schema_json: str) -> pa.Schema:
     return avro_to_arrow_schema(json.loads(schema_json))
 
 
-def arrow_schema(avro_schema: dict) -> pa.Schema:
+def arrow_schema(avro_schema: dict[str, Any]) -> pa.Schema:
     return _arrow_of(json.dumps(avro_schema, sort_keys=True))
 
 
@@ -90,7 +92,7 @@ def conform_column(values: pa.Array | pa.ChunkedArray, target: pa.DataType, colu
 
 
 def _is_time(t: pa.DataType) -> bool:
-    return pa.types.is_timestamp(t) or pa.types.is_date(t)
+    return bool(pa.types.is_timestamp(t) or pa.types.is_date(t))
 
 
 def _to_timestamp(arr: pa.Array, target: pa.TimestampType, column: str) -> pa.Array:

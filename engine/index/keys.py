@@ -6,11 +6,14 @@ partition value becomes `__HIVE_DEFAULT_PARTITION__` as in Java.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame
-from pyspark.sql import functions as F
 
 from engine.config.properties import TableConfig
+
+if TYPE_CHECKING:   # pyspark is imported where a column is built: writes that run in-process never load it
+    from pyspark.sql import Column, DataFrame
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
@@ -25,6 +28,8 @@ NULL_KEY, EMPTY_KEY = "__null__", "__empty__"
 
 
 def record_key_column(cfg: TableConfig) -> Column:
+    from pyspark.sql import functions as F
+
     fields = cfg.record_key_fields
     if len(fields) == 1:
         return F.col(fields[0]).cast("string")
@@ -37,6 +42,8 @@ def record_key_column(cfg: TableConfig) -> Column:
 
 
 def partition_path_column(cfg: TableConfig) -> Column:
+    from pyspark.sql import functions as F
+
     if not cfg.partition_fields:
         return F.lit("")
     parts = []
@@ -51,6 +58,8 @@ def partition_path_column(cfg: TableConfig) -> Column:
 def bucket_column(key: Column, num_buckets: int) -> Column:
     """Bucket of a record key: pmod(murmur3_32(key, seed 42), n) — Spark's `hash`, which
     `engine.index.bucket_hash` reproduces without Spark so both write paths route keys identically."""
+    from pyspark.sql import functions as F
+
     return F.pmod(F.hash(key), F.lit(num_buckets)).cast("int")
 
 
@@ -59,3 +68,16 @@ def arrow_schema_of(df: DataFrame) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(df.schema, timezone="UTC")
+
+
+def as_spark_would_convert(rows: pa.Table) -> pa.Table | None:
+    """`rows` in the types `spark.createDataFrame(rows)` hands to mapInArrow (timestamps in µs, ...), computed
+    without Spark; None for a type Spark has no equivalent of (that input then takes the DataFrame path,
+    which reports it)."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    try:
+        schema = to_arrow_schema(from_arrow_schema(rows.schema), timezone="UTC")
+        return rows.cast(schema)
+    except (TypeError, ValueError, NotImplementedError, pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None

@@ -31,7 +31,7 @@ class Routing:
 
 
 def _stringable(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_integer(t))
 
 
 def supports(routing: Routing, schema: pa.Schema) -> bool:

@@ -18,4 +18,4 @@ def use_returning_pool() -> str:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, AttributeError):  # a pyarrow built without jemalloc keeps its default
         pass
-    return pa.default_memory_pool().backend_name
+    return str(pa.default_memory_pool().backend_name)

@@ -101,7 +101,7 @@ def _arrow_type_to_avro(dtype: pa.DataType, column: str, name: str, namespace: s
     raise AvroCodecError(f"column {column!r}: arrow type {dtype} has no Avro mapping")
 
 
-def arrow_to_avro_schema(schema: pa.Schema, name: str, namespace: str) -> dict:
+def arrow_to_avro_schema(schema: pa.Schema, name: str, namespace: str) -> dict[str, Any]:
     """Avro record schema for `schema`; every field is ["null", T] with default null (Hudi's convention)."""
     fields = [
         {"name": f.name, "type": _nullable(_arrow_type_to_avro(f.type, f.name, name, namespace)), "default": None}
@@ -110,7 +110,7 @@ def arrow_to_avro_schema(schema: pa.Schema, name: str, namespace: str) -> dict:
     return {"type": "record", "name": name, "namespace": namespace, "fields": fields}
 
 
-def _full_name(schema: dict, namespace: str | None) -> tuple[str, str | None]:
+def _full_name(schema: dict[str, Any], namespace: str | None) -> tuple[str, str | None]:
     name = schema["name"]
     if "." in name:
         return name, name.rsplit(".", 1)[0]
@@ -118,7 +118,7 @@ def _full_name(schema: dict, namespace: str | None) -> tuple[str, str | None]:
     return (f"{ns}.{name}" if ns else name), ns
 
 
-def _logical_to_arrow(avro_type: dict, where: str) -> pa.DataType | None:
+def _logical_to_arrow(avro_type: dict[str, Any], where: str) -> pa.DataType | None:
     logical = avro_type.get("logicalType")
     base = avro_type.get("type")
     if logical == "decimal" and base in ("bytes", "fixed"):
@@ -165,7 +165,7 @@ class _ArrowTypeMapper:
             raise AvroCodecError(f"field {where!r}: malformed Avro type {avro_type!r}")
         return self._complex(avro_type, where, namespace)
 
-    def _complex(self, avro_type: dict, where: str, namespace: str | None) -> pa.DataType:
+    def _complex(self, avro_type: dict[str, Any], where: str, namespace: str | None) -> pa.DataType:
         logical = _logical_to_arrow(avro_type, where)
         if logical is not None:
             if avro_type["type"] == "fixed":
@@ -186,7 +186,7 @@ class _ArrowTypeMapper:
             return dtype
         return self._plain(kind, where, namespace)  # {"type": "long"} and friends
 
-    def _record(self, avro_type: dict, where: str, namespace: str | None) -> pa.DataType:
+    def _record(self, avro_type: dict[str, Any], where: str, namespace: str | None) -> pa.DataType:
         full, ns = _full_name(avro_type, namespace)
         fields = []
         for f in avro_type.get("fields", []):
@@ -197,7 +197,7 @@ class _ArrowTypeMapper:
         return struct
 
 
-def _as_schema_dict(avro_schema: dict | str) -> dict:
+def _as_schema_dict(avro_schema: dict[str, Any] | str) -> dict[str, Any]:
     if isinstance(avro_schema, str):
         try:
             avro_schema = json.loads(avro_schema)
@@ -208,7 +208,7 @@ def _as_schema_dict(avro_schema: dict | str) -> dict:
     return avro_schema
 
 
-def avro_to_arrow_schema(avro_schema: dict) -> pa.Schema:
+def avro_to_arrow_schema(avro_schema: dict[str, Any]) -> pa.Schema:
     """Arrow schema for an Avro record schema; unions may list null first or last."""
     avro_schema = _as_schema_dict(avro_schema)
     struct = _ArrowTypeMapper()._record(avro_schema, "", None)
@@ -237,7 +237,7 @@ def _read_header(view: memoryview) -> int:
     # Every record needs at least its 4-byte length prefix: reject absurd counts before allocating.
     if count * 4 > len(view) - _HEADER.size:
         raise AvroCodecError(f"Avro data block declares {count} records but holds only {len(view)} bytes")
-    return count
+    return int(count)
 
 
 def _record_spans(view: memoryview, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -282,7 +282,7 @@ def _without_uuid(avro_type: Any) -> Any:
     return cleaned
 
 
-def _parse_for_fastavro(avro_schema: dict) -> Any:
+def _parse_for_fastavro(avro_schema: dict[str, Any]) -> Any:
     try:
         return fastavro.parse_schema(_without_uuid(avro_schema), _write_hint=False)
     except Exception as exc:  # fastavro raises several unrelated types for bad schemas
@@ -312,8 +312,8 @@ def _has_map(dtype: pa.DataType) -> bool:
     return False
 
 
-def _table_rows(table: pa.Table) -> list[dict]:
-    rows = table.to_pylist()
+def _table_rows(table: pa.Table) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = table.to_pylist()
     map_fields = [f for f in table.schema if _has_map(f.type)]
     for row in rows:
         for f in map_fields:
@@ -321,7 +321,7 @@ def _table_rows(table: pa.Table) -> list[dict]:
     return rows
 
 
-def _encode_fastavro(table: pa.Table, avro_schema: dict) -> bytes:
+def _encode_fastavro(table: pa.Table, avro_schema: dict[str, Any]) -> bytes:
     parsed = _parse_for_fastavro(avro_schema)
     out = io.BytesIO()
     out.write(_HEADER.pack(BLOCK_CONTENT_VERSION, table.num_rows))
@@ -338,7 +338,7 @@ def _encode_fastavro(table: pa.Table, avro_schema: dict) -> bytes:
     return out.getvalue()
 
 
-def _decode_fastavro(view: memoryview, count: int, avro_schema: dict, target: pa.Schema) -> pa.Table:
+def _decode_fastavro(view: memoryview, count: int, avro_schema: dict[str, Any], target: pa.Schema) -> pa.Table:
     parsed = _parse_for_fastavro(avro_schema)
     starts, ends = _record_spans(view, count)
     rows = []
@@ -382,7 +382,7 @@ def _plain_kind(avro_type: Any) -> str | None:
     if avro_type.get("logicalType") == "decimal":
         # decimal256 needs > 16-byte unscaled values; keep that rare case on fastavro.
         return "decimal" if avro_type["type"] == "bytes" and int(avro_type["precision"]) <= 38 else None
-    return avro_type["type"]
+    return str(avro_type["type"])
 
 
 def _field_plan(field: pa.Field, avro_type: Any) -> _FieldPlan | None:
@@ -399,7 +399,7 @@ def _field_plan(field: pa.Field, avro_type: Any) -> _FieldPlan | None:
     return _FieldPlan(field.name, kind, field.type, 2 * null_index, 2 * (1 - null_index))
 
 
-def _vector_plan(avro_schema: dict, target: pa.Schema) -> list[_FieldPlan] | None:
+def _vector_plan(avro_schema: dict[str, Any], target: pa.Schema) -> list[_FieldPlan] | None:
     """Per-field plans when every field is a flat primitive (or [null, primitive]); else None."""
     plans = []
     for field, avro_field in zip(target, avro_schema.get("fields", [])):
@@ -499,7 +499,8 @@ def _read_fixed(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, dtype: str,
     if data.size < width:
         return np.empty(0, dtype=dtype)
     shifted = np.ndarray(shape=(data.size - width + 1,), dtype=dtype, buffer=data, strides=(1,))
-    return shifted[pos]
+    values: np.ndarray = shifted[pos]
+    return values
 
 
 def _read_lengths(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
@@ -608,7 +609,8 @@ def _union_branches(data: np.ndarray, pos: np.ndarray, ends: np.ndarray, plan: _
     if np.any(code & 0xFD):
         bad = int(code[(code & 0xFD) != 0][0])
         raise AvroCodecError(f"field {plan.name!r}: union branch byte {bad:#04x} is not a branch of [null, T]")
-    return code == plan.value_code
+    present: np.ndarray = code == plan.value_code
+    return present
 
 
 def _decode_field(data: np.ndarray, content: pa.Buffer, pos: np.ndarray, ends: np.ndarray,
@@ -707,7 +709,8 @@ def _numpy_values(array: pa.Array, dtype: Any) -> np.ndarray:
 def _valid_mask(array: pa.Array) -> np.ndarray:
     if array.null_count == 0:
         return np.ones(len(array), dtype=bool)
-    return array.is_valid().to_numpy(zero_copy_only=False)
+    mask: np.ndarray = array.is_valid().to_numpy(zero_copy_only=False)
+    return mask
 
 
 def _decimal_pieces(array: pa.Array, valid: np.ndarray) -> list[_Piece]:
@@ -801,7 +804,8 @@ def _join_records(segments: list[pa.Array]) -> bytes:
     separator = pa.scalar(b"", pa.large_binary())
     joined = pc.binary_join_element_wise(*segments, separator, null_handling="replace", null_replacement="")
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64, count=len(joined) + 1)
-    return joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    content: bytes = joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
+    return content
 
 
 def _prefix_piece(head: bytes, record_lengths: np.ndarray) -> _Piece:
@@ -852,7 +856,7 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def encode_data_block_content(table: pa.Table, avro_schema: dict) -> bytes:
+def encode_data_block_content(table: pa.Table, avro_schema: dict[str, Any]) -> bytes:
     """Full AVRO_DATA_BLOCK content: version 3, record count, length-prefixed Avro datums."""
     avro_schema = _as_schema_dict(avro_schema)
     target = avro_to_arrow_schema(avro_schema)
@@ -863,7 +867,7 @@ def encode_data_block_content(table: pa.Table, avro_schema: dict) -> bytes:
     return _encode_vectorized(table, plans)
 
 
-def decode_data_block_content(content: bytes | memoryview, avro_schema: dict) -> pa.Table:
+def decode_data_block_content(content: bytes | memoryview, avro_schema: dict[str, Any]) -> pa.Table:
     """Records of an AVRO_DATA_BLOCK content as a table with avro_to_arrow_schema(avro_schema)."""
     avro_schema = _as_schema_dict(avro_schema)
     target = avro_to_arrow_schema(avro_schema)

@@ -7,6 +7,8 @@ hand-written decoder, because a decoder must name an unknown (newer Hudi, >= 12)
 
 from __future__ import annotations
 
+from typing import Any
+
 import base64
 import binascii
 import datetime
@@ -97,7 +99,7 @@ def encode_delete_content(
     return struct.pack(">ii", CONTENT_VERSION, len(datum)) + datum
 
 
-def _ordering_branch(values: Sequence[int | float | str | None] | None, n: int) -> tuple[int, list]:
+def _ordering_branch(values: Sequence[int | float | str | None] | None, n: int) -> tuple[int, list[int | float | str | None]]:
     """One union branch for the whole block (older hudi-rs types the column from the first record)."""
     if values is None:
         return INT_BRANCH, [0] * n
@@ -216,7 +218,7 @@ def decode_delete_content(content: bytes, where: str) -> pa.Table:
     return _deletes_table(keys, parts, branches, values)
 
 
-def _deletes_table(keys: list, parts: list, branches: list[int], values: list) -> pa.Table:
+def _deletes_table(keys: list[str | None], parts: list[str | None], branches: list[int], values: list[Any]) -> pa.Table:
     always = [b == 0 or (b in _NUMERIC_BRANCHES and values[i] == 0) for i, b in enumerate(branches)]
     return pa.table(
         {
@@ -228,7 +230,7 @@ def _deletes_table(keys: list, parts: list, branches: list[int], values: list) -
     )
 
 
-def _ordering_array(branches: list[int], values: list) -> pa.Array:
+def _ordering_array(branches: list[int], values: list[Any]) -> pa.Array:
     used = {b for b in branches if b != 0}
     if not used:
         return pa.nulls(len(values))
@@ -251,7 +253,7 @@ def has_event_times(values: pa.Array | Sequence[int | None] | None) -> bool:
     if values is None:
         return False
     if isinstance(values, pa.Array):
-        return values.null_count < len(values)
+        return bool(values.null_count < len(values))
     return any(v is not None for v in values)
 
 

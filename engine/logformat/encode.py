@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import io
 import json
 import os
@@ -58,13 +60,13 @@ def frame_block(block_type: BlockType, headers: Mapping[int, str], content: byte
     )
 
 
-def schema_header(avro_schema: dict, min_event_time: int | None = None, max_event_time: int | None = None) -> str:
+def schema_header(avro_schema: dict[str, Any], min_event_time: int | None = None, max_event_time: int | None = None) -> str:
     """SCHEMA header text: compact JSON like Java's Schema.toString(), event-time attributes first.
 
     Putting the attributes first lets BlockInfo.min_event_time read them without parsing the whole schema;
     key order is irrelevant to Avro parsers.
     """
-    doc: dict = {}
+    doc: dict[str, Any] = {}
     if min_event_time is not None:
         doc[MIN_EVENT_TIME_ATTR] = str(int(min_event_time))
     if max_event_time is not None:
@@ -77,7 +79,7 @@ def schema_header(avro_schema: dict, min_event_time: int | None = None, max_even
 
 def encode_data_block(
     table: pa.Table,
-    avro_schema: dict,
+    avro_schema: dict[str, Any],
     instant_time: str,
     fmt: str = "avro",
     min_event_time: int | None = None,
@@ -108,7 +110,7 @@ def encode_delete_block(
     instant_time: str,
     ordering_values: Sequence[int | float | str | None] | None = None,
     *,
-    avro_schema: dict | None = None,
+    avro_schema: dict[str, Any] | None = None,
     event_times: pa.Array | Sequence[int | None] | None = None,
 ) -> bytes:
     """DELETE block. ordering_values None => IntWrapper 0 for every key ("always wins", as Spark SQL DELETE).

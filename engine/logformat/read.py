@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 
 import pyarrow as pa
@@ -102,11 +104,11 @@ def _delete_event_times(info: BlockInfo, n: int, where: str) -> pa.Array:
     return pa.nulls(n, pa.int64()) if value is None else decode_event_times(value, n, where)
 
 
-def _block_schema(info: BlockInfo, where: str) -> dict:
+def _block_schema(info: BlockInfo, where: str) -> dict[str, Any]:
     """The SCHEMA header as a dict, minus Tidemark's attributes (they describe the block, not the records)."""
     if info.schema_json is None:
         raise TidemarkError(f"{where}: Avro data block has no SCHEMA header")
-    schema = json.loads(info.schema_json)
+    schema: dict[str, Any] = json.loads(info.schema_json)
     schema.pop(MIN_EVENT_TIME_ATTR, None)
     schema.pop(MAX_EVENT_TIME_ATTR, None)
     return schema

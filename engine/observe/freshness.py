@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from engine import logformat
 from engine.compaction.carry_forward import _ordering_as_event_ms
-from engine.compaction.log_event_times import write_stat_event_times
+from engine.compaction.log_event_times import StatTimes, write_stat_event_times
 from engine.config import eventtime
 from engine.config.schema import table_read_schema
 from engine.compaction.history import compaction_records, last_completed_event_time_compaction
@@ -197,7 +197,7 @@ class _DeleteTimes:
 
     from_ordering: bool
     field_type: object          # the event-time field's Arrow type
-    stats: dict                 # (partition, log name) -> (min, max, complete) of the writes' stats
+    stats: StatTimes            # (partition, log name) -> (min, max, complete) of the writes' stats
 
 
 def _count_late_deletes(path: str, key: tuple[str, str], blocks: dict[int, str], times: _DeleteTimes,

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import Any, Sequence
+from typing import AbstractSet, Any, Sequence
 
+from engine import logformat
 from engine.io import storage
 from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
 from engine.config.eventtime import parse_time
-from engine.read.fsview import FileSystemView
+from engine.read.fsview import FileSystemView, LogFile
 from engine.results import BacklogMetrics, from_ms
 from engine.services import integrity
 from engine.config.properties import load_table_config
@@ -26,7 +27,12 @@ from engine.timeline.instants import Timeline
 
 
 def backlog_metrics(base_path: str) -> BacklogMetrics:
-    """Backlog metrics of the table's latest file slices."""
+    """Backlog metrics of the table's latest file slices (one header scan per log, shared by every figure)."""
+    with logformat.scan_memo():
+        return _backlog_metrics(base_path)
+
+
+def _backlog_metrics(base_path: str) -> BacklogMetrics:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
@@ -52,7 +58,16 @@ def backlog_metrics(base_path: str) -> BacklogMetrics:
         corrupt_log_blocks=len(integrity.scan_corruption(
             [lf.path for lf in logs], view.committed_instants,
             integrity.CommittedExtents(base_path, timeline)).committed),
+        oldest_log_instant=_oldest_write(logs, view.committed_instants),
     )
+
+
+def _oldest_write(logs: Sequence[LogFile], committed: AbstractSet[str]) -> str | None:
+    """The earliest committed write whose data still waits in a log (a carried log keeps its blocks' instants):
+    how long the oldest uncompacted data has waited, in wall-clock time, is now minus this instant."""
+    instants = [b.instant_time for lf in logs for b in logformat.scan_log_file(lf.path, lf.size).blocks
+                if b.block_type is not logformat.BlockType.COMMAND and b.instant_time in committed]
+    return min((i for i in instants if i is not None), default=None)
 
 
 # ------------------------------------------------------------------------------------------ Prometheus

@@ -9,6 +9,7 @@ unknown without decoding land in one bucket with no start/end.
 """
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 
@@ -16,9 +17,8 @@ from engine.io import storage
 from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
 from engine.errors import ConfigError
 from engine.read.fsview import FileSystemView
-from engine.results import TideBucket, from_ms
+from engine.results import PartitionTideBucket, TideBucket, from_ms
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
-from engine.timeline.metadata import CommitMetadata
 
 
 @dataclass
@@ -38,7 +38,7 @@ def _records_by_log(timeline: Timeline) -> dict[tuple[str, str], int]:
     for inst in timeline.completed():
         if inst.action not in (DELTACOMMIT, COMMIT):
             continue
-        meta = CommitMetadata.from_json(timeline.read_commit_metadata(inst))
+        meta = timeline.commit_metadata(inst)
         if inst.action == COMMIT:
             carried.update({(c.partition_path, c.symlink): c.target for c in meta.carried or []})
             continue
@@ -52,8 +52,9 @@ def _records_by_log(timeline: Timeline) -> dict[tuple[str, str], int]:
     return out
 
 
-def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
-    """Buckets of `bucket_ms` (oldest first, empty ones omitted), then the unknown bucket if any."""
+def tide(base_path: str, bucket_ms: int, by_partition: bool = False) -> list[TideBucket]:
+    """Buckets of `bucket_ms` (oldest first, empty ones omitted), then the unknown bucket if any; `by_partition`:
+    one series per partition (PartitionTideBucket, partitions in name order), for the per-partition heatmap."""
     if bucket_ms <= 0:
         raise ConfigError(f"tide bucket must be a positive duration, got {bucket_ms} ms")
     timeline = Timeline.load(base_path)
@@ -61,21 +62,44 @@ def tide(base_path: str, bucket_ms: int) -> list[TideBucket]:
     committed = frozenset(view.committed_instants)
     stat_times = write_stat_event_times(timeline)
     records = _records_by_log(timeline)
-    bars: dict[int | None, _Bar] = {}
+    bars: dict[tuple[str, int | None], _Bar] = {}
     for sl in view.latest_slices():
         for lf in sl.log_files:
             times = _from_header(lf.path, committed) or _from_stats(stat_times, sl.partition_path, lf.name,
                                                                     lf.path, {})
             start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
-            bar = bars.setdefault(start, _Bar())
+            bar = bars.setdefault((sl.partition_path if by_partition else "", start), _Bar())
             bar.files += 1
             bar.bytes += lf.size   # listed with links followed: a carried-over link weighs its target
             real = storage.name_of(os.path.realpath(lf.path)) if storage.is_link(lf.path) else lf.name
             n = records.get((sl.partition_path, real), records.get((sl.partition_path, lf.name)))
             bar.records = None if n is None or bar.records is None else bar.records + n
-    known = sorted(k for k in bars if k is not None)
-    out = [TideBucket(from_ms(k), from_ms(k + bucket_ms), bars[k].files, bars[k].records, bars[k].bytes)
-           for k in known]
-    if None in bars:
-        out.append(TideBucket(None, None, bars[None].files, bars[None].records, bars[None].bytes))
+    out: list[TideBucket] = []
+    for partition in sorted({p for p, _ in bars}):
+        keys: list[int | None] = [*sorted(k for p, k in bars if p == partition and k is not None)]
+        if (partition, None) in bars:
+            keys.append(None)
+        for k in keys:
+            bar = bars[(partition, k)]
+            lo, hi = (None, None) if k is None else (from_ms(k), from_ms(k + bucket_ms))
+            if by_partition:
+                out.append(PartitionTideBucket(lo, hi, bar.files, bar.records, bar.bytes, partition=partition))
+            else:
+                out.append(TideBucket(lo, hi, bar.files, bar.records, bar.bytes))
     return out
+
+
+def freshness_lag(completion: dt.datetime | None, buckets: list[TideBucket]) -> dt.timedelta | None:
+    """How far the RO view trails the newest logged data, in event time: the end of the newest bucket that
+    still has log data minus the RO completion time ("complete up to"). No log left: the RO view holds
+    everything (zero) once compacted. Before any event-time compaction the RO view promises nothing, so the
+    lag spans all logged data (newest end minus oldest start). None when the table holds no data at all.
+    An event-time distance: a table of historical data has a meaningful lag, where wall-clock lag would be years.
+    """
+    logged = [b for b in buckets if b.start is not None and b.end is not None and (b.log_records or b.log_bytes)]
+    if not logged:
+        return dt.timedelta(0) if completion is not None else None
+    newest = max(b.end for b in logged if b.end is not None)
+    since = completion or min(b.start for b in logged if b.start is not None)
+    return max(newest - since, dt.timedelta(0))
+

@@ -14,31 +14,34 @@ import tempfile
 
 import pyarrow.parquet as pq
 
+from engine import placement
 from engine.io import storage
 from engine.progress import Progress, tracked
 from engine.read.query import QuerySpec, iter_arrow, plan_read
 from engine.services import integrity
 
 
-def export_query(base_path: str, query: str | QuerySpec, output: str, use_spark: bool = True,
+def export_query(base_path: str, query: str | QuerySpec, output: str, local: bool | None = None,
                  on_progress: Progress | None = None, *, skip_corrupt: bool = False) -> int:
     """Write the query result to `output` (one Parquet file); returns the row count.
 
-    Through Spark the slices are merged on executors and written as part files, which are then
+    In-process or through Spark as `engine.placement` decides from the bytes of the slices to read (`local`:
+    the caller's choice). In-process the slices are merged one at a time and streamed into the file. Through
+    Spark the slices are merged on executors and written as part files, which are then
     streamed into one file so the result never has to fit in the driver's memory.
     """
     if storage.is_remote(output):
         # An object-store output: the file is made here, then uploaded (a multipart upload appears whole).
-        with tempfile.TemporaryDirectory(prefix=".tidemark-export-") as local:
-            rows = export_query(base_path, query, os.path.join(local, "out.parquet"), use_spark, on_progress,
+        with tempfile.TemporaryDirectory(prefix=".tidemark-export-") as scratch:
+            rows = export_query(base_path, query, os.path.join(scratch, "out.parquet"), local, on_progress,
                                 skip_corrupt=skip_corrupt)
-            storage.upload(os.path.join(local, "out.parquet"), output)
+            storage.upload(os.path.join(scratch, "out.parquet"), output)
             return rows
     output = storage.resolve(output)
     # Validates the table and query, and stops at corrupt blocks found from headers, before any work.
     plan = plan_read(base_path, query, fail_on_corrupt=not skip_corrupt)
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    if not use_spark:
+    if placement.read_in_process(sum(ref.size for ref in plan.slices), local):
         return _write_stream(output, plan.context.schema, iter_arrow(plan, on_progress))
     from engine.read.datasource import load_table
     from engine.spark import get_spark, spark_path

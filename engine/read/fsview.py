@@ -29,6 +29,7 @@ from engine.errors import TidemarkError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read import slicing_v8
 from engine.timeline.instants import CLEAN, State, Timeline
+from engine.timeline.metadata import CompactionOperation
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 # Actions whose completion makes base files (and log blocks) visible.
@@ -130,15 +131,14 @@ class FileSystemView:
         """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
         names: set[str] = set()
         for ts in self._pending_compactions:
-            plan = self.timeline.read_compaction_plan(ts)
-            for op in plan.get("operations") or []:
-                names.update(s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink"))
+            for op in self.timeline.compaction_plan(ts).operations:
+                names.update(s.symlink for s in op.carried)
                 names.update(self._spill_names(op, ts))
         return names
 
-    def _spill_names(self, op: dict, instant: str) -> list[str]:
-        directory = self.partition_dir(op.get("partitionPath") or "")
-        prefix = f".{op['fileId']}_{instant}.log.1_"   # the carry-forward log is version 1 of slice C
+    def _spill_names(self, op: CompactionOperation, instant: str) -> list[str]:
+        directory = self.partition_dir(op.partition_path)
+        prefix = f".{op.file_id}_{instant}.log.1_"   # the carry-forward log is version 1 of slice C
         return [n for n in storage.list_names_if_dir(directory) if n.startswith(prefix)]
 
     @property
@@ -209,7 +209,7 @@ class FileSystemView:
         for group in self._groups.values():
             group.slices.sort(key=lambda s: s.base_instant)
 
-    def _load_local(self, partition: str, directory: str, slices: dict) -> None:
+    def _load_local(self, partition: str, directory: str, slices: dict[tuple[str, str], FileSlice]) -> None:
         with os.scandir(directory) as entries:
             for entry in entries:
                 if not entry.is_file():   # follows symlinks: carried-over logs are links
@@ -219,7 +219,7 @@ class FileSystemView:
                     continue
                 self._add_file(partition, entry.name, entry.path, entry.stat().st_size, slices)
 
-    def _add_file(self, partition: str, name: str, path: str, size: int, slices: dict) -> None:
+    def _add_file(self, partition: str, name: str, path: str, size: int, slices: dict[tuple[str, str], FileSlice]) -> None:
         if name.startswith("."):
             log = parse_log_file_name(name)
             if log is None:

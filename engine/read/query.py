@@ -7,6 +7,10 @@ freshness checks) without starting Spark.
 """
 from __future__ import annotations
 
+import itertools
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -136,12 +140,41 @@ def check_base_files(paths: Iterable[str]) -> None:
             raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None
 
 
+# Slices up to this size are read ahead on other threads (each held whole in memory until its turn); a plan
+# with a bigger one reads one slice at a time, streaming its base file.
+READ_AHEAD_MAX_BYTES = 256 * 2**20
+
+
 def iter_arrow(plan: ReadPlan, on_progress: Progress | None = None) -> Iterator[pa.Table]:
+    """The plan's rows slice by slice, in plan order; slices are decoded and merged on one thread per core
+    (pyarrow and numpy release the GIL) when every slice is small enough to hold whole."""
     progress = Reporter(on_progress, len(plan.slices), "file slices")
-    for done, ref in enumerate(plan.slices, 1):
-        yield from read_slice(ref, plan.context, plan.query)
-        progress.update(done)
+    threads = min(os.cpu_count() or 1, len(plan.slices))
+    if threads <= 1 or any(ref.size > READ_AHEAD_MAX_BYTES for ref in plan.slices):
+        for done, ref in enumerate(plan.slices, 1):
+            yield from read_slice(ref, plan.context, plan.query)
+            progress.update(done)
+    else:
+        yield from _read_ahead(plan, threads, progress)
     progress.finish()
+
+
+def _read_ahead(plan: ReadPlan, threads: int, progress: Reporter) -> Iterator[pa.Table]:
+    def whole(ref: SliceRef) -> list[pa.Table]:
+        return list(read_slice(ref, plan.context, plan.query))
+
+    refs = iter(plan.slices)
+    with ThreadPoolExecutor(threads, thread_name_prefix="tidemark-read") as pool:
+        running = deque(pool.submit(whole, ref) for ref in itertools.islice(refs, threads))
+        done = 0
+        while running:
+            tables = running.popleft().result()
+            following = next(refs, None)
+            if following is not None:
+                running.append(pool.submit(whole, following))
+            yield from tables
+            done += 1
+            progress.update(done)
 
 
 def read_arrow(base_path: str, query: str | QuerySpec = "snapshot", on_progress: Progress | None = None, *,

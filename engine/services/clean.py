@@ -40,6 +40,7 @@ from engine.io.faults import fault_point
 from engine.timeline.metadata import CleanPlanRecord
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
+from engine.results import CleanResult
 from engine.services import integrity, rollback
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.config.properties import load_table_config
@@ -91,26 +92,6 @@ class CleanPlan:
                 "last_completed_commit": self.last_completed_commit, "total_files": self.total_files,
                 "files_to_delete": self.files_to_delete, "kept_link_targets": self.kept_link_targets,
                 "skipped_file_groups": self.skipped_file_groups, "errors": self.errors, "notes": self.notes}
-
-
-@dataclass
-class CleanResult:
-    instant: str | None              # None: dry run, or nothing to clean (no instant written)
-    dry_run: bool
-    plan: CleanPlan
-    deleted: dict[str, list[str]] = field(default_factory=dict)
-    failed: dict[str, list[str]] = field(default_factory=dict)
-    resumed: list[str] = field(default_factory=list)   # interrupted clean instants finished first
-    message: str = ""
-
-    @property
-    def total_deleted(self) -> int:
-        return sum(len(v) for v in self.deleted.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"instant": self.instant, "dry_run": self.dry_run, "message": self.message,
-                "total_deleted": self.total_deleted, "deleted": self.deleted, "failed": self.failed,
-                "resumed": self.resumed, "plan": self.plan.to_dict()}
 
 
 @dataclass
@@ -169,7 +150,7 @@ def _check_runnable(timeline: Timeline) -> None:
 def _retained(base_path: str, policy: str, retain_commits: int | None, retain_versions: int | None) -> int:
     cfg = load_table_config(base_path)
     if policy == KEEP_LATEST_COMMITS:
-        value = retain_commits if retain_commits is not None else int(cfg.setting(COMMITS_RETAINED_KEY))
+        value = retain_commits if retain_commits is not None else cfg.int_setting(COMMITS_RETAINED_KEY)
     elif policy == KEEP_LATEST_FILE_VERSIONS:
         stored = cfg.props.get(FILE_VERSIONS_RETAINED_KEY) or DEFAULT_FILE_VERSIONS_RETAINED
         value = retain_versions if retain_versions is not None else int(stored)
@@ -423,7 +404,7 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
     _check_runnable(timeline)
     resumed = [] if dry_run else [_finish_pending(base_path, inst) for inst in _pending_cleans(timeline)]
     plan = plan_clean(base_path, retain_commits=retain_commits, policy=policy, retain_versions=retain_versions)
-    result = CleanResult(None, dry_run, plan, resumed=resumed)
+    result = _result(plan, None, dry_run, resumed)
     if dry_run:
         result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])
         return result
@@ -445,6 +426,16 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
              plan.paths_by_partition(), set(), result, on_progress)
     result.message = "; ".join([f"clean {result.instant}: deleted {result.total_deleted} file(s)", *plan.notes])
     return result
+
+
+def _result(plan: CleanPlan, instant: str | None, dry_run: bool, resumed: list[str]) -> CleanResult:
+    """The result of cleaning by `plan` before any file is deleted (message set by the caller)."""
+    earliest = plan.earliest_instant_to_retain
+    return CleanResult(instant=instant, dry_run=dry_run, policy=plan.policy, retained=plan.retained,
+                       earliest_instant_to_retain=earliest.timestamp if earliest else None,
+                       files_to_delete=plan.files_to_delete, deleted={}, failed={},
+                       kept_link_targets=plan.kept_link_targets, skipped_file_groups=plan.skipped_file_groups,
+                       errors=plan.errors, resumed=resumed, message="")
 
 
 def finish_pending_cleans(base_path: str) -> list[str]:
@@ -473,8 +464,8 @@ def _finish_pending(base_path: str, inst: Instant) -> str:
     protected.update(_damaged_copy_originals(view, timeline))
     earliest = record.earliest_instant_to_retain
     earliest_inst = Instant(earliest[0], earliest[1], State.COMPLETED) if earliest else None
-    result = CleanResult(inst.timestamp, False, CleanPlan(base_path, record.policy, 0, earliest_inst,
-                                                          record.last_completed_commit))
+    result = _result(CleanPlan(base_path, record.policy, 0, earliest_inst, record.last_completed_commit),
+                     inst.timestamp, False, [])
     _execute(base_path, inst.timestamp, record.policy, earliest_inst, record.last_completed_commit, files,
              protected, result)
     return inst.timestamp

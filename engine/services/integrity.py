@@ -26,7 +26,7 @@ import sys
 import uuid
 import warnings
 from dataclasses import dataclass, field
-from typing import AbstractSet, Iterable, Mapping, Sequence
+from typing import Any, AbstractSet, Iterable, Mapping, Sequence
 
 from engine import logformat
 from engine.io import storage
@@ -130,7 +130,7 @@ class CommittedExtents:
         self._timeline = timeline
         self._index: tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]] | None = None
 
-    def __getstate__(self) -> dict:
+    def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_timeline": None}
 
     def of(self, path: str) -> tuple[Extent, ...]:

@@ -11,11 +11,8 @@
 """
 from __future__ import annotations
 
-from typing import Iterable
-
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
 
 from engine.io import storage
 from engine.config.properties import load_table_config, save_table_config
@@ -23,11 +20,12 @@ from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.lock import TableLock, holding, table_lock_of
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.services import clean, rollback
+from engine.results import RecoverResult, RollbackResult, iso, utc
 from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
 
 
-def reconcile_attempts(base_path: str, stats: Iterable[dict]) -> list[str]:
+def reconcile_attempts(base_path: str, stats: Iterable[dict[str, Any]]) -> list[str]:
     """Delete logs (and an overwrite's base files) that duplicate a committed file's (file group, instant,
     version) under another attempt's token: readers would otherwise pick one of them by name."""
     committed_by_dir: dict[str, dict[tuple[str, str, int], str]] = {}
@@ -58,34 +56,6 @@ def _attempt_key(name: str) -> tuple[tuple[str, str, int], str] | None:
     return ((base.file_id, base.instant, 0), base.write_token) if base is not None else None
 
 
-@dataclass
-class RecoverResult:
-    """What `recover` found and did; empty lists everywhere mean the table was already clean."""
-
-    resumed_rollbacks: list[dict] = field(default_factory=list)
-    rolled_back_writes: list[dict] = field(default_factory=list)
-    live_writes: list[str] = field(default_factory=list)          # pending writes whose heartbeat has not expired
-    stale_writes: dict[str, int] = field(default_factory=dict)    # ... that missed a beat: instant -> expiry (ms)
-    reverted_compactions: list[str] = field(default_factory=list)  # inflight -> requested, outputs removed
-    running_compactions: list[str] = field(default_factory=list)   # a run holds the compaction lock
-    finished_cleans: list[str] = field(default_factory=list)
-    republished_guarantee: str | None = None   # a compaction that committed but died before publishing
-    removed_files: list[str] = field(default_factory=list)         # temp files, stale heartbeats, outputs
-
-    @property
-    def changed(self) -> bool:
-        return bool(self.resumed_rollbacks or self.rolled_back_writes or self.reverted_compactions
-                    or self.finished_cleans or self.removed_files or self.republished_guarantee)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"changed": self.changed, "resumed_rollbacks": self.resumed_rollbacks,
-                "rolled_back_writes": self.rolled_back_writes, "live_writes": self.live_writes,
-                "stale_writes": self.stale_writes,
-                "reverted_compactions": self.reverted_compactions, "running_compactions": self.running_compactions,
-                "finished_cleans": self.finished_cleans, "republished_guarantee": self.republished_guarantee,
-                "removed_files": self.removed_files}
-
-
 def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
     """Bring a table back to a quiescent state after crashes; running it again changes nothing.
 
@@ -95,27 +65,48 @@ def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
     that no live operation owns. Live writers and running compactions are left alone.
     """
     with holding(table_lock_of(base_path, lock), "recover"):
-        result = RecoverResult()
-        for inst in Timeline.load(base_path).pending():
-            if inst.action == ROLLBACK:
-                result.resumed_rollbacks.append(rollback.resume_rollback(base_path, inst.timestamp).to_dict())
-        result.rolled_back_writes = [r.to_dict() for r in rollback.rollback_expired_writes(base_path)]
+        resumed = [rollback.resume_rollback(base_path, inst.timestamp)
+                   for inst in Timeline.load(base_path).pending() if inst.action == ROLLBACK]
+        rolled = rollback.rollback_expired_writes(base_path)
+        result = RecoverResult(rolled_back=[x.instant for x in rolled], message="",
+                               resumed_rollbacks=[x.instant for x in resumed], rollbacks=resumed + rolled)
         timeline = Timeline.load(base_path)
         result.live_writes = [i.timestamp for i in timeline.pending() if i.action == DELTACOMMIT] \
             + [i.timestamp for i in timeline.pending_overwrites()]
-        result.stale_writes = _stale(base_path, result.live_writes)
+        result.stale_writes = {w: utc(ms) for w, ms in _stale(base_path, result.live_writes).items()}
         _revert_stalled_compactions(base_path, result)
         result.finished_cleans = clean.finish_pending_cleans(base_path)
         result.republished_guarantee = _republish_guarantee(base_path)
         _sweep(base_path, result)
+        result.changed = bool(resumed or rolled or result.reverted_compactions or result.finished_cleans
+                              or result.removed_files or result.republished_guarantee)
+        result.message = _message(result, resumed, rolled)
         return result
+
+
+def _message(result: RecoverResult, resumed: list[RollbackResult], rolled: list[RollbackResult]) -> str:
+    """One line per thing `recover` did or left alone (also the CLI's rendering)."""
+    lines = [f"resumed rollback {x.rollback_instant} of {x.instant}" for x in resumed]
+    lines += [f"rolled back dead write {x.instant}" for x in rolled]
+    lines += [f"reverted stalled compaction {c} to requested" for c in result.reverted_compactions]
+    lines += [f"finished clean {c}" for c in result.finished_cleans]
+    lines += [f"published the RO guarantee of compaction {result.republished_guarantee}"] \
+        if result.republished_guarantee else []
+    lines += [f"removed {len(result.removed_files)} temporary file(s)"] if result.removed_files else []
+    lines = lines or ["nothing to recover"]
+    stale = result.stale_writes
+    lines += [f"left alone: write {w} (" + (f"heartbeat not yet expired (expires at {iso(stale[w])})"
+                                            if w in stale else "its writer is alive") + ")"
+              for w in result.live_writes]
+    lines += [f"left alone: compaction {c} (a run is executing it)" for c in result.running_compactions]
+    return "\n".join(lines)
 
 
 def _stale(base_path: str, writes: list[str]) -> dict[str, int]:
     """Writes whose heartbeat missed a beat but has not expired yet, with the time it expires: their writer
     may well be dead (killed), so `recover` must not call it alive — it says when it may act instead."""
     cfg = load_table_config(base_path)
-    interval = int(cfg.setting(heartbeat.INTERVAL_KEY))
+    interval = cfg.int_setting(heartbeat.INTERVAL_KEY)
     now = int(time.time() * 1000)
     out = {}
     for w in writes:
@@ -144,18 +135,24 @@ def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
             for inst in timeline.pending_compactions():
                 if inst.state is not State.INFLIGHT:
                     continue
-                plan = timeline.read_compaction_plan(inst.timestamp)
-                exact = (plan.get("extraMetadata") or {}).get("tidemark.exact") == "true"
-                for op in plan.get("operations") or []:
-                    for path in rollback.compaction_outputs(base_path, inst.timestamp, op, exact):
-                        storage.remove(path)   # invisible while C is pending; a link is removed, not its target
-                        result.removed_files.append(path)
-                storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", inst.timestamp))
-                revert_compaction_inflight(base_path, inst.timestamp)
+                result.removed_files.extend(revert_to_requested(base_path, timeline, inst.timestamp))
                 result.reverted_compactions.append(inst.timestamp)
     except TableLocked:
         result.running_compactions = [i.timestamp for i in Timeline.load(base_path).pending_compactions()
                                       if i.state is State.INFLIGHT]
+
+
+def revert_to_requested(base_path: str, timeline: Timeline, c: str) -> list[str]:
+    """Inflight compaction `c` back to requested, its partial outputs deleted and its plan kept (as Java's
+    revertInstantFromInflightToRequested); the caller holds the table and compaction locks. The deleted files."""
+    removed = []
+    for op in timeline.compaction_plan(c).operations:
+        for path in rollback.compaction_outputs(base_path, c, op):
+            storage.remove(path)   # invisible while C is pending; a link is removed, not its target
+            removed.append(path)
+    storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", c))
+    revert_compaction_inflight(base_path, c)
+    return removed
 
 
 def _sweep(base_path: str, result: RecoverResult) -> None:

@@ -27,7 +27,6 @@ a clean that already deleted the previous slice a completed compaction would fal
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from engine import logformat
@@ -38,9 +37,12 @@ from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_clobber, table_lock
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
-from engine.io.naming import LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
+from engine.results import RollbackResult
+from engine.io.naming import (CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name,
+                              parse_log_file_name)
 from engine.read.fsview import FileGroup, FileSystemView, LogFile
 from engine.timeline import avro_models, heartbeat
+from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
                                       Instant, State, Timeline, complete, completed_file, create_requested,
                                       delete_instant_files, pending_file, transition_to_inflight)
@@ -48,37 +50,6 @@ from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPAC
 ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
 RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",
            "tidemark.ro.compaction.instant")
-
-
-class _PlanKeys:
-    """engine.compaction.plan's names, looked up late: engine.compaction imports this module."""
-
-    def __getattr__(self, name: str) -> Any:
-        from engine.compaction import plan
-
-        return getattr(plan, name)
-
-
-plan_keys = _PlanKeys()
-
-
-@dataclass
-class RollbackResult:
-    instant: str                       # the instant rolled back
-    action: str                        # "deltacommit" or "compaction"
-    rollback_instant: str              # R
-    was_completed: bool
-    deleted_files: list[str] = field(default_factory=list)
-    rollback_log_files: list[str] = field(default_factory=list)   # logs holding the new command blocks
-    removed_instant_files: list[str] = field(default_factory=list)
-    restored_ro: dict[str, str] | None = None
-    expired_writes: list[str] = field(default_factory=list)   # dead writers' writes rolled back first
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"instant": self.instant, "action": self.action, "rollback_instant": self.rollback_instant,
-                "was_completed": self.was_completed, "deleted_files": self.deleted_files,
-                "rollback_log_files": self.rollback_log_files, "removed_instant_files": self.removed_instant_files,
-                "restored_ro": self.restored_ro, "expired_writes": self.expired_writes}
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -131,12 +102,12 @@ def resume_rollback(base_path: str, r: str) -> RollbackResult:
     return _execute(base_path, r, _read_plan(base_path, r), None)
 
 
-def _read_plan(base_path: str, r: str) -> dict:
+def _read_plan(base_path: str, r: str) -> dict[str, Any]:
     path = pending_file(base_path, r, ROLLBACK, State.REQUESTED)
     return avro_models.read_rollback_plan(storage.read_bytes(path))
 
 
-def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict]]:
+def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict[str, Any]]]:
     return [(i.timestamp, _read_plan(timeline.base_path, i.timestamp)) for i in timeline.pending()
             if i.action == ROLLBACK]
 
@@ -195,7 +166,7 @@ def _refuse_live_write(base_path: str, target: Instant, allow_live: bool) -> Non
                               "expires", target.timestamp)
 
 
-def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
+def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict[str, Any]:
     i = target.timestamp
     _refuse_live_write(base_path, target, allow_live)
     view = FileSystemView(base_path, timeline)
@@ -212,8 +183,7 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     if target.is_completed:   # its logs may be gone already (compacted, then cleaned): its stats still say where
         touched |= {stat.key for stat in timeline.commit_metadata(target).write_stats}
     for later in _later_compactions(timeline, i):
-        planned = {(op.get("partitionPath") or "", op["fileId"])
-                   for op in timeline.read_compaction_plan(later.timestamp).get("operations") or []}
+        planned = {op.key for op in timeline.compaction_plan(later.timestamp).operations}
         if planned & touched:
             raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back deltacommit {i}: compaction "
                                   f"{later.timestamp} was planned over its file groups after it (roll that "
@@ -238,7 +208,7 @@ class _LiveInstants:
 
 
 def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]],
-                         live: _LiveInstants, logs_named_by_instant: bool = False) -> dict | None:
+                         live: _LiveInstants, logs_named_by_instant: bool = False) -> dict[str, Any] | None:
     """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks.
 
     `i` created a log-only group when every other block in it is dead: blocks of instants rolled back
@@ -257,7 +227,7 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
     if not logs_of_i and not bases:
         return None
 
-    def only_i_or_dead(blocks) -> bool:
+    def only_i_or_dead(blocks: list[logformat.BlockInfo] | None) -> bool:
         return blocks is not None and all(
             b.instant_time == i or (b.block_type is not logformat.BlockType.COMMAND and b.instant_time not in live)
             or (b.block_type is logformat.BlockType.COMMAND and b.target_instant_time not in live)
@@ -277,7 +247,7 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
             "logBlocksToBeDeleted": None if created or not logs_of_i else {lf.path: lf.size for lf in logs_of_i}}
 
 
-def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict:
+def _plan_replacecommit(base_path: str, timeline: Timeline, target: Instant, allow_live: bool) -> dict[str, Any]:
     """Delete the file groups overwrite `i` created; refuse when a later write or compaction may build on it."""
     i = target.timestamp
     _refuse_live_write(base_path, target, allow_live)
@@ -325,24 +295,22 @@ def _base_files_named(view: FileSystemView, instant: str) -> dict[tuple[str, str
     return out
 
 
-def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dict:
+def _plan_compaction(base_path: str, timeline: Timeline, target: Instant) -> dict[str, Any]:
     c = target.timestamp
-    plan = timeline.read_compaction_plan(c)
-    exact = (plan.get("extraMetadata") or {}).get(plan_keys.X_EXACT) == "true"
+    plan = timeline.compaction_plan(c)
     later = _later_compactions(timeline, c)
     if later:
         raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: compaction "
                               f"{later[0].timestamp} came after it (roll that one back first)", later[0].timestamp)
-    dead = _refuse_new_writes(timeline, c, plan, exact)
+    dead = _refuse_new_writes(timeline, c, plan)
     if target.is_completed:
         _refuse_missing_previous_slices(base_path, c, plan)
     requests = []
-    for op in plan.get("operations") or []:
-        part = op.get("partitionPath") or ""
-        own_dead = [p for p in dead if storage.name_of(p).startswith(f".{op['fileId']}_{c}.log.")]
-        requests.append({"partitionPath": part, "fileId": op["fileId"],
-                         "latestBaseInstant": op.get("baseInstantTime") or None,
-                         "filesToBeDeleted": sorted(compaction_outputs(base_path, c, op, exact) + own_dead),
+    for op in plan.operations:
+        own_dead = [p for p in dead if storage.name_of(p).startswith(f".{op.file_id}_{c}.log.")]
+        requests.append({"partitionPath": op.partition_path, "fileId": op.file_id,
+                         "latestBaseInstant": op.base_instant or None,
+                         "filesToBeDeleted": sorted(compaction_outputs(base_path, c, op) + own_dead),
                          "logBlocksToBeDeleted": None})
     action = COMMIT if target.is_completed else COMPACTION
     return {"instantToRollback": {"commitTime": c, "action": action}, "RollbackRequests": requests}
@@ -352,26 +320,26 @@ def _pdir(base_path: str, partition: str) -> str:
     return storage.join(base_path, partition) if partition else base_path
 
 
-def compaction_outputs(base_path: str, c: str, op: dict, exact: bool) -> list[str]:
-    """Files compaction `c` made for one operation: new bases, the spill log, its links or copies."""
-    pdir = _pdir(base_path, op.get("partitionPath") or "")
+def compaction_outputs(base_path: str, c: str, op: CompactionOperation) -> list[str]:
+    """Files compaction `c` made for one operation: new bases, the carry-forward log (in every mode: the spill
+    log of an exact plan too), its links or copies."""
+    pdir = _pdir(base_path, op.partition_path)
     if not storage.is_dir(pdir):
         return []
-    fid = op["fileId"]
+    fid = op.file_id
     out = []
     for name in storage.list_names(pdir):
         base, log = parse_base_file_name(name), parse_log_file_name(name)
         if base is not None and base.file_id == fid and base.instant == c:
             out.append(storage.join(pdir, name))
         elif (log is not None and log.file_id == fid and log.base_instant == c
-              and log.version == plan_keys.CARRY_FORWARD_VERSION):  # the carry-forward log, in every mode
+              and log.version == CARRY_FORWARD_VERSION):  # the carry-forward log, in every mode
             out.append(storage.join(pdir, name))
-    out += [storage.join(pdir, s["symlink"]) for s in op.get("symlinkOperations") or []
-            if s.get("symlink") and storage.lexists(storage.join(pdir, s["symlink"]))]
+    out += [storage.join(pdir, s.symlink) for s in op.carried if storage.lexists(storage.join(pdir, s.symlink))]
     return out
 
 
-def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> list[str]:
+def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[str]:
     """Logs written into slice C (not its carry-overs or spill) would be orphaned with their slice: refuse
     when one holds a committed or still-pending write; return the dead ones (only blocks of rolled-back
     instants, and rollback command blocks) for deletion."""
@@ -379,19 +347,19 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: dict, exact: bool) -> l
     writers: set[str] = set()
     dead: list[str] = []
     live = {i.timestamp for i in timeline.instants if i.action in (DELTACOMMIT, COMMIT, "replacecommit")}
-    for op in plan.get("operations") or []:
-        pdir = _pdir(timeline.base_path, op.get("partitionPath") or "")
-        planned = {s["symlink"] for s in op.get("symlinkOperations") or [] if s.get("symlink")}
+    for op in plan.operations:
+        pdir = _pdir(timeline.base_path, op.partition_path)
+        planned = {s.symlink for s in op.carried}
         if not storage.is_dir(pdir):
             continue
         for name in storage.list_names(pdir):
             log = parse_log_file_name(name)
-            if log is None or log.file_id != op["fileId"] or name in planned:
+            if log is None or log.file_id != op.file_id or name in planned:
                 continue
             if log.base_instant != c:
                 if not _in_slice_by_completion(timeline, log.base_instant, c, live):
                     continue
-            elif log.version == plan_keys.CARRY_FORWARD_VERSION:
+            elif log.version == CARRY_FORWARD_VERSION:
                 continue
             path = storage.join(pdir, name)
             blocks = logformat.scan_log_file(path).blocks
@@ -421,13 +389,12 @@ def _in_slice_by_completion(timeline: Timeline, instant: str, c: str, live: set[
     return done is None or done > c
 
 
-def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
+def _refuse_missing_previous_slices(base_path: str, c: str, plan: CompactionPlanRecord) -> None:
     """A completed compaction falls back to the slices it compacted; a clean may have deleted them."""
     missing = []
-    for op in plan.get("operations") or []:
-        pdir = _pdir(base_path, op.get("partitionPath") or "")
-        names = [op.get("dataFilePath"), *(op.get("deltaFilePaths") or []),
-                 *(s.get("target") for s in op.get("symlinkOperations") or [])]
+    for op in plan.operations:
+        pdir = _pdir(base_path, op.partition_path)
+        names = [op.data_file, *op.delta_files, *(s.target for s in op.carried)]
         missing += [storage.join(pdir, n) for n in names if n and not storage.exists(storage.join(pdir, n))]
     if missing:
         raise RollbackRefused(ROLLBACK_DEPENDENCY, f"cannot roll back compaction {c}: the slices it replaced were "
@@ -436,7 +403,7 @@ def _refuse_missing_previous_slices(base_path: str, c: str, plan: dict) -> None:
 
 # ------------------------------------------------------------------------------------------ execution
 
-def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -> RollbackResult:
+def _execute(base_path: str, r: str, plan: dict[str, Any], on_progress: Progress | None) -> RollbackResult:
     target = plan["instantToRollback"]
     instant, action = target["commitTime"], target["action"]
     if not storage.exists(pending_file(base_path, r, ROLLBACK, State.INFLIGHT)):
@@ -445,7 +412,8 @@ def _execute(base_path: str, r: str, plan: dict, on_progress: Progress | None) -
     started = time.monotonic()
     ensure_held(f"rolling back {instant}")
     family = action if action in (DELTACOMMIT, REPLACECOMMIT) else COMPACTION
-    result = RollbackResult(instant, family, r, was_completed=action == COMMIT)
+    result = RollbackResult(instant=instant, deleted_files=[], removed_instant_files=[], action=family,
+                            rollback_instant=r, was_completed=action == COMMIT)
     # Unpublish first: once the completed file is gone every reader ignores the instant's output.
     result.was_completed |= _unpublish(base_path, instant, family)
     if family == COMPACTION:
@@ -493,7 +461,7 @@ def _partition_metadata(partition: str) -> dict[str, Any]:
             "rollbackLogFiles": {}, "logFilesFromFailedCommit": {}}
 
 
-def _delete_files(request: dict, meta: dict, result: RollbackResult) -> None:
+def _delete_files(request: dict[str, Any], meta: dict[str, Any], result: RollbackResult) -> None:
     for path in request.get("filesToBeDeleted") or []:
         try:
             storage.remove(path)   # a carried-over link is removed, never its target
@@ -506,7 +474,7 @@ def _delete_files(request: dict, meta: dict, result: RollbackResult) -> None:
         result.deleted_files.append(path)
 
 
-def _mask_blocks(base_path: str, r: str, instant: str, request: dict, meta: dict, result: RollbackResult) -> None:
+def _mask_blocks(base_path: str, r: str, instant: str, request: dict[str, Any], meta: dict[str, Any], result: RollbackResult) -> None:
     """Write one rollback command block for `instant` as a new log version of the slice (once)."""
     pdir = _pdir(base_path, request["partitionPath"])
     fid, slice_instant = request["fileId"], request["latestBaseInstant"]
@@ -563,11 +531,15 @@ def guarantee_before(timeline: Timeline, c: str | None) -> dict[str, str]:
     for inst in reversed(timeline.completed()):
         if (c is not None and inst.timestamp >= c) or inst.action != COMMIT or not _is_compaction_commit(timeline, inst):
             continue
-        extra = timeline.read_commit_metadata(inst).get("extraMetadata") or {}
-        if extra.get(plan_keys.X_STRATEGY) != "event_time" or not extra.get(plan_keys.X_THRESHOLD):
+        meta = timeline.commit_metadata(inst)
+        if not meta.settings.promises_threshold:   # only an event-time compaction published a guarantee
             continue
-        return {"tidemark.ro.completion.time": extra.get("tidemark.roCompletionTime", ""),
-                "tidemark.ro.freshness.time": extra.get("tidemark.roFreshnessTime", ""),
-                "tidemark.ro.threshold": extra.get(plan_keys.X_THRESHOLD, ""),
+        return {"tidemark.ro.completion.time": _ms_text(meta.ro_completion_ms),
+                "tidemark.ro.freshness.time": _ms_text(meta.ro_freshness_ms),
+                "tidemark.ro.threshold": _ms_text(meta.settings.threshold_ms),
                 "tidemark.ro.compaction.instant": inst.timestamp}
     return {}
+
+
+def _ms_text(ms: int | None) -> str:
+    return "" if ms is None else str(ms)

@@ -32,8 +32,8 @@ def heartbeat_path(base_path: str, instant: str) -> str:
 
 def expiry_ms(cfg: TableConfig) -> int:
     """How old a heartbeat may get before its writer counts as dead (interval × tolerable misses)."""
-    interval = int(cfg.setting(INTERVAL_KEY))
-    misses = int(cfg.setting(MISSES_KEY))
+    interval = cfg.int_setting(INTERVAL_KEY)
+    misses = cfg.int_setting(MISSES_KEY)
     return interval * misses
 
 

@@ -341,9 +341,10 @@ class Timeline:
             except avro_models.AvroInstantError as exc:
                 raise TimelineError(f"{path}: invalid commit metadata: {exc}") from exc
         try:
-            return json.loads(data)
+            doc: dict[str, Any] = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
             raise TimelineError(f"{path}: invalid commit metadata JSON: {exc}") from exc
+        return doc
 
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
@@ -610,79 +611,6 @@ def _check_action(action: str) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # v6 JSON commit metadata (key order as Jackson writes it; fixture v6_trips_8i1u)
-
-
-def write_stat(
-    *,
-    file_id: str,
-    path: str,
-    partition_path: str,
-    prev_commit: str = "null",
-    num_writes: int = 0,
-    num_deletes: int = 0,
-    num_update_writes: int = 0,
-    num_inserts: int = 0,
-    total_write_bytes: int = 0,
-    total_write_errors: int = 0,
-    file_size_in_bytes: int | None = None,
-    total_log_records: int = 0,
-    total_log_files_compacted: int = 0,
-    total_log_size_compacted: int = 0,
-    total_updated_records_compacted: int = 0,
-    total_log_blocks: int = 0,
-    total_corrupt_log_block: int = 0,
-    total_rollback_blocks: int = 0,
-    min_event_time: int | None = None,
-    max_event_time: int | None = None,
-    runtime_stats: dict[str, int] | None = None,
-    log_version: int | None = None,
-    log_offset: int = 0,
-    base_file: str | None = None,
-    log_files: list[str] | None = None,
-) -> dict[str, Any]:
-    """A HoodieWriteStat as Java 0.14/0.15 serialises it.
-
-    `path` is relative to the table base path. Passing `log_version` or `log_files` makes it a
-    HoodieDeltaWriteStat (log append), which adds logVersion/logOffset/baseFile/logFiles/recordsStats.
-    `prev_commit` is the string "null" for new file groups, exactly as Java writes it.
-    """
-    stat: dict[str, Any] = {
-        "fileId": file_id,
-        "path": path,
-        "cdcStats": None,
-        "prevCommit": prev_commit,
-        "numWrites": num_writes,
-        "numDeletes": num_deletes,
-        "numUpdateWrites": num_update_writes,
-        "numInserts": num_inserts,
-        "totalWriteBytes": total_write_bytes,
-        "totalWriteErrors": total_write_errors,
-        "tempPath": None,
-        "partitionPath": partition_path,
-        "totalLogRecords": total_log_records,
-        "totalLogFilesCompacted": total_log_files_compacted,
-        "totalLogSizeCompacted": total_log_size_compacted,
-        "totalUpdatedRecordsCompacted": total_updated_records_compacted,
-        "totalLogBlocks": total_log_blocks,
-        "totalCorruptLogBlock": total_corrupt_log_block,
-        "totalRollbackBlocks": total_rollback_blocks,
-        "fileSizeInBytes": total_write_bytes if file_size_in_bytes is None else file_size_in_bytes,
-        "minEventTime": min_event_time,
-        "maxEventTime": max_event_time,
-        "runtimeStats": {
-            "totalScanTime": 0,
-            "totalUpsertTime": 0,
-            "totalCreateTime": 0,
-            **(runtime_stats or {}),
-        },
-    }
-    if log_version is not None or log_files is not None:
-        stat["logVersion"] = log_version if log_version is not None else 1
-        stat["logOffset"] = log_offset
-        stat["baseFile"] = base_file if base_file is not None else ""  # Java: "" for log-only groups
-        stat["logFiles"] = list(log_files or [])
-        stat["recordsStats"] = {"val": None}
-    return stat
 
 
 def commit_metadata_json(

@@ -26,6 +26,7 @@ CARRY_OVER = "tidemark.carryOver"          # plan: the mode; commit: JSON list o
 EXACT = "tidemark.exact"
 EVENT_TIME_SOURCES = "tidemark.eventTimeSources"
 SETTINGS_USED = "tidemark.settingsUsed"
+UNSCHEDULED = "tidemark.unscheduledFileGroups"   # plan: JSON ["<partition>/<fileId>", ...] taken out of it
 RO_COMPLETION = "tidemark.roCompletionTime"
 RO_FRESHNESS = "tidemark.roFreshnessTime"
 SCHEMA = "schema"
@@ -117,6 +118,14 @@ class PlanSettings:
     exact: bool = False
     event_time_sources: Mapping[str, int] | None = None
     settings_used: Mapping[str, Mapping[str, Any]] | None = None
+    # File groups `compaction unschedule --file-group` took out of the plan ("<partition>/<fileId>"): their
+    # logs at or before T stay outside the base, so the plan no longer promises T itself.
+    unscheduled: tuple[str, ...] = ()
+
+    @property
+    def promises_threshold(self) -> bool:
+        """Only an event-time plan promises its threshold T to the RO view."""
+        return self.strategy == "event_time" and self.threshold_ms is not None
 
     @classmethod
     def from_extra(cls, extra: Mapping[str, str]) -> PlanSettings:
@@ -125,7 +134,8 @@ class PlanSettings:
                    carry_over=mode if mode in CARRY_OVER_MODES else None,
                    exact=str(extra.get(EXACT) or "").lower() == "true",
                    event_time_sources=_json(extra.get(EVENT_TIME_SOURCES)),
-                   settings_used=_json(extra.get(SETTINGS_USED)))
+                   settings_used=_json(extra.get(SETTINGS_USED)),
+                   unscheduled=tuple(_json(extra.get(UNSCHEDULED)) or ()))
 
     def to_extra(self) -> dict[str, str]:
         extra = {THRESHOLD: _str(self.threshold_ms), STRATEGY: self.strategy or "",
@@ -134,6 +144,8 @@ class PlanSettings:
             extra[EVENT_TIME_SOURCES] = json.dumps(dict(self.event_time_sources))
         if self.settings_used is not None:
             extra[SETTINGS_USED] = json.dumps({k: dict(v) for k, v in self.settings_used.items()})
+        if self.unscheduled:
+            extra[UNSCHEDULED] = json.dumps(list(self.unscheduled))
         return extra
 
 
@@ -154,7 +166,13 @@ class CompactionPlanRecord:
     @property
     def promises_threshold(self) -> bool:
         """Only an event-time plan promises its threshold T to the RO view."""
-        return self.settings.strategy == "event_time" and self.settings.threshold_ms is not None
+        return self.settings.promises_threshold
+
+    @property
+    def completion_floor(self) -> int | None:
+        """The least completion time the commit may publish: T, unless file groups were unscheduled from the
+        plan (their logs at or before T stay in logs; the completion time then follows the logs left alone)."""
+        return self.settings.threshold_ms if self.promises_threshold and not self.settings.unscheduled else None
 
     @classmethod
     def from_avro(cls, plan: Mapping[str, Any]) -> CompactionPlanRecord:
@@ -191,13 +209,13 @@ class WriteStat:
     file_id: str
     path: str
     partition_path: str
-    prev_commit: str
+    prev_commit: str = "null"   # the string "null" for a new file group, exactly as Java writes it
     num_writes: int = 0
     num_deletes: int = 0
     num_update_writes: int = 0
     num_inserts: int = 0
     total_write_bytes: int = 0
-    file_size: int = 0
+    file_size: int = 0          # written as total_write_bytes when 0
     total_log_records: int = 0
     total_log_files_compacted: int = 0
     total_log_size_compacted: int = 0
@@ -209,6 +227,14 @@ class WriteStat:
     # A HoodieDeltaWriteStat's logOffset: where this commit's bytes start in its log (`path`); with
     # `file_size` (the bytes it appended there) that is the log's committed extent. None: not a log append.
     log_offset: int | None = None
+    # A HoodieDeltaWriteStat (a log append) has a log version; None: a base file's stat.
+    log_version: int | None = None
+    prev_base_file: str | None = None   # a compaction's stat: the base file it replaced
+    total_write_errors: int = 0
+    total_log_blocks: int = 0
+    total_corrupt_log_block: int = 0
+    total_rollback_blocks: int = 0
+    runtime_stats: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def committed_extent(self) -> tuple[int, int] | None:
@@ -235,6 +261,35 @@ class WriteStat:
         """Every file name the stat names (Java appends to a log across commits: `logFiles`)."""
         return {n for n in (self.file_name, *self.log_files) if n}
 
+    def to_json(self) -> dict[str, Any]:
+        """The stat as Java 0.14/0.15 serialises it (key order too): a HoodieDeltaWriteStat when it has a log
+        version (logVersion/logOffset/baseFile/logFiles/recordsStats added), else a HoodieWriteStat (a
+        compaction's with prevBaseFile/baseFile)."""
+        stat: dict[str, Any] = {
+            "fileId": self.file_id, "path": self.path, "cdcStats": None, "prevCommit": self.prev_commit,
+            "numWrites": self.num_writes, "numDeletes": self.num_deletes, "numUpdateWrites": self.num_update_writes,
+            "numInserts": self.num_inserts, "totalWriteBytes": self.total_write_bytes,
+            "totalWriteErrors": self.total_write_errors, "tempPath": None, "partitionPath": self.partition_path,
+            "totalLogRecords": self.total_log_records, "totalLogFilesCompacted": self.total_log_files_compacted,
+            "totalLogSizeCompacted": self.total_log_size_compacted,
+            "totalUpdatedRecordsCompacted": self.total_updated_records_compacted,
+            "totalLogBlocks": self.total_log_blocks, "totalCorruptLogBlock": self.total_corrupt_log_block,
+            "totalRollbackBlocks": self.total_rollback_blocks,
+            "fileSizeInBytes": self.file_size or self.total_write_bytes,
+            "minEventTime": self.min_event_time, "maxEventTime": self.max_event_time,
+            "runtimeStats": {"totalScanTime": 0, "totalUpsertTime": 0, "totalCreateTime": 0, **self.runtime_stats},
+        }
+        if self.log_version is not None:
+            stat["logVersion"] = self.log_version
+            stat["logOffset"] = self.log_offset or 0
+            stat["baseFile"] = self.base_file or ""   # Java: "" for log-only groups
+            stat["logFiles"] = list(self.log_files)
+            stat["recordsStats"] = {"val": None}
+        elif self.base_file is not None:
+            stat["prevBaseFile"] = self.prev_base_file
+            stat["baseFile"] = self.base_file
+        return stat
+
     @classmethod
     def from_json(cls, s: Mapping[str, Any]) -> WriteStat:
         def num(key: str) -> int:
@@ -250,7 +305,12 @@ class WriteStat:
                    total_updated_records_compacted=num("totalUpdatedRecordsCompacted"),
                    min_event_time=_millis(s.get("minEventTime")), max_event_time=_millis(s.get("maxEventTime")),
                    log_files=tuple(s.get("logFiles") or ()), base_file=s.get("baseFile") or None,
-                   log_offset=int(s["logOffset"]) if s.get("logOffset") is not None else None)
+                   log_offset=int(s["logOffset"]) if s.get("logOffset") is not None else None,
+                   log_version=int(s["logVersion"]) if s.get("logVersion") is not None else None,
+                   prev_base_file=s.get("prevBaseFile") or None, total_write_errors=num("totalWriteErrors"),
+                   total_log_blocks=num("totalLogBlocks"), total_corrupt_log_block=num("totalCorruptLogBlock"),
+                   total_rollback_blocks=num("totalRollbackBlocks"),
+                   runtime_stats=dict(s.get("runtimeStats") or {}))
 
 
 def log_extents(doc: Mapping[str, Any]) -> Iterator[tuple[str, str, int, int]]:

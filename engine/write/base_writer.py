@@ -10,6 +10,8 @@ partition without clobbering; rows are pre-combined first, so the base holds one
 """
 from __future__ import annotations
 
+from typing import Any
+
 import os
 
 import pyarrow as pa
@@ -21,11 +23,11 @@ from engine.config import eventtime
 from engine.config.schema import arrow_schema
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import BaseFileName
-from engine.timeline.instants import write_stat
+from engine.timeline.metadata import WriteStat
 from engine.write.log_writer import WriteJob, group_file_id, precombine, with_meta
 
 
-def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
+def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write `rows` as the base file of a new file group; returns its one write stat (Java's form)."""
     file_id = group_file_id(job.instant, partition, bucket)
     name = BaseFileName(file_id, token, job.instant).name
@@ -47,9 +49,9 @@ def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, 
         publish_no_clobber(tmp, final)
     lo, hi = (eventtime.bounds(records.column(job.event_time_field)) if job.event_time_field
               else (None, None))
-    return [write_stat(file_id=file_id, path=rel, partition_path=partition, num_writes=records.num_rows,
-                       num_inserts=records.num_rows, total_write_bytes=size, file_size_in_bytes=size,
-                       min_event_time=lo, max_event_time=hi)]
+    return [WriteStat(file_id=file_id, path=rel, partition_path=partition, num_writes=records.num_rows,
+                       num_inserts=records.num_rows, total_write_bytes=size, file_size=size,
+                       min_event_time=lo, max_event_time=hi).to_json()]
 
 
 def _write_parquet(job: WriteJob, records: pa.Table, path: str | pa.NativeFile) -> None:

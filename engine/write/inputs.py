@@ -12,6 +12,8 @@ Every rule here runs on the driver, before the deltacommit is opened, so bad inp
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -94,6 +96,11 @@ def parquet_schema(files: tuple[str, ...]) -> pa.Schema:
     if rows == 0:
         raise InputError(f"input {files[0] if len(files) == 1 else storage.parent(files[0])} has no rows")
     return schemas[0]
+
+
+def parquet_rows(files: tuple[str, ...]) -> int:
+    """Rows of the Parquet inputs, from their footers."""
+    return sum(pq.read_metadata(storage.parquet_source(path)).num_rows for path in files)
 
 
 def table_schema(cfg: TableConfig) -> pa.Schema | None:
@@ -227,7 +234,7 @@ def check_parquet_values(cfg: TableConfig, current: pa.Schema | None, files: tup
             eventtime.check_range(rows.column(event), f"{path}: column {event!r}")
 
 
-def _column_stats(meta: pq.FileMetaData, name: str) -> list | None:
+def _column_stats(meta: pq.FileMetaData, name: str) -> list[Any] | None:
     """Per row group statistics of a top-level column, or None when any row group lacks them."""
     index = meta.schema.names.index(name) if name in meta.schema.names else None
     if index is None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 from engine import logformat
 from engine.io import storage
 from engine.config import eventtime
+from engine.index.bucket_hash import spark_hash_strings
 from engine.index.keys import check_partition_path
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.read.merge import DataItem, merge_log_items
@@ -24,7 +25,7 @@ from engine.io.naming import LogFileName
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.config.schema import arrow_schema, conform_column
 from engine.config.layout import write_partition_metadata
-from engine.timeline.instants import write_stat
+from engine.timeline.metadata import WriteStat
 
 KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
 # Operations that write new file groups with base files and replace old groups (a replacecommit).
@@ -49,7 +50,7 @@ class WriteJob:
     base_path: str
     instant: str
     operation: str
-    avro_schema: dict                       # full record schema incl. meta fields
+    avro_schema: dict[str, Any]             # full record schema incl. meta fields
     data_columns: tuple[str, ...]
     ordering_field: str | None
     event_time_field: str | None
@@ -72,20 +73,20 @@ def group_file_id(instant: str, partition: str, bucket: int) -> str:
     return f"{bucket:08d}{tail[8:]}-0"
 
 
-def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict]:
+def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write every (partition, bucket) group of routed rows; returns their write stats."""
     keys = table.column(KEY_COL)
     if keys.null_count or pc.any(pc.equal(keys, "")).as_py():
         # Files are checked on the driver (engine.write.inputs); a DataFrame's rows are first seen here.
         raise ValueError("a record key is null or empty for some input rows; Java Hudi refuses null or empty "
                          "record keys")
-    stats: list[dict] = []
+    stats: list[dict[str, Any]] = []
     for (partition, bucket), rows in groups(table):
         stats += write_group(job, partition, bucket, rows, token)
     return stats
 
 
-def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict]:
+def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     check_partition_path(partition)
     write_partition_metadata(job.base_path, partition, job.instant)
     if job.operation in OVERWRITE_OPERATIONS:
@@ -98,30 +99,35 @@ def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, toke
 
 
 def groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
-    """Split a task's rows by (partition, bucket), keeping input order inside each group.
+    """Split a task's rows by (partition, bucket), keeping input order inside each group."""
+    for key, rows in group_indices(table):
+        yield key, table if rows is None else table.take(pa.array(rows))
+
+
+def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray | None]]:
+    """Each (partition, bucket) of routed rows and its row numbers in input order (None: every row).
 
     Groups are found on one int64 code per row (partition dictionary index × buckets + bucket) with a
-    stable numpy sort — far cheaper than a multi-key sort on strings.
+    stable numpy sort — far cheaper than a multi-key sort on strings; taking the rows is left to the caller,
+    so the copies can be made where the group is written (in parallel).
     """
     parts = pc.dictionary_encode(table.column(PART_COL)).combine_chunks()
     buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
     codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
     uniques = np.unique(codes)
     if len(uniques) == 1:
-        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), table
+        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
         return
     order = np.argsort(codes, kind="stable")
-    sorted_codes = codes[order]
-    table = table.take(pa.array(order))
-    starts = np.searchsorted(sorted_codes, uniques)
+    starts = np.searchsorted(codes[order], uniques)
     ends = list(starts[1:]) + [len(order)]
     for a, b in zip(starts, ends):
         row = int(order[a])
         key = (str(parts.dictionary[int(parts.indices[row].as_py())]), int(buckets[row]))
-        yield key, table.slice(int(a), int(b - a))
+        yield key, order[a:b]
 
 
-def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict]:
+def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     if job.operation == "delete":
         blocks = [_delete_block(job, partition, rows)]
         counts = {"deletes": rows.num_rows}
@@ -162,10 +168,29 @@ def with_meta(job: WriteJob, partition: str, file_name: str, rows: pa.Table, tok
 
 def precombine(job: WriteJob, records: pa.Table) -> pa.Table:
     """Pre-combine a batch: one record per key, chosen by the table's merge mode."""
-    if pc.count_distinct(records.column("_hoodie_record_key")).as_py() == records.num_rows:
+    if keys_distinct(records.column("_hoodie_record_key")):
         return records  # the common case: nothing to combine
     winners = merge_log_items([DataItem(records)], job.merge_mode, job.ordering_field, records.schema)
     return winners.rows if winners.size != records.num_rows else records
+
+
+def keys_distinct(keys: pa.ChunkedArray | pa.Array) -> bool:
+    """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide.
+
+    Hashing the keys with numpy and sorting the hashes costs a fraction of pyarrow's exact count_distinct on
+    strings; with ~10^5 keys a few hash collisions are expected, and only those rows get the exact test.
+    """
+    hashes = spark_hash_strings(keys, seed=0)
+    order = np.argsort(hashes, kind="stable")
+    ranked = hashes[order]
+    same = ranked[1:] == ranked[:-1]
+    if not same.any():
+        return True
+    shared = np.zeros(len(ranked), dtype=bool)
+    shared[1:] |= same
+    shared[:-1] |= same
+    suspects = pc.take(keys, pa.array(order[shared]))
+    return bool(pc.count_distinct(suspects).as_py() == len(suspects))
 
 
 @dataclass
@@ -223,7 +248,7 @@ def _delete_ordering(job: WriteJob, col: pa.ChunkedArray) -> pa.Array:
 
 
 def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Block], token: str,
-                counts: dict[str, int]) -> list[dict]:
+                counts: dict[str, int]) -> list[dict[str, Any]]:
     """Write blocks into new log versions (rolling over at max size); one write stat per log file."""
     temp_dir = storage.join(job.base_path, ".hoodie", ".temp", job.instant)
     storage.make_dirs(temp_dir)
@@ -252,17 +277,17 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
 
 
 def _stat(job: WriteJob, partition: str, target: Target, rel: str, name: str, blocks: list[_Block],
-          counts: dict[str, int]) -> dict:
+          counts: dict[str, int]) -> dict[str, Any]:
     size = sum(len(b.data) for b in blocks)
     n = sum(b.records for b in blocks)
     mins = [b.min_event_time for b in blocks if b.min_event_time is not None]
     maxs = [b.max_event_time for b in blocks if b.max_event_time is not None]
     deletes = n if "deletes" in counts else 0
-    return write_stat(
+    return WriteStat(
         file_id=target.file_id, path=rel, partition_path=partition, prev_commit=target.prev_commit,
         num_writes=n - deletes, num_deletes=deletes, num_update_writes=0 if target.prev_commit == "null" else n - deletes,
         num_inserts=n - deletes if target.prev_commit == "null" else 0,
-        total_write_bytes=size, file_size_in_bytes=size, total_log_blocks=len(blocks),
+        total_write_bytes=size, file_size=size, total_log_blocks=len(blocks),
         min_event_time=min(mins) if mins else None, max_event_time=max(maxs) if maxs else None,
         log_version=int(name.rsplit(".log.", 1)[1].split("_")[0]), base_file=target.base_file or "",
-        log_files=[name])
+        log_files=(name,)).to_json()

@@ -28,34 +28,38 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Mapping, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from engine.io import storage
 from engine.index import keys
-from engine.write import inputs, log_writer
+from engine import placement
+from engine.write import in_process, inputs, log_writer
 from engine.services import recovery, rollback
 from engine.io.faults import fault_point
 from engine.timeline import heartbeat
 from engine.index import routing
 from engine import errors
+from engine.results import WriteResult, utc
 from engine.errors import TidemarkError, WriteRefused
 from engine.read.fsview import FileSystemView
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, counted, tracked
 from engine.write.log_writer import BUCKET_COL, KEY_COL, OVERWRITE_OPERATIONS, PART_COL, Target, WriteJob
-from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, new_instant_time, parse_log_file_name, write_token
+from engine.io.naming import (CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time,
+                              parse_log_file_name, write_token)
 from engine.config.properties import TableConfig, load_table_config, validate_settings
 from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
 from engine.timeline.instants import (DELTACOMMIT, REPLACECOMMIT, Timeline, commit_metadata_json, complete,
                                       create_requested, transition_to_inflight)
 from engine.timeline.metadata import (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata,
                                       inflight_commit_json)
+
+if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
+    from pyspark import Accumulator
+    from pyspark.sql import DataFrame, SparkSession
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": INSERT_OVERWRITE, "insert_overwrite_table": INSERT_OVERWRITE_TABLE}
@@ -66,26 +70,6 @@ T = TypeVar("T")
 
 class WriteError(TidemarkError):
     """A write could not be committed; nothing it wrote is visible."""
-
-
-@dataclass
-class WriteResult:
-    instant: str
-    stats: list[dict]
-    action: str = DELTACOMMIT
-    replaced: dict[str, list[str]] | None = None   # an overwrite's partitionToReplaceFileIds
-
-    @property
-    def records_written(self) -> int:
-        return sum(s["numWrites"] + s["numDeletes"] for s in self.stats)
-
-    @property
-    def log_files(self) -> list[str]:
-        return [s["path"] for s in self.stats if "logFiles" in s]
-
-    @property
-    def base_files(self) -> list[str]:
-        return [s["path"] for s in self.stats if "logFiles" not in s]
 
 
 # ------------------------------------------------------------------------------------------ entry points
@@ -99,13 +83,20 @@ def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
     inputs.check_columns(cfg, current, df.columns, operation, "input")
     incoming = keys.arrow_schema_of(df)
     inputs.check_types(current, incoming, "input")
+    return _write_checked_dataframe(cfg, df, incoming, operation, settings, lock, on_progress)
+
+
+def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schema, operation: str,
+                             settings: dict[str, str], lock: TableLock | None,
+                             on_progress: Progress | None) -> WriteResult:
+    """The DataFrame path once the table is open and the input checked (each done once per write)."""
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
     if storage.is_remote(cfg.base_path):
         from engine.spark import ship_storage_env
 
         ship_storage_env(df.sparkSession)   # the executors' pyarrow.fs reaches the same store
 
-    def run(job: WriteJob) -> list[dict]:
+    def run(job: WriteJob) -> list[dict[str, Any]]:
         routed = (_with_routing(cfg, df).repartition(n_tasks, PART_COL, BUCKET_COL)
                   .mapInArrow(lambda it: _dataframe_task(job, it), STAT_SCHEMA))
         rows = tracked(df.sparkSession.sparkContext, routed.collect, on_progress, "tasks")
@@ -116,10 +107,13 @@ def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
 
 def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
                   settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
-                  lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
-    """Write Parquet files into the table as one deltacommit without turning rows into Spark rows."""
-    from engine.spark import get_spark
+                  lock: TableLock | None = None, on_progress: Progress | None = None,
+                  local: bool | None = None) -> WriteResult:
+    """Write Parquet files into the table as one deltacommit without turning rows into Spark rows.
 
+    In-process or on Spark as `engine.placement` decides (`local`: the caller's choice; a given `spark`
+    session means Spark unless `local` says otherwise); key or partition columns whose string form only
+    Spark gives (`routing.supports`) always take Spark's DataFrame path."""
     cfg, settings = _open(base_path, operation, settings)
     incoming = inputs.parquet_schema(tuple(paths))
     current = inputs.table_schema(cfg)
@@ -127,13 +121,23 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     inputs.check_types(current, incoming, paths[0])
     inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
     rt = routing.Routing.of(cfg)
-    if not routing.supports(rt, incoming):
-        return write_dataframe(base_path, parquet_dataframe(spark or get_spark(), paths), operation, settings,
-                               lock=lock, on_progress=on_progress)
+    routable = routing.supports(rt, incoming)
+    if _in_process(routable, inputs.parquet_rows(tuple(paths)), _asked(local, spark)):
+        chunks = _row_group_chunks(paths)
+
+        def run_here(job: WriteJob) -> list[dict[str, Any]]:
+            return in_process.write_groups(job, in_process.route_all(rt, _read_chunks(chunks)), on_progress)
+
+        return _commit_protocol(cfg, operation, incoming, settings, run_here, lock)
+    from engine.spark import get_spark
+
+    if not routable:
+        df = parquet_dataframe(spark or get_spark(), paths)
+        return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, settings, lock, on_progress)
     sc = (spark or get_spark()).sparkContext
     chunks = _row_group_chunks(paths)
 
-    def run(job: WriteJob) -> list[dict]:
+    def run(job: WriteJob) -> list[dict[str, Any]]:
         exchange = storage.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
         storage.make_dirs(exchange)
         pieces = sc.parallelize(list(enumerate(chunks)), len(chunks)) \
@@ -141,37 +145,67 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
         groups = _pieces_by_group(pieces)
         n = max(1, min(len(groups), sc.defaultParallelism * 2))
 
-        def write(acc) -> list[dict]:
-            return sc.parallelize(groups, n).mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect()
+        def write(acc: Accumulator[int]) -> list[dict[str, Any]]:
+            stats: list[dict[str, Any]] = (sc.parallelize(groups, n)
+                                           .mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect())
+            return stats
 
         return counted(sc, write, on_progress, len(groups), "file groups")
 
     return _commit_protocol(cfg, operation, incoming, settings, run, lock)
 
 
+def _asked(local: bool | None, spark: SparkSession | None) -> bool | None:
+    """The caller's choice: `local` when given; a session passed in means Spark; else undecided."""
+    if local is not None:
+        return local
+    return False if spark is not None else None
+
+
+def _in_process(routable: bool, rows: int, local: bool | None) -> bool:
+    """Whether a write runs here; asking for it (`local=True`) where only Spark routes the keys is an error."""
+    if not routable:
+        if local:
+            raise WriteError("the record key or partition columns are neither strings nor integers, so only "
+                             "Spark's DataFrame path routes them; write without --local")
+        return False
+    return placement.write_in_process(rows, local)
+
+
 def write_file(base_path: str, path: str, operation: str = "upsert",
                settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
-               lock: TableLock | None = None, on_progress: Progress | None = None) -> WriteResult:
+               lock: TableLock | None = None, on_progress: Progress | None = None,
+               local: bool | None = None) -> WriteResult:
     """The CLI's input file (.parquet, folder of parquet, .csv, .jsonl) as one deltacommit."""
-    from engine.spark import get_spark
-
     source = inputs.locate(path)
     if source.format == inputs.PARQUET:
         return write_parquet(base_path, list(source.files), operation, settings, spark, lock=lock,
-                             on_progress=on_progress)
-    cfg, _ = _open(base_path, operation, settings)
+                             on_progress=on_progress, local=local)
+    cfg, checked = _open(base_path, operation, settings)
     rows = inputs.read_text(source)
     current = inputs.table_schema(cfg)
     inputs.check_columns(cfg, current, rows.column_names, operation, path)
     inputs.check_types(current, rows.schema, path)
     rows = inputs.check_rows(cfg, current, rows, path)
-    return write_dataframe(base_path, (spark or get_spark()).createDataFrame(rows), operation, settings,
-                           lock=lock, on_progress=on_progress)
+    # The rows as the DataFrame path would hand them to its tasks (Spark's types), so the table's schema
+    # and the files are the same whichever way the write runs.
+    as_spark = keys.as_spark_would_convert(rows)
+    rt = routing.Routing.of(cfg)
+    routable = as_spark is not None and routing.supports(rt, as_spark.schema)
+    if as_spark is not None and _in_process(routable, rows.num_rows, _asked(local, spark)):
+        def run_here(job: WriteJob) -> list[dict[str, Any]]:
+            return in_process.write_groups(job, in_process.route_all(rt, [as_spark]), on_progress)
+
+        return _commit_protocol(cfg, operation, as_spark.schema, checked, run_here, lock)
+    from engine.spark import get_spark
+
+    df = (spark or get_spark()).createDataFrame(rows)
+    return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, checked, lock, on_progress)
 
 
 # ------------------------------------------------------------------------------------------ the protocol
 
-def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) -> tuple[TableConfig, dict]:
+def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) -> tuple[TableConfig, dict[str, str]]:
     if operation not in OPERATIONS:
         raise WriteError(f"unknown operation {operation!r}; use {', '.join(OPERATIONS)}")
     cfg = load_table_config(base_path)
@@ -185,14 +219,14 @@ def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) ->
 
 
 def _commit_protocol(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
-                     run: Callable[[WriteJob], list[dict]], lock: TableLock | None = None) -> WriteResult:
+                     run: Callable[[WriteJob], list[dict[str, Any]]], lock: TableLock | None = None) -> WriteResult:
     """requested -> inflight -> run the tasks -> completed; a failure deletes the instant."""
     with holding(table_lock_of(cfg.base_path, lock), f"{operation} into {cfg.name}"):
         return _locked_commit(cfg, operation, incoming, settings, run)
 
 
 def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
-                   run: Callable[[WriteJob], list[dict]]) -> WriteResult:
+                   run: Callable[[WriteJob], list[dict[str, Any]]]) -> WriteResult:
     base_path = cfg.base_path
     rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy: dead writers only
     timeline = Timeline.load(base_path)
@@ -200,12 +234,12 @@ def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settin
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # The heartbeat beats before the instant exists and stops after it completes (or is rolled back):
     # a pending instant without a fresh heartbeat is a dead writer's.
-    with heartbeat.Heartbeat(base_path, instant, int(cfg.setting(heartbeat.INTERVAL_KEY, settings))):
+    with heartbeat.Heartbeat(base_path, instant, cfg.int_setting(heartbeat.INTERVAL_KEY, settings)):
         return _run_instant(cfg, timeline, instant, operation, schema_json, settings, run)
 
 
 def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
-                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict]]) -> WriteResult:
+                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict[str, Any]]]) -> WriteResult:
     base_path = cfg.base_path
     overwrite = operation in OVERWRITE_OPERATIONS
     if overwrite:
@@ -230,7 +264,7 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
         storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", instant))
     recovery.reconcile_attempts(base_path, stats)
     fault_point("write", "reconciled")
-    by_partition: dict[str, list[dict]] = {}
+    by_partition: dict[str, list[dict[str, Any]]] = {}
     for s in stats:
         by_partition.setdefault(s["partitionPath"], []).append(s)
     replaced = replaced_by_overwrite(FileSystemView(base_path, timeline), operation, set(by_partition)) \
@@ -240,7 +274,19 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
     ensure_held(f"committing {instant}")
     complete(base_path, instant, action, body)
     fault_point("write", "completed")
-    return WriteResult(instant, stats, action, replaced)
+    return written(instant, operation, action, stats, replaced)
+
+
+def written(instant: str, operation: str, action: str, stats: list[dict[str, Any]],
+            replaced: dict[str, list[str]] | None) -> WriteResult:
+    """The result of a committed write, from its write stats (a base file's stat names no logFiles)."""
+    return WriteResult(instant=instant, operation=operation,
+                       records_written=sum(s["numWrites"] + s["numDeletes"] for s in stats),
+                       log_files=[s["path"] for s in stats if "logFiles" in s],
+                       file_groups=len({(s["partitionPath"], s["fileId"]) for s in stats}),
+                       committed_at=utc(instant_to_millis(instant)), action=action,
+                       base_files=[s["path"] for s in stats if "logFiles" not in s],
+                       replaced_file_groups=dict(replaced or {}))
 
 
 def _refuse_overwrite(timeline: Timeline) -> None:
@@ -291,14 +337,14 @@ def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str
         avro_schema=schema_with_meta(schema),
         data_columns=tuple(f["name"] for f in schema["fields"]),
         ordering_field=cfg.ordering_field, event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode,
-        block_format=str(cfg.setting("hoodie.logfile.data.block.format", settings)),
-        max_log_size=int(cfg.setting("hoodie.logfile.max.size", settings)),
-        max_block_size=int(cfg.setting("hoodie.logfile.data.block.max.size", settings)),
+        block_format=cfg.str_setting("hoodie.logfile.data.block.format", settings),
+        max_log_size=cfg.int_setting("hoodie.logfile.max.size", settings),
+        max_block_size=cfg.int_setting("hoodie.logfile.data.block.max.size", settings),
         logs_named_by_instant=timeline.uses_completion_time,
         # An overwrite never appends: every (partition, bucket) it writes is a new file group.
         targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline),
-        compression=str(cfg.setting("hoodie.parquet.compression.codec", settings)),
-        row_group_rows=int(cfg.setting("hoodie.parquet.max.row.group.rows", settings)),
+        compression=cfg.str_setting("hoodie.parquet.compression.codec", settings),
+        row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows", settings),
     )
 
 
@@ -351,6 +397,8 @@ def pending_log_reservations(timeline: Timeline) -> dict[tuple[str, str], tuple[
 # ------------------------------------------------------------------------------------------ DataFrame path
 
 def _with_routing(cfg: TableConfig, df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+
     return (df.withColumn(KEY_COL, keys.record_key_column(cfg))
             .withColumn(PART_COL, keys.partition_path_column(cfg))
             .withColumn(BUCKET_COL, keys.bucket_column(F.col(KEY_COL), cfg.num_buckets)))
@@ -365,7 +413,7 @@ def _task_token() -> str:
 
 def _dataframe_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     received = list(batches)
-    stats: list[dict] = []
+    stats: list[dict[str, Any]] = []
     if received:
         table = pa.Table.from_batches(received)
         if table.num_rows:
@@ -393,6 +441,12 @@ def _row_group_chunks(paths: list[str]) -> list[tuple[str, tuple[int, ...]]]:
     return chunks
 
 
+def _read_chunks(chunks: list[tuple[str, tuple[int, ...]]]) -> Iterator[pa.Table]:
+    for path, row_groups in chunks:
+        if row_groups:
+            yield pq.ParquetFile(storage.parquet_source(path)).read_row_groups(list(row_groups))
+
+
 def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple[int, ...]]],
                  exchange: str) -> list[tuple[str, int, str, int, int]]:
     """Read one chunk, route it, write it as one Arrow IPC file with one record batch per group."""
@@ -417,14 +471,14 @@ def _pieces_by_group(pieces: list[tuple[str, int, str, int, int]]) -> list[tuple
     return [(p, b, [(path, no) for _, path, no in sorted(items)]) for (p, b), items in sorted(groups.items())]
 
 
-def _counting(groups: Iterable[T], acc) -> Iterator[T]:
+def _counting(groups: Iterable[T], acc: Accumulator[int]) -> Iterator[T]:
     """Count each file group once its logs are written (the consumer asked for the next one)."""
     for group in groups:
         yield group
         acc.add(1)
 
 
-def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str, int]]]]) -> Iterator[dict]:
+def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str, int]]]]) -> Iterator[dict[str, Any]]:
     token = _task_token()
     readers: dict[str, pa.ipc.RecordBatchFileReader] = {}
     for partition, bucket, refs in groups:

@@ -7,6 +7,15 @@
   const timeAxis = { type: "time", grid: { display: false }, ticks: { maxRotation: 0, autoSkipPadding: 16 },
     time: { tooltipFormat: "yyyy-MM-dd HH:mm:ss", minUnit: "second",
       displayFormats: { second: "MMM d HH:mm:ss", minute: "MMM d HH:mm", hour: "MMM d HH:mm", day: "MMM d" } } };
+  // Binary units as the pages' filesize filter prints them: "1.5 KiB", "0.99 MiB", never four digits.
+  const size = (n) => {
+    let v = Number(n) || 0;
+    for (const unit of ["B", "KiB", "MiB", "GiB", "TiB"]) {
+      if (Math.abs(v) < 1000 || unit === "TiB") return unit === "B" ? v.toFixed(0) + " B" : v.toFixed(Math.abs(v) < 1 ? 2 : 1) + " " + unit;
+      v /= 1024;
+    }
+    return v.toFixed(1) + " TiB";
+  };
   Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
   Chart.defaults.color = color("--muted");
   Chart.defaults.maintainAspectRatio = false;
@@ -95,7 +104,7 @@
         backgroundColor: tideColors(null), barPercentage: 1.0, categoryPercentage: 0.95 }] },
       options: { plugins: { legend: { display: false }, tooltip: { callbacks: {
           title: (items) => { const b = buckets[items[0].dataIndex]; return b.start.slice(0, 16).replace("T", " ") + " → " + b.end.slice(0, 16).replace("T", " "); },
-          afterLabel: (item) => { const b = buckets[item.dataIndex]; return b.log_files + " log files, " + (b.log_bytes / 1048576).toFixed(1) + " MiB"; } } } },
+          afterLabel: (item) => { const b = buckets[item.dataIndex]; return b.log_files + " log files, " + size(b.log_bytes); } } } },
         scales: { x: { ...timeAxis, offset: true }, y: { beginAtZero: true, title: { display: true, text: byRecords ? "records" : "MiB" } } } },
     });
   }
@@ -109,7 +118,7 @@
   const form = document.getElementById("trigger-form");
   const previewBox = document.getElementById("preview");
   const csrf = () => (document.querySelector("[name=csrfmiddlewaretoken]") || {}).value;
-  const mib = (n) => (n / 1048576).toFixed(1) + " MiB";
+  const logs = (count, bytes) => count + " log" + (count === 1 ? "" : "s") + '<span class="sub">' + size(bytes) + "</span>";
   const esc = (s) => String(s).replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
 
   async function preview() {
@@ -138,18 +147,20 @@
     const rows = answer.partitions;
     const total = rows.reduce((t, r) => ({ lc: t.lc + r.logs_compacted, lk: t.lk + r.logs_carried,
       bc: t.bc + r.bytes_compacted, bk: t.bk + r.bytes_carried }), { lc: 0, lk: 0, bc: 0, bk: 0 });
-    const body = rows.map((r) => "<tr><td class=\"mono\">" + esc(r.partition || "(unpartitioned)") + "</td><td class=\"num\">" +
-      r.logs_compacted + "</td><td class=\"num\">" + mib(r.bytes_compacted) + "</td><td class=\"num\">" + r.logs_carried +
-      "</td><td class=\"num\">" + mib(r.bytes_carried) + "</td></tr>").join("");
+    // Three columns fit the side card: per partition what the plan folds and what it carries over.
+    const body = rows.map((r) => '<tr><td class="mono part" title="' + esc(r.partition || "(unpartitioned)") + '">' +
+      esc(r.partition || "(unpartitioned)") + '</td><td class="num">' + logs(r.logs_compacted, r.bytes_compacted) +
+      '</td><td class="num">' + logs(r.logs_carried, r.bytes_carried) + "</td></tr>").join("");
     previewBox.innerHTML =
       '<div class="preview-head"><div><span class="label">Threshold T</span><span class="mono">' + esc(plan.threshold || "—") +
       '</span></div><div><span class="label">Publishes “complete up to” at least</span><span class="mono strong" id="preview-completion">' +
       esc(plan.projected_ro_completion_time || "—") + "</span></div></div>" +
       (rows.length === 0 ? '<p class="empty">' + esc(plan.message || "Nothing to compact at this threshold.") + "</p>" :
-      '<table class="grid compact" id="preview-table"><thead><tr><th>Partition</th><th class="num">logs compacted</th><th class="num">bytes</th>' +
-      '<th class="num">logs carried</th><th class="num">bytes</th></tr></thead><tbody>' + body +
-      '</tbody><tfoot><tr><th>total (' + plan.operations.length + ' file groups)</th><th class="num">' + total.lc + '</th><th class="num">' +
-      mib(total.bc) + '</th><th class="num">' + total.lk + '</th><th class="num">' + mib(total.bk) + "</th></tr></tfoot></table>") +
+      '<table class="grid compact" id="preview-table"><colgroup><col class="part"><col><col></colgroup><thead><tr>' +
+      '<th>Partition</th><th class="num">Compacted</th><th class="num">Carried over</th></tr></thead><tbody>' + body +
+      '</tbody><tfoot><tr><th>' + plan.operations.length + ' file group' + (plan.operations.length === 1 ? "" : "s") +
+      '</th><th class="num">' + logs(total.lc, total.bc) + '</th><th class="num">' + logs(total.lk, total.bk) +
+      "</th></tr></tfoot></table>") +
       '<p class="sub">carry-over: ' + esc(plan.carry_over || "") + (plan.exact ? " · exact" : "") + "</p>";
     markThreshold(plan.threshold);
   }
@@ -164,20 +175,18 @@
 
   // ---- live progress ---------------------------------------------------------------------------
   const box = document.getElementById("progress");
-  const FINAL = ["succeeded", "failed", "refused", "cancelled"];
-  const KIND = data.kinds || {};
-  const BADGE = { queued: "muted", running: "info", succeeded: "ok", failed: "bad", refused: "warn", cancelled: "muted" };
   const el = (id) => document.getElementById(id);
 
   async function poll() {
     const response = await fetch(box.dataset.runUrl, { credentials: "same-origin" });
     if (!response.ok) return setTimeout(poll, 3000);
     const run = await response.json();
-    el("progress-kind").textContent = KIND[run.kind] || run.kind;
+    // Labels and badge classes come shaped by the server (webapp.tables.status.run_dict), as the pages show them.
+    el("progress-kind").textContent = run.kind_label;
     el("progress-state").textContent = run.state;
-    el("progress-state").className = "badge " + (BADGE[run.state] || "muted");
+    el("progress-state").className = "badge " + run.state_class;
     const p = run.progress;
-    const pct = p.total ? Math.round((100 * p.done) / p.total) : (FINAL.includes(run.state) ? 100 : 0);
+    const pct = p.total ? Math.round((100 * p.done) / p.total) : (run.final ? 100 : 0);
     el("progress-bar").style.width = pct + "%";
     el("progress-bar").className = run.state === "succeeded" ? "ok" : (run.state === "running" || run.state === "queued" ? "" : "bad");
     el("progress-text").textContent = p.total ? p.done + " / " + p.total + " " + (p.unit || "") : (run.state === "queued" ? "waiting for a worker" : "");
@@ -187,7 +196,7 @@
     if (run.error && run.state !== "refused") detail.push(run.error.split("\n")[0]);
     else if (run.error) detail.push(run.error);
     el("progress-detail").textContent = detail.join(" · ");
-    if (!FINAL.includes(run.state)) return setTimeout(poll, 1000);
+    if (!run.final) return setTimeout(poll, 1000);
     if (el("cancel-form")) el("cancel-form").remove();
     // "queued as run #N" must not sit above a refusal or a failure.
     if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());

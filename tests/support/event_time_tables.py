@@ -21,7 +21,8 @@ from engine.config.schema import arrow_schema, schema_with_meta, table_read_sche
 from engine.read.slice_reader import ReadContext, SliceRef, read_slice
 from engine.config.layout import create_table
 from engine.timeline.instants import (COMPACTION, DELTACOMMIT, State, Timeline, commit_metadata_json, complete, create_requested,
-                             transition_to_inflight, write_stat)
+                             transition_to_inflight)
+from engine.timeline.metadata import WriteStat
 
 T = parse_time("2013-06-01T00:00:00Z")
 # write 1 (all ≤ T) and write 2 (all > T), per partition: (id, event time)
@@ -103,10 +104,10 @@ def simulate_run(path: str, instant: str, completion_ms: int | None = None, fres
         for link in op["symlinkOperations"] or []:
             os.symlink(link["target"], os.path.join(pdir, link["symlink"]))
             carried.append({"partitionPath": part, "fileId": fid, **link, "mode": "symlink"})
-        stats.setdefault(part, []).append(write_stat(
+        stats.setdefault(part, []).append(WriteStat(
             file_id=fid, path=f"{part}/{base}", partition_path=part, num_writes=rows.num_rows,
             total_log_records=rows.num_rows, total_log_files_compacted=len(logs),
-            total_write_bytes=os.path.getsize(os.path.join(pdir, base))))
+            total_write_bytes=os.path.getsize(os.path.join(pdir, base))).to_json())
     completion = completion_ms if completion_ms is not None else int(plan["extraMetadata"]["tidemark.threshold"])
     extra = {"tidemark.threshold": plan["extraMetadata"]["tidemark.threshold"], "tidemark.strategy": "event_time",
              "tidemark.carryOver": json.dumps(carried), "tidemark.exact": "false",
@@ -138,8 +139,8 @@ def write_headerless_block(path: str, partition: str, rid: str, event_iso: str) 
     record = pa.Table.from_pylist([row], schema=arrow_schema(schema))
     logformat.append_blocks(os.path.join(path, partition, name),
                             [logformat.encode_data_block(record, schema, instant)])  # no min/max attrs
-    stat = write_stat(file_id=sl.file_id, path=f"{partition}/{name}", partition_path=partition, num_writes=1,
-                      log_version=version, log_files=[name])
+    stat = WriteStat(file_id=sl.file_id, path=f"{partition}/{name}", partition_path=partition, num_writes=1,
+                      log_version=version, log_files=(name,)).to_json()
     complete(path, instant, DELTACOMMIT, commit_metadata_json({partition: [stat]}, schema=timeline.latest_schema(),
                                                               operation_type="UPSERT"))
     return instant

@@ -1,17 +1,22 @@
-"""Freshness lag from the engine's own tide buckets (the shape `TideBucket.to_dict()` produces)."""
+"""Freshness lag, as the sampler stores it: the engine's, from its own tide buckets."""
 from __future__ import annotations
 
 import datetime as dt
 
 from engine.results import TideBucket
-from tasks.sampling import freshness_lag_seconds
+from engine.observe.tide import freshness_lag
 
 UTC = dt.timezone.utc
 
 
-def _bucket(hour: int, records: int | None, size: int) -> dict:
+def _bucket(hour: int, records: int | None, size: int) -> TideBucket:
     start = dt.datetime(2013, 1, 1, hour, tzinfo=UTC)
-    return TideBucket(start, start + dt.timedelta(hours=1), 1, records, size).to_dict()
+    return TideBucket(start, start + dt.timedelta(hours=1), 1, records, size)
+
+
+def freshness_lag_seconds(completion: dt.datetime | None, tide: list[TideBucket]) -> float | None:
+    lag = freshness_lag(completion, tide)
+    return None if lag is None else lag.total_seconds()
 
 
 def test_lag_runs_from_completion_to_the_newest_logged_bucket() -> None:

@@ -271,3 +271,77 @@ def test_timeline_alerts_and_cancel_pages(stack, demo, browser):
     queued.refresh_from_db()
     assert queued.state == "cancelled"
     page.close()
+
+
+def fits(page, selector: str) -> bool:
+    """The element needs no sideways scrolling, and neither does any card it sits in."""
+    return page.eval_on_selector(selector, """el => {
+        for (let node = el; node; node = node.parentElement) {
+            if (node.scrollWidth > node.clientWidth + 1 && getComputedStyle(node).overflowX !== 'visible') return false;
+            if (node.classList && node.classList.contains('card')) break;
+        }
+        const card = el.closest('.card').getBoundingClientRect(), box = el.getBoundingClientRect();
+        return box.left >= card.left && box.right <= card.right;
+    }""")
+
+
+def test_preview_fits_and_pending_plan_validate_unschedule(stack, demo, browser):
+    """The preview table fits its card; a plan-only trigger leaves a pending plan whose card validates it (the
+    run page lists Valid per file group), lists an unschedule's renames in a dry run without asking, and
+    unschedules one file group after asking, naming it. Screenshots for a human to look at."""
+    from engine import Table
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = login(browser, stack.url, "operator")
+    asked: list[str] = []
+    page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
+    page.goto(f"{stack.url}/tables/{demo.name}/")
+    page.fill("#threshold", threshold_inside_backlog(demo))
+    page.click("#preview-button")
+    page.wait_for_selector("#preview-table", timeout=120_000)
+    assert fits(page, "#preview-table") and fits(page, ".preview-head")
+    assert re.search(r"\d+ logs?\s*\d+(\.\d+)? (B|KiB|MiB|GiB)", page.inner_text("#preview-table tfoot"))
+    page.locator("#trigger-card").screenshot(path=str(ARTIFACTS / "preview.png"))
+
+    page.select_option("#mode", "schedule")
+    page.click("button[data-action=trigger]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    wait_for_run(page)
+    pending = page.inner_text("#pending-plan a.mono").strip()
+    groups = [c for c in Table.open(demo.path).compaction(pending).operations]
+    assert len(groups) >= 2
+
+    page.click("#plan-admin summary")
+    page.click("button[data-action=validate-plan]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    wait_for_run(page)
+    assert "all valid" in page.inner_text("#plan-admin-runs")
+    page.locator("#plan-admin-runs a").first.click()
+    page.wait_for_selector("#validation")
+    assert page.locator("#validation tbody tr").count() == len(groups)
+    assert page.locator("#validation .badge.ok").count() == len(groups)
+    page.screenshot(path=str(ARTIFACTS / "plan-validate.png"), full_page=True)
+
+    # A dry run asks nothing and changes nothing; the real unschedule asks, naming the file group.
+    page.goto(f"{stack.url}/tables/{demo.name}/")
+    one = groups[0]
+    key = f"{one.partition}/{one.file_id}" if one.partition else one.file_id
+    page.select_option("#unschedule-file-group", key)
+    page.click("button[data-action=unschedule-plan]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    wait_for_run(page)
+    assert not asked and len(Table.open(demo.path).compaction(pending).operations) == len(groups)
+    page.uncheck("#unschedule-form input[name=dry_run]")
+    page.select_option("#unschedule-file-group", key)
+    page.click("button[data-action=unschedule-plan]")
+    page.wait_for_url(re.compile(r".*\?run=\d+"))
+    assert asked[-1].startswith(f"Unschedule {key} from compaction plan {pending}?")
+    wait_for_run(page)
+    left = Table.open(demo.path).compaction(pending).operations
+    assert len(left) == len(groups) - 1 and one.file_id not in {op.file_id for op in left}
+    page.screenshot(path=str(ARTIFACTS / "plan-admin.png"), full_page=True)
+    page.locator("#plan-admin-runs a").first.click()
+    page.wait_for_selector("#plan-admin-result")
+    assert key in page.inner_text("#plan-admin-result")
+    page.screenshot(path=str(ARTIFACTS / "plan-unschedule.png"), full_page=True)
+    page.close()

@@ -1,5 +1,5 @@
-"""Health at a glance: per table the worst of its signals (corrupt blocks, SLA, pending-plan age, logs per
-slice, failed runs in the last day, late data) with reasons; a sortable health column, worst first, on the
+"""Health at a glance: per table the worst of its signals (corrupt blocks, SLA, backlog age, pending-plan age,
+logs per slice, failed runs in the last day, late data) with reasons; a sortable health column, worst first, on the
 list and in the API."""
 from __future__ import annotations
 
@@ -27,6 +27,12 @@ def test_assess_takes_the_worst_signal():
     assert (pending.level, pending.reasons) == ("warning", ["a compaction plan pending for 30 min"])
     assert assess(base(earliest_pending_compaction="20260101100000000"), "ok", 0, NOW).level == "critical"
     assert assess(base(remaining_log_files=40), "ok", 0, NOW).reasons == ["10.0 log files per slice"]
+    waiting = assess(base(oldest_log_instant="20260101040000000"), "ok", 0, NOW)
+    assert (waiting.level, waiting.reasons) == ("warning", ["oldest uncompacted log written 8 h ago"])
+    assert assess(base(oldest_log_instant="20251228120000000"), "ok", 0, NOW).reasons == [
+        "oldest uncompacted log written 4 d ago"]
+    assert assess(base(oldest_log_instant="20251228120000000"), "ok", 0, NOW).level == "critical"
+    assert assess(base(oldest_log_instant="20260101113000000"), "ok", 0, NOW).level == "ok"
     assert assess(base(), "ok", 3, NOW).level == "critical"
     worst = assess(base(corrupt_log_blocks=1, late_records=1), "breached", 1, NOW)
     assert worst.level == "critical" and len(worst.reasons) == 4
@@ -62,14 +68,17 @@ def test_the_database_rank_agrees_with_assess(db):
     cases = {"unsampled": None, "calm": {}, "late": {"late": 2}, "corrupt": {"corrupt": 1},
              "many-logs": {"files": 10, "slices": 1}, "too-many-logs": {"files": 40, "slices": 1},
              "pending-20m": {"pending": 1, "since": instant(20)}, "pending-2h": {"pending": 1, "since": instant(120)},
-             "failed-once": {}, "failed-thrice": {}, "breached": {"lag": 7200}}
+             "failed-once": {}, "failed-thrice": {}, "breached": {"lag": 7200},
+             "waiting-1h": {"waiting": instant(60)}, "waiting-8h": {"waiting": instant(480)},
+             "waiting-2d": {"waiting": instant(2880)}}
     for name, fields in cases.items():
         table = RegisteredTable.objects.create(name=name, path=f"/data/{name}",
                                                freshness_sla_minutes=60 if name == "breached" else None)
         if fields is not None:
             s = sample(table, now, completion=None, lag_s=fields.get("lag", 0), files=fields.get("files", 1),
                        slices=fields.get("slices", 1), late=fields.get("late", 0), corrupt=fields.get("corrupt", 0))
-            MetricSample.objects.filter(pk=s.pk).update(earliest_pending_compaction=fields.get("since", ""))
+            MetricSample.objects.filter(pk=s.pk).update(earliest_pending_compaction=fields.get("since", ""),
+                                                        oldest_log_instant=fields.get("waiting", ""))
         for _ in range({"failed-once": 1, "failed-thrice": 3}.get(name, 0)):
             Run.objects.create(table=table, kind="clean", state="failed", queued_at=now)
     in_python = {s.table["name"]: s.health.level for s in statuses(RegisteredTable.objects.all())}
@@ -78,4 +87,5 @@ def test_the_database_rank_agrees_with_assess(db):
     assert in_python == {"unsampled": "unknown", "calm": "ok", "late": "warning", "corrupt": "critical",
                          "many-logs": "warning", "too-many-logs": "critical", "pending-20m": "warning",
                          "pending-2h": "critical", "failed-once": "warning", "failed-thrice": "critical",
-                         "breached": "critical"}
+                         "breached": "critical", "waiting-1h": "ok", "waiting-8h": "warning",
+                         "waiting-2d": "critical"}

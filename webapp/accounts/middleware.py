@@ -56,7 +56,7 @@ def _audit_refusal(request: HttpRequest, response: HttpResponse) -> None:
         csrf = "CSRF check failed"   # the API's own CSRF check answers JSON naming it
     AuditEvent.objects.create(
         at=timezone.now(), user=user if known else None,
-        actor=user.get_username() if known else f"anonymous ({request.META.get('REMOTE_ADDR', '')})",
+        actor=user.get_username() if known and user is not None else f"anonymous ({request.META.get('REMOTE_ADDR', '')})",
         action="refused.csrf" if csrf else f"refused.{response.status_code}", outcome=str(response.status_code),
         detail={"method": request.method, "path": request.path[:500], "address": request.META.get("REMOTE_ADDR", ""),
                 **({"reason": str(csrf or reason)[:200]} if csrf or reason else {})})

@@ -5,6 +5,8 @@ Roles are Django groups; superusers count as operators; a user in neither group 
 """
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
 
 VIEWER = "viewer"
@@ -34,7 +36,7 @@ def has_role(user) -> bool:
     return user.is_superuser or bool(_roles(user))
 
 
-def role_context(request: HttpRequest) -> dict:
+def role_context(request: HttpRequest) -> dict[str, Any]:
     """Template context: `can_operate` decides whether action buttons are rendered at all."""
     user = getattr(request, "user", None)
     return {"can_operate": is_operator(user) if user is not None else False}

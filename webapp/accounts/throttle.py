@@ -8,6 +8,8 @@ or a client address with four times as many within the last `TIDEMARK_LOGIN_WIND
 """
 from __future__ import annotations
 
+from typing import Any
+
 import datetime as dt
 import os
 
@@ -40,7 +42,7 @@ def username_tried(value: object) -> str:
 
 
 @receiver(user_login_failed)
-def audit_failed_login(sender, credentials: dict, request: HttpRequest | None = None, **_: object) -> None:
+def audit_failed_login(sender, credentials: dict[str, Any], request: HttpRequest | None = None, **_: object) -> None:
     AuditEvent.objects.create(at=timezone.now(), actor=username_tried(credentials.get("username")), action=FAILED,
                               outcome="refused", detail={"address": client_address(request)})
 

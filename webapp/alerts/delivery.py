@@ -6,6 +6,8 @@ The Celery task `tasks.jobs.deliver_alert` calls it and schedules the retry.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 import logging
 import urllib.error
@@ -28,7 +30,7 @@ class DeliveryError(Exception):
         self.code = code
 
 
-def post_webhook(url: str, body: dict) -> int:
+def post_webhook(url: str, body: dict[str, Any]) -> int:
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", "User-Agent": "tidemark-alerts"})
     try:
@@ -40,7 +42,7 @@ def post_webhook(url: str, body: dict) -> int:
         raise DeliveryError(f"webhook unreachable: {getattr(exc, 'reason', exc)}") from None
 
 
-def send_email(address: str, body: dict) -> int:
+def send_email(address: str, body: dict[str, Any]) -> int:
     lines = [body["text"], "", f"event: {body['event']}", f"time: {body['time']}"]
     if body.get("table"):
         lines.append(f"table: {body['table']['name']} ({body['table']['url']})")
@@ -57,7 +59,7 @@ def send_email(address: str, body: dict) -> int:
     return 250
 
 
-def send(channel: AlertChannel, body: dict) -> int:
+def send(channel: AlertChannel, body: dict[str, Any]) -> int:
     if channel.kind == AlertChannel.Kind.WEBHOOK:
         return post_webhook(channel.target, body)
     return send_email(channel.target, body)

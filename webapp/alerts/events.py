@@ -7,6 +7,7 @@ times an hour about one table; deliveries over that are recorded as "suppressed"
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from typing import Any
 
@@ -69,7 +70,7 @@ def _notify(event: str, table, run, reason: str, detail: dict[str, Any]) -> list
             if status == AlertDelivery.Status.PENDING:
                 ids.append(delivery.pk)
         for delivery_id in ids:
-            transaction.on_commit(lambda d=delivery_id: _dispatch(d))
+            transaction.on_commit(functools.partial(_dispatch, delivery_id))
     return ids
 
 
@@ -82,4 +83,4 @@ def _over_limit(channel: AlertChannel, table, now: dt.datetime) -> bool:
 def _dispatch(delivery_id: int) -> None:
     from tasks.jobs import deliver_alert  # loaded only when an alert is sent, as for runs
 
-    deliver_alert.apply_async(args=[delivery_id])
+    deliver_alert.apply_async(args=(delivery_id,))

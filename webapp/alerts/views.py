@@ -1,6 +1,8 @@
 """Alert channel pages: the list with a form to add one, and each channel's deliveries."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -15,7 +17,7 @@ from webapp.tables.inputs import InvalidInput
 PAGE_SIZE = 50
 
 
-def _list_page(request: HttpRequest, form: dict | None = None, error: InvalidInput | None = None) -> HttpResponse:
+def _list_page(request: HttpRequest, form: dict[str, Any] | None = None, error: InvalidInput | None = None) -> HttpResponse:
     rows = AlertChannel.objects.all()
     return render(request, "alerts/list.html", {"channels": rows, "events": EVENTS, "form": form or {},
                                                 "form_events": (form or {}).get("events", list(EVENTS)),

@@ -38,7 +38,7 @@ def _token_user(request: HttpRequest):
 def _csrf_failure(request: HttpRequest) -> HttpResponse | None:
     check = CsrfViewMiddleware(lambda r: HttpResponse())
     check.process_request(request)
-    return check.process_view(request, None, (), {})
+    return check.process_view(request, lambda r: HttpResponse(), (), {})   # a view not marked csrf_exempt
 
 
 def _refused(request: HttpRequest, message: str) -> JsonResponse:
@@ -57,7 +57,7 @@ def api_view(methods: dict[str, Callable]) -> Callable:
     @csrf_exempt
     @wraps(next(iter(methods.values())))
     def view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        handler = methods.get(request.method)
+        handler = methods.get(request.method or "")
         if handler is None:
             response = error(405, f"method {request.method} not allowed; use {', '.join(methods)}")
             response["Allow"] = ", ".join(methods)

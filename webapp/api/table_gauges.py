@@ -14,7 +14,7 @@ from django.db.models import BooleanField, Case, F, Value, When
 
 from webapp.tables.models import RegisteredTable
 
-GAUGES: dict[str, tuple[str, str, Callable[[dict[str, Any]], float | None]]] = {
+GAUGES: dict[str, tuple[str, str, Callable[[Any], float | None]]] = {
     "tidemark_ro_completion_timestamp_seconds": (
         "Event time before which the RO table is complete (Unix seconds).", "completion",
         lambda v: v.timestamp() if v is not None else None),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, ParamSpec
 
 import yaml
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
@@ -20,6 +20,8 @@ from webapp.tables.models import RegisteredTable, Run
 from webapp.tables.overview import statuses
 from webapp.tables.plans import pending_plan
 from webapp.tables.status import run_dict, table_dict
+
+P = ParamSpec("P")
 
 SCHEMA = Path(__file__).with_name("openapi.yaml")
 RUNS_LIMIT = 20         # a page of the runs list: summaries, newest first
@@ -39,10 +41,10 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def _bad_input(handler):
-    def wrapped(request: HttpRequest, *args, **kwargs):
+def _bad_input(handler: Callable[P, HttpResponse]) -> Callable[P, HttpResponse]:
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> HttpResponse:
         try:
-            return handler(request, *args, **kwargs)
+            return handler(*args, **kwargs)
         except services.Conflict as exc:
             return error(409, str(exc))
         except inputs.InvalidInput as exc:
@@ -94,7 +96,7 @@ def get_table(request: HttpRequest, name: str) -> JsonResponse:
     return JsonResponse(body)
 
 
-def _pending_plan(table: RegisteredTable) -> dict | None:
+def _pending_plan(table: RegisteredTable) -> dict[str, Any] | None:
     run = pending_plan(table)
     if run is None:
         return None
@@ -142,6 +144,15 @@ def rollback(request: HttpRequest, name: str) -> JsonResponse:
     return _accepted(services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant))
 
 
+def _plan_admin(kind: str) -> Callable[[HttpRequest, str], HttpResponse]:
+    @_bad_input
+    def view(request: HttpRequest, name: str) -> JsonResponse:
+        table = get_object_or_404(RegisteredTable, name=name)
+        return _accepted(services.administer_plan(table, request.user, kind, _body(request)))
+    view.__name__ = f"{kind}_plan"
+    return view
+
+
 def recover(request: HttpRequest, name: str) -> JsonResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     return _accepted(services.request_run(table, Run.Kind.RECOVER, request.user))
@@ -167,7 +178,7 @@ def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
     return JsonResponse(run_dict(run))
 
 
-def schema(request: HttpRequest) -> HttpResponse:
+def schema(request: HttpRequest) -> HttpResponse | FileResponse:
     """The OpenAPI document: YAML, or JSON for `?format=json` or `Accept: application/json`."""
     wants_json = request.GET.get("format") == "json" or \
         "application/json" in request.headers.get("Accept", "") and "yaml" not in request.headers.get("Accept", "")
@@ -216,7 +227,7 @@ def delete_table(request: HttpRequest, name: str) -> HttpResponse:
     return HttpResponse(status=204)
 
 
-def _pause(paused: bool):
+def _pause(paused: bool) -> Callable[[HttpRequest, str], JsonResponse]:
     def view(request: HttpRequest, name: str) -> JsonResponse:
         table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
         return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
@@ -234,6 +245,9 @@ preview_view = api_view({"POST": preview})
 clean_view = api_view({"POST": clean})
 rollback_view = api_view({"POST": rollback})
 recover_view = api_view({"POST": recover})
+validate_view = api_view({"POST": _plan_admin(Run.Kind.VALIDATE)})
+unschedule_view = api_view({"POST": _plan_admin(Run.Kind.UNSCHEDULE)})
+repair_view = api_view({"POST": _plan_admin(Run.Kind.REPAIR)})
 runs = api_view({"GET": list_runs})
 run = api_view({"GET": get_run})
 schema_view = api_view({"GET": schema})

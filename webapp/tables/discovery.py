@@ -193,7 +193,7 @@ def _queue_first_samples(ids: list[int]) -> None:
 
     try:
         for part in chunks(ids, chunk_size()):
-            sample_tables.apply_async(args=[part], queue=queues.sampling_queue())
+            sample_tables.apply_async(args=(part,), queue=queues.sampling_queue())
     except Exception:
         log.exception("could not queue the first samples of %d discovered tables; the next sampling cycle "
                       "takes them", len(ids))

@@ -1,8 +1,9 @@
 """A table's health at a glance: the worst of what its latest sample and its recent runs say.
 
 Each signal has a warning and a critical bound (module constants, the defaults an on-call operator would
-start with): the age of the oldest pending plan, log files per file slice (read amplification of the
-snapshot), failed runs in the last day, corrupt blocks, the freshness SLA and late data. The level is
+start with): the backlog age (how long the oldest uncompacted log has waited, wall clock), the age of the
+oldest pending plan, log files per file slice (read amplification of the snapshot), failed runs in the last
+day, corrupt blocks, the freshness SLA and late data. The level is
 "critical", "warning", "ok" or "unknown" (never sampled), with the reasons that made it so.
 """
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 LEVELS = ("critical", "warning", "unknown", "ok")     # worst first: the sort order of "worst first"
 PENDING_PLAN_AGE_S = (15 * 60, 60 * 60)               # (warning, critical)
+BACKLOG_AGE_S = (6 * 3600, 24 * 3600)                 # data waiting in logs since a write this long ago
 LOGS_PER_SLICE = (8, 32)
 FAILED_RUNS_PER_DAY = (1, 3)
 
@@ -38,6 +40,10 @@ def _instant_time(instant: str) -> dt.datetime | None:
     return dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
 
 
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.0f} h" if seconds < 3 * 86400 else f"{seconds / 86400:.0f} d"
+
+
 def _bounded(health: Health, value: float, bounds: tuple[float, float], reason: str) -> None:
     if value >= bounds[1]:
         health.flag("critical", reason)
@@ -59,6 +65,10 @@ def assess(sample: dict[str, Any] | None, sla: str, failed_last_day: int, now: d
     if pending_since is not None:
         age = (now - pending_since).total_seconds()
         _bounded(health, age, PENDING_PLAN_AGE_S, f"a compaction plan pending for {age / 60:.0f} min")
+    waiting_since = _instant_time(sample.get("oldest_log_instant") or "")
+    if waiting_since is not None:
+        age = (now - waiting_since).total_seconds()
+        _bounded(health, age, BACKLOG_AGE_S, f"oldest uncompacted log written {_hours(age)} ago")
     slices = sample.get("file_slices_with_logs") or 0
     if slices:
         per_slice = (sample.get("remaining_log_files") or 0) / slices

@@ -103,6 +103,35 @@ def parse_exact(raw: Any) -> bool | None:
     raise InvalidInput(f"exact must be true or false, got {raw!r}")
 
 
+def parse_flag(raw: Any, name: str) -> bool:
+    """An on/off field (JSON boolean or form value); absent means off."""
+    if raw in (None, ""):
+        return False
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.lower() in ("true", "on", "1", "false", "0"):
+        return raw.lower() in ("true", "on", "1")
+    raise InvalidInput(f"{name} must be true or false, got {raw!r}")
+
+
+FILE_GROUP_MAX = 512
+
+
+def parse_file_group(raw: Any) -> str:
+    """A file group of a pending plan: its file id, or "<partition>/<file id>"; empty means the whole plan."""
+    if raw in (None, ""):
+        return ""
+    if not isinstance(raw, str):
+        raise InvalidInput(f"file_group must be a file id or <partition>/<file id>, got {raw!r}")
+    value = raw.strip()
+    if len(value) > FILE_GROUP_MAX:
+        raise InvalidInput(f"file_group is {len(value)} characters long; at most {FILE_GROUP_MAX} are allowed")
+    file_id = value.rsplit("/", 1)[-1]
+    if not file_id or any(c.isspace() for c in file_id) or ".." in value.split("/") or value.startswith("/"):
+        raise InvalidInput(f"file_group {value!r} is not a file id or <partition>/<file id>")
+    return value
+
+
 def trigger_args(data: Mapping[str, Any], now: dt.datetime | None = None) -> TriggerArgs:
     """Each field of a trigger parsed on its own (see `validate_trigger` for the whole check)."""
     args = TriggerArgs(threshold=parse_threshold(data.get("threshold")),

@@ -7,7 +7,7 @@ command or by tests all move the pointer; bulk inserts (the benchmark's syntheti
 """
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 from django.db.models import OuterRef, Q, Subquery
 
@@ -19,7 +19,7 @@ KEYS = {"lag_seconds": "freshness_lag_seconds", "completion": "ro_completion_tim
         "pending_compactions": "pending_compactions", "corrupt_log_blocks": "corrupt_log_blocks"}
 
 
-def keys_of(sample: MetricSample) -> dict:
+def keys_of(sample: MetricSample) -> dict[str, Any]:
     return {key: getattr(sample, field) for key, field in KEYS.items()}
 
 
@@ -47,6 +47,7 @@ def point_at(sample: MetricSample) -> None:
              .update(latest_sample=sample, sampled_at=sample.taken_at, **keys_of(sample)))
     if moved and replaced and replaced != sample.pk:
         MetricSample.objects.filter(pk=replaced).exclude(tide=[]).update(tide=[])
+        MetricSample.objects.filter(pk=replaced).exclude(backlog_heatmap={}).update(backlog_heatmap={})
     if not moved:
         SamplingState.objects.get_or_create(table_id=sample.table_id, defaults={
             "latest_sample": sample, "sampled_at": sample.taken_at, **keys_of(sample)})

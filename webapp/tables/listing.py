@@ -100,11 +100,16 @@ def with_health(tables: QuerySet[RegisteredTable]) -> QuerySet[RegisteredTable]:
     def pending_for(seconds: float) -> Q:
         return Q(**{f"{pending}__gt": "", f"{pending}__lte": _instant_before(seconds)})
 
+    waiting = f"{KEY}latest_sample__oldest_log_instant"
+
+    def backlog_for(seconds: float) -> Q:
+        return Q(**{f"{waiting}__gt": "", f"{waiting}__lte": _instant_before(seconds)})
+
     def logs_per_slice(bound: float) -> Q:
         return Q(**{f"{KEY}slices__gt": 0, f"{KEY}log_files__gte": F(f"{KEY}slices") * bound})
 
     warn, crit = (Q(failed_day__gte=health.FAILED_RUNS_PER_DAY[i]) | pending_for(health.PENDING_PLAN_AGE_S[i])
-                  | logs_per_slice(health.LOGS_PER_SLICE[i]) for i in (0, 1))
+                  | backlog_for(health.BACKLOG_AGE_S[i]) | logs_per_slice(health.LOGS_PER_SLICE[i]) for i in (0, 1))
     crit |= Q(**{f"{KEY}corrupt_log_blocks__gt": 0}) | breached()
     warn |= Q(**{f"{KEY}late_records__gt": 0})
     rank = health.LEVELS.index
@@ -163,7 +168,8 @@ def page(params: Mapping[str, str], limit: int) -> ListPage:
     if after and before:
         raise InvalidInput("give either after or before, not both")
     backwards = bool(before)
-    cursor = decode_cursor(before or after, key) if (before or after) else None
+    given = before or after
+    cursor = decode_cursor(given, key) if given else None
     # Walking backwards is walking forwards in the opposite order, then reversing the page.
     forward_desc = descending != backwards
     if cursor is not None:

@@ -51,6 +51,9 @@ class Run(models.Model):
         ROLLBACK = "rollback"
         RECOVER = "recover"
         METRICS = "metrics"
+        VALIDATE = "validate"      # Hudi CLI's `compaction validate` of a pending plan
+        UNSCHEDULE = "unschedule"  # `compaction unschedule`: the plan, or one file group of it
+        REPAIR = "repair"          # `compaction repair` after an interrupted unschedule
 
     class State(models.TextChoices):
         QUEUED = "queued"
@@ -89,6 +92,10 @@ class Run(models.Model):
     blocking_instant = models.CharField(max_length=32, blank=True)
     celery_task_id = models.CharField(max_length=64, blank=True)
     cancel_requested = models.BooleanField(default=False)
+    # Pending-plan administration: the one file group to unschedule ("<partition>/<fileId>", or a file id),
+    # and whether an unschedule or repair only lists what it would rename.
+    file_group = models.CharField(max_length=512, blank=True)
+    dry_run = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-queued_at", "-id"]
@@ -118,8 +125,12 @@ class MetricSample(models.Model):
     corrupt_log_blocks = models.IntegerField(default=0)   # damaged committed blocks: their records are hidden
     earliest_pending_compaction = models.CharField(max_length=32, blank=True)   # instant time, "" when none
     latest_completed_compaction = models.CharField(max_length=32, blank=True)
+    # The earliest committed write still waiting in a log (instant time, "" when no log remains): backlog age.
+    oldest_log_instant = models.CharField(max_length=32, blank=True)
     sla_breached = models.BooleanField(default=False)
     tide = models.JSONField(default=list, blank=True)
+    # Log backlog per partition × event-time bucket (tasks.heatmap); only the latest sample keeps it, as the tide.
+    backlog_heatmap = models.JSONField(default=dict, blank=True)
     # Retention (webapp.tables.retention): 0 for a sample as taken; 3600 or 86400 once rolled up into the
     # hourly or daily row that stands for `rolled_up` samples.
     resolution_seconds = models.IntegerField(default=0)

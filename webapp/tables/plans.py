@@ -3,6 +3,8 @@ not executed, not rolled back), which an operator can execute or roll back, and 
 which the engine can also roll back while no later instant depends on it."""
 from __future__ import annotations
 
+from typing import Any
+
 from webapp.tables.models import RegisteredTable, Run
 
 PLANNING = (Run.Kind.SCHEDULE, Run.Kind.SCHEDULE_EXECUTE)
@@ -18,7 +20,28 @@ def pending_plan(table: RegisteredTable) -> Run | None:
     if planned.kind == Run.Kind.SCHEDULE_EXECUTE and planned.state == Run.State.SUCCEEDED:
         return None
     finished = table.runs.filter(kind__in=FINISHING, instant=planned.instant, state=Run.State.SUCCEEDED).exists()
-    return None if finished or _withdrawn(table, planned) else planned
+    return None if finished or _withdrawn(table, planned) or _unscheduled(table, planned) else planned
+
+
+def unscheduled_groups(table: RegisteredTable, instant: str) -> list[str]:
+    """The file groups ("<partition>/<fileId>") unschedule runs took out of pending plan `instant` so far."""
+    done = table.runs.filter(kind=Run.Kind.UNSCHEDULE, instant=instant, state=Run.State.SUCCEEDED,
+                             dry_run=False).values_list("result", flat=True)
+    return sorted({g for r in done for g in (r or {}).get("unscheduled_file_groups") or []})
+
+
+def planned_groups(table: RegisteredTable, pending: Run) -> list[dict[str, Any]]:
+    """The operations of the pending plan still in it (its planning run recorded them all)."""
+    gone = set(unscheduled_groups(table, pending.instant))
+    return [op for op in (pending.plan or {}).get("operations") or []
+            if (f"{op.get('partition')}/{op.get('file_id')}" if op.get("partition") else op.get("file_id")) not in gone]
+
+
+def _unscheduled(table: RegisteredTable, planned: Run) -> bool:
+    """An unschedule run took the whole plan back (or its last file group)."""
+    done = table.runs.filter(kind=Run.Kind.UNSCHEDULE, instant=planned.instant, state=Run.State.SUCCEEDED,
+                             dry_run=False).values_list("result", flat=True)
+    return any((r or {}).get("remaining_file_groups") == 0 for r in done)
 
 
 def _withdrawn(table: RegisteredTable, planned: Run) -> bool:

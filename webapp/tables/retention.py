@@ -101,14 +101,17 @@ def _roll_tables(table_ids: list[int], before: dt.datetime, bucket_s: int) -> in
                                             taken_at__lt=before)
                 .exclude(id__in=latest.values("latest_sample_id"))   # a table's latest sample stays as taken
                 .order_by("table_id", "taken_at", "id").values(*FIELDS))
-    folded, keep, drop = 0, [], []
+    folded = 0
+    keep: list[MetricSample] = []
+    drop: list[int] = []
     for group in _groups(iter(rows), bucket_s):
         newest = group[-1]
         lags = [r["freshness_lag_seconds"] for r in group if r["freshness_lag_seconds"] is not None]
         keep.append(MetricSample(id=newest["id"], resolution_seconds=bucket_s,
                                  rolled_up=sum(r["rolled_up"] for r in group),
                                  freshness_lag_seconds=max(lags) if lags else None,
-                                 sla_breached=any(r["sla_breached"] for r in group), tide=[]))
+                                 sla_breached=any(r["sla_breached"] for r in group), tide=[],
+                                 backlog_heatmap={}))
         drop.extend(r["id"] for r in group[:-1])
         folded += len(group) - 1
         if len(keep) >= BATCH:
@@ -137,7 +140,7 @@ def _write(keep: list[MetricSample], drop: list[int]) -> None:
         return
     with transaction.atomic():
         MetricSample.objects.bulk_update(
-            keep, ["resolution_seconds", "rolled_up", "freshness_lag_seconds", "sla_breached", "tide"],
+            keep, ["resolution_seconds", "rolled_up", "freshness_lag_seconds", "sla_breached", "tide", "backlog_heatmap"],
             batch_size=500)
         for i in range(0, len(drop), 500):
             MetricSample.objects.filter(id__in=drop[i:i + 500]).delete()

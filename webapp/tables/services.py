@@ -17,8 +17,8 @@ from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
 
-NAME_MAX = RegisteredTable._meta.get_field("name").max_length
-RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant")
+NAME_MAX: int = RegisteredTable._meta.get_field("name").max_length or 100   # the SlugField's max_length
+RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant", "file_group", "dry_run")
 
 
 def actor_name(user) -> str:
@@ -156,6 +156,29 @@ def partition_summary(plan: dict[str, Any]) -> list[dict[str, Any]]:
         row["bytes_compacted"] += op.get("bytes_compacted") or 0
         row["bytes_carried"] += op.get("bytes_carried") or 0
     return sorted(rows.values(), key=lambda r: r["partition"])
+
+
+# ------------------------------------------------------------------------------------------ pending-plan admin
+
+PLAN_ADMIN = (Run.Kind.VALIDATE, Run.Kind.UNSCHEDULE, Run.Kind.REPAIR)
+
+
+def administer_plan(table: RegisteredTable, user, kind: str, data: dict[str, Any]) -> Run:
+    """Queue Hudi CLI's validate / unschedule / repair of pending compaction `data["instant"]` (unschedule: of
+    `file_group` only when given; unschedule and repair: `dry_run` lists the renames and changes nothing)."""
+    if kind not in PLAN_ADMIN:
+        raise ValueError(f"{kind!r} is not a pending-plan action")
+    allowed = {"instant"} | ({"file_group", "dry_run"} if kind == Run.Kind.UNSCHEDULE else set()) \
+        | ({"dry_run"} if kind == Run.Kind.REPAIR else set())
+    unknown = {k for k in data if k not in allowed and k != "csrfmiddlewaretoken"}
+    if unknown:
+        raise inputs.InvalidInput(f"{kind} takes {', '.join(sorted(allowed))}; not {', '.join(sorted(unknown))}")
+    params: dict[str, Any] = {"instant": inputs.parse_instant(data.get("instant"))}
+    if kind == Run.Kind.UNSCHEDULE:
+        params["file_group"] = inputs.parse_file_group(data.get("file_group"))
+    if kind != Run.Kind.VALIDATE:
+        params["dry_run"] = inputs.parse_flag(data.get("dry_run"), "dry_run")
+    return request_run(table, kind, user, **params)
 
 
 # ------------------------------------------------------------------------------------------ operator controls

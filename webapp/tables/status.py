@@ -8,6 +8,7 @@ from django.urls import reverse
 
 from webapp.tables.models import Run
 from webapp.tables.overview import TableStatus
+from webapp.tables.templatetags.tidemark import KIND_LABELS, STATE_CLASS
 
 SAMPLE_KEYS = ("ro_freshness_time", "freshness_lag_seconds", "remaining_log_files", "remaining_log_bytes",
                "file_slices_with_logs", "pending_compactions", "late_records", "corrupt_log_blocks")
@@ -58,6 +59,10 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
         "cancel_requested": run.cancel_requested,
+        "file_group": run.file_group or None, "dry_run": run.dry_run,
+        # How pages show it, so a script renders exactly what the server-rendered page shows.
+        "kind_label": KIND_LABELS.get(run.kind, run.kind), "state_class": STATE_CLASS.get(run.state, "muted"),
+        "final": not run.is_active,
     }
     if summary:
         del body["plan"], body["result"]

@@ -1,6 +1,8 @@
 """Server-rendered pages: tables list, table page, run (plan audit) page, runs history, audit log."""
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import datetime as dt
 
 from django.contrib import messages
@@ -12,11 +14,10 @@ from django.urls import reverse
 
 from webapp.accounts.decorators import operator_action
 from webapp.tables import discovery as table_discovery
-from webapp.tables import history, inputs, listing, overview, plans, services
+from webapp.tables import heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
-from webapp.tables.templatetags.tidemark import KIND_LABELS
 
 COMPACTION_MARKERS = 500   # newest completed compactions marked on the charts
 PAGE_SIZE = 50
@@ -28,7 +29,7 @@ def table_list(request: HttpRequest) -> HttpResponse:
     return _list_page(request)
 
 
-def _list_page(request: HttpRequest, form: dict | None = None,
+def _list_page(request: HttpRequest, form: dict[str, Any] | None = None,
                form_error: inputs.InvalidInput | None = None) -> HttpResponse:
     """One page of tables (webapp.tables.listing: filtered, sorted — "health" is worst first — and
     keyset-paginated in the database); after a refused registration, again with the register form open on
@@ -62,21 +63,29 @@ def table_detail(request: HttpRequest, name: str) -> HttpResponse:
     return _detail_page(request, get_object_or_404(RegisteredTable, name=name))
 
 
-def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None = None,
+def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, Any] | None = None,
                  form_error: inputs.InvalidInput | None = None) -> HttpResponse:
     """The table page; after a refused trigger form, again with what the user typed and the one error."""
     sample = MetricSample.objects.filter(sampling_latest__table=table).first()
-    window = request.GET.get("range") if request.GET.get("range") in history.RANGES else history.DEFAULT_RANGE
+    asked = request.GET.get("range")
+    window = asked if asked is not None and asked in history.RANGES else history.DEFAULT_RANGE
     series = history.chart_series(table, window, newest=sample.taken_at if sample else None)
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
     pending = plans.pending_plan(table)
+    # A plan scheduled outside the control plane (the CLI) is known from the sample only.
+    pending_instant = pending.instant if pending else (sample.earliest_pending_compaction if sample else "")
+    admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending_instant)
+                      .order_by("-queued_at", "-id")[:3]) if pending_instant else []
     return render(request, "tables/detail.html", {
+        "pending_instant": pending_instant, "admin_runs": admin_runs,
+        "planned_groups": plans.planned_groups(table, pending) if pending else [],
+        "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
-                  "compactions": _compaction_markers(table), "kinds": KIND_LABELS,
+                  "compactions": _compaction_markers(table),
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
@@ -86,7 +95,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict | None
     }, status=400 if form_error else 200)
 
 
-def _catalog(sample: MetricSample | None) -> dict | None:
+def _catalog(sample: MetricSample | None) -> dict[str, Any] | None:
     """The sampled catalog status with its times parsed; None when the table syncs nowhere."""
     status = dict(sample.catalog or {}) if sample else {}
     if not status.get("enabled") and not status.get("synced_at"):
@@ -129,7 +138,7 @@ def timeline(request: HttpRequest, name: str) -> HttpResponse:
         "actions": TIMELINE_ACTIONS, "states": TIMELINE_STATES, "query": _query_without_page(request)})
 
 
-def _compaction_markers(table: RegisteredTable) -> list[dict]:
+def _compaction_markers(table: RegisteredTable) -> list[dict[str, Any]]:
     """When each completed compaction finished (for markers on the backlog and freshness charts)."""
     done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
             .exclude(instant="").order_by("-finished_at")[:COMPACTION_MARKERS])
@@ -202,6 +211,25 @@ def rollback(request: HttpRequest, name: str) -> HttpResponse:
     return _instant_action(request, name, Run.Kind.ROLLBACK, "Rollback")
 
 
+def _plan_admin(kind: str, what: str) -> Callable[[HttpRequest, str], HttpResponse]:
+    @operator_action
+    def view(request: HttpRequest, name: str) -> HttpResponse:
+        table = get_object_or_404(RegisteredTable, name=name)
+        try:
+            run = services.administer_plan(table, request.user, kind, request.POST.dict())
+        except inputs.InvalidInput as exc:
+            return _invalid(request, table, exc)
+        dry = " (dry run)" if run.dry_run else ""
+        return _after_action(request, table, run, f"{what} of plan {run.instant}{dry}")
+    view.__name__ = f"{kind}_plan"
+    return view
+
+
+validate_plan = _plan_admin(Run.Kind.VALIDATE, "Validation")
+unschedule_plan = _plan_admin(Run.Kind.UNSCHEDULE, "Unschedule")
+repair_plan = _plan_admin(Run.Kind.REPAIR, "Repair")
+
+
 @operator_action
 def recover(request: HttpRequest, name: str) -> HttpResponse:
     return _table_action(request, name, Run.Kind.RECOVER, "Recover")
@@ -225,7 +253,7 @@ def cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     return redirect(request.POST.get("next") or reverse("tables:run", args=[run.pk]))
 
 
-def _pause(paused: bool):
+def _pause(paused: bool) -> Callable[[HttpRequest, str], HttpResponse]:
     @operator_action
     def view(request: HttpRequest, name: str) -> HttpResponse:
         table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
@@ -292,9 +320,14 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("table", "requested_by"), pk=run_id)
     plan = run.plan or {}
     operations = plan.get("operations") or []
+    result = run.result or {}
+    plan_admin = run.kind in services.PLAN_ADMIN
     return render(request, "tables/run.html", {
-        "run": run, "plan": plan, "operations": operations, "result": run.result or {},
+        "run": run, "plan": plan, "operations": operations, "result": result,
         "is_compaction": run.kind in (Run.Kind.SCHEDULE, Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE),
+        "plan_admin": plan_admin,
+        "validation": (result if run.kind == Run.Kind.VALIDATE else result.get("validation")) if plan_admin else None,
+        "renames": result.get("renames") if plan_admin else None,
         "partitions": services.partition_summary(plan),
         "settings_used": sorted((plan.get("settings_used") or {}).items()),
         "events": run.audit_events.select_related("user").order_by("at"),

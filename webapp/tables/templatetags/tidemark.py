@@ -5,16 +5,21 @@ import datetime as dt
 
 from django import template
 from django.utils.html import format_html
-from django.utils.safestring import mark_safe
+from django.template import Context
+from django.utils.safestring import SafeString, mark_safe
+
+from webapp.tables.models import Run
 
 register = template.Library()
 
-STATE_CLASS = {"queued": "muted", "running": "info", "succeeded": "ok", "failed": "bad", "refused": "warn",
-               "cancelled": "muted", "pending": "muted", "retrying": "warn", "sent": "ok", "suppressed": "muted"}
+# Badge classes of run states (and of audit outcomes and alert deliveries, which share the badge).
+STATE_CLASS: dict[str, str] = {Run.State.QUEUED: "muted", Run.State.RUNNING: "info", Run.State.SUCCEEDED: "ok", Run.State.FAILED: "bad",
+               Run.State.REFUSED: "warn", Run.State.CANCELLED: "muted",
+               "pending": "muted", "retrying": "warn", "sent": "ok", "suppressed": "muted"}
 
 
 @register.filter
-def filesize(value) -> str:
+def filesize(value: float | str | None) -> str:
     """1536 → "1.5 KiB", 1040179 → "0.99 MiB" (binary units; never four digits before the point)."""
     if value is None or value == "":
         return "—"
@@ -29,7 +34,7 @@ def filesize(value) -> str:
 
 
 @register.filter
-def duration(seconds) -> str:
+def duration(seconds: float | str | None) -> str:
     """Seconds → "2 h 5 min" / "45 s" / "3 d 4 h"."""
     if seconds is None or seconds == "":
         return "—"
@@ -47,22 +52,23 @@ def duration(seconds) -> str:
 
 
 @register.filter
-def utc(value) -> str:
+def utc(value: dt.datetime | str | None) -> str:
     """A datetime as "2013-01-20 00:00:00 UTC"."""
     if not value:
         return "—"
     if isinstance(value, str):   # an ISO-8601 time from the engine's JSON: the one format of the pages too
+        text = value
         try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
         except ValueError:
-            return value
+            return text
         if value.tzinfo is None:
             value = value.replace(tzinfo=dt.timezone.utc)
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @register.filter
-def took(run) -> str:
+def took(run: Run) -> str:
     """How long a run ran (or has been running)."""
     if not run.started_at:
         return "—"
@@ -73,7 +79,7 @@ def took(run) -> str:
 
 
 @register.simple_tag
-def state_badge(state: str | None, reason: str | None = None):
+def state_badge(state: str | None, reason: str | None = None) -> SafeString:
     if not state:
         return mark_safe('<span class="badge muted">never run</span>')
     return format_html('<span class="badge {}" title="{}">{}</span>', STATE_CLASS.get(state, "muted"),
@@ -81,14 +87,14 @@ def state_badge(state: str | None, reason: str | None = None):
 
 
 @register.simple_tag
-def sla_badge(status: str):
+def sla_badge(status: str) -> SafeString:
     label = {"ok": "within SLA", "breached": "SLA breached", "unknown": "lag unknown", "none": "no SLA"}[status]
     css = {"ok": "ok", "breached": "bad", "unknown": "muted", "none": "muted"}[status]
     return format_html('<span class="badge {}">{}</span>', css, label)
 
 
 @register.simple_tag(takes_context=True)
-def sort_link(context, key: str, label: str):
+def sort_link(context: Context, key: str, label: str) -> SafeString:
     """A column header linking to ?sort=key (toggling direction), keeping the other filters."""
     request = context["request"]
     current = context.get("sort", "name")
@@ -100,13 +106,15 @@ def sort_link(context, key: str, label: str):
 
 
 @register.filter
-def duration_minutes(minutes) -> str:
+def duration_minutes(minutes: int | str | None) -> str:
     return "—" if minutes in (None, "") else duration(int(minutes) * 60)
 
 
-# The one naming of run kinds, on every page and in the table page's script (handed to it as JSON).
-KIND_LABELS = {"schedule": "plan only", "execute": "execute plan", "schedule_execute": "compaction", "clean": "clean",
-               "rollback": "rollback", "recover": "recover", "metrics": "metrics refresh"}
+# The one naming of run kinds, on every page and in the run JSON the table page's script renders.
+KIND_LABELS: dict[str, str] = {Run.Kind.SCHEDULE: "plan only", Run.Kind.EXECUTE: "execute plan", Run.Kind.SCHEDULE_EXECUTE: "compaction",
+               Run.Kind.CLEAN: "clean", Run.Kind.ROLLBACK: "rollback", Run.Kind.RECOVER: "recover",
+               Run.Kind.METRICS: "metrics refresh",
+               Run.Kind.VALIDATE: "validate plan", Run.Kind.UNSCHEDULE: "unschedule plan", Run.Kind.REPAIR: "repair plan"}
 
 
 @register.filter
@@ -116,7 +124,7 @@ def kind_label(kind: str) -> str:
 
 
 @register.filter
-def pairs(detail) -> str:
+def pairs(detail: object) -> str:
     """A JSON detail dict as "key=value key=value"."""
     if not isinstance(detail, dict):
         return "" if detail in (None, "") else str(detail)
@@ -124,6 +132,6 @@ def pairs(detail) -> str:
 
 
 @register.filter
-def is_list(value) -> bool:
+def is_list(value: object) -> bool:
     """Lists in a stored result (base files, carried logs) are folded in the page, not dumped inline."""
     return isinstance(value, (list, tuple))

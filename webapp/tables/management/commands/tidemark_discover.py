@@ -5,6 +5,8 @@ would be registered without writing anything. Exits 1 when any table found was r
 """
 from __future__ import annotations
 
+from typing import Any
+
 import json
 
 from django.core.management.base import BaseCommand, CommandError
@@ -53,5 +55,5 @@ class Command(BaseCommand):
                           + (" (dry run: nothing written)" if report.dry_run else ""))
 
 
-def _json(data: dict) -> str:
+def _json(data: dict[str, Any]) -> str:
     return json.dumps(data, indent=2)

@@ -1,0 +1,67 @@
+"""Where a write or a read runs: in this process on pyarrow, or on Spark.
+
+Spark's driver JVM takes 2–11 s to start on a small machine, far longer than writing a few hundred thousand
+rows or reading a table of a few hundred MB. So work that fits comfortably in one process runs here, and Spark
+starts only when
+- the caller asks for it (`local=False`; the CLI's `--spark`), or
+- `SPARK_MASTER` names a cluster (anything but `local…`): whoever set it wants the cluster's executors, or
+- the work is big: a write of more than `TIDEMARK_LOCAL_MAX_ROWS` input rows (default 2,000,000), a read
+  of more than `TIDEMARK_LOCAL_MAX_MB` MB of base and log files (default 2048).
+`local=True` (the CLI's `--local`) always runs in-process. Both ways write the same files (tests compare them).
+
+An in-process write holds its routed input in memory (about the input's Arrow size, twice at peak), hence the
+row limit; an in-process read streams one file slice at a time, so its limit is about time, not memory.
+"""
+from __future__ import annotations
+
+import os
+
+from engine.errors import ConfigError
+
+MAX_ROWS_ENV = "TIDEMARK_LOCAL_MAX_ROWS"
+MAX_MB_ENV = "TIDEMARK_LOCAL_MAX_MB"
+DEFAULT_MAX_ROWS = 2_000_000
+DEFAULT_MAX_MB = 2048
+
+
+def cluster_master() -> bool:
+    """True when SPARK_MASTER names a cluster rather than a local master."""
+    master = os.environ.get("SPARK_MASTER", "").strip()
+    return bool(master) and not master.startswith("local")
+
+
+def _limit(name: str, default: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise ConfigError(f"{name}={text!r} is not a whole number ≥ 0")
+    return value
+
+
+def max_local_rows() -> int:
+    return _limit(MAX_ROWS_ENV, DEFAULT_MAX_ROWS)
+
+
+def max_local_bytes() -> int:
+    return _limit(MAX_MB_ENV, DEFAULT_MAX_MB) * 2**20
+
+
+def _decide(local: bool | None, big: bool) -> bool:
+    if local is not None:
+        return local
+    return not cluster_master() and not big
+
+
+def write_in_process(rows: int, local: bool | None = None) -> bool:
+    """Whether a write of `rows` input rows runs in-process (`local`: the caller's explicit choice)."""
+    return _decide(local, rows > max_local_rows())
+
+
+def read_in_process(size_bytes: int, local: bool | None = None) -> bool:
+    """Whether a read of `size_bytes` of base and log files runs in-process."""
+    return _decide(local, size_bytes > max_local_bytes())

@@ -101,3 +101,14 @@ def test_recover_sweeps_half_created_instants_in_the_timeline_folder(v8: Path) -
     result = recover(str(v8))
     assert str(stale) in result.removed_files and not stale.exists()
     assert Timeline.load(str(v8)).instants   # nothing else touched
+
+
+def test_plan_administration_is_refused_on_v8(v8: Path) -> None:
+    """validate/unschedule/repair rename and judge logs by the v6 naming; on v8 they refuse in one line."""
+    from engine.compaction.admin import validate_plan
+    from engine.errors import UnsupportedTableError
+
+    (v8 / ".hoodie" / "timeline" / "20251220210140000.compaction.requested").write_bytes(
+        (v8 / ".hoodie" / "timeline" / f"{R}.compaction.requested").read_bytes())
+    with pytest.raises(UnsupportedTableError, match="table version 6 only"):
+        validate_plan(str(v8), "20251220210140000")

@@ -440,6 +440,7 @@ class InstantInfo(Result):
     action: str
     state: str
     time: dt.datetime | None   # the instant time read as a UTC time
+    completion_time: str | None = None   # table version 8: when a completed instant completed (its file name)
 
 
 @dataclass

@@ -60,15 +60,16 @@ class Table:
     def create(cls, path: str, *, name: str, record_keys: Sequence[str], ordering_field: str,
                event_time_field: str, partition_fields: Sequence[str] | None = None,
                merge_mode: str = "event_time", hive_style: bool = False,
-               settings: Mapping[str, str] | None = None) -> Table:
-        """Create an empty v6 MOR table at `path` (ConfigError if one exists there)."""
+               settings: Mapping[str, str] | None = None, table_version: int = 6) -> Table:
+        """Create an empty MOR table at `path` (ConfigError if one exists there): table version 6 (the default) or
+        8 (Hudi 1.x: timeline layout 2, completion times)."""
         from engine.config.layout import create_table
         from engine.config.properties import validate_settings
 
         cfg = create_table(absolute_location(path), name=name, record_keys=list(record_keys),
                            ordering_field=ordering_field, event_time_field=event_time_field,
                            partition_fields=list(partition_fields or []), merge_mode=merge_mode, hive_style=hive_style,
-                           settings=validate_settings(dict(settings or {})))
+                           settings=validate_settings(dict(settings or {})), table_version=table_version)
         table = cls(cfg)
         table.catalog_sync = _sync_after(table.path, "create")
         return table

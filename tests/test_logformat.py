@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import engine.logformat.avro_codec as avro_codec
-from engine.logformat.avro_codec import arrow_to_avro_schema
+from engine.logformat.avro_codec import arrow_to_avro_schema, encode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat import (
     MAX_EVENT_TIME_ATTR,
@@ -559,3 +559,14 @@ def test_headers_larger_than_one_read_window(tmp_path: Path, table: pa.Table, sc
     assert [(b.instant_time, b.min_event_time) for b in scan.blocks] == [("20250101000000001", 1), ("20250101000000002", 2), ("20250101000000003", None)]  # fmt: skip  # noqa: E501
     assert len(scan.blocks[1].schema_json) > 50_000
     assert [b.records.num_rows for b in read_log_file(path).blocks[:2]] == [5, 5]
+
+
+def test_partial_update_block_is_refused_in_one_line(tmp_path: Path, table: pa.Table, schema: dict) -> None:
+    """Hudi 1.x partial-update blocks (IS_PARTIAL) hold only the changed columns: refused, never misread."""
+    block = frame_block(BlockType.AVRO_DATA, {HeaderKey.INSTANT_TIME: "20250101000000000",
+                                              HeaderKey.SCHEMA: schema_header(schema), HeaderKey.IS_PARTIAL: "true"},
+                        encode_data_block_content(table, schema))
+    path = write(tmp_path / "p.log", block)
+    with pytest.raises(TidemarkError, match=r"partial-update log block \(IS_PARTIAL\) at offset 0") as err:
+        read_log_file(path)
+    assert "\n" not in str(err.value)

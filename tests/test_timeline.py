@@ -69,8 +69,11 @@ def test_load_v6_fixtures(name: str, tmp_path: Path) -> None:
 def test_load_errors(tmp_path: Path) -> None:
     with pytest.raises(TableNotFoundError, match="hoodie.properties"):
         Timeline.load(str(tmp_path))
-    with pytest.raises(UnsupportedTableError, match="layout.version=2"):
-        Timeline.load(str(unzip("v8_trips_8i3u1d", tmp_path)))
+    path = unzip("v8_trips_8i3u1d", tmp_path)
+    props = path / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text().replace("hoodie.timeline.layout.version=2", "hoodie.timeline.layout.version=3"))
+    with pytest.raises(UnsupportedTableError, match="layout.version=3"):
+        Timeline.load(str(path))
 
 
 def test_read_commit_metadata_and_schema(trips: Path) -> None:

@@ -27,7 +27,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     t = Table.create(args.path, name=args.name, record_keys=_csv(args.record_key),
                      partition_fields=_csv(args.partition_field), ordering_field=args.ordering_field,
                      event_time_field=args.event_time_field, merge_mode=args.merge_mode or "event_time",
-                     hive_style=args.hive_style, settings=_config(args))
+                     hive_style=args.hive_style, settings=_config(args), table_version=args.table_version)
     output.emit(t.describe(), args.json, output.created)
     return EXIT_OK
 
@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tidemark", description="Event-time compaction for Hudi MOR tables")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = _command(sub, "create", cmd_create, "create an empty v6 Merge-On-Read table")
+    p = _command(sub, "create", cmd_create, "create an empty Merge-On-Read table (table version 6, or 8)")
     p.add_argument("--name", required=True)
     p.add_argument("--record-key", required=True, help="field or comma-separated fields")
     p.add_argument("--partition-field", help="field or comma-separated fields")
@@ -268,6 +268,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event-time-field", required=True)
     p.add_argument("--merge-mode", choices=["event_time", "commit_time"], help="default: event_time")
     p.add_argument("--hive-style", action="store_true")
+    p.add_argument("--table-version", type=int, choices=[6, 8], default=6,
+                   help="6 (default; Hudi 0.14/0.15) or 8 (Hudi 1.x: timeline layout 2, completion-time slicing)")
     _add_config(p)
 
     p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit "

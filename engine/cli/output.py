@@ -128,7 +128,7 @@ def describe(d: r.TableDescription) -> str:
     lines = [f"table {d.table} (v{d.table_version}, {d.merge_mode}) at {d.path}",
              f"  record key {','.join(d.record_key)}; partitions {','.join(d.partition_fields) or '-'}; "
              f"ordering {d.ordering_field}; event time {d.event_time_field}", "timeline:"]
-    lines += [f"  {i.instant} {i.action:<13} {i.state}" for i in d.timeline]
+    lines += [f"  {i.instant} {i.action:<13} {i.state}{_completed_at(i)}" for i in d.timeline]
     lines.append("file groups:")
     for g in d.file_groups:
         lines.append(f"  {g.partition or '(root)'} / {g.file_id}")
@@ -217,7 +217,12 @@ def metrics(m: r.BacklogMetrics) -> str:
 
 
 def timeline(rows: Sequence[r.InstantInfo]) -> str:
-    return "\n".join(f"{i.instant} {i.action:<13} {i.state}" for i in rows) or "empty timeline"
+    return "\n".join(f"{i.instant} {i.action:<13} {i.state}{_completed_at(i)}" for i in rows) or "empty timeline"
+
+
+def _completed_at(i: r.InstantInfo) -> str:
+    """Table version 8 names each completed instant's completion time; version 6 records none."""
+    return f" at {i.completion_time}" if i.completion_time else ""
 
 
 def tide(rows: Sequence[r.TideBucket], lag: dt.timedelta | None = None) -> str:

@@ -30,7 +30,7 @@ from typing import Iterator
 from engine import logformat
 from engine import results as r
 from engine.errors import (ALREADY_COMPLETED, COMPACTION_RUNNING, PENDING_WRITE, UNKNOWN_INSTANT, ConfigError,
-                           Refused, TidemarkError)
+                           Refused, TidemarkError, UnsupportedTableError)
 from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
@@ -212,6 +212,11 @@ def _no_run(base_path: str, instant: str) -> Iterator[None]:
 
 
 def _pending(timeline: Timeline, instant: str) -> Instant:
+    if timeline.uses_completion_time:
+        # Logs of a v8 table are named by their write, not their slice: renaming them "into the previous slice"
+        # means nothing there, and validation's "written since" reads names the v6 way.
+        raise UnsupportedTableError(f"{timeline.base_path}: plan administration (validate, unschedule, repair) "
+                                    "supports table version 6 only; roll the pending compaction back instead")
     match = [i for i in timeline.pending_compactions() if i.timestamp == instant]
     if match:
         return match[0]

@@ -65,7 +65,8 @@ class CompactionRecord:
 
 def _plan_exists(timeline: Timeline, ts: str) -> bool:
     name = instant_file_name(ts, COMPACTION, State.REQUESTED)
-    return any(storage.exists(storage.join(timeline.hoodie_path, d, name)) for d in ("", ".aux"))
+    return any(storage.exists(storage.join(folder, name))
+               for folder in (timeline.timeline_path, storage.join(timeline.hoodie_path, ".aux")))
 
 
 def _read_plan(timeline: Timeline, ts: str) -> CompactionPlanRecord | None:

@@ -12,13 +12,17 @@ from engine.config.properties import (HOODIE_DIR, MERGE_MODES, PROPERTIES_FILE, 
 
 # Folders Java Hudi creates with a table; readers tolerate their absence, Java tools expect them.
 HOODIE_SUBDIRS = (".aux", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived")
+# Version 8 keeps its timeline and the LSM history one folder down, and has no `archived/`.
+V8_SUBDIRS = (".aux", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "timeline",
+              "timeline/history")
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 
 
 def create_table(path: str, *, name: str, record_keys: list[str], ordering_field: str, event_time_field: str,
                  partition_fields: list[str] | None = None, merge_mode: str = "event_time",
-                 hive_style: bool = False, settings: Mapping[str, str] | None = None) -> TableConfig:
-    """Create an empty v6 MOR table; refuses to overwrite an existing one."""
+                 hive_style: bool = False, settings: Mapping[str, str] | None = None,
+                 table_version: int = 6) -> TableConfig:
+    """Create an empty MOR table (version 6, or 8: Hudi 1.x); refuses to overwrite an existing one."""
     if storage.exists(storage.join(path, HOODIE_DIR, PROPERTIES_FILE)):
         raise ConfigError(f"a Hudi table already exists at {path}")
     if not record_keys:
@@ -27,8 +31,9 @@ def create_table(path: str, *, name: str, record_keys: list[str], ordering_field
         raise ConfigError(f"unknown merge mode {merge_mode!r}; use one of {', '.join(MERGE_MODES)}")
     props = new_table_props(name=name, record_keys=record_keys, partition_fields=partition_fields or [],
                             ordering_field=ordering_field, event_time_field=event_time_field,
-                            merge_mode=MERGE_MODES[merge_mode], hive_style=hive_style, settings=settings)
-    for sub in HOODIE_SUBDIRS:
+                            merge_mode=MERGE_MODES[merge_mode], hive_style=hive_style, settings=settings,
+                            table_version=table_version)
+    for sub in HOODIE_SUBDIRS if table_version == 6 else V8_SUBDIRS:
         storage.make_dirs(storage.join(path, HOODIE_DIR, sub))
     cfg = TableConfig(base_path=path, props=props)
     save_table_config(cfg)

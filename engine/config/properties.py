@@ -300,18 +300,27 @@ def _csv(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
+# table version -> its timeline layout version
+SUPPORTED_TABLE_VERSIONS: dict[int, str] = {6: "1", 8: "2"}
+
+
 def load_table_config(base_path: str) -> TableConfig:
-    """Read and check hoodie.properties; only v6 MOR tables with timeline layout 1 are supported."""
+    """Read and check hoodie.properties: MOR tables of version 6 (timeline layout 1) or 8 (layout 2)."""
     path = storage.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
     text = _read_properties(path)
     if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {path} does not exist")
     props = parse_properties(text)
     cfg = TableConfig(base_path=base_path, props=props)
-    if cfg.version != 6:
+    if cfg.version not in SUPPORTED_TABLE_VERSIONS:
         raise UnsupportedTableError(
-            f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table version 6 "
-            "with timeline layout 1; version 8+ uses the LSM timeline and completion-time file slicing)")
+            f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table versions 6 "
+            "(timeline layout 1) and 8 (timeline layout 2))")
+    layout = props.get("hoodie.timeline.layout.version")
+    if layout is not None and layout != SUPPORTED_TABLE_VERSIONS[cfg.version]:
+        raise UnsupportedTableError(f"{base_path}: hoodie.table.version={cfg.version} with "
+                                    f"hoodie.timeline.layout.version={layout} (expected "
+                                    f"{SUPPORTED_TABLE_VERSIONS[cfg.version]})")
     if props.get("hoodie.table.type") != "MERGE_ON_READ":
         raise UnsupportedTableError(f"{base_path}: hoodie.table.type={props.get('hoodie.table.type')} is not MERGE_ON_READ")
     if not cfg.record_key_fields:
@@ -360,10 +369,32 @@ def keygen_class(record_keys: list[str], partition_fields: list[str]) -> str:
     return "org.apache.hudi.keygen.SimpleKeyGenerator"
 
 
+# Hudi 1.x's record merge strategies (HoodieRecordMerger.EVENT_TIME_BASED_MERGE_STRATEGY_UUID /
+# COMMIT_TIME_BASED_MERGE_STRATEGY_UUID; the v8 fixture records the event-time one).
+MERGE_STRATEGY_FOR_MODE = {EVENT_TIME_ORDERING: "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5",
+                           COMMIT_TIME_ORDERING: "ce9acb64-bde0-424c-9b91-f6ebba25356d"}
+_KEYGEN_TYPE = {"org.apache.hudi.keygen.NonpartitionedKeyGenerator": "NON_PARTITION",
+                "org.apache.hudi.keygen.ComplexKeyGenerator": "COMPLEX",
+                "org.apache.hudi.keygen.SimpleKeyGenerator": "SIMPLE"}
+
+
+def version_props(table_version: int, merge_mode: str, keygen: str) -> dict[str, str]:
+    """The keys that differ between a new version-6 and version-8 table (the v8 ones as Hudi 1.0 writes them)."""
+    if table_version == 6:
+        return {"hoodie.table.version": "6", "hoodie.timeline.layout.version": "1"}
+    if table_version == 8:
+        return {"hoodie.table.version": "8", "hoodie.timeline.layout.version": "2", "hoodie.table.initial.version": "8",
+                "hoodie.timeline.path": "timeline", "hoodie.timeline.history.path": "history",
+                "hoodie.record.merge.strategy.id": MERGE_STRATEGY_FOR_MODE[merge_mode],
+                "hoodie.table.keygenerator.type": _KEYGEN_TYPE[keygen]}
+    raise ConfigError(f"table version {table_version} cannot be created; use 6 (the default) or 8")
+
+
 def new_table_props(*, name: str, record_keys: list[str], partition_fields: list[str], ordering_field: str,
                     event_time_field: str, merge_mode: str, hive_style: bool,
-                    settings: Mapping[str, str] | None = None, database: str = "default") -> dict[str, str]:
-    """hoodie.properties content for a new v6 MOR table with a bucket index."""
+                    settings: Mapping[str, str] | None = None, database: str = "default",
+                    table_version: int = 6) -> dict[str, str]:
+    """hoodie.properties content for a new MOR table (version 6 or 8) with a bucket index."""
     if merge_mode not in PAYLOAD_FOR_MODE:
         raise ConfigError(f"unknown merge mode {merge_mode!r}; use event_time or commit_time")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -395,5 +426,6 @@ def new_table_props(*, name: str, record_keys: list[str], partition_fields: list
     }
     if partition_fields:
         props["hoodie.table.partition.fields"] = ",".join(partition_fields)
+    props.update(version_props(table_version, merge_mode, props["hoodie.table.keygenerator.class"]))
     props.update(validate_settings(dict(settings or {})))
     return props

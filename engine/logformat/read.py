@@ -43,6 +43,11 @@ def read_log_file(path: str, *, columns: list[str] | None = None) -> LogFileCont
     whole = storage.read_bytes(path) if storage.is_remote(path) else None
     scan = scan_log_file(path) if whole is None else scan_log_bytes(path, whole)
     for info in scan.blocks:
+        if (info.headers.get(HeaderKey.IS_PARTIAL) or "").lower() == "true":
+            # Hudi 1.x partial updates: the block holds only the changed columns, to be merged onto the previous
+            # version column by column; reading it as whole records would blank every other column.
+            raise TidemarkError(f"{path}: partial-update log block (IS_PARTIAL) at offset {info.offset} is not "
+                                "supported: Tidemark reads and compacts full-record blocks only")
         if info.block_type in _UNSUPPORTED:
             raise TidemarkError(
                 f"{path}: unsupported log block type {info.block_type.name} at offset {info.offset} "

@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 from engine.errors import TableNotFoundError
 from engine.io.listing import Entry, list_folder
+from engine.timeline import layout_v8
 from engine.timeline.instants import HOODIE_DIR, parse_instant_file_name
 
 PROPERTIES_FILE = "hoodie.properties"
@@ -50,6 +51,9 @@ def timeline_mark(base_path: str) -> TimelineMark:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {folder} does not exist") from None
     if not any(e.name == PROPERTIES_FILE for e in entries):
         raise TableNotFoundError(f"no Hudi table at {base_path}: {folder}/{PROPERTIES_FILE} is missing")
+    timeline = os.path.join(folder, layout_v8.DEFAULT_TIMELINE_DIR)
+    if os.path.isdir(timeline):   # table version 8: the instants live one folder down
+        entries = [*entries, *list_folder(timeline).files]
     return mark_of(entries)
 
 
@@ -61,6 +65,7 @@ def mark_of(entries: Iterable[Entry]) -> TimelineMark:
         digest.update(f"{e.name}\0{e.size}\0{e.mtime_ns}\n".encode())
     # newest instant, and of its files the most advanced state (completed over inflight over requested)
     instants = [(parsed.timestamp, STATES.index(parsed.state.value), e.name)
-                for e in ordered if (parsed := parse_instant_file_name(e.name))]
+                for e in ordered
+                if (parsed := parse_instant_file_name(e.name) or parse_instant_file_name(e.name, layout_v8.LAYOUT_VERSION))]
     newest = max(instants)[2] if instants else None
     return TimelineMark(digest.hexdigest(), newest, len(ordered))

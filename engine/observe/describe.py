@@ -24,7 +24,8 @@ from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 def instant_infos(timeline: Timeline) -> list[InstantInfo]:
     """The active timeline, oldest first, each instant with its time read as UTC."""
     return [InstantInfo(instant=i.timestamp, action=i.action, state=i.state.value,
-                        time=from_ms(instant_to_millis(i.timestamp)) if is_instant(i.timestamp) else None)
+                        time=from_ms(instant_to_millis(i.timestamp)) if is_instant(i.timestamp) else None,
+                        completion_time=i.completion_time)
             for i in timeline.instants]
 
 
@@ -32,7 +33,8 @@ def instant_details(timeline: Timeline) -> list[InstantDetail]:
     """`instant_infos` with the files, records and bytes each completed commit wrote (from its metadata)."""
     out = []
     for info, inst in zip(instant_infos(timeline), timeline.instants):
-        detail = InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time)
+        detail = InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time,
+                               completion_time=info.completion_time)
         if inst.state is State.COMPLETED and inst.action in COMMIT_ACTIONS:
             stats = timeline.commit_metadata(inst).write_stats
             detail.files, detail.records = len(stats), sum(s.num_writes for s in stats)

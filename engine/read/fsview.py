@@ -13,6 +13,11 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 - as of an instant I (time travel, incremental end), only slices whose base instant is ≤ I exist: every file
   of a slice X > I was written by X or later, and the logs a compaction X carried over into it (links or
   copies) repeat blocks the older slice still holds, so reading them too would read those blocks twice.
+
+Table version 8 (timeline layout 2) differs in one rule, log slicing: a log file is named by the requested time
+of the deltacommit that wrote it, and belongs to the slice with the greatest base instant ≤ that deltacommit's
+*completion* time (Java 1.x HoodieFileGroup, hudi-rs `FileGroup::add_log_file`). `engine.read.slicing_v8`
+places them; everything else above holds for both versions.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from engine.io import storage
 from engine.errors import TidemarkError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
+from engine.read import slicing_v8
 from engine.timeline.instants import CLEAN, State, Timeline
 from engine.timeline.metadata import CompactionOperation
 
@@ -119,6 +125,7 @@ class FileSystemView:
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._dangling: list[tuple[tuple[str, str], str]] = []   # (group, link path): links whose target is gone
         self._cleans: list[tuple[str, dict[str, list[str]]]] | None = None
+        self._unplaced: list[LogFile] = []   # v8: the partition's logs, until every base file is known
 
     def _pending_plan_outputs(self) -> set[str]:
         """Log names pending compactions create in their slice: carry-overs and carry-forward logs."""
@@ -191,14 +198,19 @@ class FileSystemView:
     def _load_partition(self, partition: str) -> None:
         slices: dict[tuple[str, str], FileSlice] = {}
         directory = self.partition_dir(partition)
+        self._unplaced = []
         if storage.is_remote(directory):
             self.partitions()
             for e in (self._remote or {}).get(partition, []):
                 self._add_file(partition, e.name, e.path, e.size, slices)
         else:
             self._load_local(partition, directory, slices)
+        if self._unplaced:
+            slicing_v8.place_logs(self.timeline, self._pending_compactions, partition, self._unplaced, slices)
+        order = (slicing_v8.order_key(self.timeline) if self.timeline.uses_completion_time
+                 else lambda lf: lf.sort_key)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
-            sl.log_files.sort(key=lambda lf: lf.sort_key)
+            sl.log_files.sort(key=order)
             group = self._groups.setdefault((partition, file_id), FileGroup(partition, file_id))
             group.slices.append(sl)
         for group in self._groups.values():
@@ -220,6 +232,9 @@ class FileSystemView:
             if log is None:
                 return
             lf = LogFile(name, path, log.file_id, log.base_instant, log.version, log.write_token, size)
+            if self.timeline.uses_completion_time:
+                self._unplaced.append(lf)   # placed by completion time once every base file is known
+                return
             slice_ = slices.setdefault((log.file_id, log.base_instant),
                                        FileSlice(partition, log.file_id, log.base_instant))
             slice_.log_files.append(lf)
@@ -263,20 +278,26 @@ class FileSystemView:
             raise TidemarkError("carried-over log link(s) with a missing target, their records would be lost: "
                                 + ", ".join(f"{p} -> {os.readlink(p)}" for p in dangling))
 
-    def latest_slices(self, as_of: str | None = None) -> list[FileSlice]:
+    def latest_slices(self, as_of: str | None = None, *, by_completion: bool = False) -> list[FileSlice]:
         """The slice each reader should use per file group (pending compactions folded in), now or as of
-        instant `as_of` (slices with a later base instant ignored)."""
+        instant `as_of` (slices with a later base instant ignored; `by_completion`: slices whose base instant
+        completed after `as_of` ignored — a v8 incremental range's end is a completion time)."""
         out: list[FileSlice] = []
         for group in self.file_groups() if as_of is None else self._groups_as_of(as_of):
-            sl = self.latest_of(group, as_of)
+            sl = self.latest_of(group, as_of, by_completion=by_completion)
             if sl is not None:
                 out.append(sl)
         return out
 
-    def latest_of(self, group: FileGroup, as_of: str | None = None) -> FileSlice | None:
+    def latest_of(self, group: FileGroup, as_of: str | None = None, *,
+                  by_completion: bool = False) -> FileSlice | None:
         """The slice readers use for one file group (None when nothing in it is visible)."""
+        def position(sl: FileSlice) -> str:
+            return (self.timeline.completion_time(sl.base_instant) or sl.base_instant) if by_completion \
+                else sl.base_instant
+
         visible = [s for s in group.slices
-                   if self._slice_visible(s) and (as_of is None or s.base_instant <= as_of)]
+                   if self._slice_visible(s) and (as_of is None or position(s) <= as_of)]
         if not visible:
             return None
         latest = visible[-1]

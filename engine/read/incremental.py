@@ -13,6 +13,11 @@ A compaction commit is no change: its base files and its carry-forward log keep 
 One slice per file group is read, never the carried files beside their originals; so a result has one row per
 key, and consecutive ranges never return one version of a record twice.
 
+Table version 8 keeps time travel on requested times (hudi 0.5.0 as of I reads the writes requested ≤ I, also one
+that completed after I) but selects an incremental range by *completion* time, as Java 1.x and hudi 0.5.0 do: (I1, I2]
+reads the instants that completed in it (`InstantWindow.members`), the default end is the latest completion time,
+and the "before the active timeline" check looks at the LSM history.
+
 Time travel's instant must be a completed write (deltacommit, commit, replacecommit) on the active timeline;
 anything else — unknown, pending, rolled back, archived — is a ConfigError. An incremental range's ends are
 instant *times*, existing or not, as in Hudi ("commits after begin, up to end": `--begin 000` reads from the
@@ -34,7 +39,7 @@ from engine.errors import ConfigError
 from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.window import InstantWindow
-from engine.timeline.instants import COMMIT, ROLLBACK, Timeline
+from engine.timeline.instants import COMMIT, ROLLBACK, Instant, Timeline
 
 EARLIEST = "0"   # an incremental read without a begin instant starts before every instant (hudi-rs: "19700101…")
 
@@ -67,8 +72,11 @@ def incremental(view: FileSystemView, begin: str | None, end: str | None) -> Ver
     check_not_archived(timeline, start, end)
     changed = _written_groups(timeline, start, end)
     check_not_cleaned(view, end, "end", changed)
-    window = InstantWindow(end=end, begin=start)
-    slices = [s for s in view.latest_slices(as_of=end) if (s.partition_path, s.file_id) in changed]
+    members = (frozenset(i.timestamp for i in timeline.completed() if start < _position(i) <= end)
+               if timeline.uses_completion_time else None)
+    window = InstantWindow(end=end, begin=start, members=members)
+    slices = [s for s in view.latest_slices(as_of=end, by_completion=timeline.uses_completion_time)
+              if (s.partition_path, s.file_id) in changed]
     return VersionedSlices(window, slices)
 
 
@@ -80,7 +88,13 @@ def latest_write(timeline: Timeline) -> str:
 
 
 def _writes(timeline: Timeline) -> list[str]:
-    return [i.timestamp for i in timeline.completed() if i.action in WRITE_ACTIONS]
+    """Completed writes' positions for an incremental range: requested times (v6), completion times (v8)."""
+    return sorted(_position(i) for i in timeline.completed() if i.action in WRITE_ACTIONS)
+
+
+def _position(inst: Instant) -> str:
+    """Where an instant sits for incremental ranges: its completion time when the timeline records one (v8)."""
+    return inst.completion_time or inst.timestamp
 
 
 def _written_groups(timeline: Timeline, begin: str, end: str) -> set[tuple[str, str]]:
@@ -88,7 +102,7 @@ def _written_groups(timeline: Timeline, begin: str, end: str) -> set[tuple[str, 
     touched holds no row committed in the range (its records' commit times are those of earlier writes)."""
     changed: set[tuple[str, str]] = set()
     for inst in timeline.completed():
-        if inst.action not in WRITE_ACTIONS or not begin < inst.timestamp <= end:
+        if inst.action not in WRITE_ACTIONS or not begin < _position(inst) <= end:
             continue
         meta = timeline.commit_metadata(inst)
         if not (inst.action == COMMIT and meta.is_compaction):
@@ -107,11 +121,13 @@ def check_not_archived(timeline: Timeline, begin: str, end: str) -> None:
     """Refuse a range that reaches before the active timeline when older instants were archived: their
     commits are no longer on the timeline, so the read could not return what they wrote. Java's archive files
     do not name their instants, so any range starting before the first active instant counts."""
-    first = timeline.instants[0].timestamp if timeline.instants else None
-    if first is None or begin >= first or not _has_archive(timeline):
+    first = min((_position(i) for i in timeline.instants), default=None)
+    if first is None or begin >= first or not (timeline.has_history() if timeline.uses_completion_time
+                                               else _has_archive(timeline)):
         return
+    archive = timeline.history_folder or _archive_dir(timeline)
     raise ConfigError(f"incremental range ({begin}, {end}] reaches before the active timeline, which starts at "
-                      f"{first}: older instants were archived ({_archive_dir(timeline)}), so commits of the range "
+                      f"{first}: older instants were archived ({archive}), so commits of the range "
                       f"cannot be read; begin at {first} or later")
 
 

@@ -10,6 +10,9 @@ Runs on Spark executors with the slice reader, so it is a small picklable value.
   range — then keep the merged rows whose `_hoodie_commit_time` is in (I1, I2]. The row filter is what keeps
   a compaction from counting as a change: its base file and its carry-forward (spill) log keep every record's
   original commit time, while the logs it carried over keep their blocks' original instants.
+- Table version 8 selects an incremental range by *completion* time (Java 1.x, hudi 0.5.0): the instants whose
+  completion time is in (I1, I2] are given as `members`, and blocks, base and rows are kept by their (requested)
+  instant being one of them.
 """
 from __future__ import annotations
 
@@ -25,12 +28,16 @@ COMMIT_TIME = "_hoodie_commit_time"
 class InstantWindow:
     end: str                      # the as-of instant, or the range's inclusive end
     begin: str | None = None      # the range's exclusive start (incremental only)
+    # v8 incremental: the requested times of the instants that completed in (begin, end]; None: compare times
+    members: frozenset[str] | None = None
 
     @property
     def incremental(self) -> bool:
         return self.begin is not None
 
     def in_range(self, instant: str) -> bool:
+        if self.members is not None:
+            return instant in self.members
         return instant <= self.end and (self.begin is None or instant > self.begin)
 
     def keeps_base(self, base_instant: str) -> bool:
@@ -42,5 +49,8 @@ class InstantWindow:
         if not self.incremental or COMMIT_TIME not in table.column_names or table.num_rows == 0:
             return table
         times = table.column(COMMIT_TIME)
+        if self.members is not None:
+            return table.filter(pc.fill_null(pc.is_in(times, value_set=pa.array(sorted(self.members), pa.string())),
+                                             False))
         keep = pc.and_(pc.greater(times, self.begin), pc.less_equal(times, self.end))
         return table.filter(pc.fill_null(keep, False))

@@ -44,9 +44,9 @@ from engine.results import CleanResult
 from engine.services import integrity, rollback
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.config.properties import load_table_config
-from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, REPLACECOMMIT,
-                             SAVEPOINT, Instant, State, Timeline, TimelineError, complete, create_requested,
-                             instant_file_name, transition_to_inflight)
+from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, SAVEPOINT,
+                                      Instant, State, Timeline, TimelineError, complete, create_requested,
+                                      pending_file, transition_to_inflight)
 
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
 KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
@@ -200,7 +200,7 @@ def _pending_service_guards(timeline: Timeline, view: FileSystemView) -> _Guards
 
 def _clustering_slices(timeline: Timeline, inst: Instant) -> list[tuple[str, str, list[str]]]:
     """(partition, fileId, file names) of every input slice of a pending clustering plan."""
-    path = storage.join(timeline.hoodie_path, instant_file_name(inst.timestamp, REPLACECOMMIT, State.REQUESTED))
+    path = timeline.path_of(inst.timestamp, inst.action, State.REQUESTED)
     try:
         meta = timeline.requested_replace(inst.timestamp)
     except TimelineError as exc:
@@ -449,7 +449,7 @@ def _pending_cleans(timeline: Timeline) -> list[Instant]:
 
 def _finish_pending(base_path: str, inst: Instant) -> str:
     """Complete an interrupted clean: delete what its plan lists, except files that became protected."""
-    path = storage.join(base_path, ".hoodie", instant_file_name(inst.timestamp, CLEAN, State.REQUESTED))
+    path = pending_file(base_path, inst.timestamp, CLEAN, State.REQUESTED)
     data = storage.read_bytes(path)
     record = CleanPlanRecord.from_bytes(data)
     if inst.state is State.REQUESTED:

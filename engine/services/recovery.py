@@ -172,9 +172,12 @@ def _sweep(base_path: str, result: RecoverResult) -> None:
     # Half-created instant files (`.temp-*`) and properties (`*.tmp`): an operation that is alive finishes
     # writing them within moments, so anything older than a heartbeat expiry is a dead process's.
     cutoff = time.time() - heartbeat.expiry_ms(load_table_config(base_path)) / 1000
-    for name in sorted(storage.list_names(hoodie)):
-        path = storage.join(hoodie, name)
-        if (name.startswith(".temp-") or name.endswith(".tmp")) and storage.is_file(path) \
-                and storage.mtime_ms(path) / 1000 < cutoff:
-            storage.remove(path)
-            result.removed_files.append(path)
+    # Table version 8 publishes instants in `.hoodie/timeline/`, so its half-created ones are there.
+    folders = [hoodie] if timeline.timeline_path == hoodie else [hoodie, timeline.timeline_path]
+    for folder in folders:
+        for name in sorted(storage.list_names(folder)):
+            path = storage.join(folder, name)
+            if (name.startswith(".temp-") or name.endswith(".tmp")) and storage.is_file(path) \
+                    and storage.mtime_ms(path) / 1000 < cutoff:
+                storage.remove(path)
+                result.removed_files.append(path)

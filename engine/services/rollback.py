@@ -40,12 +40,12 @@ from engine.progress import Progress, Reporter
 from engine.results import RollbackResult
 from engine.io.naming import (CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name,
                               parse_log_file_name)
-from engine.read.fsview import FileGroup, FileSystemView
+from engine.read.fsview import FileGroup, FileSystemView, LogFile
 from engine.timeline import avro_models, heartbeat
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
-                                      Instant, State, Timeline, complete, create_requested, delete_instant_files,
-                                      instant_file_name, transition_to_inflight)
+                                      Instant, State, Timeline, complete, completed_file, create_requested,
+                                      delete_instant_files, pending_file, transition_to_inflight)
 
 ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
 RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",
@@ -103,7 +103,7 @@ def resume_rollback(base_path: str, r: str) -> RollbackResult:
 
 
 def _read_plan(base_path: str, r: str) -> dict[str, Any]:
-    path = storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.REQUESTED))
+    path = pending_file(base_path, r, ROLLBACK, State.REQUESTED)
     return avro_models.read_rollback_plan(storage.read_bytes(path))
 
 
@@ -147,8 +147,7 @@ def _target(timeline: Timeline, instant: str) -> Instant:
 
 
 def _is_compaction_commit(timeline: Timeline, inst: Instant) -> bool:
-    return storage.exists(storage.join(timeline.hoodie_path, instant_file_name(inst.timestamp, COMPACTION,
-                                                                             State.REQUESTED)))
+    return storage.exists(timeline.path_of(inst.timestamp, COMPACTION, State.REQUESTED))
 
 
 def _later_compactions(timeline: Timeline, instant: str) -> list[Instant]:
@@ -178,7 +177,8 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
     live = _LiveInstants(on_timeline, oldest)
     # Replaced groups too: were the replacecommit rolled back one day, i's blocks there must stay masked.
     requests = [request for group in view.all_file_groups()
-                if (request := _deltacommit_request(group, i, bases_of_i, live)) is not None]
+                if (request := _deltacommit_request(group, i, bases_of_i, live,
+                                                    timeline.uses_completion_time)) is not None]
     touched = {(r["partitionPath"], r["fileId"]) for r in requests}
     if target.is_completed:   # its logs may be gone already (compacted, then cleaned): its stats still say where
         touched |= {stat.key for stat in timeline.commit_metadata(target).write_stats}
@@ -189,6 +189,12 @@ def _plan_deltacommit(base_path: str, timeline: Timeline, target: Instant, allow
                                   f"{later.timestamp} was planned over its file groups after it (roll that "
                                   "compaction back first)", later.timestamp)
     return {"instantToRollback": {"commitTime": i, "action": DELTACOMMIT}, "RollbackRequests": requests}
+
+
+def _own_log(lf: LogFile, i: str, blocks_by_log: dict[str, Any]) -> bool:
+    """A log written by `i` alone (v8 naming): named by `i`, not a carried link, every block `i`'s."""
+    blocks = blocks_by_log.get(lf.path)
+    return lf.base_instant == i and blocks is not None and all(b.instant_time == i for b in blocks)
 
 
 class _LiveInstants:
@@ -202,7 +208,7 @@ class _LiveInstants:
 
 
 def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, str], list[str]],
-                         live: _LiveInstants) -> dict[str, Any] | None:
+                         live: _LiveInstants, logs_named_by_instant: bool = False) -> dict[str, Any] | None:
     """What rolling back `i` does to one file group: delete it if `i` created it, else mask `i`'s blocks.
 
     `i` created a log-only group when every other block in it is dead: blocks of instants rolled back
@@ -229,6 +235,12 @@ def _deltacommit_request(group: FileGroup, i: str, bases_of_i: dict[tuple[str, s
 
     created = (not any(s.base_file for s in group.slices)
                and all(only_i_or_dead(blocks_by_log[lf.path]) for lf in logs))
+    if logs_named_by_instant and not created and logs_of_i and all(_own_log(lf, i, blocks_by_log) for lf in logs_of_i):
+        # Table version 8 (as Java 1.x rolls back): i's logs are named by i and hold only i's blocks, so they are
+        # deleted; no command block is written.
+        return {"partitionPath": group.partition_path, "fileId": group.file_id,
+                "latestBaseInstant": group.latest.base_instant,
+                "filesToBeDeleted": sorted(bases + [lf.path for lf in logs_of_i]), "logBlocksToBeDeleted": None}
     return {"partitionPath": group.partition_path, "fileId": group.file_id,
             "latestBaseInstant": logs_of_i[-1].base_instant if logs_of_i else group.latest.base_instant,
             "filesToBeDeleted": sorted(bases + ([lf.path for lf in logs] if created else [])),
@@ -342,9 +354,12 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -
             continue
         for name in storage.list_names(pdir):
             log = parse_log_file_name(name)
-            if log is None or log.file_id != op.file_id or log.base_instant != c or name in planned:
+            if log is None or log.file_id != op.file_id or name in planned:
                 continue
-            if log.version == CARRY_FORWARD_VERSION:
+            if log.base_instant != c:
+                if not _in_slice_by_completion(timeline, log.base_instant, c, live):
+                    continue
+            elif log.version == CARRY_FORWARD_VERSION:
                 continue
             path = storage.join(pdir, name)
             blocks = logformat.scan_log_file(path).blocks
@@ -365,6 +380,15 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -
     return dead
 
 
+def _in_slice_by_completion(timeline: Timeline, instant: str, c: str, live: set[str]) -> bool:
+    """Table version 8: a log named by write `instant` sits in slice C when that write completed after C was
+    requested (or is still pending): its name says nothing about the slice."""
+    if not timeline.uses_completion_time or instant not in live:
+        return False
+    done = timeline.completion_time(instant)
+    return done is None or done > c
+
+
 def _refuse_missing_previous_slices(base_path: str, c: str, plan: CompactionPlanRecord) -> None:
     """A completed compaction falls back to the slices it compacted; a clean may have deleted them."""
     missing = []
@@ -382,7 +406,7 @@ def _refuse_missing_previous_slices(base_path: str, c: str, plan: CompactionPlan
 def _execute(base_path: str, r: str, plan: dict[str, Any], on_progress: Progress | None) -> RollbackResult:
     target = plan["instantToRollback"]
     instant, action = target["commitTime"], target["action"]
-    if not storage.exists(storage.join(base_path, ".hoodie", instant_file_name(r, ROLLBACK, State.INFLIGHT))):
+    if not storage.exists(pending_file(base_path, r, ROLLBACK, State.INFLIGHT)):
         transition_to_inflight(base_path, r, ROLLBACK)
     fault_point("rollback", "inflight")
     started = time.monotonic()
@@ -422,7 +446,9 @@ def _execute(base_path: str, r: str, plan: dict[str, Any], on_progress: Progress
 
 def _unpublish(base_path: str, instant: str, family: str) -> bool:
     """Delete the completed file of `instant` (it becomes pending again); True if there was one."""
-    path = storage.join(base_path, ".hoodie", instant_file_name(instant, family, State.COMPLETED))
+    path = completed_file(base_path, instant, family)
+    if path is None:
+        return False
     try:
         storage.remove(path)
     except FileNotFoundError:

@@ -350,6 +350,84 @@ REQUESTED_REPLACE_METADATA_SCHEMA: dict[str, Any] = {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Commit metadata of table version 8 (Hudi 1.x writes every completed commit as Avro; hudi-format-facts §3:
+# the writer schema of the v8 fixture's deltacommits and compaction commit, field order kept)
+
+_LONG_STATS = ("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors")
+_LONG_LOG_STATS = ("totalLogRecords", "totalLogFiles", "totalUpdatedRecordsCompacted", "numInserts",
+                   "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes")
+
+_RUNTIME_STATS: dict[str, Any] = {
+    "type": "record", "name": "HoodieRuntimeStats",
+    "fields": [_field(n, _opt("long"), None) for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")],
+}
+
+_WRITE_STAT: dict[str, Any] = {
+    "type": "record", "name": "HoodieWriteStat",
+    "fields": [
+        _opt_str("fileId", None), _opt_str("path", None), _opt_str("prevCommit", None),
+        *(_field(n, _opt("long"), None) for n in _LONG_STATS),
+        _opt_str("partitionPath", None),
+        *(_field(n, _opt("long"), None) for n in _LONG_LOG_STATS),
+        _field("logVersion", _opt("int"), None), _field("logOffset", _opt("long"), None),
+        _opt_str("baseFile", None),
+        _field("logFiles", _opt(_arr(_STR)), None),
+        _field("cdcStats", _opt({"type": "map", "values": "long", "avro.java.string": "String"}), None),
+        _opt_str("prevBaseFile", None),
+        _field("minEventTime", _opt("long"), None), _field("maxEventTime", _opt("long"), None),
+        _field("runtimeStats", _opt(_RUNTIME_STATS), None),
+        *(_field(n, _opt("long"), None) for n in ("totalLogFilesCompacted", "totalLogReadTimeMs",
+                                                   "totalLogSizeCompacted")),
+        _opt_str("tempPath", None),
+        _field("numUpdates", _opt("long"), None),
+    ],
+}
+
+COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieCommitMetadata",
+    "namespace": NAMESPACE,
+    "fields": [
+        _field("partitionToWriteStats", _opt(_map(_arr(_WRITE_STAT))), None),
+        _field("compacted", _opt("boolean"), None),
+        _field("extraMetadata", _opt(_map(_STR)), None),
+        _VERSION_FIELD,
+        _opt_str("operationType", None),
+    ],
+}
+
+REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "HoodieReplaceCommitMetadata",
+    "namespace": NAMESPACE,
+    "fields": [
+        *COMMIT_METADATA_SCHEMA["fields"][:3],
+        _field("partitionToReplaceFileIds", _opt(_map(_arr(_STR))), None),
+        *COMMIT_METADATA_SCHEMA["fields"][3:],
+    ],
+}
+
+
+def commit_metadata_avro(doc: dict[str, Any]) -> bytes:
+    """A v6 JSON commit-metadata document as the Avro container a v8 timeline holds (same field names; keys the
+    Avro record lacks, e.g. v6's `recordsStats`, are dropped; a replacecommit keeps partitionToReplaceFileIds)."""
+    schema = REPLACE_COMMIT_METADATA_SCHEMA if "partitionToReplaceFileIds" in doc else COMMIT_METADATA_SCHEMA
+    names = [f["name"] for f in _WRITE_STAT["fields"]]
+    stats = {p: [{n: _coerce_stat(n, s.get(n)) for n in names} for s in per or ()]
+             for p, per in (doc.get("partitionToWriteStats") or {}).items()}
+    record = {**{k: v for k, v in doc.items() if k != "partitionToWriteStats"}, "partitionToWriteStats": stats}
+    record.setdefault("version", 1)
+    return write_avro_instant(schema, record)
+
+
+def _coerce_stat(name: str, value: Any) -> Any:
+    """A stat value in the Avro record's shape (runtimeStats has exactly its three counters)."""
+    if name == "runtimeStats" and isinstance(value, dict):
+        return {k: value.get(k) for k in ("totalScanTime", "totalCreateTime", "totalUpsertTime")}
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
 # Container encoding
 
 

@@ -1,4 +1,6 @@
-"""The active timeline of a table-version-6 Hudi table (timeline layout 1, files directly in `.hoodie/`).
+"""The active timeline of a Hudi table: version 6 (timeline layout 1, files directly in `.hoodie/`) or
+version 8 (layout 2, `.hoodie/timeline/`, completed files `<requested>_<completion>.<action>`: the names are
+in `engine.timeline.layout_v8`; everything else here is shared).
 
 Instant files (docs/HUDI-FORMAT.md §3.1):
   deltacommit:   <ts>.deltacommit.requested (empty) -> <ts>.deltacommit.inflight -> <ts>.deltacommit (JSON)
@@ -23,7 +25,8 @@ from typing import Any, Callable, TypeVar
 
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.timeline import avro_models
+from engine.io.naming import new_instant_time
+from engine.timeline import avro_models, layout_v8, metadata_table
 from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
                                       RequestedReplaceMetadata, RollbackRecord)
 from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
@@ -38,18 +41,20 @@ COMPACTION = "compaction"
 CLEAN = "clean"
 ROLLBACK = "rollback"
 REPLACECOMMIT = "replacecommit"
+CLUSTERING = "clustering"   # layout 2: a pending clustering (completes as a replacecommit)
 LOGCOMPACTION = "logcompaction"
 INDEXING = "indexing"
 SAVEPOINT = "savepoint"
 RESTORE = "restore"
 
 ACTIONS: frozenset[str] = frozenset(
-    {COMMIT, DELTACOMMIT, COMPACTION, CLEAN, ROLLBACK, REPLACECOMMIT, LOGCOMPACTION, INDEXING, SAVEPOINT, RESTORE}
+    {COMMIT, DELTACOMMIT, COMPACTION, CLEAN, ROLLBACK, REPLACECOMMIT, LOGCOMPACTION, INDEXING, SAVEPOINT, RESTORE,
+     CLUSTERING}
 )
 # Actions whose metadata is JSON HoodieCommitMetadata in layout 1.
 COMMIT_ACTIONS: frozenset[str] = frozenset({COMMIT, DELTACOMMIT, REPLACECOMMIT})
 # The action a pending table service completes as (HoodieTimeline: compaction -> commit, ...).
-_COMPLETES_AS: dict[str, str] = {COMPACTION: COMMIT, LOGCOMPACTION: DELTACOMMIT}
+_COMPLETES_AS: dict[str, str] = {COMPACTION: COMMIT, LOGCOMPACTION: DELTACOMMIT, CLUSTERING: REPLACECOMMIT}
 
 # <ts>.<action>[.requested|.inflight], plus the COW commit inflight spelled "<ts>.inflight".
 _INSTANT_FILE_RE = re.compile(r"^(?P<ts>\d{14}|\d{17})\.(?P<rest>[a-z]+(?:\.(?:requested|inflight))?)$")
@@ -92,14 +97,19 @@ def instant_file_name(ts: str, action: str, state: State) -> str:
 
 @dataclass(frozen=True, order=True)
 class Instant:
-    """One instant; a completed compaction appears as action ``commit``, like in Java."""
+    """One instant; a completed compaction appears as action ``commit``, like in Java. `completion_time` is
+    set for completed instants of layout 2 (table version 8) only; instants are ordered by requested time."""
 
     timestamp: str
     action: str
     state: State
+    completion_time: str | None = field(default=None, compare=False)
 
     @property
     def file_name(self) -> str:
+        if self.completion_time is not None and self.state is State.COMPLETED:
+            return layout_v8.completed_name(self.timestamp, self.completion_time,
+                                            _COMPLETES_AS.get(self.action, self.action))
         return instant_file_name(self.timestamp, self.action, self.state)
 
     @property
@@ -107,8 +117,13 @@ class Instant:
         return self.state is State.COMPLETED
 
 
-def parse_instant_file_name(name: str) -> Instant | None:
-    """Parse a layout-1 instant file name; None for anything else (properties, temp files, dirs)."""
+def parse_instant_file_name(name: str, layout: int = 1) -> Instant | None:
+    """Parse an instant file name of `layout`; None for anything else (properties, temp files, dirs)."""
+    if layout == layout_v8.LAYOUT_VERSION:
+        done = layout_v8.parse_completed_name(name)
+        if done is not None:
+            return Instant(done.timestamp, done.action, State.COMPLETED, done.completion_time) \
+                if done.action in ACTIONS else None
     m = _INSTANT_FILE_RE.match(name)
     if m is None:
         return None
@@ -119,8 +134,8 @@ def parse_instant_file_name(name: str) -> Instant | None:
     if action not in ACTIONS:
         return None
     state = State(parts[1]) if len(parts) == 2 else State.COMPLETED
-    if state is State.COMPLETED and action in _COMPLETES_AS:
-        return None  # "<ts>.compaction" is never a completed file name
+    if state is State.COMPLETED and (action in _COMPLETES_AS or layout != 1):
+        return None  # "<ts>.compaction" is never a completed file name; layout 2 names completion times
     return Instant(m.group("ts"), action, state)
 
 
@@ -140,17 +155,24 @@ def _merge_latest(instants: list[Instant]) -> list[Instant]:
     return sorted(best.values())
 
 
-def _read_layout_version(text: str) -> int | None:
-    """hoodie.timeline.layout.version from hoodie.properties (plain key=value, no escapes needed)."""
-    if True:
-        for line in text.splitlines():
-            key, sep, value = line.strip().partition("=")
-            if sep and key.strip() == "hoodie.timeline.layout.version":
-                try:
-                    return int(value.strip())
-                except ValueError:
-                    return None
-    return None
+_TIMELINE_KEYS = ("hoodie.timeline.layout.version", "hoodie.timeline.path", "hoodie.timeline.history.path")
+
+
+def _timeline_properties(text: str) -> dict[str, str]:
+    """The timeline keys of hoodie.properties (plain key=value: their values need no unescaping)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key.strip() in _TIMELINE_KEYS:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _read_layout_version(props: dict[str, str]) -> int | None:
+    try:
+        return int(props["hoodie.timeline.layout.version"])
+    except (KeyError, ValueError):
+        return None
 
 
 @dataclass
@@ -159,6 +181,12 @@ class Timeline:
 
     base_path: str
     instants: list[Instant] = field(default_factory=list)
+    layout: int = 1
+    # Layout 2: the folder of the instant files and of the LSM history (layout 1: `.hoodie/`, no history).
+    folder: str | None = None
+    history_folder: str | None = None
+    _archived_completions: dict[str, str] | None = field(default=None, repr=False)
+    _active_completions: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, base_path: str) -> Timeline:
@@ -169,10 +197,17 @@ class Timeline:
         if "hoodie.properties" not in names and not (storage.is_remote(hoodie)
                                                      and "hoodie.properties.backup" in names):
             raise TableNotFoundError(f"no Hudi table at {base_path}: {props} does not exist")
-        layout = _read_layout_version(_properties_text(props))
+        keys = _timeline_properties(_properties_text(props))
+        layout = _read_layout_version(keys)
+        if layout == layout_v8.LAYOUT_VERSION:
+            folder = layout_v8.timeline_dir(hoodie, keys)
+            found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_if_dir(folder))
+                     if inst is not None]
+            return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys))
         if layout is not None and layout != 1:
             raise UnsupportedTableError(
-                f"{props}: hoodie.timeline.layout.version={layout}; only layout 1 (table version 6) is supported"
+                f"{props}: hoodie.timeline.layout.version={layout}; only layouts 1 (table version 6) and 2 "
+                "(table version 8) are supported"
             )
         found = [inst for inst in map(parse_instant_file_name, names) if inst is not None]
         return cls(base_path, _merge_latest(found))
@@ -182,6 +217,46 @@ class Timeline:
     @property
     def hoodie_path(self) -> str:
         return storage.join(self.base_path, HOODIE_DIR)
+
+    @property
+    def timeline_path(self) -> str:
+        """The folder holding the instant files: `.hoodie/` (layout 1) or `.hoodie/timeline/` (layout 2)."""
+        return self.folder or self.hoodie_path
+
+    @property
+    def uses_completion_time(self) -> bool:
+        """Layout 2 (table version 8): logs join slices, and incremental ranges select, by completion time."""
+        return self.layout == layout_v8.LAYOUT_VERSION
+
+    def completion_time(self, ts: str) -> str | None:
+        """When instant `ts` completed (layout 2: active timeline, then LSM history); None when it is pending,
+        unknown, or the layout records no completion times (1)."""
+        if not self.uses_completion_time:
+            return None
+        if self._active_completions is None:
+            self._active_completions = {i.timestamp: i.completion_time for i in self.instants
+                                        if i.completion_time is not None}
+        if ts in self._active_completions:
+            return self._active_completions[ts]
+        if any(i.timestamp == ts for i in self.instants):
+            return None   # pending
+        if self._archived_completions is None:
+            self._archived_completions = (layout_v8.history_completion_times(self.history_folder)
+                                          if self.history_folder else {})
+        return self._archived_completions.get(ts)
+
+    def has_history(self) -> bool:
+        """Layout 2: whether instants were archived into the LSM history."""
+        return self.history_folder is not None and layout_v8.has_history(self.history_folder)
+
+    def path_of(self, ts: str, action: str, state: State) -> str:
+        """The file of instant `ts` in `state` (a completed layout-2 file is named by its completion time too)."""
+        if state is State.COMPLETED and self.uses_completion_time:
+            done = self.completion_time(ts)
+            if done is not None:
+                return storage.join(self.timeline_path,
+                                    layout_v8.completed_name(ts, done, _COMPLETES_AS.get(action, action)))
+        return storage.join(self.timeline_path, instant_file_name(ts, action, state))
 
     def completed(self) -> list[Instant]:
         return [i for i in self.instants if i.state is State.COMPLETED]
@@ -207,8 +282,10 @@ class Timeline:
         return [i for i in self.pending() if i.action == COMPACTION]
 
     def pending_clustering(self) -> list[Instant]:
-        """Pending replacecommits whose requested metadata says operationType=cluster."""
-        return [i for i in self.pending() if i.action == REPLACECOMMIT and self._is_clustering(i.timestamp)]
+        """Pending clusterings: layout 2's `clustering` action, or (layout 1) pending replacecommits whose requested
+        metadata says operationType=cluster."""
+        return [i for i in self.pending() if i.action == CLUSTERING
+                or (i.action == REPLACECOMMIT and self._is_clustering(i.timestamp))]
 
     def pending_overwrites(self) -> list[Instant]:
         """Pending replacecommits that are writes (insert_overwrite[_table]), not clustering."""
@@ -218,10 +295,15 @@ class Timeline:
         return self.requested_replace(ts).is_clustering
 
     def requested_replace(self, ts: str) -> RequestedReplaceMetadata:
-        """The requested metadata of replacecommit `ts` (empty when the file is missing or empty)."""
-        path = storage.join(self.hoodie_path, instant_file_name(ts, REPLACECOMMIT, State.REQUESTED))
+        """The requested metadata of replacecommit (or, layout 2, clustering) `ts` (empty when the file is missing
+        or empty)."""
+        path = self.path_of(ts, REPLACECOMMIT, State.REQUESTED)
+        data = _read_optional(path)
+        if data is None and self.uses_completion_time:
+            path = self.path_of(ts, CLUSTERING, State.REQUESTED)
+            data = _read_optional(path)
         try:
-            return RequestedReplaceMetadata.from_bytes(_read_optional(path) or b"")
+            return RequestedReplaceMetadata.from_bytes(data or b"")
         except avro_models.AvroInstantError as exc:
             raise TimelineError(f"{path}: unreadable requested replace metadata: {exc}") from exc
 
@@ -240,7 +322,7 @@ class Timeline:
     # -- content ---------------------------------------------------------------------------------
 
     def instant_path(self, instant: Instant) -> str:
-        return storage.join(self.hoodie_path, instant.file_name)
+        return storage.join(self.timeline_path, instant.file_name)
 
     def read_commit_metadata(self, instant: Instant) -> dict[str, Any]:
         """The JSON HoodieCommitMetadata of a completed or inflight commit/deltacommit/replacecommit.
@@ -253,6 +335,11 @@ class Timeline:
         data = _read_required(path)
         if not data.strip():
             return {}
+        if data.startswith(b"Obj\x01"):   # layout 2: HoodieCommitMetadata as Avro (same field names as the JSON)
+            try:
+                return avro_models.read_avro_instant(data)
+            except avro_models.AvroInstantError as exc:
+                raise TimelineError(f"{path}: invalid commit metadata: {exc}") from exc
         try:
             doc: dict[str, Any] = json.loads(data)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -262,7 +349,7 @@ class Timeline:
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
         name = instant_file_name(ts, COMPACTION, State.REQUESTED)
-        path = storage.join(self.hoodie_path, name)
+        path = storage.join(self.timeline_path, name)
         data = _read_optional(path)
         if data is None:
             data = _read_optional(storage.join(self.hoodie_path, ".aux", name))
@@ -291,7 +378,7 @@ class Timeline:
 
     def _decoded(self, ts: str, action: str, state: State, decode: Callable[[bytes], _T]) -> _T:
         """One Avro instant file, decoded; a file that does not decode is named in the TimelineError."""
-        path = storage.join(self.hoodie_path, instant_file_name(ts, action, state))
+        path = self.path_of(ts, action, state)
         try:
             return decode(_read_required(path))
         except avro_models.AvroInstantError as exc:
@@ -330,11 +417,62 @@ def _read_required(path: str) -> bytes:
 # Writing the timeline
 
 
-def _hoodie(base_path: str) -> str:
+@dataclass(frozen=True)
+class _Folder:
+    """Where a table's instant files are written, and in which layout."""
+
+    path: str
+    layout: int
+
+    def file(self, ts: str, action: str, state: State) -> str | None:
+        """The existing file of instant `ts` in `state`, or None. A completed layout-2 file also names its
+        completion time, which only a listing finds."""
+        if state is State.COMPLETED and self.layout == layout_v8.LAYOUT_VERSION:
+            for name in storage.list_names_if_dir(self.path):
+                done = layout_v8.parse_completed_name(name)
+                if done is not None and done.timestamp == ts and done.action == _COMPLETES_AS.get(action, action):
+                    return storage.join(self.path, name)
+            return None
+        path = storage.join(self.path, instant_file_name(ts, action, state))
+        return path if storage.exists(path) else None
+
+    def named(self, ts: str, action: str, state: State) -> str:
+        """The path a pending file of instant `ts` has (and a completed one in layout 1)."""
+        return storage.join(self.path, instant_file_name(ts, action, state))
+
+
+def _folder(base_path: str) -> _Folder:
+    """The timeline folder of a table Tidemark changes: `.hoodie/` (layout 1) or `.hoodie/timeline/` (layout 2)."""
     hoodie = storage.join(base_path, HOODIE_DIR)
-    if not storage.is_file(storage.join(hoodie, "hoodie.properties")):
+    text = storage.read_optional(storage.join(hoodie, "hoodie.properties"))
+    if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {hoodie}/hoodie.properties does not exist")
-    return hoodie
+    keys = _timeline_properties(text.decode("utf-8", "replace"))
+    if _read_layout_version(keys) == layout_v8.LAYOUT_VERSION:
+        return _Folder(layout_v8.timeline_dir(hoodie, keys), layout_v8.LAYOUT_VERSION)
+    return _Folder(hoodie, 1)
+
+
+def completed_file(base_path: str, ts: str, action: str) -> str | None:
+    """The completed file of instant `ts` (either layout), or None when it has not completed."""
+    return _folder(base_path).file(ts, action, State.COMPLETED)
+
+
+def pending_file(base_path: str, ts: str, action: str, state: State) -> str:
+    """Where the requested or inflight file of instant `ts` lives (either layout), present or not."""
+    return _folder(base_path).named(ts, action, state)
+
+
+def _layout_content(folder: _Folder, action: str, content: bytes) -> bytes:
+    """Layout 2 keeps commit metadata as Avro, where layout 1 keeps JSON: the one conversion, for every writer."""
+    if folder.layout != layout_v8.LAYOUT_VERSION or _family(action) not in COMMIT_ACTIONS \
+            or not content.strip() or content.startswith(b"Obj\x01"):
+        return content
+    try:
+        doc = json.loads(content)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise TimelineError(f"{action} metadata is neither JSON nor Avro: {exc}") from None
+    return avro_models.commit_metadata_avro(doc)
 
 
 def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> None:
@@ -385,27 +523,28 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
             os.unlink(tmp)
 
 
-def _require(hoodie: str, ts: str, action: str, state: State) -> None:
-    path = storage.join(hoodie, instant_file_name(ts, action, state))
-    if not storage.exists(path):
-        raise TimelineError(f"{path}: expected {state.value} {action} instant {ts} is missing")
+def _require(folder: _Folder, ts: str, action: str, state: State) -> None:
+    if folder.file(ts, action, state) is None:
+        raise TimelineError(f"{folder.named(ts, action, state)}: expected {state.value} {action} instant {ts} is missing")
 
 
-def _refuse_if_completed(hoodie: str, ts: str, action: str) -> None:
-    path = storage.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
-    if storage.exists(path):
+def _refuse_if_completed(folder: _Folder, ts: str, action: str) -> None:
+    path = folder.file(ts, action, State.COMPLETED)
+    if path is not None:
         raise TimelineError(f"{path}: {action} instant {ts} is already completed")
 
 
 def create_requested(base_path: str, instant_ts: str, action: str, content: bytes = b"") -> str:
     """Write `<ts>.<action>.requested`; fails if any file of this instant exists. Returns the path."""
     _check_action(action)
-    hoodie = _hoodie(base_path)
+    folder = _folder(base_path)
+    if folder.layout == layout_v8.LAYOUT_VERSION:
+        metadata_table.disable(base_path)
     for state in (State.INFLIGHT, State.COMPLETED):
-        other = storage.join(hoodie, instant_file_name(instant_ts, action, state))
-        if storage.exists(other):
+        other = folder.file(instant_ts, action, state)
+        if other is not None:
             raise InstantExistsError(f"{other}: instant {instant_ts} already exists")
-    path = storage.join(hoodie, instant_file_name(instant_ts, action, State.REQUESTED))
+    path = folder.named(instant_ts, action, State.REQUESTED)
     _atomic_create(path, content)
     return path
 
@@ -413,30 +552,36 @@ def create_requested(base_path: str, instant_ts: str, action: str, content: byte
 def transition_to_inflight(base_path: str, ts: str, action: str, content: bytes = b"") -> str:
     """requested -> inflight (the requested file stays, as Java leaves it)."""
     _check_action(action)
-    hoodie = _hoodie(base_path)
-    _require(hoodie, ts, action, State.REQUESTED)
-    _refuse_if_completed(hoodie, ts, action)
-    path = storage.join(hoodie, instant_file_name(ts, action, State.INFLIGHT))
-    _atomic_create(path, content)
+    folder = _folder(base_path)
+    _require(folder, ts, action, State.REQUESTED)
+    _refuse_if_completed(folder, ts, action)
+    path = folder.named(ts, action, State.INFLIGHT)
+    _atomic_create(path, _layout_content(folder, action, content))
     return path
 
 
 def complete(base_path: str, ts: str, action: str, content: bytes) -> str:
-    """inflight -> completed; for ``compaction`` this writes `<ts>.commit`."""
+    """inflight -> completed; for ``compaction`` this writes `<ts>.commit` (layout 2: `<ts>_<completion>.commit`,
+    the completion time taken now, after the requested time; commit metadata as Avro)."""
     _check_action(action)
-    hoodie = _hoodie(base_path)
-    _require(hoodie, ts, action, State.INFLIGHT)
-    path = storage.join(hoodie, instant_file_name(ts, action, State.COMPLETED))
-    _atomic_create(path, content, fault_step="temp_written")
+    folder = _folder(base_path)
+    _require(folder, ts, action, State.INFLIGHT)
+    if folder.layout == layout_v8.LAYOUT_VERSION:
+        _refuse_if_completed(folder, ts, action)   # the name is new each time: no create-if-absent clash
+        name = layout_v8.completed_name(ts, new_instant_time(after=ts), _COMPLETES_AS.get(action, action))
+        path = storage.join(folder.path, name)
+    else:
+        path = folder.named(ts, action, State.COMPLETED)
+    _atomic_create(path, _layout_content(folder, action, content), fault_step="temp_written")
     return path
 
 
 def revert_compaction_inflight(base_path: str, ts: str) -> None:
     """Undo `transition_to_inflight` of a compaction, keeping its plan (docs/HUDI-FORMAT.md §6.2)."""
-    hoodie = _hoodie(base_path)
-    _refuse_if_completed(hoodie, ts, COMPACTION)
-    _require(hoodie, ts, COMPACTION, State.REQUESTED)
-    inflight = storage.join(hoodie, instant_file_name(ts, COMPACTION, State.INFLIGHT))
+    folder = _folder(base_path)
+    _refuse_if_completed(folder, ts, COMPACTION)
+    _require(folder, ts, COMPACTION, State.REQUESTED)
+    inflight = folder.named(ts, COMPACTION, State.INFLIGHT)
     if not storage.exists(inflight):
         raise TimelineError(f"{inflight}: compaction {ts} is not inflight")
     storage.remove(inflight)
@@ -448,11 +593,11 @@ def delete_instant_files(base_path: str, ts: str, action: str) -> list[str]:
     Inflight goes first so a crash in between leaves a plain requested instant, never an orphan inflight.
     """
     _check_action(action)
-    hoodie = _hoodie(base_path)
-    _refuse_if_completed(hoodie, ts, action)
+    folder = _folder(base_path)
+    _refuse_if_completed(folder, ts, action)
     removed = []
     for state in (State.INFLIGHT, State.REQUESTED):
-        path = storage.join(hoodie, instant_file_name(ts, action, state))
+        path = folder.named(ts, action, state)
         if storage.exists(path):
             storage.remove(path)
             removed.append(path)

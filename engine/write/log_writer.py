@@ -61,6 +61,9 @@ class WriteJob:
     targets: Mapping[tuple[str, int], Target] = field(default_factory=dict)
     compression: str = "snappy"              # base files of an overwrite (hoodie.parquet.compression.codec)
     row_group_rows: int = 1_000_000
+    # Table version 8: logs are named by this write's instant (versions from 1), and join their slice by its
+    # completion time; version 6 names them by the slice's base instant, after the slice's last version.
+    logs_named_by_instant: bool = False
 
 
 def group_file_id(instant: str, partition: str, bucket: int) -> str:
@@ -259,7 +262,8 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
         size += len(block.data)
     stats = []
     for i, file_blocks in enumerate(files):
-        name = LogFileName(target.file_id, target.base_instant, target.next_version + i, token).name
+        name = (LogFileName(target.file_id, job.instant, 1 + i, token).name if job.logs_named_by_instant
+                else LogFileName(target.file_id, target.base_instant, target.next_version + i, token).name)
         final_rel = f"{partition}/{name}" if partition else name
         final = storage.join(job.base_path, final_rel)
         if storage.is_remote(final):

@@ -340,6 +340,7 @@ def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str
         block_format=cfg.str_setting("hoodie.logfile.data.block.format", settings),
         max_log_size=cfg.int_setting("hoodie.logfile.max.size", settings),
         max_block_size=cfg.int_setting("hoodie.logfile.data.block.max.size", settings),
+        logs_named_by_instant=timeline.uses_completion_time,
         # An overwrite never appends: every (partition, bucket) it writes is a new file group.
         targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline),
         compression=cfg.str_setting("hoodie.parquet.compression.codec", settings),

@@ -128,7 +128,10 @@ class Plan:
 
 
 class TableModel:
-    def __init__(self, buckets: int) -> None:
+    def __init__(self, buckets: int, logs_deleted_on_rollback: bool = False) -> None:
+        # Table version 8: a rolled-back write's logs (named by it, holding only its blocks) are deleted instead
+        # of masked by a rollback command log.
+        self.logs_deleted_on_rollback = logs_deleted_on_rollback
         self.groups = {b: Group() for b in range(buckets)}
         self.plans: list[Plan] = []       # compactions on the timeline, oldest first
         self.writes: list[tuple[str, set[int]]] = []   # live deltacommits and the groups they touched
@@ -180,6 +183,9 @@ class TableModel:
                                              or (log.kind == WRITE and not log.items) for log in g.logs)
             if created:
                 self.groups[b] = Group()
+                continue
+            if self.logs_deleted_on_rollback:
+                g.logs = [log for log in g.logs if log.origin != instant]
                 continue
             for log in g.logs:
                 if log.origin == instant:

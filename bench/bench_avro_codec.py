@@ -11,7 +11,7 @@ import io
 import json
 import struct
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import fastavro
 import numpy as np

@@ -43,10 +43,10 @@ def wide_note(n: int, chars: int, rng: np.random.Generator) -> pa.Array:
 
 def build(path: str, n_rows: int, note_chars: int, n_updates: int, n_inserts: int, row_group: int) -> dict:
     from engine.config import eventtime
-    from engine.logformat import append_blocks
-    from engine.io.naming import LogFileName, new_file_id
-    from engine.config.schema import table_read_schema
     from engine.config.properties import load_table_config
+    from engine.config.schema import table_read_schema
+    from engine.io.naming import LogFileName, new_file_id
+    from engine.logformat import append_blocks
     from engine.timeline.instants import Timeline
     from engine.timeline.metadata import WriteStat
 

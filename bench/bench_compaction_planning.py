@@ -51,8 +51,8 @@ class DirectTable:
     settings: dict = field(default_factory=dict)
 
     def create(self) -> None:
-        from engine.config.schema import schema_with_meta, table_avro_schema
         from engine.config.layout import create_table
+        from engine.config.schema import schema_with_meta, table_avro_schema
 
         create_table(self.path, name=self.name, record_keys=["id"], partition_fields=["region"], ordering_field="seq",
                      event_time_field="event_time", merge_mode="event_time", hive_style=True,
@@ -114,8 +114,8 @@ class DirectTable:
 
 def build_table(path: str, partitions: int, groups: int, versions: int, blocks: int, n_records: int) -> dict:
     """partitions x groups file groups, `versions` deltacommits, one log per group per deltacommit."""
-    from engine.logformat import append_blocks
     from engine.io.naming import LogFileName, new_file_id
+    from engine.logformat import append_blocks
 
     t = DirectTable(path, buckets=groups)
     t.create()
@@ -149,8 +149,8 @@ def build_table(path: str, partitions: int, groups: int, versions: int, blocks: 
 # ------------------------------------------------------------------------------------------ timed work
 
 def listing(path: str):
-    from engine.read.fsview import FileSystemView
     from engine.config.properties import load_table_config
+    from engine.read.fsview import FileSystemView
     from engine.timeline.instants import Timeline
 
     cfg = load_table_config(path)

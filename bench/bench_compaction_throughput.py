@@ -32,8 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import (emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed,
-                          upsert_keys)
+from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed, upsert_keys
 
 TARGET_RATIO = 1.5
 UPSERT_WRITES = 4

@@ -122,7 +122,7 @@ class PeakRss:
             self.peak = max(self.peak, tree_rss_mb(self.pid))
             time.sleep(0.1)
 
-    def __enter__(self) -> "PeakRss":
+    def __enter__(self) -> PeakRss:
         self._thread.start()
         return self
 

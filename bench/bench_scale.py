@@ -272,7 +272,7 @@ def month_of_samples(days: int, changed_pct: float) -> dict:
     MetricSample.objects.all()._raw_delete(MetricSample.objects.db)
     ids = list(RegisteredTable.objects.order_by("pk").values_list("pk", flat=True))
     streaming = ids[: max(1, int(len(ids) * changed_pct / 100))]
-    start_day = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start_day = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     inserted, rollup_s = 0, 0.0
     for day in range(days):
         day_start = start_day + dt.timedelta(days=day)

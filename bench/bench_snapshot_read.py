@@ -18,8 +18,7 @@ import shutil
 
 import pyarrow as pa
 
-from bench.common import (emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed,
-                          upsert_keys)
+from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed, upsert_keys
 
 TARGET_RATIO = 2.0
 UPSERT_WRITES = 4

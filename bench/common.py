@@ -14,8 +14,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa

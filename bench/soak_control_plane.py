@@ -53,7 +53,7 @@ def snapshot_ok(path: Path, baseline: dict) -> bool:
 
 
 def random_threshold(rng: random.Random) -> str:
-    day = dt.datetime(2013, 1, 2, tzinfo=dt.timezone.utc) + dt.timedelta(hours=rng.randrange(0, 24 * 10))
+    day = dt.datetime(2013, 1, 2, tzinfo=dt.UTC) + dt.timedelta(hours=rng.randrange(0, 24 * 10))
     return day.isoformat()
 
 

@@ -2,15 +2,32 @@
 
 The public API is `Table` (engine.table); see the README's "Python API" section.
 """
-from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
-from engine.lock import FileLock, TableLock
-from engine.results import (BacklogMetrics, CarriedLog, CleanResult, CompactionPlan, CompactionResult,
-                            CompactionSummary, FileGroupOperation, Freshness, InstantDetail, InstantInfo, ReadResult,
-                            RecoverResult, RollbackResult, SettingUsed, TableDescription, TideBucket, WriteResult)
 from engine.config.discovery import FoundTable
+from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
 from engine.io.storage import is_remote as is_object_store
-from engine.io.storage import is_within, resolve as resolve_location, split_locations
+from engine.io.storage import is_within, split_locations
+from engine.io.storage import resolve as resolve_location
+from engine.lock import FileLock, TableLock
 from engine.observe.changes import TimelineMark
+from engine.results import (
+                            BacklogMetrics,
+                            CarriedLog,
+                            CleanResult,
+                            CompactionPlan,
+                            CompactionResult,
+                            CompactionSummary,
+                            FileGroupOperation,
+                            Freshness,
+                            InstantDetail,
+                            InstantInfo,
+                            ReadResult,
+                            RecoverResult,
+                            RollbackResult,
+                            SettingUsed,
+                            TableDescription,
+                            TideBucket,
+                            WriteResult,
+)
 from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import datetime as dt
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -111,7 +112,7 @@ class Window:
 
     @property
     def label(self) -> str:
-        start = dt.datetime.fromtimestamp(self.start_ms / 1000, dt.timezone.utc)
+        start = dt.datetime.fromtimestamp(self.start_ms / 1000, dt.UTC)
         return f"w{self.index:02d}@{start:%Y-%m-%dT%H:%M}Z"
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
-from typing import Iterator, Protocol, runtime_checkable
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
 
 from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, Refused
 from engine.io import locking

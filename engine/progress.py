@@ -10,7 +10,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 Progress = Callable[[int, int, str], None]
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 def utc(ms: int) -> dt.datetime:
@@ -35,7 +35,7 @@ def iso(value: dt.datetime | None) -> str | None:
     """ISO-8601 UTC with millisecond precision and a Z suffix, as every JSON output of Tidemark prints it."""
     if value is None:
         return None
-    utc = value.astimezone(dt.timezone.utc)
+    utc = value.astimezone(dt.UTC)
     return utc.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -24,8 +24,8 @@ import tempfile
 import threading
 import time
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from pyspark.sql import SparkSession
 

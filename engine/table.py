@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence, TypeGuard
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, TypeGuard
 
 from engine import results as r
 from engine.config import eventtime

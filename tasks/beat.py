@@ -5,9 +5,8 @@ queues the tables that are due, so registering or editing a table needs no beat 
 """
 from __future__ import annotations
 
-from typing import Any
-
 import os
+from typing import Any
 
 from tasks.queues import sampling_queue
 

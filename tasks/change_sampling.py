@@ -24,8 +24,9 @@ import datetime as dt
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from django.db import transaction
 from django.db.models import F

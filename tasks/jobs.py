@@ -7,11 +7,10 @@ is detected by the lease sweep and the table repaired with a recover run.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import logging
 import time
 import uuid
+from typing import Any
 
 from celery import Task, shared_task
 from celery.signals import worker_ready

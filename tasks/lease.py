@@ -34,8 +34,9 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from django.db import OperationalError, close_old_connections, connection, connections, transaction
 from django.db.models import Q
@@ -54,7 +55,7 @@ DEFAULT_WAIT_S = float(os.environ.get("TIDEMARK_LEASE_WAIT", "2"))
 RUN_OWNER_PREFIX = "run:"
 POLL_S = 0.2                        # how often a waiting acquire retries
 FREE = ""                           # owner of a released lease
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _SQLITE_BUSY_RETRIES = 50           # "database is locked" under heavy write contention is transient
 
 

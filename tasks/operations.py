@@ -7,11 +7,11 @@ as JSON (`.to_dict()`). They never touch the timeline themselves; refusals surfa
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from engine import Cancelled, CompactionPlan, Refused, Table, TableLock
-
 from webapp.tables.models import Run
 
 Progress = Callable[[int, int, str], None]

@@ -16,9 +16,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from engine import Table, TimelineMark
-from tasks import heatmap
+from tasks import heatmap, watch
 from tasks import location as locations
-from tasks import watch
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
@@ -31,9 +30,9 @@ def _when(value: Any) -> dt.datetime | None:
     if value is None or value == "":
         return None
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, (int, float)):
-        return dt.datetime.fromtimestamp(value / 1000, dt.timezone.utc)
+        return dt.datetime.fromtimestamp(value / 1000, dt.UTC)
     parsed = parse_datetime(str(value).replace("Z", "+00:00"))
     if parsed is None:
         raise ValueError(f"engine returned an unreadable time {value!r}")

@@ -6,7 +6,8 @@ process runs the same executor code without a JVM per process (the Spark path is
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 
 class InlineRDD:

@@ -34,7 +34,7 @@ def hudi_read(path, query: str = "snapshot", *, begin: str | None = None, end: s
 def _norm(v):
     if isinstance(v, dt.datetime):
         if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.timezone.utc)
+            v = v.replace(tzinfo=dt.UTC)
         return round(v.timestamp() * 1000)
     if isinstance(v, float) and math.isnan(v):
         return "NaN"

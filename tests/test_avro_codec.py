@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from engine.errors import TidemarkError
 from engine.logformat.avro_codec import (
     AvroCodecError,
     arrow_to_avro_schema,
@@ -22,8 +23,6 @@ from engine.logformat.avro_codec import (
     decode_data_block_content,
     encode_data_block_content,
 )
-from engine.errors import TidemarkError
-
 from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
 
 FIXTURE_ZIP = FIXTURES / "v6_trips_8i1u.zip"
@@ -255,10 +254,10 @@ NESTED_SCHEMA = {"type": "record", "name": "n", "namespace": "ns", "fields": [
 def test_fallback_nested_schema_round_trip_and_byte_identity() -> None:
     rows = [
         {"id": "a", "tags": ["x", "y"], "loc": {"lat": 1.5, "lon": None}, "attrs": {"k": 1, "j": -2},
-         "color": "RED", "at": dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.timezone.utc)},
+         "color": "RED", "at": dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=dt.UTC)},
         {"id": None, "tags": None, "loc": None, "attrs": {}, "color": "GREEN", "at": None},
         {"id": "日本", "tags": [], "loc": {"lat": -3.0, "lon": 4.0}, "attrs": {"z": 2**40}, "color": "RED",
-         "at": dt.datetime(1960, 1, 1, tzinfo=dt.timezone.utc)},
+         "at": dt.datetime(1960, 1, 1, tzinfo=dt.UTC)},
     ]
     schema = avro_to_arrow_schema(NESTED_SCHEMA)
     assert pa.types.is_list(schema.field("tags").type) and pa.types.is_struct(schema.field("loc").type)

@@ -9,7 +9,6 @@ import fastavro
 import pytest
 
 from engine.timeline import avro_models as am
-
 from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
 
 FIXTURE = FIXTURES / "v8_trips_8i3u1d.zip"

@@ -77,7 +77,7 @@ def test_bucket_widens_with_the_span():
     from tasks.heatmap import bucket_seconds
 
     def span(days: float) -> list[dict]:
-        start = dt.datetime(2013, 1, 1, tzinfo=dt.timezone.utc)
+        start = dt.datetime(2013, 1, 1, tzinfo=dt.UTC)
         return [{"start": start.isoformat(), "end": (start + dt.timedelta(days=days)).isoformat()}]
 
     assert bucket_seconds(span(1)) == 3600 and bucket_seconds(span(10)) == 6 * 3600
@@ -86,9 +86,9 @@ def test_bucket_widens_with_the_span():
 
 
 def test_backlog_age_is_the_oldest_write_still_in_a_log(tmp_path):
+    from engine.compaction import run_compaction
     from engine.timeline.instants import Timeline
     from tests.inline_spark import InlineSpark as Inline
-    from engine.compaction import run_compaction
 
     path = str(tmp_path / "t")
     table = partitioned(path)

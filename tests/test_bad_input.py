@@ -12,8 +12,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,7 +24,7 @@ from engine.config.layout import create_table
 from engine.write.pipeline import write_parquet
 
 REPO = Path(__file__).resolve().parents[1]
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 
 def batch(ids: range, seq: int) -> pa.Table:

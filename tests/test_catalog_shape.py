@@ -6,8 +6,7 @@ import json
 
 import pytest
 
-from engine.catalog.shape import (SyncNames, catalog_shape, hive_type, partition_values, spark_type,
-                                  table_location)
+from engine.catalog.shape import SyncNames, catalog_shape, hive_type, partition_values, spark_type, table_location
 from engine.catalog.sync import GLUE, HIVE, resolve_targets
 from engine.config.properties import TableConfig, validate_settings
 from engine.errors import ConfigError

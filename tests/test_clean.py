@@ -8,17 +8,15 @@ import shutil
 import pyarrow as pa
 import pytest
 
-from engine.timeline import avro_models
-from engine.services.clean import (KEEP_LATEST_FILE_VERSIONS, CleanRefused, _earliest_to_retain, _plan_record, plan_clean,
-                          run_clean)
 from engine.compaction import run_compaction, schedule_compaction
-from engine.read.fsview import FileSystemView
-from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.read.query import QuerySpec, read_arrow
-from engine.services.recovery import recover as recover_table
 from engine.config.layout import create_table
-from engine.timeline.instants import (CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested,
-                             transition_to_inflight)
+from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
+from engine.read.fsview import FileSystemView
+from engine.read.query import QuerySpec, read_arrow
+from engine.services.clean import KEEP_LATEST_FILE_VERSIONS, CleanRefused, _earliest_to_retain, _plan_record, plan_clean, run_clean
+from engine.services.recovery import recover as recover_table
+from engine.timeline import avro_models
+from engine.timeline.instants import CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested, transition_to_inflight
 from engine.write.pipeline import write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
@@ -280,7 +278,7 @@ def test_clean_after_rolling_back_a_linked_compaction_keeps_what_readers_need(tm
     from engine.compaction import run_compaction, schedule_compaction
     from engine.services.rollback import rollback
     from tests.inline_spark import InlineSpark
-    from tests.table_model import E, HISTORY, model_of, new_table, read_optimized, snapshot
+    from tests.table_model import HISTORY, E, model_of, new_table, read_optimized, snapshot
 
     path = str(tmp_path / "t")
     new_table(path)
@@ -303,7 +301,8 @@ def test_clean_after_rolling_back_a_linked_compaction_keeps_what_readers_need(tm
 def _one_bucket_history(path: str, carry: str) -> dict[str, str]:
     """W1 (k0, early), W2 (k1, k2, late), C1 (threshold between: W2's log carried as a link or a copy), W3 (k3)."""
     from tests.inline_spark import InlineSpark
-    from tests.table_model import E, new_table, write as model_write
+    from tests.table_model import E, new_table
+    from tests.table_model import write as model_write
 
     new_table(path, history=[], buckets=1)
     out = {"W1": model_write(path, "upsert", [(0, E + 1000)]),
@@ -356,7 +355,8 @@ def _linked_clean_table(path: str) -> tuple[dict[str, str], list[str]]:
     """Slices 0 and C1 superseded by C2, with C1's carried links pointing into slice 0: a KEEP_LATEST_COMMITS(1)
     clean deletes every link and its target. Returns the instants and the clean's files in deletion order."""
     from tests.inline_spark import InlineSpark
-    from tests.table_model import E, write as model_write
+    from tests.table_model import E
+    from tests.table_model import write as model_write
 
     inst = _one_bucket_history(path, "symlink")
     inst["C2"] = schedule_compaction(path, strategy="unbounded").instant

@@ -10,14 +10,13 @@ import pytest
 
 from engine import Table
 from engine.cli.console import EXIT_ERROR, EXIT_REFUSED, main
-from engine.compaction import admin
-from engine.compaction import run_compaction
+from engine.compaction import admin, run_compaction
 from engine.errors import Refused
 from engine.read.query import read_arrow
 from engine.timeline.instants import Timeline
 from tests.inline_spark import InlineSpark
 from tests.oracle import hudi_read
-from tests.table_model import E, HISTORY, T, model_of, new_table, snapshot, write
+from tests.table_model import HISTORY, E, T, model_of, new_table, snapshot, write
 
 LATE = [("upsert", [(5, E + 4000)]), ("upsert", [(5, E + 4200)])]   # one key: one file group, two logs
 

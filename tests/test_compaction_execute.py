@@ -10,16 +10,22 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import logformat
-from engine.compaction import (CompactionResult, RollbackRefused, resolve_log_event_times, rollback_compaction,
-                               run_compaction, schedule_compaction)
+from engine.compaction import (
+    CompactionResult,
+    RollbackRefused,
+    resolve_log_event_times,
+    rollback_compaction,
+    run_compaction,
+    schedule_compaction,
+)
 from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, execute_operation
-from engine.errors import CompactionRefused
-from engine.results import to_ms
-from engine.read.fsview import FileSystemView
-from engine.logformat import BlockType
-from engine.config.properties import load_table_config, save_table_config
-from engine.read.query import read_arrow
 from engine.config.layout import create_table
+from engine.config.properties import load_table_config, save_table_config
+from engine.errors import CompactionRefused
+from engine.logformat import BlockType
+from engine.read.fsview import FileSystemView
+from engine.read.query import read_arrow
+from engine.results import to_ms
 from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
 from engine.write.pipeline import write_dataframe
 from tests.oracle import hudi_read, rows_by_key

@@ -10,11 +10,11 @@ import pytest
 from engine import Table
 from engine.compaction import run_compaction, schedule_compaction
 from engine.compaction.carry_forward import SplitSpec, split_slice
+from engine.config.layout import create_table
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.errors import ConfigError
-from engine.observe.freshness import freshness_report
-from engine.config.layout import create_table
 from engine.logformat import DeleteBlock, read_log_file
+from engine.observe.freshness import freshness_report
 from engine.read.fsview import FileSystemView
 from engine.read.merge import DataItem, DeleteItem
 from engine.read.query import read_arrow
@@ -26,7 +26,7 @@ TS = pa.timestamp("ms", tz="UTC")
 
 
 def ms(day: int) -> int:
-    return int(dt.datetime(2024, 1, day, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    return int(dt.datetime(2024, 1, day, tzinfo=dt.UTC).timestamp() * 1000)
 
 
 def test_size_strategy_with_a_threshold_promises_nothing(spark, tmp_path):
@@ -59,7 +59,7 @@ def test_malformed_scheduling_arguments(tmp_path):
 # ------------------------------------------------------------------ exact mode and deletes (issue 12: 3, 4)
 
 def hour(h: int) -> dt.datetime:
-    return dt.datetime(2024, 1, 1, h, tzinfo=dt.timezone.utc)
+    return dt.datetime(2024, 1, 1, h, tzinfo=dt.UTC)
 
 
 def exact_table(tmp_path) -> Table:

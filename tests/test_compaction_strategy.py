@@ -6,14 +6,22 @@ import os
 
 import pytest
 
-from engine.compaction import (EventTimeBasedCompactionStrategy, LogCandidate, SizeBasedStrategy, SliceCandidate,
-                               UnboundedStrategy, compute_ro_times, resolve_log_event_times, schedule_compaction,
-                               strategy_for)
+from engine.compaction import (
+    EventTimeBasedCompactionStrategy,
+    LogCandidate,
+    SizeBasedStrategy,
+    SliceCandidate,
+    UnboundedStrategy,
+    compute_ro_times,
+    resolve_log_event_times,
+    run_compaction,
+    schedule_compaction,
+    strategy_for,
+)
 from engine.compaction import plan as plan_mod
-from engine.compaction import run_compaction
 from engine.errors import ConfigError, TidemarkError
-from engine.read.fsview import FileSystemView
 from engine.io.naming import instant_to_millis
+from engine.read.fsview import FileSystemView
 from engine.services.rollback import rollback
 from engine.timeline.instants import Timeline
 from tests.inline_spark import InlineSpark

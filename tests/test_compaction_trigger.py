@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.timeline import avro_models as am
-from engine.timeline import instants as tl
 from engine.compaction import check_event_time_trigger, schedule_compaction
 from engine.errors import CompactionRefused
+from engine.timeline import avro_models as am
+from engine.timeline import instants as tl
 from engine.timeline.instants import Timeline
 from tests.support.fixtures import unzip_fixture
 

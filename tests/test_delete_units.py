@@ -20,7 +20,7 @@ from engine.read.query import read_arrow
 from engine.write.pipeline import write_dataframe, write_file
 from tests.oracle import hudi_read, rows_by_key
 
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 STORED = T0 + dt.timedelta(minutes=10)            # ordering value of every stored row
 OLDER, NEWER = T0 + dt.timedelta(minutes=5), T0 + dt.timedelta(minutes=20)
 

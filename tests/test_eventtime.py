@@ -5,12 +5,12 @@ import datetime as dt
 import pyarrow as pa
 import pytest
 
-from engine.errors import ConfigError
 from engine.config.eventtime import bounds, iso, parse_time, to_millis
+from engine.errors import ConfigError
 
 
 def test_to_millis_of_each_supported_type():
-    ts = pa.array([dt.datetime(2013, 1, 1, 5, tzinfo=dt.timezone.utc)], pa.timestamp("us", tz="UTC"))
+    ts = pa.array([dt.datetime(2013, 1, 1, 5, tzinfo=dt.UTC)], pa.timestamp("us", tz="UTC"))
     assert to_millis(ts).to_pylist() == [1357016400000]
     assert to_millis(pa.array([1, None], pa.int32())).to_pylist() == [1, None]
     assert to_millis(pa.array(["2013-01-01T05:00:00Z"])).to_pylist() == [1357016400000]

@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from engine.compaction import run_compaction, schedule_compaction
+from engine.config.properties import load_table_config
 from engine.io import faults
 from engine.services.clean import run_clean
 from engine.services.recovery import recover
-from engine.services.rollback import rollback
+from engine.services.rollback import guarantee_before, rollback
 from engine.timeline.instants import Timeline
-from engine.services.rollback import guarantee_before
-from engine.config.properties import load_table_config
 from tests.inline_spark import InlineSpark
 from tests.table_model import HISTORY, LAST_WRITE, T, model_of, new_table, snapshot, write
 

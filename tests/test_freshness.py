@@ -1,16 +1,16 @@
 """RO freshness report: no guarantee before an event-time compaction, "holds" after it, "broken" by late data."""
 from __future__ import annotations
 
-import pytest
-
 import json
 import os
 
+import pytest
+
 from engine.config.eventtime import parse_time
 from engine.observe.freshness import freshness_report
+from tests.support.event_time_tables import T, build_table, copy_table, simulate_run, simulate_schedule, write_headerless_block, write_rows
 from tests.support.event_time_tables import ts as _ts
-from tests.support.event_time_tables import (T, build_table, copy_table, simulate_run, simulate_schedule,
-                                             write_headerless_block, write_rows)
+
 
 def _report(path: str) -> dict:
     """The report as JSON-ready dict (times as ISO-8601 strings), as the CLI and the API print it."""

@@ -29,7 +29,6 @@ from engine.timeline.instants import Timeline
 from engine.write.pipeline import WriteError, write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
-
 # ------------------------------------------------------------------------------------------------ helpers
 
 def _days_table(tmp: Path, days: int = 3) -> Table:
@@ -352,9 +351,9 @@ def test_a_damaged_header_inside_the_committed_extent_is_a_corrupt_committed_blo
 @pytest.mark.parametrize("mode", ["symlink", "copy"])
 def test_a_damaged_header_of_a_carried_log_is_a_corrupt_committed_block(tmp_path, mode):
     """A carried link has its target's committed extent, a carried copy the extent of the log it copies."""
+    from engine.compaction import run_compaction
     from tests.inline_spark import InlineSpark
     from tests.table_model import E, write
-    from engine.compaction import run_compaction
 
     path = _one_bucket(tmp_path)
     write(path, "upsert", [(0, E + 1000)])
@@ -378,9 +377,9 @@ def test_a_plan_that_cannot_run_rolls_itself_back_and_never_wedges_the_table(tmp
     """Issue 12 case 7: a block whose records are damaged passes planning (headers and prefixes) and fails the
     run; the run rolls its own plan back, so scheduling and cleaning go on, and the error names file and
     offset. Repaired, the block compacts like any other."""
+    from engine.compaction import run_compaction
     from tests.inline_spark import InlineSpark
     from tests.table_model import E, write
-    from engine.compaction import run_compaction
 
     path = _one_bucket(tmp_path)
     write(path, "upsert", [(0, E + 1000)])
@@ -409,9 +408,9 @@ def test_a_plan_that_cannot_run_rolls_itself_back_and_never_wedges_the_table(tmp
 def test_a_failed_plan_with_writes_in_its_slice_stays_and_says_why(tmp_path):
     """A write already went into slice C: rolling C back would orphan it, so the plan stays inflight and the
     error says so (and names the damage); repaired, the run completes with the write."""
+    from engine.compaction import run_compaction
     from tests.inline_spark import InlineSpark
     from tests.table_model import E, write
-    from engine.compaction import run_compaction
 
     path = _one_bucket(tmp_path)
     write(path, "upsert", [(0, E + 1000)])

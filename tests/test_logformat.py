@@ -14,7 +14,6 @@ import pyarrow as pa
 import pytest
 
 import engine.logformat.avro_codec as avro_codec
-from engine.logformat.avro_codec import arrow_to_avro_schema, encode_data_block_content
 from engine.errors import TidemarkError
 from engine.logformat import (
     MAX_EVENT_TIME_ATTR,
@@ -31,9 +30,10 @@ from engine.logformat import (
     read_log_file,
     scan_log_file,
 )
+from engine.logformat.avro_codec import arrow_to_avro_schema, encode_data_block_content
 from engine.logformat.encode import frame_block, schema_header
-
 from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+
 MIN_T, MAX_T = 1_700_000_000_000, 1_700_000_299_000
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from engine.read.merge import DataItem, DeleteItem, merge_slice
 from engine.config.properties import COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING
+from engine.read.merge import DataItem, DeleteItem, merge_slice
 
 SCHEMA = pa.schema([("_hoodie_record_key", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
 

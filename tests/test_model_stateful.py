@@ -39,11 +39,12 @@ import datetime as dt
 import json
 import os
 import re
-import warnings
 import shutil
 import tempfile
+import warnings
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -55,14 +56,14 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from engine import Table, logformat
 from engine.compaction import run_compaction
 from engine.errors import ConfigError, CorruptLogBlockError, Refused
-from engine.results import to_ms
+from engine.index.bucket_hash import bucket_ids
 from engine.io import faults
+from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.fsview import FileSystemView
+from engine.read.query import QuerySpec, read_arrow
+from engine.results import to_ms
 from engine.services.recovery import recover as recover_table
 from engine.timeline.instants import Timeline
-from engine.index.bucket_hash import bucket_ids
-from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.read.query import QuerySpec, read_arrow
 from engine.write.pipeline import write_file
 from tests.inline_spark import InlineSpark
 from tests.oracle import hudi_read
@@ -71,7 +72,7 @@ from tests.support.slice_model import DELETE, HARD, PUT, Item, TableModel
 BUCKETS = 2
 KEYS = [f"k{i}" for i in range(6)]
 BUCKET_OF = dict(zip(KEYS, (int(b) for b in bucket_ids(pa.array(KEYS), BUCKETS))))
-E0 = int(dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc).timestamp() * 1000)
+E0 = int(dt.datetime(2024, 1, 1, tzinfo=dt.UTC).timestamp() * 1000)
 SECONDS = 30
 FORMATS = ["parquet_ms", "parquet_us", "csv", "jsonl"]
 OPERATIONS = ["upsert", "insert", "delete_ordered", "delete_unordered"]
@@ -89,7 +90,7 @@ def ms(second: int) -> int:
 
 
 def iso(second: int) -> str:
-    return dt.datetime.fromtimestamp(ms(second) / 1000, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(ms(second) / 1000, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def as_rows(table: pa.Table) -> dict[str, tuple[int, str]]:

@@ -21,8 +21,8 @@ from engine.io.naming import (
     parse_log_file_name,
     write_token,
 )
-
 from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+
 ZIPS = sorted(FIXTURES.glob("*.zip"))
 
 

@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import ConfigError, TableNotFoundError
-from engine.config.properties import (load_table_config, parse_config_args, parse_duration_ms, parse_properties,
-                               table_checksum)
 from engine.config.layout import create_table
+from engine.config.properties import load_table_config, parse_config_args, parse_duration_ms, parse_properties, table_checksum
+from engine.errors import ConfigError, TableNotFoundError
 
 
 def test_checksum_matches_java_fixtures():

@@ -8,17 +8,17 @@ import os
 import pyarrow as pa
 import pytest
 
-from engine.write import log_writer
 from engine.compaction import schedule_compaction
-from engine.read.fsview import FileSystemView
-from engine.logformat import append_blocks, encode_data_block
-from engine.io.naming import LogFileName, new_instant_time
+from engine.config.layout import create_table
 from engine.config.properties import load_table_config
+from engine.config.schema import schema_with_meta
+from engine.io.naming import LogFileName, new_instant_time
+from engine.logformat import append_blocks, encode_data_block
+from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.services.recovery import reconcile_attempts
-from engine.config.schema import schema_with_meta
-from engine.config.layout import create_table
 from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
+from engine.write import log_writer
 from engine.write.pipeline import WriteError, _make_job, write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
@@ -114,7 +114,7 @@ def test_dangling_carried_link_fails_reads_and_scheduling_loudly(spark, tmp_path
     for day, ids in ((1, ["a"]), (5, ["b"])):
         data = rows(ids, 1).set_column(2, "ts", pa.array([dt.datetime(2024, 1, day)], TS))
         write_dataframe(path, spark.createDataFrame(data))
-    schedule_compaction(path, threshold_ms=int(dt.datetime(2024, 1, 2, tzinfo=dt.timezone.utc).timestamp() * 1000))
+    schedule_compaction(path, threshold_ms=int(dt.datetime(2024, 1, 2, tzinfo=dt.UTC).timestamp() * 1000))
     run_compaction(path, spark=spark)
     (link,) = [os.path.join(path, n) for n in os.listdir(path) if os.path.islink(os.path.join(path, n))]
     os.unlink(os.path.realpath(link))
@@ -128,13 +128,13 @@ def test_recover_rolls_back_or_finishes_every_orphan_and_is_idempotent(tmp_path,
     """Case 11: one table left with an interrupted clean, rollback, compaction run and write, plus temp files."""
     import time
 
-    from engine.io import faults
     from engine.compaction import run_compaction
+    from engine.io import faults
     from engine.services.clean import run_clean
     from engine.services.recovery import recover
     from engine.services.rollback import rollback
     from tests.inline_spark import InlineSpark
-    from tests.table_model import E, HISTORY, LAST_WRITE, model_of, new_table, snapshot, write
+    from tests.table_model import HISTORY, LAST_WRITE, E, model_of, new_table, snapshot, write
 
     def crash(fault, operation):
         monkeypatch.setenv(faults.ENV, f"{fault}:raise")

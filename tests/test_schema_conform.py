@@ -9,7 +9,7 @@ import pytest
 from engine.config.schema import conform_column
 from engine.errors import InputError
 
-T = dt.datetime(2024, 1, 1, 0, 10, tzinfo=dt.timezone.utc)
+T = dt.datetime(2024, 1, 1, 0, 10, tzinfo=dt.UTC)
 T_MS = 1704067800000
 
 

@@ -13,7 +13,7 @@ from engine.errors import PENDING_COMPACTION
 from tests.oracle import hudi_read, rows_by_key
 from tests.support.tables import THRESHOLD, create_table, day_file, three_day_table
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture(scope="module")

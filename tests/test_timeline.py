@@ -10,13 +10,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from engine.errors import TableNotFoundError, UnsupportedTableError
 from engine.timeline import avro_models as am
 from engine.timeline import instants as tl
-from engine.errors import TableNotFoundError, UnsupportedTableError
 from engine.timeline.instants import Instant, State, Timeline
 from engine.timeline.metadata import WriteStat
-
 from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+
 TRIPS_SCHEMA_FIELDS = ["ts", "uuid", "rider", "driver", "fare", "city"]
 
 

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import Table, TableNotFoundError
-from engine.observe.changes import mark_of
 from engine.io.listing import Entry
+from engine.observe.changes import mark_of
 
 E = 1_700_000_000_000   # event times (epoch ms)
 

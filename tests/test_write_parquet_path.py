@@ -7,15 +7,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.write import pipeline as write_mod
-from engine.read.fsview import FileSystemView
-from engine.read.query import read_arrow
 from engine.config.layout import create_table
 from engine.errors import InputError
+from engine.read.fsview import FileSystemView
+from engine.read.query import read_arrow
+from engine.write import pipeline as write_mod
 from engine.write.pipeline import write_dataframe, write_file, write_parquet
 from tests.oracle import hudi_read, rows_by_key
 
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 
 def rows(ids, seq, region=lambda i: ("eu", "us", "apac")[i % 3]):

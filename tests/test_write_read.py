@@ -8,13 +8,13 @@ import random
 import pyarrow as pa
 import pytest
 
-from engine.read.query import read_arrow
 from engine.config.layout import create_table
 from engine.errors import InputError
+from engine.read.query import read_arrow
 from engine.write.pipeline import WriteError, write_dataframe
 from tests.oracle import hudi_read, rows_by_key
 
-T0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 COLS = ["id", "region", "seq", "event_time", "amount", "note"]
 
 
@@ -153,7 +153,7 @@ def test_delete_with_timestamp_ordering_field(spark, tmp_path):
     """A delete carrying a timestamp ordering value compares in the data's own unit (ours and hudi)."""
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], ordering_field="updated", event_time_field="updated")
-    ts = lambda h: dt.datetime(2024, 1, 1, h, tzinfo=dt.timezone.utc)  # noqa: E731
+    ts = lambda h: dt.datetime(2024, 1, 1, h, tzinfo=dt.UTC)  # noqa: E731
     data = pa.table({"id": ["a", "b"], "updated": pa.array([ts(1), ts(5)], pa.timestamp("us", tz="UTC")),
                      "v": [1, 2]})
     write_dataframe(path, spark.createDataFrame(data), "upsert")

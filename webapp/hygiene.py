@@ -3,7 +3,7 @@ fields (or a JSON body's `\\u0000`) gets 400 naming the problem, on PostgreSQL a
 of reaching a query and failing there with 500."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 

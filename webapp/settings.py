@@ -6,14 +6,13 @@ PostgreSQL and `CELERY_BROKER_URL` at Redis.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import os
 from pathlib import Path
-
-from engine import split_locations
+from typing import Any
 
 import dj_database_url
+
+from engine import split_locations
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 STATE_DIR = Path(os.environ.get("TIDEMARK_STATE_DIR", BASE_DIR / "state")).resolve()

@@ -15,8 +15,9 @@ from __future__ import annotations
 import getpass
 import logging
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 from urllib.parse import urlparse
 
 from engine.catalog.shape import OWNED_PREFIXES, CatalogShape, CatalogTable, Column, Partition

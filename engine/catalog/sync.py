@@ -21,15 +21,16 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from engine import results as r
-from engine.io import storage
 from engine.catalog import glue, hms
 from engine.catalog.shape import CatalogShape, SyncNames, catalog_shape
 from engine.config.properties import GLUE_SYNC_TOOL, HIVE_SYNC_TOOL, TableConfig, load_table_config
 from engine.errors import ConfigError, TidemarkError, TidemarkWarning
+from engine.io import storage
 from engine.timeline.instants import Timeline
 
 ENV_URIS = "TIDEMARK_HIVE_METASTORE_URIS"
@@ -134,7 +135,7 @@ def _sync_one(cfg: TableConfig, target: SyncTarget, reason: str, attempts: int) 
             if attempt < attempts:
                 time.sleep(delay)
                 delay *= 2
-    result.synced_at = dt.datetime.now(dt.timezone.utc)
+    result.synced_at = dt.datetime.now(dt.UTC)
     return result
 
 
@@ -209,7 +210,7 @@ def _result(target: SyncTarget, reason: str) -> r.CatalogSyncResult:
 def _failed(base_path: str, reason: str, exc: Exception) -> r.CatalogSyncResult:
     message = str(exc) if isinstance(exc, TidemarkError) else f"{type(exc).__name__}: {exc}"
     result = r.CatalogSyncResult(ok=False, target="", catalog="", database="", tables=[], reason=reason,
-                                 synced_at=dt.datetime.now(dt.timezone.utc), error=message.splitlines()[0])
+                                 synced_at=dt.datetime.now(dt.UTC), error=message.splitlines()[0])
     try:
         _record(load_table_config(base_path), [result])
     except Exception:  # noqa: BLE001 — nothing more to report than the failure itself
@@ -236,7 +237,7 @@ def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
     previous = last_sync(cfg.base_path) or {}
     ok = all(x.ok for x in results)
     synced = [x for x in results if x.ok and not x.skipped]
-    now = r.iso(dt.datetime.now(dt.timezone.utc))
+    now = r.iso(dt.datetime.now(dt.UTC))
     state = {"ok": ok, "synced_at": now, "error": next((x.error for x in results if not x.ok), None),
              "targets": [x.to_dict() for x in results],
              # what the catalog holds once every target took it: a write compares its own changes with this

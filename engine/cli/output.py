@@ -9,7 +9,8 @@ import datetime as dt
 import json
 import sys
 import warnings
-from typing import Any, Callable, Iterator, Sequence, TextIO
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TextIO
 
 from engine import results as r
 from engine.errors import Refused, TidemarkWarning

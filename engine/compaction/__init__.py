@@ -4,9 +4,16 @@ from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import LogEventTime, resolve_log_event_times
 from engine.compaction.plan import ScheduledPlan, schedule_compaction
 from engine.compaction.rollback import RollbackRefused, RollbackResult, rollback_compaction
-from engine.compaction.strategy import (CompactionStrategy, EventTimeBasedCompactionStrategy, LogCandidate,
-                                        PlannedOperation, SizeBasedStrategy, SliceCandidate, UnboundedStrategy,
-                                        strategy_for)
+from engine.compaction.strategy import (
+                                        CompactionStrategy,
+                                        EventTimeBasedCompactionStrategy,
+                                        LogCandidate,
+                                        PlannedOperation,
+                                        SizeBasedStrategy,
+                                        SliceCandidate,
+                                        UnboundedStrategy,
+                                        strategy_for,
+)
 from engine.compaction.trigger import check_event_time_trigger
 from engine.results import CompactionResult
 

@@ -24,13 +24,21 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from engine import logformat
 from engine import results as r
-from engine.errors import (ALREADY_COMPLETED, COMPACTION_RUNNING, PENDING_WRITE, UNKNOWN_INSTANT, ConfigError,
-                           Refused, TidemarkError, UnsupportedTableError)
+from engine.errors import (
+    ALREADY_COMPLETED,
+    COMPACTION_RUNNING,
+    PENDING_WRITE,
+    UNKNOWN_INSTANT,
+    ConfigError,
+    Refused,
+    TidemarkError,
+    UnsupportedTableError,
+)
 from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name

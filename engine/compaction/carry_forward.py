@@ -18,19 +18,29 @@ come after its ≤ T items in log order, so replaying them after the base reprod
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.io import storage
 from engine.config import eventtime
 from engine.config.properties import EVENT_TIME_ORDERING
-from engine.read.merge import (RECORD_KEY, DataItem, DeleteItem, LogItem, LogWinners, _comparable, _concat,
-                               _ordering_of, conform_to_schema, merge_log_items)
+from engine.io import storage
+from engine.read.merge import (
+    RECORD_KEY,
+    DataItem,
+    DeleteItem,
+    LogItem,
+    LogWinners,
+    _comparable,
+    _concat,
+    _ordering_of,
+    conform_to_schema,
+    merge_log_items,
+)
 
 
 @dataclass(frozen=True)

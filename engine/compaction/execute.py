@@ -21,9 +21,10 @@ import itertools
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,33 +32,38 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import logformat
-from engine.io import storage
-from engine.config import eventtime
-from engine.io.arrow_pool import use_returning_pool
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
 from engine.compaction.plan import previous_ro_times
-from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
+from engine.config import eventtime
+from engine.config.properties import (
+    EVENT_TIME_ORDERING,
+    RO_COMPLETION_KEY,
+    RO_FRESHNESS_KEY,
+    RO_INSTANT_KEY,
+    RO_THRESHOLD_KEY,
+    TableConfig,
+    load_table_config,
+    save_table_config,
+)
+from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
+from engine.io import storage
+from engine.io.arrow_pool import use_returning_pool
+from engine.io.faults import fault_point
+from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
+from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
+from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, Stopped, counted
+from engine.read.fsview import FileSlice, FileSystemView, LogFile
+from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows, conform_to_schema, remaining_log_rows
+from engine.read.slice_reader import iter_base, read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services import integrity
 from engine.services.rollback import rollback_locked
-from engine.read.fsview import FileSlice, FileSystemView, LogFile
-from engine.io.faults import fault_point
-from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
-from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
-from engine.progress import Progress, Stopped, counted
-from engine.config.properties import EVENT_TIME_ORDERING, TableConfig
-from engine.read.merge import (DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows,
-                               conform_to_schema, remaining_log_rows)
-from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
-from engine.config.properties import (RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INSTANT_KEY, RO_THRESHOLD_KEY,
-                                      load_table_config, save_table_config)
-from engine.config.schema import schema_with_meta, table_read_schema
-from engine.read.slice_reader import iter_base, read_slice_logs
-from engine.timeline.instants import (COMPACTION, Instant, State, Timeline, commit_metadata_json, complete,
-                                      transition_to_inflight)
+from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
+from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 
 if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext

@@ -8,7 +8,8 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engine.compaction.strategy import LogCandidate, PlannedOperation

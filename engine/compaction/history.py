@@ -13,12 +13,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import results as r
-from engine.io import storage
 from engine.errors import TidemarkError
+from engine.io import storage
 from engine.io.naming import instant_to_millis, is_instant
 from engine.timeline.instants import COMMIT, COMPACTION, Instant, State, Timeline, TimelineError, instant_file_name
-from engine.timeline.metadata import (CarriedEntry, CommitMetadata, CompactionOperation, CompactionPlanRecord,
-                                      PlanSettings, WriteStat)
+from engine.timeline.metadata import CarriedEntry, CommitMetadata, CompactionOperation, CompactionPlanRecord, PlanSettings, WriteStat
 
 
 @dataclass(frozen=True)

@@ -14,17 +14,17 @@ Only blocks of committed instants count: blocks of failed writes are invisible t
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 import pyarrow as pa
 
 from engine import logformat
-from engine.io import storage
 from engine.config import eventtime
-from engine.read.fsview import FileSlice, FileSystemView
-from engine.logformat import BlockType
 from engine.config.properties import TableConfig, load_table_config
+from engine.io import storage
+from engine.logformat import BlockType
+from engine.read.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 
 SOURCES = ("header", "write_stats", "decoded", "none")

@@ -11,29 +11,27 @@ from __future__ import annotations
 import os
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from engine import logformat
-from engine.io import storage
-from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
-from engine.services import integrity
-from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
-from engine.compaction.strategy import (CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate,
-                                        strategy_for)
 from engine.compaction.freshness_math import projected_completion
+from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
+from engine.compaction.strategy import CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate, strategy_for
 from engine.compaction.trigger import check_event_time_trigger
-from engine.errors import ConfigError, TidemarkError
-from engine.read.fsview import FileSlice, FileSystemView
-from engine.io.faults import fault_point
-from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.services import rollback
-from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
 from engine.config import eventtime
-from engine.config.properties import (MAX_DURATION_MS, RO_COMPLETION_KEY, RO_FRESHNESS_KEY, TableConfig,
-                                      load_table_config, validate_settings)
+from engine.config.properties import MAX_DURATION_MS, RO_COMPLETION_KEY, RO_FRESHNESS_KEY, TableConfig, load_table_config, validate_settings
 from engine.config.resolve import ARGUMENT, THRESHOLD, CompactionSettings, compaction_settings
+from engine.errors import ConfigError, TidemarkError
+from engine.io import storage
+from engine.io.faults import fault_point
+from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.read.fsview import FileSlice, FileSystemView
+from engine.services import integrity, rollback
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
+from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 
 CARRY_OVER_MODES = ("symlink", "copy")
 

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from engine.errors import ConfigError, InputError
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MIN_MS = -62_135_596_800_000      # 0001-01-01T00:00:00Z
 MAX_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z
 _OFFSET = r"(Z|z|[+-]\d{2}(:?\d{2})?)$"
@@ -128,7 +128,7 @@ def parse_time(text: str, what: str = "time") -> int:
         raise ConfigError(f"malformed {what} {text!r}: expected ISO-8601 (e.g. 2013-06-01T00:00:00Z) "
                           "or epoch millis") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=dt.timezone.utc)
+        parsed = parsed.replace(tzinfo=dt.UTC)
     return check_millis(int((parsed - _EPOCH) / dt.timedelta(milliseconds=1)), what)
 
 

@@ -3,12 +3,19 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
+from engine.config.properties import (
+    HOODIE_DIR,
+    MERGE_MODES,
+    PROPERTIES_FILE,
+    TableConfig,
+    load_table_config,
+    new_table_props,
+    save_table_config,
+)
 from engine.errors import ConfigError
 from engine.io import storage
-from engine.config.properties import (HOODIE_DIR, MERGE_MODES, PROPERTIES_FILE, TableConfig, load_table_config,
-                               new_table_props, save_table_config)
 
 # Folders Java Hudi creates with a table; readers tolerate their absence, Java tools expect them.
 HOODIE_SUBDIRS = (".aux", ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".temp", ".schema", "archived")
@@ -48,7 +55,7 @@ def write_partition_metadata(base_path: str, partition: str, instant: str) -> No
         return
     storage.make_dirs(directory)
     depth = len([p for p in partition.split("/") if p]) if partition else 0
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     text = f"#partition metadata\n#{now:%a %b %d %H:%M:%S UTC %Y}\ncommitTime={instant}\npartitionDepth={depth}\n"
     if storage.is_remote(target):
         storage.write_bytes(target, text.encode("utf-8"))   # one PUT: whole or absent; same text either way

@@ -10,11 +10,12 @@ import datetime as dt
 import os
 import re
 import zlib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
-from engine.io import storage
 from engine.errors import ConfigError, TableNotFoundError, UnsupportedTableError
+from engine.io import storage
 
 HOODIE_DIR = ".hoodie"
 INDEX_TYPE_KEY = "tidemark.index.type"
@@ -204,14 +205,14 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def format_properties(props: Mapping[str, str]) -> str:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     head = f"#Properties saved on {now.isoformat().replace('+00:00', 'Z')}\n#{now:%a %b %d %H:%M:%S UTC %Y}\n"
     return head + "".join(f"{_escape(k, True)}={_escape(v)}\n" for k, v in sorted(props.items()))
 
 
 def table_checksum(database: str, table_name: str) -> str:
     """Java's HoodieTableConfig.generateChecksum: CRC32 of "<database>.<table>"."""
-    return str(zlib.crc32(f"{database}.{table_name}".encode("utf-8")))
+    return str(zlib.crc32(f"{database}.{table_name}".encode()))
 
 
 # --- the table's configuration ---------------------------------------------------------------------

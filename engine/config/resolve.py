@@ -7,12 +7,13 @@ resolved values remember their source; a compaction plan records them (`settings
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from engine.io import storage
 from engine.config.properties import WRITE_SETTINGS, TableConfig
 from engine.errors import ConfigError
+from engine.io import storage
 
 ARGUMENT, TABLE, DEFAULT = "argument", "table", "default"
 STORE = "store"   # what the table's storage allows decided it (object stores carry over by copy)

@@ -1,17 +1,16 @@
 """Table schemas: the Avro record schema in commit metadata, its meta-field form, and its Arrow form."""
 from __future__ import annotations
 
-from typing import Any
-
 import functools
 import json
+from typing import Any
 
 import pyarrow as pa
 
-from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema
 from engine.config import eventtime
-from engine.errors import InputError, TidemarkError
 from engine.config.properties import TableConfig
+from engine.errors import InputError, TidemarkError
+from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema
 from engine.timeline.instants import Timeline
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",

@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.config.properties import TableConfig
 from engine.index.bucket_hash import bucket_ids
 from engine.index.keys import DEFAULT_PARTITION, EMPTY_KEY, NULL_KEY
 from engine.write.log_writer import BUCKET_COL, KEY_COL, PART_COL
-from engine.config.properties import TableConfig
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Routing:
     num_buckets: int
 
     @classmethod
-    def of(cls, cfg: TableConfig) -> "Routing":
+    def of(cls, cfg: TableConfig) -> Routing:
         return cls(tuple(cfg.record_key_fields), tuple(cfg.partition_fields), cfg.hive_style, cfg.num_buckets)
 
 

@@ -14,10 +14,10 @@ import hashlib
 import os
 import tempfile
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
-from engine.io import storage
 from engine.errors import LOCK_UNAVAILABLE, Refused, TidemarkError
+from engine.io import storage
 
 LOCK_FILE = ".tidemark.lock"
 # Held for a whole compaction run (long), so it is not the table lock: writers go on meanwhile.

@@ -11,7 +11,7 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 # Extensions Hudi writes for base files; anything else is not a base file for us.
 BASE_FILE_EXTENSIONS: tuple[str, ...] = (".parquet", ".orc", ".hfile", ".lance")
@@ -112,7 +112,7 @@ def instant_to_millis(instant: str) -> int:
     """Epoch millis (UTC) of an instant; 14-digit instants have second precision."""
     if not is_instant(instant):
         raise ValueError(f"not a Hudi instant time: {instant!r}")
-    dt = datetime.strptime(instant[:14], _INSTANT_FMT).replace(tzinfo=timezone.utc)
+    dt = datetime.strptime(instant[:14], _INSTANT_FMT).replace(tzinfo=UTC)
     millis = int(instant[14:]) if len(instant) == 17 else 0
     return int(dt.timestamp()) * 1000 + millis
 
@@ -120,7 +120,7 @@ def instant_to_millis(instant: str) -> int:
 def millis_to_instant(ms: int) -> str:
     """17-digit UTC instant for epoch millis."""
     secs, millis = divmod(ms, 1000)
-    dt = datetime.fromtimestamp(secs, tz=timezone.utc)
+    dt = datetime.fromtimestamp(secs, tz=UTC)
     return f"{dt.strftime(_INSTANT_FMT)}{millis:03d}"
 
 
@@ -135,7 +135,7 @@ def new_instant_time(after: str | None = None) -> str:
     clock that went backwards) must not produce a duplicate, so we bump by 1 ms when needed.
     """
     global _last_issued_ms
-    now = int(datetime.now(tz=timezone.utc).timestamp() * 1000)
+    now = int(datetime.now(tz=UTC).timestamp() * 1000)
     floor = instant_to_millis(after) + 1 if after is not None else 0
     with _issue_lock:
         ms = max(now, floor, _last_issued_ms + 1)

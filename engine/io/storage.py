@@ -23,8 +23,9 @@ import posixpath
 import re
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import IO, Any, Iterator
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa

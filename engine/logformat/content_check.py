@@ -14,7 +14,7 @@ Bytes flipped deeper inside the records pass this check; a read or a compaction 
 from __future__ import annotations
 
 import struct
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from engine.io import storage
 from engine.logformat.blocks import CONTENT_VERSION, BlockInfo, BlockType, CorruptBlock

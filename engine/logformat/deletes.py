@@ -7,8 +7,6 @@ hand-written decoder, because a decoder must name an unknown (newer Hudi, >= 12)
 
 from __future__ import annotations
 
-from typing import Any
-
 import base64
 import binascii
 import datetime
@@ -17,6 +15,7 @@ import io
 import struct
 import zlib
 from collections.abc import Sequence
+from typing import Any
 
 import fastavro
 import numpy as np

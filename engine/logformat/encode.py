@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import io
 import json
 import os
 import struct
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.logformat.avro_codec import encode_data_block_content
 from engine.errors import TidemarkError
-from engine.logformat.deletes import encode_delete_content, encode_event_times, has_event_times
+from engine.logformat.avro_codec import encode_data_block_content
 from engine.logformat.blocks import (
     EVENT_TIMES_ATTR,
     LOG_FORMAT_VERSION,
@@ -26,6 +24,7 @@ from engine.logformat.blocks import (
     BlockType,
     HeaderKey,
 )
+from engine.logformat.deletes import encode_delete_content, encode_event_times, has_event_times
 
 _INT = struct.Struct(">i")
 _LONG = struct.Struct(">q")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.errors import TidemarkError
 from engine.io import storage
 from engine.logformat.avro_codec import decode_data_block_content
-from engine.errors import TidemarkError
 from engine.logformat.blocks import (
     EVENT_TIME_COLUMN,
     EVENT_TIMES_ATTR,

@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import struct
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Iterator
 
 from engine.io import storage
 from engine.logformat.blocks import (

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from engine.errors import TableNotFoundError
 from engine.io.listing import Entry, list_folder

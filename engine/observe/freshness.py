@@ -25,18 +25,17 @@ import pyarrow as pa
 
 from engine import logformat
 from engine.compaction.carry_forward import _ordering_as_event_ms
+from engine.compaction.history import compaction_records, last_completed_event_time_compaction
 from engine.compaction.log_event_times import StatTimes, write_stat_event_times
 from engine.config import eventtime
+from engine.config.properties import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INSTANT_KEY, RO_THRESHOLD_KEY, TableConfig, load_table_config
 from engine.config.schema import table_read_schema
-from engine.compaction.history import compaction_records, last_completed_event_time_compaction
+from engine.errors import ConfigError
+from engine.logformat import BlockType
 from engine.read.fsview import FileSystemView
 from engine.results import Freshness, from_ms
-from engine.logformat import BlockType
-from engine.config.properties import (RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INSTANT_KEY, RO_THRESHOLD_KEY,
-                                      TableConfig, load_table_config)
-from engine.errors import ConfigError
-from engine.timeline.instants import DELTACOMMIT, Timeline
 from engine.timeline import metadata as md
+from engine.timeline.instants import DELTACOMMIT, Timeline
 
 # hoodie.properties keys the compaction publishes (fallback when the commit left the active timeline).
 PROP_COMPLETION, PROP_FRESHNESS = RO_COMPLETION_KEY, RO_FRESHNESS_KEY

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import AbstractSet, Any, Sequence
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any
 
 from engine import logformat
-from engine.io import storage
 from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
 from engine.config.eventtime import parse_time
+from engine.config.properties import load_table_config
+from engine.io import storage
 from engine.read.fsview import FileSystemView, LogFile
 from engine.results import BacklogMetrics, from_ms
 from engine.services import integrity
-from engine.config.properties import load_table_config
 from engine.timeline.instants import Timeline
 
 

@@ -19,14 +19,14 @@ decode). `option("failOnCorrupt", "true")` fails the query instead (engine.servi
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
-from engine.io import storage
 from engine.errors import ConfigError
+from engine.io import storage
 from engine.read.query import QuerySpec
 
 QUERY_TYPE = "hoodie.datasource.query.type"

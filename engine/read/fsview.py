@@ -24,8 +24,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from engine.io import storage
 from engine.errors import TidemarkError
+from engine.io import storage
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read import slicing_v8
 from engine.timeline.instants import CLEAN, State, Timeline

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 from engine.config.properties import load_table_config
 from engine.errors import ConfigError
-from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.io.naming import parse_base_file_name, parse_log_file_name
+from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.read.window import InstantWindow
 from engine.timeline.instants import COMMIT, ROLLBACK, Instant, Timeline
 

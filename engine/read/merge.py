@@ -21,8 +21,8 @@ Semantics, matching hudi 0.5.0 and Java Hudi's file group reader (docs/ARCHITECT
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa

@@ -10,24 +10,24 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Iterable, Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from engine.config.properties import load_table_config
+from engine.config.schema import table_read_schema
+from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.logformat import CorruptBlock
 from engine.progress import Progress, Reporter
-from engine.services import integrity
-from engine.errors import ConfigError, TidemarkError
 from engine.read import incremental
 from engine.read.fsview import FileSlice, FileSystemView
-from engine.read.window import InstantWindow
-from engine.config.properties import load_table_config
-from engine.config.schema import table_read_schema
 from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
+from engine.read.window import InstantWindow
+from engine.services import integrity
 from engine.timeline.instants import Timeline
 
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")

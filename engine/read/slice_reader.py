@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import logformat
-from engine.io import storage
 from engine.errors import TidemarkError
-from engine.read.merge import (DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items,
-                          merge_with_winners)
+from engine.io import storage
+from engine.read.merge import DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items, merge_with_winners
 from engine.read.window import InstantWindow
 from engine.services import integrity
 

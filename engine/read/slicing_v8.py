@@ -16,7 +16,8 @@ either compacted by C or (HUDI-9388) is treated as compacted. Here:
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from engine.timeline.instants import Timeline
 

@@ -27,26 +27,39 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from engine.io import storage
-from engine.timeline import avro_models
-from engine.compaction.history import carried_over_entries, compaction_records
 from engine import errors
+from engine.compaction.history import carried_over_entries, compaction_records
+from engine.config.properties import load_table_config
 from engine.errors import CleanRefused, ConfigError
-from engine.read.fsview import FileGroup, FileSlice, FileSystemView
+from engine.io import storage
 from engine.io.faults import fault_point
-from engine.timeline.metadata import CleanPlanRecord
+from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
+from engine.read.fsview import FileGroup, FileSlice, FileSystemView
 from engine.results import CleanResult
 from engine.services import integrity, rollback
-from engine.io.naming import new_instant_time, parse_log_file_name
-from engine.config.properties import load_table_config
-from engine.timeline.instants import (CLEAN, COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION, SAVEPOINT,
-                                      Instant, State, Timeline, TimelineError, complete, create_requested,
-                                      pending_file, transition_to_inflight)
+from engine.timeline import avro_models
+from engine.timeline.instants import (
+    CLEAN,
+    COMMIT_ACTIONS,
+    COMPACTION,
+    LOGCOMPACTION,
+    SAVEPOINT,
+    Instant,
+    State,
+    Timeline,
+    TimelineError,
+    complete,
+    create_requested,
+    pending_file,
+    transition_to_inflight,
+)
+from engine.timeline.metadata import CleanPlanRecord
 
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
 KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"

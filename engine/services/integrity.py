@@ -25,12 +25,14 @@ import re
 import sys
 import uuid
 import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, AbstractSet, Iterable, Mapping, Sequence
+from typing import Any
 
 from engine import logformat
-from engine.io import storage
 from engine.errors import CorruptLogBlockError, TidemarkWarning
+from engine.io import storage
 from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
 from engine.logformat import BlockInfo, BlockType, CorruptBlock
 from engine.timeline.instants import COMMIT, COMMIT_ACTIONS, Timeline

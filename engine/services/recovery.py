@@ -12,15 +12,16 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
-from engine.io import storage
 from engine.config.properties import load_table_config, save_table_config
+from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
-from engine.lock import TableLock, holding, table_lock_of
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.services import clean, rollback
+from engine.lock import TableLock, holding, table_lock_of
 from engine.results import RecoverResult, RollbackResult, iso, utc
+from engine.services import clean, rollback
 from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
 

@@ -30,22 +30,35 @@ import time
 from typing import Any
 
 from engine import logformat
-from engine.io import storage
 from engine.config.properties import load_table_config, save_table_config
 from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, UNKNOWN_INSTANT, RollbackRefused
+from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_clobber, table_lock
+from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
-from engine.results import RollbackResult
-from engine.io.naming import (CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name,
-                              parse_log_file_name)
 from engine.read.fsview import FileGroup, FileSystemView, LogFile
+from engine.results import RollbackResult
 from engine.timeline import avro_models, heartbeat
+from engine.timeline.instants import (
+    COMMIT,
+    COMPACTION,
+    DELTACOMMIT,
+    LOGCOMPACTION,
+    REPLACECOMMIT,
+    ROLLBACK,
+    Instant,
+    State,
+    Timeline,
+    complete,
+    completed_file,
+    create_requested,
+    delete_instant_files,
+    pending_file,
+    transition_to_inflight,
+)
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
-from engine.timeline.instants import (COMMIT, COMPACTION, DELTACOMMIT, LOGCOMPACTION, REPLACECOMMIT, ROLLBACK,
-                                      Instant, State, Timeline, complete, completed_file, create_requested,
-                                      delete_instant_files, pending_file, transition_to_inflight)
 
 ROLLBACK_WRITE_TOKEN = "1-0-1"   # HoodieLogFormat.UNKNOWN_WRITE_TOKEN, seen on Java's rollback logs
 RO_KEYS = ("tidemark.ro.completion.time", "tidemark.ro.freshness.time", "tidemark.ro.threshold",

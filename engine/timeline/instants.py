@@ -19,17 +19,17 @@ import json
 import os
 import re
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
+from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import new_instant_time
 from engine.timeline import avro_models, layout_v8, metadata_table
-from engine.timeline.metadata import (CleanPlanRecord, CommitMetadata, CompactionPlanRecord,
-                                      RequestedReplaceMetadata, RollbackRecord)
-from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
+from engine.timeline.metadata import CleanPlanRecord, CommitMetadata, CompactionPlanRecord, RequestedReplaceMetadata, RollbackRecord
 
 _T = TypeVar("_T")
 

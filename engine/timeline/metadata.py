@@ -14,8 +14,9 @@ exact-mode plan?" is a property here, defined once.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from engine.timeline import avro_models
 

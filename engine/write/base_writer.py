@@ -10,17 +10,16 @@ partition without clobbering; rows are pre-combined first, so the base holds one
 """
 from __future__ import annotations
 
-from typing import Any
-
 import os
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.io import storage
 from engine.config import eventtime
 from engine.config.schema import arrow_schema
+from engine.io import storage
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import BaseFileName
 from engine.timeline.metadata import WriteStat

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import pyarrow as pa

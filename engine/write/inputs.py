@@ -12,21 +12,20 @@ Every rule here runs on the driver, before the deltacommit is opened, so bad inp
 """
 from __future__ import annotations
 
-from typing import Any
-
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine.io import storage
 from engine.config import eventtime
 from engine.config.properties import TableConfig
 from engine.config.schema import META_FIELDS, arrow_schema, conform_column, table_avro_schema
 from engine.errors import InputError
+from engine.io import storage
 from engine.logformat.avro_codec import AvroCodecError
 from engine.timeline.instants import Timeline
 

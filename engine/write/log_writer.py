@@ -7,24 +7,25 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine import logformat
-from engine.io import storage
 from engine.config import eventtime
-from engine.index.bucket_hash import spark_hash_strings
-from engine.index.keys import check_partition_path
-from engine.io.locking import publish_bytes, publish_no_clobber
-from engine.read.merge import DataItem, merge_log_items
-from engine.io.naming import LogFileName
+from engine.config.layout import write_partition_metadata
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.config.schema import arrow_schema, conform_column
-from engine.config.layout import write_partition_metadata
+from engine.index.bucket_hash import spark_hash_strings
+from engine.index.keys import check_partition_path
+from engine.io import storage
+from engine.io.locking import publish_bytes, publish_no_clobber
+from engine.io.naming import LogFileName
+from engine.read.merge import DataItem, merge_log_items
 from engine.timeline.metadata import WriteStat
 
 KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
@@ -90,7 +91,7 @@ def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, toke
     check_partition_path(partition)
     write_partition_metadata(job.base_path, partition, job.instant)
     if job.operation in OVERWRITE_OPERATIONS:
-        from engine.write import base_writer   # imports this module
+        from engine.write import base_writer  # imports this module
 
         return base_writer.write_new_group(job, partition, bucket, rows, token)
     target = job.targets.get((partition, bucket)) or Target(group_file_id(job.instant, partition, bucket),

@@ -28,34 +28,38 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.io import storage
-from engine.index import keys
-from engine import placement
-from engine.write import in_process, inputs, log_writer
-from engine.services import recovery, rollback
-from engine.io.faults import fault_point
-from engine.timeline import heartbeat
-from engine.index import routing
-from engine import errors
-from engine.results import WriteResult, utc
-from engine.errors import TidemarkError, WriteRefused
-from engine.read.fsview import FileSystemView
-from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.progress import Progress, counted, tracked
-from engine.write.log_writer import BUCKET_COL, KEY_COL, OVERWRITE_OPERATIONS, PART_COL, Target, WriteJob
-from engine.io.naming import (CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time,
-                              parse_log_file_name, write_token)
+from engine import errors, placement
 from engine.config.properties import TableConfig, load_table_config, validate_settings
 from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
-from engine.timeline.instants import (DELTACOMMIT, REPLACECOMMIT, Timeline, commit_metadata_json, complete,
-                                      create_requested, transition_to_inflight)
-from engine.timeline.metadata import (INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata,
-                                      inflight_commit_json)
+from engine.errors import TidemarkError, WriteRefused
+from engine.index import keys, routing
+from engine.io import storage
+from engine.io.faults import fault_point
+from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time, parse_log_file_name, write_token
+from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.progress import Progress, counted, tracked
+from engine.read.fsview import FileSystemView
+from engine.results import WriteResult, utc
+from engine.services import recovery, rollback
+from engine.timeline import heartbeat
+from engine.timeline.instants import (
+    DELTACOMMIT,
+    REPLACECOMMIT,
+    Timeline,
+    commit_metadata_json,
+    complete,
+    create_requested,
+    transition_to_inflight,
+)
+from engine.timeline.metadata import INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata, inflight_commit_json
+from engine.write import in_process, inputs, log_writer
+from engine.write.log_writer import BUCKET_COL, KEY_COL, OVERWRITE_OPERATIONS, PART_COL, Target, WriteJob
 
 if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
     from pyspark import Accumulator

@@ -26,7 +26,7 @@ REGIONS = ("eu", "us")
 
 
 def _rows(keys: range, seq: int, day: int) -> pa.Table:
-    start = dt.datetime(2024, 1, day, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2024, 1, day, tzinfo=dt.UTC)
     return pa.table({
         "id": [f"k{k:04d}" for k in keys],
         "region": [REGIONS[k % 2] for k in keys],

@@ -12,16 +12,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import logformat
-from engine.timeline import avro_models
 from engine.config.eventtime import parse_time
-from engine.read.fsview import FileSystemView
-from engine.io.naming import LogFileName, new_instant_time
+from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
 from engine.config.schema import arrow_schema, schema_with_meta, table_read_schema
+from engine.io.naming import LogFileName, new_instant_time
+from engine.read.fsview import FileSystemView
 from engine.read.slice_reader import ReadContext, SliceRef, read_slice
-from engine.config.layout import create_table
-from engine.timeline.instants import (COMPACTION, DELTACOMMIT, State, Timeline, commit_metadata_json, complete, create_requested,
-                             transition_to_inflight)
+from engine.timeline import avro_models
+from engine.timeline.instants import (
+    COMPACTION,
+    DELTACOMMIT,
+    State,
+    Timeline,
+    commit_metadata_json,
+    complete,
+    create_requested,
+    transition_to_inflight,
+)
 from engine.timeline.metadata import WriteStat
 
 T = parse_time("2013-06-01T00:00:00Z")
@@ -31,7 +39,7 @@ W2 = {"eu": [("d", "2013-06-02T01:00:00Z")], "us": [("e", "2013-06-03T00:00:00Z"
 
 
 def ts(text: str) -> dt.datetime:
-    return dt.datetime.fromtimestamp(parse_time(text) / 1000, tz=dt.timezone.utc)
+    return dt.datetime.fromtimestamp(parse_time(text) / 1000, tz=dt.UTC)
 
 
 def write_rows(spark, path: str, rows: dict[str, list[tuple[str, str]]]) -> str:

@@ -9,9 +9,9 @@ after the compaction land in slice C. `model_as_of` / `model_changes` give what 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from engine import Table
 

@@ -17,7 +17,8 @@ import sys
 import threading
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import boto3
 import pytest

@@ -20,9 +20,9 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import pyspark
 

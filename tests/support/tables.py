@@ -1,8 +1,8 @@
 """Small tables built through the public `Table` API (shared by the API, lock and CLI tests)."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from engine import Table
 

@@ -17,8 +17,8 @@ from tests.support.stack import free_port
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
-BEFORE_ANY_DATA = dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
+BEFORE_ANY_DATA = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 ATTEMPTS = 3
 
 

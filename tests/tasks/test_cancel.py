@@ -15,7 +15,7 @@ from tests.support.runs import register
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 
-T = dt.datetime(2013, 1, 10, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 10, tzinfo=dt.UTC)
 
 
 def test_cancel_a_running_compaction_then_trigger_again(stack_env, flights):

@@ -16,7 +16,7 @@ from tasks import change_sampling, sampling
 from tests.support.runs import register
 from webapp.tables.models import MetricSample, SamplingState
 
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 
 
 def state(table) -> SamplingState:

@@ -13,7 +13,7 @@ from tests.oracle import hudi_read, rows_by_key
 from tests.support.runs import register, wait_final
 from tests.tasks.test_worker_lost import wait_until
 
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 LEASE_TTL_S = 120   # far longer than the test waits: a recover that waited for the ttl would time out
 
 

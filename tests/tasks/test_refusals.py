@@ -12,8 +12,8 @@ from tests.support.runs import register
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
-EARLIER_T = dt.datetime(2013, 1, 3, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
+EARLIER_T = dt.datetime(2013, 1, 3, tzinfo=dt.UTC)
 
 
 def queued(table, kind: str, **params):

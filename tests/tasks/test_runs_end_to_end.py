@@ -10,8 +10,8 @@ from engine.read.query import read_arrow
 from tests.oracle import hudi_read, rows_by_key
 from tests.support.runs import register, run_to_end
 
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
-LATER_T = dt.datetime(2013, 1, 10, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
+LATER_T = dt.datetime(2013, 1, 10, tzinfo=dt.UTC)
 
 
 def assert_hudi_agrees(path) -> dict:

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from engine.results import TideBucket
 from engine.observe.tide import freshness_lag
+from engine.results import TideBucket
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def _bucket(hour: int, records: int | None, size: int) -> TideBucket:

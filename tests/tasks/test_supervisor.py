@@ -23,7 +23,7 @@ from tests.support.runs import register, wait_final
 from tests.support.stack import REPO, Stack, free_port, port_open
 from tests.tasks.test_worker_lost import wait_until
 
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 
 
 class Supervisor:

@@ -11,7 +11,7 @@ from tests.oracle import hudi_read, rows_by_key
 from tests.support.runs import register, request, wait_final
 
 LEASE_TTL_S = 4
-T = dt.datetime(2013, 1, 6, tzinfo=dt.timezone.utc)
+T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 
 
 def wait_until(predicate, timeout_s: float, what: str) -> None:
@@ -42,7 +42,7 @@ def test_a_killed_worker_s_run_fails_and_the_table_recovers(stack_env, flights):
     assert lease.owner.startswith(f"run:{run.pk}@")
     stack_env.kill("victim")
 
-    wait_until(lambda: TableLease.objects.get(table=table).expires_at < dt.datetime.now(dt.timezone.utc),
+    wait_until(lambda: TableLease.objects.get(table=table).expires_at < dt.datetime.now(dt.UTC),
                LEASE_TTL_S + 5, "the dead worker's lease to lapse")
     assert Run.objects.get(pk=run.pk).state == "running", "nobody recorded an outcome for the killed run"
     # A worker starting up sweeps: it finds the lapsed lease (it also serves the runs below).

@@ -11,7 +11,7 @@ from webapp.accounts.roles import OPERATOR, VIEWER
 from webapp.tables.models import MetricSample, RegisteredTable, Run
 
 PASSWORD = "tidemark-test-pw"
-T0 = dt.datetime(2013, 1, 20, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2013, 1, 20, tzinfo=dt.UTC)
 
 
 def make_user(username: str, group: str) -> User:

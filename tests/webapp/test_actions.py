@@ -13,7 +13,7 @@ def test_trigger_queues_schedule_execute_with_arguments(operator_client, flights
     assert response.status_code == 302 and response.url == f"/tables/flights/?run={run.pk}"
     assert (run.kind, run.state, run.carry_over, run.exact, run.requested_by) == (
         "schedule_execute", "queued", "copy", True, operator)
-    assert run.threshold == dt.datetime(2013, 1, 20, 1, tzinfo=dt.timezone.utc)
+    assert run.threshold == dt.datetime(2013, 1, 20, 1, tzinfo=dt.UTC)
     assert AuditEvent.objects.get(run=run).actor == "olivia"
 
 

@@ -11,7 +11,7 @@ from tests.webapp.conftest import sample
 from webapp.tables.health import LEVELS, assess
 from webapp.tables.models import MetricSample, RegisteredTable, Run
 
-NOW = dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, 12, tzinfo=dt.UTC)
 
 
 def base(**fields):

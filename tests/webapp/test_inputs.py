@@ -8,8 +8,8 @@ from webapp.tables.inputs import InvalidInput
 
 
 def test_threshold_accepts_iso_and_assumes_utc():
-    assert inputs.parse_threshold("2013-01-20T00:00:00Z") == dt.datetime(2013, 1, 20, tzinfo=dt.timezone.utc)
-    assert inputs.parse_threshold("2013-01-20 05:00") == dt.datetime(2013, 1, 20, 5, tzinfo=dt.timezone.utc)
+    assert inputs.parse_threshold("2013-01-20T00:00:00Z") == dt.datetime(2013, 1, 20, tzinfo=dt.UTC)
+    assert inputs.parse_threshold("2013-01-20 05:00") == dt.datetime(2013, 1, 20, 5, tzinfo=dt.UTC)
     assert inputs.parse_threshold("") is None
 
 

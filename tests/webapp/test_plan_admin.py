@@ -84,7 +84,7 @@ def test_table_page_offers_the_actions_for_the_pending_plan(operator_client, vie
 def test_run_page_shows_valid_and_error_per_file_group_and_the_renames(operator_client, flights):
     validation = {"instant": C, "state": "requested", "valid": False, "file_groups": [
         {"partition": "2013/01/20", "file_id": "fg-1", "valid": True, "status": "Valid", "errors": [],
-         "logs_compacted": 2, "logs_carried": 1, "logs_written_since": [".fg-1_%s.log.3_0-1-0" % C]},
+         "logs_compacted": 2, "logs_carried": 1, "logs_written_since": [f".fg-1_{C}.log.3_0-1-0"]},
         {"partition": "2013/01/20", "file_id": "fg-2", "valid": False, "status": "Error",
          "errors": ["log .fg-2_001.log.1_0-1-0 named by the plan is missing"], "logs_compacted": 1,
          "logs_carried": 0, "logs_written_since": []}]}
@@ -94,7 +94,7 @@ def test_run_page_shows_valid_and_error_per_file_group_and_the_renames(operator_
     assert "named by the plan is missing" in page and "1 written since" in page
     assert "Carry-over" not in page and "Strategy" not in page       # a validate run has no compaction settings
 
-    renames = [{"partition": "2013/01/20", "file_id": "fg-1", "source": ".fg-1_%s.log.3_0-1-0" % C,
+    renames = [{"partition": "2013/01/20", "file_id": "fg-1", "source": f".fg-1_{C}.log.3_0-1-0",
                 "target": ".fg-1_001.log.3_0-1-0", "done": False}]
     dry = Run.objects.create(table=flights, kind="unschedule", state="succeeded", instant=C, file_group="2013/01/20/fg-1",
                              dry_run=True, result={"instant": C, "dry_run": True, "renames": renames,

@@ -12,7 +12,7 @@ from webapp.tables import history, latest
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 from webapp.tables.retention import DAY, HOUR, Retention, roll_up
 
-NOW = dt.datetime(2026, 3, 1, 0, 0, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 3, 1, 0, 0, tzinfo=dt.UTC)
 STEP = dt.timedelta(minutes=5)
 
 
@@ -88,7 +88,7 @@ def test_chart_downsamples_long_histories_keeping_peaks(tables):
 
 
 def test_downsample_buckets_are_consecutive_and_complete():
-    start = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
     rows = [(start + dt.timedelta(minutes=i),) for i in range(1000)]
     buckets = history.downsample(rows, 10)
     assert len(buckets) == 10 and [r for b in buckets for r in b] == rows

@@ -6,7 +6,7 @@ import pytest
 
 from webapp.tables.models import RegisteredTable, Run
 
-DAY = dt.datetime(2026, 3, 1, 12, tzinfo=dt.timezone.utc)
+DAY = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 
 
 @pytest.fixture

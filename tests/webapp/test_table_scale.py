@@ -15,7 +15,7 @@ from webapp.tables import latest, listing
 from webapp.tables.inputs import InvalidInput
 from webapp.tables.models import MetricSample, RegisteredTable, Run, SamplingState
 
-T0 = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 N = 130
 
 

@@ -1,8 +1,9 @@
 """Page-side role checks: every page needs a login; actions need the operator role and a POST."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import wraps
-from typing import Any, Callable, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -10,7 +11,6 @@ from django.http import HttpRequest, HttpResponseBase
 from django.views.decorators.http import require_POST
 
 from webapp.accounts.roles import is_operator
-
 
 View = TypeVar("View", bound=Callable[..., HttpResponseBase])
 

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render

@@ -35,7 +35,7 @@ class ApiToken(models.Model):
         return f"{self.user} {self.name or self.key_digest[:8]}"
 
     @classmethod
-    def issue(cls, user, name: str = "", days: float | None = DEFAULT_LIFETIME_DAYS) -> tuple["ApiToken", str]:
+    def issue(cls, user, name: str = "", days: float | None = DEFAULT_LIFETIME_DAYS) -> tuple[ApiToken, str]:
         """Create a token for `user` valid `days` (None: no expiry); returns the row and the raw token
         (not recoverable later)."""
         raw = "tm_" + secrets.token_urlsafe(32)

@@ -8,13 +8,12 @@ or a client address with four times as many within the last `TIDEMARK_LOGIN_WIND
 """
 from __future__ import annotations
 
-from typing import Any
-
 import datetime as dt
 import os
+from typing import Any
 
-from django.dispatch import receiver
 from django.contrib.auth.signals import user_login_failed
+from django.dispatch import receiver
 from django.http import HttpRequest
 from django.utils import timezone
 

@@ -6,12 +6,11 @@ The Celery task `tasks.jobs.deliver_alert` calls it and schedules the retry.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import json
 import logging
 import urllib.error
 import urllib.request
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail

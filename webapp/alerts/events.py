@@ -26,7 +26,7 @@ TITLES = {"run_failed": "run failed", "run_refused": "run refused", "sla_breache
 
 
 def _iso(value: dt.datetime) -> str:
-    return value.astimezone(dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return value.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def payload(event: str, *, table, run, reason: str, at: dt.datetime, detail: dict[str, Any]) -> dict[str, Any]:

@@ -5,8 +5,8 @@ token, as a script has no cookie to forge. Unauthenticated → 401; a viewer wri
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import wraps
-from typing import Callable
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware

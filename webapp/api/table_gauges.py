@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from django.db.models import BooleanField, Case, F, Value, When
 
 from webapp.tables.models import RegisteredTable
+
 
 def _TIMESTAMP(v: dt.datetime | None) -> float | None:
     return v.timestamp() if v is not None else None
@@ -26,7 +28,7 @@ def _SECONDS(v: Any) -> float | None:
     if isinstance(v, str):
         v = dt.datetime.fromisoformat(v)
     if v.tzinfo is None:
-        v = v.replace(tzinfo=dt.timezone.utc)
+        v = v.replace(tzinfo=dt.UTC)
     return v.timestamp()
 
 
@@ -70,7 +72,7 @@ def instant_seconds(instant: str) -> float | None:
     """A Hudi instant time (yyyyMMddHHmmss[SSS], UTC) as Unix seconds; None for "" or a malformed one."""
     if not instant.isdigit() or len(instant) not in (14, 17):
         return None
-    when = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
+    when = dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
     return when.timestamp() + (int(instant[14:]) / 1000 if len(instant) == 17 else 0)
 
 

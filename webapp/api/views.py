@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, ParamSpec
+from typing import Any, ParamSpec
 
 import yaml
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse

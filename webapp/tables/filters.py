@@ -1,7 +1,7 @@
 """Query-string filters shared by the pages and the API (the same ?table=&user=… everywhere)."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from django.db.models import Q, QuerySet
 
@@ -48,5 +48,5 @@ def _day(raw: str, name: str, end: bool = False):
             return inputs.parse_threshold(raw)
         except inputs.InvalidInput:
             raise inputs.InvalidInput(f"{name} must be a date (2026-01-31) or ISO date-time, got {raw!r}") from None
-    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.timezone.utc)
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
     return start + dt.timedelta(days=1) if end else start

@@ -37,7 +37,7 @@ class Health:
 def _instant_time(instant: str) -> dt.datetime | None:
     if not instant or not instant.isdigit() or len(instant) not in (14, 17):
         return None
-    return dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.timezone.utc)
+    return dt.datetime.strptime(instant[:14], "%Y%m%d%H%M%S").replace(tzinfo=dt.UTC)
 
 
 def _hours(seconds: float) -> str:

@@ -66,7 +66,7 @@ def _level(size: int, peak: int) -> int:
 
 
 def _when(ms: int) -> dt.datetime:
-    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
 
 
 def _label(ms: int, bucket_ms: int) -> str:

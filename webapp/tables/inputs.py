@@ -9,16 +9,16 @@ import datetime as dt
 import os
 import posixpath
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, ClassVar
 
 from django.conf import settings
 
-from engine import (TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms,
-                    resolve_location)
+from engine import TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms, resolve_location
 
-EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 MAX_MINUTES = 366 * 24 * 60        # the longest schedule or SLA anyone means: a year (and it fits every column)
@@ -78,7 +78,7 @@ def parse_latency(raw: Any, now: dt.datetime | None = None) -> str:
         ms = latency_ms(raw)   # what the engine accepts, the form accepts
     except TidemarkError as exc:
         raise InvalidInput(f"data_latency: {exc}") from None
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     if ms is None or dt.timedelta(milliseconds=ms) > now - EPOCH:
         raise InvalidInput(f"data_latency {raw.strip()!r} is out of range: now minus it falls before 1970")
     return raw.strip()
@@ -147,7 +147,7 @@ def validate_trigger(data: Mapping[str, Any], *, default_latency: str | None,
                      now: dt.datetime | None = None) -> TriggerArgs:
     """The one validation of a compaction trigger or preview — form, API and preview alike — before any
     run is queued. `default_latency` is the table's own (registered, else configured on the table)."""
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
     args = trigger_args(data, now)
     if args.threshold is None and not args.data_latency and not default_latency:
         raise InvalidInput("give a threshold T or a data latency: this table has no default data latency")

@@ -7,7 +7,8 @@ command or by tests all move the pointer; bulk inserts (the benchmark's syntheti
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from django.db.models import OuterRef, Q, Subquery
 

@@ -15,13 +15,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from django.db.models import (Case, Count, F, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery,
-                              Value, When)
+from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.functions import Coalesce
-
 from django.utils import timezone
 
 from webapp.tables import health
@@ -31,7 +30,7 @@ from webapp.tables.models import MetricSample, RegisteredTable, Run
 from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, failed_last_day, latest_runs
 
 KEY = "sampling__"   # the latest sample's sort/filter keys, copied onto SamplingState (webapp.tables.latest)
-NEVER = dt.datetime(1, 1, 1, tzinfo=dt.timezone.utc)
+NEVER = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
 ACTIVE = (Run.State.QUEUED, Run.State.RUNNING)
 
 

@@ -12,7 +12,7 @@ from django.db import models
 from django.utils import timezone
 
 CARRY_OVER_CHOICES = [("symlink", "symlink"), ("copy", "copy")]
-FREE_SINCE = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)  # expiry of a lease nobody ever took
+FREE_SINCE = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # expiry of a lease nobody ever took
 
 
 class RegisteredTable(models.Model):

@@ -14,7 +14,6 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.utils import timezone
 
 from webapp.tables.health import Health, assess
-
 from webapp.tables.models import MetricSample, RegisteredTable, Run, SamplingState
 
 TABLE_FIELDS = ("id", "name", "path", "schedule_minutes", "data_latency", "freshness_sla_minutes", "carry_over",

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -81,7 +82,7 @@ def roll_up(now: dt.datetime | None = None, retention: Retention | None = None) 
 
 def _aligned(moment: dt.datetime, bucket_s: int) -> dt.datetime:
     seconds = int(moment.timestamp()) // bucket_s * bucket_s
-    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
 
 
 def _roll(before: dt.datetime, bucket_s: int) -> int:

@@ -19,7 +19,7 @@ def iso(value: dt.datetime | None) -> str | None:
     if value is None:
         return None
     if value.utcoffset() != dt.timedelta(0):
-        value = value.astimezone(dt.timezone.utc)
+        value = value.astimezone(dt.UTC)
     return value.replace(tzinfo=None).isoformat() + "Z"
 
 

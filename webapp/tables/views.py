@@ -1,9 +1,9 @@
 """Server-rendered pages: tables list, table page, run (plan audit) page, runs history, audit log."""
 from __future__ import annotations
 
-from typing import Any, Callable
-
 import datetime as dt
+from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required

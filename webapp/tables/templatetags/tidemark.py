@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from django import template
-from django.utils.html import format_html
 from django.template import Context
+from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from webapp.tables.models import Run
@@ -65,8 +66,8 @@ def utc(value: dt.datetime | str | None) -> str:
         except ValueError:
             return text
         if value.tzinfo is None:
-            value = value.replace(tzinfo=dt.timezone.utc)
-    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+            value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 @register.filter

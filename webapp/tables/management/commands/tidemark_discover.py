@@ -5,9 +5,8 @@ would be registered without writing anything. Exits 1 when any table found was r
 """
 from __future__ import annotations
 
-from typing import Any
-
 import json
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import zipfile
 
 import pytest
 
+from engine.compaction.plan import _threshold
 from engine.io import naming
 from engine.io.naming import (
     BaseFileName,
@@ -130,9 +132,7 @@ def test_instant_millis_round_trip() -> None:
         instant_to_millis("2025")
 
 
-def test_new_instant_time_monotonic_and_after(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Restore the process-wide high-water mark afterwards so later tests don't get future instants.
-    monkeypatch.setattr(naming, "_last_issued_ms", naming._last_issued_ms)
+def test_new_instant_time_monotonic_and_after() -> None:
     seen = [new_instant_time() for _ in range(200)]
     assert all(len(s) == 17 and s.isdigit() for s in seen)
     assert seen == sorted(seen) and len(set(seen)) == len(seen)
@@ -140,4 +140,17 @@ def test_new_instant_time_monotonic_and_after(monkeypatch: pytest.MonkeyPatch) -
     nxt = new_instant_time(after=future)
     assert nxt > future and instant_to_millis(nxt) == instant_to_millis(future) + 1
     assert new_instant_time(after="20991231235959") > "20991231235959"
-    assert new_instant_time() > nxt  # process-wide monotonic even after bumping
+    # A future `after` (one table's skewed timeline) never moves the process's clock: the next instant
+    # without one is "now" again, still after every clock reading issued before.
+    again = new_instant_time()
+    assert seen[-1] < again < future
+
+
+def test_a_table_with_a_future_instant_does_not_move_other_tables_latency_threshold(tmp_path) -> None:
+    """A worker that wrote to a table whose timeline holds a 2099 instant then plans another table by data
+    latency: the threshold is now minus the latency, not 2099 minus it (which would compact and publish
+    data the latency setting keeps out)."""
+    new_instant_time(after="20990101000000000")
+    now_ms = int(dt.datetime.now(tz=dt.UTC).timestamp() * 1000)
+    threshold = _threshold("event_time", new_instant_time(), None, 3_600_000)
+    assert threshold is not None and threshold <= now_ms - 3_600_000 + 5_000

@@ -124,23 +124,27 @@ def millis_to_instant(ms: int) -> str:
     return f"{dt.strftime(_INSTANT_FMT)}{millis:03d}"
 
 
-_last_issued_ms = 0
+_last_clock_ms = 0
 _issue_lock = threading.Lock()
 
 
 def new_instant_time(after: str | None = None) -> str:
-    """A new 17-digit UTC instant, strictly after `after` and after every instant issued by this process.
+    """A new 17-digit UTC instant, strictly after `after` and after every clock reading this process issued.
 
-    Instants must be unique and increasing on the timeline; two writers in one process (or a
-    clock that went backwards) must not produce a duplicate, so we bump by 1 ms when needed.
+    Instants must be unique and increasing on the timeline; two writers in one process (or a clock that went
+    backwards) must not produce a duplicate, so the clock part is bumped by 1 ms when needed. Only the clock
+    is remembered process-wide, never `after`: one table whose timeline holds a future instant (a skewed
+    writer's clock) must not move every later instant of every other table into that future — a worker would
+    then compute "now" minus a table's data latency in the future and plan, and publish, data it must not.
+    Callers pass the table's newest instant as `after` and create the instant under the table's lock.
     """
-    global _last_issued_ms
+    global _last_clock_ms
     now = int(datetime.now(tz=UTC).timestamp() * 1000)
-    floor = instant_to_millis(after) + 1 if after is not None else 0
     with _issue_lock:
-        ms = max(now, floor, _last_issued_ms + 1)
-        _last_issued_ms = ms
-    return millis_to_instant(ms)
+        clock = max(now, _last_clock_ms + 1)
+        _last_clock_ms = clock
+    floor = instant_to_millis(after) + 1 if after is not None else 0
+    return millis_to_instant(max(clock, floor))
 
 
 # Log version 1 of a compaction's slice C is kept for the compaction's carry-forward log (deletes and

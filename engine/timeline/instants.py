@@ -509,15 +509,9 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
     if fault_step is not None:
         fault_point("commit", fault_step)
     try:
-        try:
-            os.link(tmp, path)
-        except FileExistsError:
-            raise InstantExistsError(f"{path}: instant file already exists") from None
-        except OSError:
-            # File systems without hard links: check, then rename (not race-free, but atomic to readers).
-            if os.path.exists(path):
-                raise InstantExistsError(f"{path}: instant file already exists") from None
-            os.replace(tmp, path)
+        storage.link_no_clobber(tmp, path)
+    except storage.PublishConflict:
+        raise InstantExistsError(f"{path}: instant file already exists") from None
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -97,11 +97,6 @@ def parquet_schema(files: tuple[str, ...]) -> pa.Schema:
     return schemas[0]
 
 
-def parquet_rows(files: tuple[str, ...]) -> int:
-    """Rows of the Parquet inputs, from their footers."""
-    return sum(pq.read_metadata(storage.parquet_source(path)).num_rows for path in files)
-
-
 def table_schema(cfg: TableConfig) -> pa.Schema | None:
     """The table's data columns and types (no meta fields), or None before its first write."""
     text = Timeline.load(cfg.base_path).latest_schema()

@@ -126,9 +126,8 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     inputs.check_parquet_values(cfg, current, tuple(paths), incoming)
     rt = routing.Routing.of(cfg)
     routable = routing.supports(rt, incoming)
-    if _in_process(routable, inputs.parquet_rows(tuple(paths)), _asked(local, spark)):
-        chunks = _row_group_chunks(paths)
-
+    chunks, total_rows = _row_group_chunks(paths)   # one footer read per file decides the path and the tasks
+    if _in_process(routable, total_rows, _asked(local, spark)):
         def run_here(job: WriteJob) -> list[dict[str, Any]]:
             return in_process.write_groups(job, in_process.route_all(rt, _read_chunks(chunks)), on_progress)
 
@@ -139,7 +138,6 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
         df = parquet_dataframe(spark or get_spark(), paths)
         return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, settings, lock, on_progress)
     sc = (spark or get_spark()).sparkContext
-    chunks = _row_group_chunks(paths)
 
     def run(job: WriteJob) -> list[dict[str, Any]]:
         exchange = storage.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
@@ -427,11 +425,14 @@ def _dataframe_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterato
 
 # ------------------------------------------------------------------------------------------ Parquet path
 
-def _row_group_chunks(paths: list[str]) -> list[tuple[str, tuple[int, ...]]]:
-    """Split the inputs into tasks of about CHUNK_ROWS rows, on row-group boundaries, in input order."""
+def _row_group_chunks(paths: list[str]) -> tuple[list[tuple[str, tuple[int, ...]]], int]:
+    """Split the inputs into tasks of about CHUNK_ROWS rows, on row-group boundaries, in input order; also
+    the inputs' total rows."""
     chunks: list[tuple[str, tuple[int, ...]]] = []
+    total = 0
     for path in paths:
         meta = pq.ParquetFile(storage.parquet_source(path)).metadata
+        total += meta.num_rows
         current: list[int] = []
         rows = 0
         for i in range(meta.num_row_groups):
@@ -442,7 +443,7 @@ def _row_group_chunks(paths: list[str]) -> list[tuple[str, tuple[int, ...]]]:
                 current, rows = [], 0
         if current or meta.num_row_groups == 0:
             chunks.append((path, tuple(current)))
-    return chunks
+    return chunks, total
 
 
 def _read_chunks(chunks: list[tuple[str, tuple[int, ...]]]) -> Iterator[pa.Table]:

@@ -31,6 +31,12 @@ from engine.logformat.blocks import (
 
 CONTENT_HEAD = 8   # what the content check reads of each block (engine.logformat.content_check)
 HEAD_CHUNK = 8192  # covers a typical header (schema JSON of a few KB); larger headers cost one extra pread
+# An object-store log up to this size is scanned from one ranged GET of all of it rather than two (the header
+# window, then the last block's trailer): on S3 a request's wait for its first byte (20-50 ms) is about the time
+# 1 MiB takes to arrive, and requests are what a store bills. Java's log reader buffers 16 MB per read, so it
+# too fetches a small log whole. Larger logs are scanned header by header; local files always are (a pread is
+# ~free).
+REMOTE_WHOLE_SCAN_BYTES = 1 << 20
 RESYNC_CHUNK = 1 << 20
 MAX_HEADER_ENTRIES = 64  # Java has 9 ordinals; anything bigger is garbage, not a header
 _LONG = struct.Struct(">q")
@@ -88,7 +94,7 @@ def scan_memo(seed: dict[str, LogFileScan] | None = None) -> Iterator[None]:
         _MEMO.reset(token)
 
 
-# Header scans of an object store's logs in flight at once: each is 1-2 small ranged GETs, all latency.
+# Header scans of an object store's logs in flight at once: each is 1-2 small GETs, all latency.
 REMOTE_SCAN_THREADS = 16
 
 
@@ -148,7 +154,8 @@ def _scan(path: str, size: int | None = None, data: bytes | None = None) -> LogF
     try:
         size = fd.size
         win = _Window(fd)
-        win.load(0, HEAD_CHUNK)
+        win.load(0, size if data is None and storage.is_remote(path) and size <= REMOTE_WHOLE_SCAN_BYTES
+                 else HEAD_CHUNK)
         pos = 0
         # Java treats fewer than 6 remaining bytes as EOF (readFully of the MAGIC hits EOF).
         while size - pos >= MAGIC_LEN:

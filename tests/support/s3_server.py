@@ -28,11 +28,12 @@ CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing
 
 
 class CountingApp:
-    """WSGI middleware: records each request's method, path, query, Range and copy source."""
+    """WSGI middleware: records each request's method, path, query, Range, copy source and arrival time (epoch
+    seconds, `at`: lets a benchmark attribute requests to the phase that made them)."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
-        self.log: list[dict[str, str]] = []
+        self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
@@ -46,7 +47,7 @@ class CountingApp:
         with self.lock:
             self.log.append({"method": environ.get("REQUEST_METHOD", ""), "path": environ.get("PATH_INFO", ""),
                              "query": environ.get("QUERY_STRING", ""), "range": environ.get("HTTP_RANGE", ""),
-                             "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", "")})
+                             "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", ""), "at": time.time()})
         return self.app(environ, start_response)
 
 

@@ -17,9 +17,11 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
+import functools
+import inspect
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING, ParamSpec, TypeGuard, TypeVar
 
 from engine import results as r
 from engine.config import eventtime
@@ -30,7 +32,7 @@ from engine.io import storage
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
-from engine.timeline.instants import Timeline
+from engine.timeline.instants import Timeline, layout_memo
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -42,8 +44,31 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")   # RFC 3986 scheme, then
 WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+_C = TypeVar("_C", bound=type)
+
+
+def _one_operation(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    @functools.wraps(method)
+    def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with layout_memo():
+            return method(*args, **kwargs)
+    return wrapped
+
+
+def _operations_read_the_layout_once(cls: _C) -> _C:
+    """Each public method is one operation: inside it the timeline's layout keys are read from hoodie.properties
+    once (a GET each on an object store, which a write used to make 7 times), never across operations."""
+    for name, value in list(vars(cls).items()):
+        if not name.startswith("_") and inspect.isfunction(value):
+            setattr(cls, name, _one_operation(value))
+    return cls
+
+
+@_operations_read_the_layout_once
 class Table:
-    """A Hudi Merge-On-Read table (table version 6) managed by Tidemark."""
+    """A Hudi Merge-On-Read table (table version 6 or 8) managed by Tidemark."""
 
     def __init__(self, config: TableConfig) -> None:
         self._config = config

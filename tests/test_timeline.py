@@ -283,3 +283,45 @@ def test_hudi_reader_tolerates_our_timeline_files(trips: Path) -> None:
     assert [i.action for i in t.pending()] == ["compaction"]
     assert t.is_completed(ts_clean) and t.is_completed(ts_rb)
     assert _snapshot(trips) == before
+
+
+def _properties_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each time the timeline reads the layout keys out of hoodie.properties (a GET on an object store)."""
+    reads: list[str] = []
+    real = tl._timeline_properties
+
+    def spy(text: str) -> dict[str, str]:
+        reads.append(text)
+        return real(text)
+
+    monkeypatch.setattr(tl, "_timeline_properties", spy)
+    return reads
+
+
+def test_one_operation_reads_the_layout_keys_once(empty_table: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base, ts = str(empty_table), "20250101000000000"
+    reads = _properties_reads(monkeypatch)
+    with tl.layout_memo(), tl.layout_memo():   # nested scopes share the outer one
+        Timeline.load(base)
+        tl.create_requested(base, ts, "deltacommit")
+        tl.transition_to_inflight(base, ts, "deltacommit")
+        assert Timeline.load(base).pending() == [Instant(ts, "deltacommit", State.INFLIGHT)]
+    assert len(reads) == 1
+    # outside a scope every call reads the file: nothing outlives the operation that read it
+    Timeline.load(base)
+    tl.delete_instant_files(base, ts, "deltacommit")
+    assert len(reads) == 3
+
+
+def test_table_operations_each_read_the_layout_keys_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine import Table
+
+    table = Table.create(str(tmp_path / "t"), name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts")
+    src = tmp_path / "b.jsonl"
+    src.write_text('{"id": "a", "seq": 1, "ts": "2025-01-01T00:00:00Z"}\n')
+    reads = _properties_reads(monkeypatch)
+    table.write(str(src))
+    assert len(reads) == 1   # was 7: each timeline load and each instant transition read the file again
+    reads.clear()
+    table.write(str(src))
+    assert len(reads) == 1 and table.read().rows == 1

@@ -15,11 +15,13 @@ timeline keeps one entry per instant with its most advanced state.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
@@ -168,6 +170,43 @@ def _timeline_properties(text: str) -> dict[str, str]:
     return out
 
 
+# Inside one table operation (`layout_memo`) the timeline keys of a table's hoodie.properties are read once:
+# they name its layout and folders, which stay fixed for the table's life (only an upgrade changes them, and
+# Java too reads them once per operation, through its meta client). On an object store each read is a GET, and
+# a write asked for them 7 times. Outside a scope every call reads the file. Keyed by the `.hoodie` folder.
+_LAYOUT_MEMO: ContextVar[dict[str, dict[str, str]] | None] = ContextVar("tidemark_layout_memo", default=None)
+
+
+@contextlib.contextmanager
+def layout_memo() -> Iterator[None]:
+    """Read each table's timeline keys at most once inside the block (nested blocks share the outer one)."""
+    if _LAYOUT_MEMO.get() is not None:
+        yield
+        return
+    token = _LAYOUT_MEMO.set({})
+    try:
+        yield
+    finally:
+        _LAYOUT_MEMO.reset(token)
+
+
+def _timeline_keys(hoodie: str) -> dict[str, str] | None:
+    """The timeline keys of `<hoodie>/hoodie.properties` (its backup on a store mid-update); None if neither exists."""
+    memo = _LAYOUT_MEMO.get()
+    if memo is not None and hoodie in memo:
+        return memo[hoodie]
+    path = storage.join(hoodie, "hoodie.properties")
+    data = storage.read_optional(path)
+    if data is None and storage.is_remote(path):   # between the delete and the put of Hudi's backup protocol
+        data = storage.read_optional(path + ".backup")
+    if data is None:
+        return None
+    keys = _timeline_properties(data.decode("utf-8", "replace"))
+    if memo is not None:
+        memo[hoodie] = keys
+    return keys
+
+
 def _read_layout_version(props: dict[str, str]) -> int | None:
     try:
         return int(props["hoodie.timeline.layout.version"])
@@ -197,7 +236,7 @@ class Timeline:
         if "hoodie.properties" not in names and not (storage.is_remote(hoodie)
                                                      and "hoodie.properties.backup" in names):
             raise TableNotFoundError(f"no Hudi table at {base_path}: {props} does not exist")
-        keys = _timeline_properties(_properties_text(props))
+        keys = _timeline_keys(hoodie) or {}
         layout = _read_layout_version(keys)
         if layout == layout_v8.LAYOUT_VERSION:
             folder = layout_v8.timeline_dir(hoodie, keys)
@@ -395,13 +434,6 @@ class Timeline:
         return None
 
 
-def _properties_text(path: str) -> str:
-    data = storage.read_optional(path)
-    if data is None:   # an object store between the delete and the put of Hudi's backup protocol
-        data = storage.read_optional(path + ".backup") or b""
-    return data.decode("utf-8", "replace")
-
-
 def _read_optional(path: str) -> bytes | None:
     return storage.read_optional(path)
 
@@ -444,10 +476,9 @@ class _Folder:
 def _folder(base_path: str) -> _Folder:
     """The timeline folder of a table Tidemark changes: `.hoodie/` (layout 1) or `.hoodie/timeline/` (layout 2)."""
     hoodie = storage.join(base_path, HOODIE_DIR)
-    text = storage.read_optional(storage.join(hoodie, "hoodie.properties"))
-    if text is None:
+    keys = _timeline_keys(hoodie)
+    if keys is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {hoodie}/hoodie.properties does not exist")
-    keys = _timeline_properties(text.decode("utf-8", "replace"))
     if _read_layout_version(keys) == layout_v8.LAYOUT_VERSION:
         return _Folder(layout_v8.timeline_dir(hoodie, keys), layout_v8.LAYOUT_VERSION)
     return _Folder(hoodie, 1)

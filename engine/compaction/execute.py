@@ -385,13 +385,14 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
     storage.make_dirs(temp_dir)
     listing = _list_partition(pdir)   # the task's one listing of its partition (one LIST on a store)
-    logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
-    if logs.corrupt:  # folding would supersede the log and lose the block's records for good
-        raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
-                                      "Folding them would lose these records for good; nothing was written.")
-    with logformat.scan_memo():
-        following = _following_items(task, pdir, listing)
-        scans = logformat.memo_scans()
+    with storage.prefetched(_logs_read_whole(task, pdir)):
+        logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
+        if logs.corrupt:  # folding would supersede the log and lose the block's records for good
+            raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
+                                          "Folding them would lose these records for good; nothing was written.")
+        with logformat.scan_memo():
+            following = _following_items(task, pdir, listing)
+            scans = logformat.memo_scans()
     split = split_slice(logs.items, following, _split_spec(task),
                         base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
@@ -403,6 +404,14 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     stat = _stat(task, name, size, logs.items, counts)
     return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms,
             "carried_scans": _carried_scans(task, pdir, scans)}
+
+
+def _logs_read_whole(task: OpTask, pdir: str) -> list[str]:
+    """The logs this task reads whole, in the order it reads them: its folded logs, then (event-time ordering
+    only) the carried ones, which order the carry-forward log's records against theirs."""
+    carried = [storage.join(pdir, target) for _, target in task.links] \
+        if task.merge_mode == EVENT_TIME_ORDERING else []
+    return [*task.log_paths, *carried]
 
 
 def _carried_scans(task: OpTask, pdir: str, scans: dict[str, logformat.LogFileScan]) -> dict[str, logformat.LogFileScan]:

@@ -9,7 +9,7 @@ import pytest
 
 from engine.demo import COLUMNS, TS, demo_batches, load_flights, run_demo
 from engine.read.query import read_arrow
-from tests.oracle import hudi_read
+from tests.support.oracle import hudi_read
 
 LIMIT, BATCHES, HOURS = 2500, 3, 6
 CHECK = ["flight_id", "origin", "status", "dep_time", "arr_time", "arr_delay", "updated_at"]

@@ -16,7 +16,7 @@ from engine import Table, placement
 from engine.cli import main
 from engine.errors import ConfigError
 from engine.write import in_process, pipeline
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 INSTANTS = ("20260101000000000", "20260101000100000", "20260101000200000")
 

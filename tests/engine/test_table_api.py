@@ -10,7 +10,7 @@ import pytest
 
 from engine import CompactionPlan, Refused, Table, TableNotFoundError, TidemarkError
 from engine.errors import PENDING_COMPACTION
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.tables import THRESHOLD, create_table, day_file, three_day_table
 
 UTC = dt.UTC

@@ -23,7 +23,7 @@ from engine.compaction import run_compaction, schedule_compaction
 from engine.config.layout import create_table
 from engine.write.pipeline import write_parquet
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 
 

@@ -8,24 +8,20 @@ an in-process stand-in for Spark's scheduler (tests/inline_spark.py) so forty pr
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from engine.compaction import run_compaction, schedule_compaction
 from engine.config.properties import load_table_config
 from engine.io import faults
-from engine.services.clean import run_clean
 from engine.services.recovery import recover
-from engine.services.rollback import guarantee_before, rollback
+from engine.services.rollback import guarantee_before
 from engine.timeline.instants import Timeline
-from tests.inline_spark import InlineSpark
-from tests.table_model import HISTORY, LAST_WRITE, T, model_of, new_table, snapshot, write
+from tests.support.fault_child import run_child
+from tests.support.inline_spark import InlineSpark
+from tests.support.table_model import HISTORY, LAST_WRITE, T, model_of, new_table, snapshot, write
 
-ROOT = Path(__file__).resolve().parents[1]
 DRIVER = {"carry_over": "execute", "commit": "write"}   # operations whose steps run inside another one
 CASES = [(op, step, DRIVER.get(op, op)) for op, steps in faults.STEPS.items() for step in steps]
 CASES += [("rollback", step, "rollback_compaction") for step in faults.STEPS["rollback"]]
@@ -49,27 +45,6 @@ def prepare(path: str, driver: str) -> str:
         run_compaction(path, spark=InlineSpark())
         return instant
     return ""
-
-
-def child(driver: str, path: str, arg: str) -> None:
-    if driver == "write":
-        write(path, *LAST_WRITE)
-    elif driver == "overwrite":
-        write(path, "insert_overwrite_table", LAST_WRITE[1])
-    elif driver == "schedule":
-        schedule_compaction(path, threshold_ms=T, carry_over="symlink")
-    elif driver == "execute":
-        run_compaction(path, spark=InlineSpark())
-    elif driver == "clean":
-        run_clean(path, retain_commits=1)
-    elif driver in ("rollback", "rollback_compaction"):
-        rollback(path, arg)
-
-
-def run_child(driver: str, path: str, arg: str, fault: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, faults.ENV: fault, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, __file__, driver, path, arg], env=env, capture_output=True,
-                          text=True, timeout=300)
 
 
 def expected(driver: str, path: str) -> dict[str, int]:
@@ -124,7 +99,3 @@ def test_write_failing_at_every_step_leaves_nothing_visible(tmp_path, step):
     recover(path)   # no wait: a writer that failed stopped its heartbeat, so its instant expired at once
     check_quiescent(path)
     assert snapshot(path) == expected("write", path)
-
-
-if __name__ == "__main__":
-    child(*sys.argv[1:4])

@@ -65,8 +65,8 @@ from engine.results import to_ms
 from engine.services.recovery import recover as recover_table
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import write_file
-from tests.inline_spark import InlineSpark
-from tests.oracle import hudi_read
+from tests.support.inline_spark import InlineSpark
+from tests.support.oracle import hudi_read
 from tests.support.slice_model import DELETE, HARD, PUT, Item, TableModel
 
 BUCKETS = 2

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 
 from engine.cli import main
 from engine.io import storage
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 

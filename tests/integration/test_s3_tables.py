@@ -14,7 +14,7 @@ import pytest
 from engine import Table
 from engine.errors import ConfigError
 from engine.io import storage
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 DATA = ("_hoodie_record_key", "_hoodie_partition_path", "id", "seq", "ts", "p", "v")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tests.oracle import hudi_read, rows_by_key
 from tests.support import cluster_steps as steps
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.spark_cluster import bare_executor_python, imports_engine, standalone_cluster
 
 KEYS = ("_hoodie_record_key", "_hoodie_partition_path")   # commit times differ between the two runs

@@ -14,8 +14,8 @@ from engine.io import faults
 from engine.read.query import read_arrow
 from engine.table import Table
 from engine.timeline.instants import Timeline
-from tests.oracle import hudi_read, rows_by_key
-from tests.test_compaction_execute import HISTORY, E, T, as_of, assert_ro_guarantee, ts_by_key, write
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.spark_history import HISTORY, E, T, as_of, assert_ro_guarantee, ts_by_key, write
 
 
 def agree(path) -> dict:

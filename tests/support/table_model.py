@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 from engine.config.layout import create_table
 from engine.read.query import read_arrow
 from engine.write.pipeline import write_parquet
-from tests.inline_spark import InlineSpark
-from tests.oracle import hudi_read
+from tests.support.inline_spark import InlineSpark
+from tests.support.oracle import hudi_read
 
 E = 1_700_000_000_000
 T = E + 2000

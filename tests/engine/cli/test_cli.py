@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.cli import main
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 
 def run(capsys, *argv):

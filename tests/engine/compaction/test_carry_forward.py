@@ -15,7 +15,7 @@ from engine.config.layout import create_table
 from engine.config.properties import load_table_config
 from engine.read.query import read_arrow
 from engine.write.pipeline import write_dataframe
-from tests.oracle import hudi_read
+from tests.support.oracle import hudi_read
 
 E = 1_700_000_000_000
 

@@ -12,49 +12,16 @@ from engine import Table
 from engine.cli.console import EXIT_ERROR, EXIT_REFUSED, main
 from engine.compaction import admin, run_compaction
 from engine.errors import Refused
-from engine.read.query import read_arrow
 from engine.timeline.instants import Timeline
-from tests.inline_spark import InlineSpark
-from tests.oracle import hudi_read
-from tests.table_model import HISTORY, E, T, model_of, new_table, snapshot, write
-
-LATE = [("upsert", [(5, E + 4000)]), ("upsert", [(5, E + 4200)])]   # one key: one file group, two logs
-
-
-def ours(path: str) -> dict[str, int]:
-    t = read_arrow(path)
-    return dict(zip(t.column("id").to_pylist(), t.column("ts").to_pylist()))
+from tests.support.inline_spark import InlineSpark
+from tests.support.oracle import hudi_read
+from tests.support.pending_plans import LATE, files, group_of_late_writes, ours, pending_with_late_writes
+from tests.support.table_model import HISTORY, E, T, model_of, new_table, snapshot
 
 
 def hudi(path: str) -> dict[str, int]:
     t = hudi_read(path)
     return dict(zip(t.column("id").to_pylist(), t.column("ts").to_pylist()))
-
-
-def files(path: str) -> dict[str, str]:
-    """Every file and link of the table with what it is (content size or link target)."""
-    out = {}
-    for root, _, names in os.walk(path):
-        for n in names:
-            p = os.path.join(root, n)
-            out[os.path.relpath(p, path)] = os.readlink(p) if os.path.islink(p) else str(os.path.getsize(p))
-    return out
-
-
-def pending_with_late_writes(path: str, late=LATE) -> tuple[Table, str]:
-    new_table(path)
-    table = Table.open(path)
-    c = table.schedule_compaction(threshold=T, carry_over="symlink").instant
-    assert c is not None
-    for op, rows in late:
-        write(path, op, rows)
-    return table, c
-
-
-def group_of_late_writes(table: Table, c: str) -> str:
-    written = [g for g in table.validate_compaction(c).file_groups if g.logs_written_since]
-    assert len(written) == 1
-    return written[0].file_id
 
 
 def test_validate_reports_each_file_group_and_changes_nothing(tmp_path):

@@ -7,7 +7,7 @@ import pytest
 
 from engine import Cancelled, Table
 from engine.read.query import read_arrow
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 
 @pytest.fixture(scope="module")

@@ -19,8 +19,8 @@ from engine.read.fsview import FileSystemView
 from engine.read.merge import DataItem, DeleteItem
 from engine.read.query import read_arrow
 from engine.write.pipeline import write_dataframe, write_file
-from tests.inline_spark import InlineSpark
-from tests.oracle import hudi_read
+from tests.support.inline_spark import InlineSpark
+from tests.support.oracle import hudi_read
 
 TS = pa.timestamp("ms", tz="UTC")
 

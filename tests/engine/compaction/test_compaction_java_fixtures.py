@@ -9,8 +9,8 @@ from engine.compaction import resolve_log_event_times, run_compaction, schedule_
 from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.timeline.instants import Timeline
-from tests.oracle import hudi_read, rows_by_key
 from tests.support.fixtures import unzip_fixture
+from tests.support.oracle import hudi_read, rows_by_key
 
 FIXTURES_WITH_LOGS = ["v6_trips_8i1u", "v6_nonpartitioned", "v6_complexkeygen_hivestyle",
                       "v6_simplekeygen_nonhivestyle"]

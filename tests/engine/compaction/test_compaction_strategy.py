@@ -24,9 +24,9 @@ from engine.io.naming import instant_to_millis
 from engine.read.fsview import FileSystemView
 from engine.services.rollback import rollback
 from engine.timeline.instants import Timeline
-from tests.inline_spark import InlineSpark
 from tests.support.fixtures import unzip_fixture
-from tests.table_model import E, new_table, write
+from tests.support.inline_spark import InlineSpark
+from tests.support.table_model import E, new_table, write
 
 MB = 1024 * 1024
 LOG_TS = 1695046462179  # `ts` of the single update in v6_trips_8i1u's log

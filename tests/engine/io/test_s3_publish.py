@@ -18,7 +18,7 @@ from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused
 from engine.io import storage
 from engine.lock import holding
 from engine.timeline.instants import DELTACOMMIT, Timeline, complete, create_requested, transition_to_inflight
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 from engine import Table
 from engine.config.layout import create_table
 from engine.write.pipeline import write_parquet
-from tests.inline_spark import InlineSpark
+from tests.support.inline_spark import InlineSpark
 
 DAY = 86_400_000
 E = 1_700_000_000_000 // DAY * DAY
@@ -88,7 +88,7 @@ def test_bucket_widens_with_the_span():
 def test_backlog_age_is_the_oldest_write_still_in_a_log(tmp_path):
     from engine.compaction import run_compaction
     from engine.timeline.instants import Timeline
-    from tests.inline_spark import InlineSpark as Inline
+    from tests.support.inline_spark import InlineSpark as Inline
 
     path = str(tmp_path / "t")
     table = partitioned(path)

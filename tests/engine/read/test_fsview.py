@@ -15,7 +15,7 @@ from engine.read.fsview import FileSystemView, list_partitions
 from engine.read.query import read_arrow
 from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
 from engine.write.pipeline import write_dataframe
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 
 def _table(spark, path):

@@ -22,8 +22,8 @@ from engine.errors import ConfigError, TidemarkError
 from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, plan_read, read_arrow
 from engine.timeline.instants import Timeline
-from tests.oracle import hudi_read
 from tests.support.history_tables import History, build_history, model_as_of, model_changes, versions
+from tests.support.oracle import hudi_read
 from tests.support.tables import THRESHOLD, day_file, three_day_table
 
 MODES = {"symlink": ("symlink", False), "copy": ("copy", False), "exact": ("symlink", True)}

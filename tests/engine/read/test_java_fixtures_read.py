@@ -10,7 +10,7 @@ from engine.errors import UnsupportedTableError
 from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, read_arrow
 from engine.timeline.instants import Timeline, create_requested
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 V6 = ["v6_trips_8i1u", "v6_nonpartitioned", "v6_complexkeygen_hivestyle", "v6_simplekeygen_nonhivestyle"]
 

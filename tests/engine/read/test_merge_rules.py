@@ -14,7 +14,7 @@ from engine.compaction import run_compaction, schedule_compaction
 from engine.config.layout import create_table
 from engine.read.query import read_arrow
 from engine.write.pipeline import write_dataframe
-from tests.oracle import hudi_read
+from tests.support.oracle import hudi_read
 
 NO_ORDERING = None
 

@@ -23,8 +23,8 @@ from engine.timeline import avro_models as am
 from engine.timeline import instants as tl
 from engine.timeline.instants import REPLACECOMMIT, Timeline
 from engine.timeline.metadata import RequestedReplaceMetadata
-from tests.oracle import hudi_read, rows_by_key
 from tests.support.fixtures import unzip_fixture
+from tests.support.oracle import hudi_read, rows_by_key
 
 COLUMNS = ["_hoodie_record_key", "_hoodie_partition_path", "id", "region", "seq", "note"]
 FIRST = [(f"k{i}", "eu" if i % 2 else "us", 1) for i in range(8)]

@@ -14,7 +14,7 @@ from engine.read.query import read_arrow
 from engine.read.slice_reader import read_slice_logs
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import write_dataframe
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 
 def test_rollback_block_masks_its_target(spark, tmp_path):

@@ -18,7 +18,7 @@ from engine.services.recovery import recover as recover_table
 from engine.timeline import avro_models
 from engine.timeline.instants import CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested, transition_to_inflight
 from engine.write.pipeline import write_dataframe
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 E = 1_700_000_000_000
 # D1..D5, then C1 (symlink, threshold E+2600), W6, C2 (symlink, threshold E+3500), W7.
@@ -277,8 +277,8 @@ def test_clean_after_rolling_back_a_linked_compaction_keeps_what_readers_need(tm
     must neither touch them nor leave a live link dangling."""
     from engine.compaction import run_compaction, schedule_compaction
     from engine.services.rollback import rollback
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import HISTORY, E, model_of, new_table, read_optimized, snapshot
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import HISTORY, E, model_of, new_table, read_optimized, snapshot
 
     path = str(tmp_path / "t")
     new_table(path)
@@ -300,9 +300,9 @@ def test_clean_after_rolling_back_a_linked_compaction_keeps_what_readers_need(tm
 
 def _one_bucket_history(path: str, carry: str) -> dict[str, str]:
     """W1 (k0, early), W2 (k1, k2, late), C1 (threshold between: W2's log carried as a link or a copy), W3 (k3)."""
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import E, new_table
-    from tests.table_model import write as model_write
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import E, new_table
+    from tests.support.table_model import write as model_write
 
     new_table(path, history=[], buckets=1)
     out = {"W1": model_write(path, "upsert", [(0, E + 1000)]),
@@ -354,9 +354,9 @@ def test_clean_keeps_the_original_of_a_damaged_carried_copy_until_it_is_repaired
 def _linked_clean_table(path: str) -> tuple[dict[str, str], list[str]]:
     """Slices 0 and C1 superseded by C2, with C1's carried links pointing into slice 0: a KEEP_LATEST_COMMITS(1)
     clean deletes every link and its target. Returns the instants and the clean's files in deletion order."""
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import E
-    from tests.table_model import write as model_write
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import E
+    from tests.support.table_model import write as model_write
 
     inst = _one_bucket_history(path, "symlink")
     inst["C2"] = schedule_compaction(path, strategy="unbounded").instant
@@ -369,7 +369,7 @@ def test_a_clean_killed_after_any_file_leaves_every_link_with_its_target(tmp_pat
     """Issue 12 case 5: links go before their targets, so a clean killed (no cleanup at all) after any number
     of deletions never leaves a dangling link; we and hudi 0.5.0 read every row before and after `recover`."""
     from engine.io import faults
-    from tests.table_model import snapshot
+    from tests.support.table_model import snapshot
 
     template = str(tmp_path / "template")
     _, files = _linked_clean_table(template)
@@ -400,7 +400,7 @@ def test_a_dangling_link_that_a_started_clean_deletes_is_cleaned_not_lost(tmp_pa
     table go on (ours and hudi 0.5.0, every row), time travel into the half-deleted slice is refused as cleaned,
     and `recover` finishes the clean."""
     from engine.errors import ConfigError
-    from tests.table_model import snapshot
+    from tests.support.table_model import snapshot
 
     path = str(tmp_path / "t")
     inst, files = _linked_clean_table(path)

@@ -27,7 +27,7 @@ from engine.services import integrity
 from engine.services.integrity import CorruptLogBlockWarning
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import WriteError, write_dataframe
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 # ------------------------------------------------------------------------------------------------ helpers
 
@@ -293,7 +293,7 @@ def test_rolling_back_a_write_never_deletes_a_damaged_log_of_another(tmp_path):
 # ------------------------------------------------ committed extents: a damaged header is not a torn tail
 
 def _one_bucket(tmp_path) -> str:
-    from tests.table_model import new_table
+    from tests.support.table_model import new_table
 
     path = str(tmp_path / "t")
     new_table(path, history=[], buckets=1)
@@ -317,7 +317,7 @@ def test_a_damaged_header_inside_the_committed_extent_is_a_corrupt_committed_blo
     gone, nothing follows the region — what a torn tail looks like — but the write stat of the completed instant
     says these bytes are committed: reported, counted, never folded, and repairing the bytes brings every row
     back. hudi 0.5.0 does not skip it either: it fails on the magic."""
-    from tests.table_model import E, write
+    from tests.support.table_model import E, write
 
     path = _one_bucket(tmp_path)
     w1 = write(path, "upsert", [(0, E), (1, E + 1), (2, E + 2)])
@@ -352,8 +352,8 @@ def test_a_damaged_header_inside_the_committed_extent_is_a_corrupt_committed_blo
 def test_a_damaged_header_of_a_carried_log_is_a_corrupt_committed_block(tmp_path, mode):
     """A carried link has its target's committed extent, a carried copy the extent of the log it copies."""
     from engine.compaction import run_compaction
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import E, write
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import E, write
 
     path = _one_bucket(tmp_path)
     write(path, "upsert", [(0, E + 1000)])
@@ -378,8 +378,8 @@ def test_a_plan_that_cannot_run_rolls_itself_back_and_never_wedges_the_table(tmp
     run; the run rolls its own plan back, so scheduling and cleaning go on, and the error names file and
     offset. Repaired, the block compacts like any other."""
     from engine.compaction import run_compaction
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import E, write
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import E, write
 
     path = _one_bucket(tmp_path)
     write(path, "upsert", [(0, E + 1000)])
@@ -409,8 +409,8 @@ def test_a_failed_plan_with_writes_in_its_slice_stays_and_says_why(tmp_path):
     """A write already went into slice C: rolling C back would orphan it, so the plan stays inflight and the
     error says so (and names the damage); repaired, the run completes with the write."""
     from engine.compaction import run_compaction
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import E, write
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import E, write
 
     path = _one_bucket(tmp_path)
     write(path, "upsert", [(0, E + 1000)])

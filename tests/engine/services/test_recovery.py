@@ -20,7 +20,7 @@ from engine.services.recovery import reconcile_attempts
 from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
 from engine.write import log_writer
 from engine.write.pipeline import WriteError, _make_job, write_dataframe
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 TS = pa.timestamp("ms", tz="UTC")
 
@@ -133,8 +133,8 @@ def test_recover_rolls_back_or_finishes_every_orphan_and_is_idempotent(tmp_path,
     from engine.services.clean import run_clean
     from engine.services.recovery import recover
     from engine.services.rollback import rollback
-    from tests.inline_spark import InlineSpark
-    from tests.table_model import HISTORY, LAST_WRITE, E, model_of, new_table, snapshot, write
+    from tests.support.inline_spark import InlineSpark
+    from tests.support.table_model import HISTORY, LAST_WRITE, E, model_of, new_table, snapshot, write
 
     def crash(fault, operation):
         monkeypatch.setenv(faults.ENV, f"{fault}:raise")

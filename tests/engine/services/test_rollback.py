@@ -14,8 +14,8 @@ from engine.services.clean import KEEP_LATEST_FILE_VERSIONS, run_clean
 from engine.services.rollback import RO_KEYS, RollbackRefused, rollback
 from engine.timeline import avro_models
 from engine.timeline.instants import Timeline
-from tests.inline_spark import InlineSpark
-from tests.table_model import HISTORY, LAST_WRITE, E, T, model_of, new_table, read_optimized, snapshot, write
+from tests.support.inline_spark import InlineSpark
+from tests.support.table_model import HISTORY, LAST_WRITE, E, T, model_of, new_table, read_optimized, snapshot, write
 
 
 def data_files(path: str) -> set[str]:

@@ -20,8 +20,8 @@ from engine.services.recovery import recover
 from engine.services.rollback import RollbackRefused, rollback
 from engine.timeline import heartbeat
 from engine.timeline.instants import Timeline
-from tests.table_model import HISTORY, T, model_of, new_table, snapshot
-from tests.test_faults import run_child
+from tests.support.fault_child import run_child
+from tests.support.table_model import HISTORY, T, model_of, new_table, snapshot
 
 
 def test_heartbeat_beats_while_alive_and_is_deleted_at_the_end(tmp_path):

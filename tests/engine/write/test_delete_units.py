@@ -18,7 +18,7 @@ import pytest
 from engine.config.layout import create_table
 from engine.read.query import read_arrow
 from engine.write.pipeline import write_dataframe, write_file
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 STORED = T0 + dt.timedelta(minutes=10)            # ordering value of every stored row

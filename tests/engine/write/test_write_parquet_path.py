@@ -13,7 +13,7 @@ from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.write import pipeline as write_mod
 from engine.write.pipeline import write_dataframe, write_file, write_parquet
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 

@@ -12,7 +12,7 @@ from engine.config.layout import create_table
 from engine.errors import InputError
 from engine.read.query import read_arrow
 from engine.write.pipeline import WriteError, write_dataframe
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 COLS = ["id", "region", "seq", "event_time", "amount", "note"]

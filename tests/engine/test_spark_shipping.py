@@ -1,5 +1,5 @@
 """engine.spark on cluster masters: the engine zip the driver ships to executors, and paths for Spark's own
-(JVM) readers. The cluster itself is exercised in tests/test_spark_cluster.py."""
+(JVM) readers. The cluster itself is exercised in tests/integration/test_spark_cluster.py."""
 from __future__ import annotations
 
 import shutil

@@ -3,7 +3,7 @@
 Each case runs the operation in a fresh process with TIDEMARK_FAULT set, checks the fault fired, runs
 `recover` (twice: the second must change nothing) and compares the snapshot with the model of the table
 — ours and hudi 0.5.0's — so nothing is lost, nothing resurrected, nothing duplicated. The children use
-an in-process stand-in for Spark's scheduler (tests/inline_spark.py) so forty processes stay cheap.
+an in-process stand-in for Spark's scheduler (tests/support/inline_spark.py) so forty processes stay cheap.
 """
 from __future__ import annotations
 

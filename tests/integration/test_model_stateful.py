@@ -28,7 +28,7 @@ After every step: our snapshot == the model's, our RO == the model's base rows, 
 gone into a pending compaction's slice (hudi 0.5.0 does not read those until the compaction completes) —
 hudi 0.5.0's snapshot and RO equal ours.
 
-Parquet writes and compaction runs use the in-process stand-in for Spark's scheduler (tests/inline_spark.py);
+Parquet writes and compaction runs use the in-process stand-in for Spark's scheduler (tests/support/inline_spark.py);
 CSV/JSONL writes need the real session (their rows become a DataFrame). Profiles (tests/conftest.py):
 `ci` (default; derandomized, a fixed number of sequences) and `soak` (TIDEMARK_MODEL_EXAMPLES sequences,
 random), which bench/bench_model_sequences.py runs.

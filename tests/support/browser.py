@@ -28,6 +28,7 @@ def chromium() -> str:
 
 @pytest.fixture(scope="module")
 def browser():
+    """Headless Chromium, one per test module (its pages share nothing across modules)."""
     from playwright.sync_api import sync_playwright
 
     # Playwright's sync API keeps an asyncio loop on this thread, which makes Django refuse ORM calls here

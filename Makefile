@@ -52,7 +52,7 @@ bench: setup
 clean:
 	rm -rf $(VENV) demo-data
 
-# the stateful model test (tests/test_model_stateful.py) on thousands of fresh random sequences
+# the stateful model test (tests/integration/test_model_stateful.py) on thousands of fresh random sequences
 MODEL_SEQUENCES ?= $(or $(TIDEMARK_MODEL_EXAMPLES),2000)
 model-soak: setup
 	$(BIN)/python -m bench.bench_model_sequences --sequences $(MODEL_SEQUENCES)

@@ -3,7 +3,7 @@
     python -m bench.bench_model_sequences [--scale 1.0] [--sequences 2000] [--steps 20] [--text-writes 1]
     make model-soak            # TIDEMARK_MODEL_EXAMPLES=... overrides the number of sequences
 
-Runs tests/test_model_stateful.py under the hypothesis `soak` profile (tests/conftest.py: fresh random
+Runs tests/integration/test_model_stateful.py under the hypothesis `soak` profile (tests/conftest.py: fresh random
 sequences, no example database) in one pytest process. `--sequences` (or TIDEMARK_MODEL_EXAMPLES) sets
 max_examples, scaled by `--scale`; `--steps` the most steps per sequence; `--text-writes` how many CSV/JSONL
 writes (each a Spark job) a sequence may make. Prints one JSON line: sequences, seconds, passed; a failure
@@ -34,7 +34,7 @@ def main() -> None:
     env = {**os.environ, "HYPOTHESIS_PROFILE": "soak", "TIDEMARK_MODEL_EXAMPLES": str(sequences),
            "TIDEMARK_MODEL_STEPS": str(args.steps), "TIDEMARK_MODEL_TEXT_WRITES": str(args.text_writes)}
     cmd = [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:xdist", "-p", "no:cacheprovider",
-           "tests/test_model_stateful.py"]
+           "tests/integration/test_model_stateful.py"]
     log(f"{sequences} sequences of up to {args.steps} steps: {' '.join(cmd)}")
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from bench.common import emit, log
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.runs import register, request, wait_final
 from tests.support.stack import Stack, activate, backend_env, drop_pg_database, migrate
 

@@ -11,11 +11,11 @@ from tests.support.fixtures import FIXTURES, unzip_fixture
 
 __all__ = ["FIXTURES", "unzip_fixture"]
 
-# The control-plane stack (database, live server, Celery worker) for tests/tasks and tests/webapp; pytest
-# only honours `pytest_plugins` in the top-level conftest.
-pytest_plugins = ["tests.support.stack", "tests.support.catalogs"]
+# The control-plane stack (database, live server, Celery worker) for tests/tasks and tests/webapp, the catalogs
+# and the headless browser; pytest only honours `pytest_plugins` in the top-level conftest.
+pytest_plugins = ["tests.support.stack", "tests.support.catalogs", "tests.support.browser"]
 
-# Hypothesis profiles (tests/test_model_stateful.py): `ci` is reproducible (derandomized, no example
+# Hypothesis profiles (tests/integration/test_model_stateful.py): `ci` is reproducible (derandomized, no example
 # database) and sized for CI; `soak` draws TIDEMARK_MODEL_EXAMPLES fresh random sequences (the bench target).
 _SLOW_OK = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
                 print_blob=True)

@@ -1,6 +1,6 @@
 """One scenario of Spark jobs (writes in every input format, a compaction, reads) run on any master.
 
-The cluster test (tests/test_spark_cluster.py) runs it in a driver process of its own against the
+The cluster test (tests/integration/test_spark_cluster.py) runs it in a driver process of its own against the
 standalone cluster, with *relative* paths from the data folder (as a user in a shell would), and in the test
 process on local Spark; the results must agree row for row. Run as a script:
 

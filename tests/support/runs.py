@@ -45,3 +45,11 @@ def wait_final(run_id: int, timeout_s: float = 300):
 
 def run_to_end(table, kind: str, timeout_s: float = 300, **params):
     return wait_final(request(table, kind, **params).pk, timeout_s)
+
+
+def wait_until(predicate, timeout_s: float, what: str) -> None:
+    """Poll `predicate` until it holds; fail the test naming `what` after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)

@@ -8,7 +8,7 @@ per key, independently of the engine's vectorised code:
 - the merge: a left fold over the logs per key (ordering ≥ the winner's replaces it, ties to the later;
   a delete without ordering value replaces anything, after it ordered deletes are ignored until the first
   record), then the winner meets the base row (a processing-time delete removes it, otherwise the greater
-  ordering wins, ties to the log) — the rules tests/test_merge_rules.py verifies against hudi 0.5.0;
+  ordering wins, ties to the log) — the rules tests/engine/read/test_merge_rules.py verifies against hudi 0.5.0;
 - the event-time plan: per file group the prefix of logs up to the last one whose min event time is ≤ T
   or unknown (delete-only logs without ordering values, rollback command logs, masked logs, carry-forward
   logs holding deletes);

@@ -1,8 +1,7 @@
 """The control-plane stack for tests: a file-backed database, a live Django server, a real Celery worker.
 
-Registered as a pytest plugin (`pytest_plugins = ["tests.support.stack"]` in tests/tasks/conftest.py and
-tests/webapp/conftest.py). The session fixture `stack` is parametrised over the two deployments the
-product supports:
+Registered as a pytest plugin (`pytest_plugins` in tests/conftest.py, which every test folder shares). The
+session fixture `stack` is parametrised over the two deployments the product supports:
 - "sqlite": a SQLite file under the session's state folder + kombu's filesystem broker;
 - "postgresql": a fresh PostgreSQL database per session (127.0.0.1:5432, user postgres) + Redis
   (127.0.0.1:6379) with a queue name of its own, so parallel sessions never take each other's tasks.

@@ -9,9 +9,8 @@ import time
 import uuid
 
 from engine import Table
-from tests.support.runs import register, wait_final
+from tests.support.runs import register, wait_final, wait_until
 from tests.support.stack import table_copy
-from tests.tasks.test_worker_lost import wait_until
 
 TRIALS = 3
 T = "2013-01-06T00:00:00+00:00"

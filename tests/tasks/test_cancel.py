@@ -10,7 +10,7 @@ import time
 import pytest
 
 from engine import Table
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.runs import register
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from engine import Table
+from tests.support.pending_plans import LATE, files, group_of_late_writes, ours, pending_with_late_writes
 from tests.support.runs import register
-from tests.table_model import HISTORY, model_of, snapshot
-from tests.test_compaction_admin import LATE, files, group_of_late_writes, ours, pending_with_late_writes
+from tests.support.table_model import HISTORY, model_of, snapshot
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 

@@ -9,9 +9,8 @@ import uuid
 from pathlib import Path
 
 from engine import Table
-from tests.oracle import hudi_read, rows_by_key
-from tests.support.runs import register, wait_final
-from tests.tasks.test_worker_lost import wait_until
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.runs import register, wait_final, wait_until
 
 T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 LEASE_TTL_S = 120   # far longer than the test waits: a recover that waited for the ttl would time out

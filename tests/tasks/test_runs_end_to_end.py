@@ -7,7 +7,7 @@ import datetime as dt
 
 from engine import Table
 from engine.read.query import read_arrow
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.runs import register, run_to_end
 
 T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from engine import Table
-from tests.oracle import hudi_read, rows_by_key
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 

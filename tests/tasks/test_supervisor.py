@@ -18,10 +18,9 @@ import uuid
 from pathlib import Path
 
 from engine import Table
-from tests.oracle import hudi_read, rows_by_key
-from tests.support.runs import register, wait_final
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.runs import register, wait_final, wait_until
 from tests.support.stack import REPO, Stack, free_port, port_open
-from tests.tasks.test_worker_lost import wait_until
 
 T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 

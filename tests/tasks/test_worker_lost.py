@@ -3,22 +3,14 @@ the run is marked failed ("worker lost"), and recover + a new trigger succeed.""
 from __future__ import annotations
 
 import datetime as dt
-import time
 import uuid
 
 from engine.read.query import read_arrow
-from tests.oracle import hudi_read, rows_by_key
-from tests.support.runs import register, request, wait_final
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.runs import register, request, wait_final, wait_until
 
 LEASE_TTL_S = 4
 T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
-
-
-def wait_until(predicate, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def test_a_killed_worker_s_run_fails_and_the_table_recovers(stack_env, flights):

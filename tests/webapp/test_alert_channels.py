@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.webapp.schema import validate
+from tests.support.api_schema import validate
 from webapp.alerts.models import AlertChannel, AlertDelivery
 from webapp.tables.models import AuditEvent
 

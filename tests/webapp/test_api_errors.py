@@ -10,7 +10,7 @@ import json
 import pytest
 from django.utils import timezone
 
-from tests.webapp.schema import validate
+from tests.support.api_schema import validate
 from webapp.tables.models import AuditEvent, Run
 
 

@@ -5,7 +5,7 @@ import jsonschema
 import pytest
 import yaml
 
-from tests.webapp.schema import DOCUMENT, validate
+from tests.support.api_schema import DOCUMENT, validate
 from webapp.tables.models import Run
 
 

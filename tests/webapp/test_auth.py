@@ -25,7 +25,7 @@ def test_api_needs_authentication(client, flights, url):
 
 
 def test_login_page_logs_in_with_password(client, operator):
-    from tests.webapp.conftest import PASSWORD
+    from tests.support.records import PASSWORD
 
     response = client.post("/accounts/login/", {"username": "olivia", "password": PASSWORD})
     assert response.status_code == 302 and response.url == "/"

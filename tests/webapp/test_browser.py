@@ -6,53 +6,18 @@ Screenshots of the list, table and plan pages are written to tests/artifacts/ fo
 from __future__ import annotations
 
 import datetime as dt
-import os
 import re
-import shutil
-import subprocess
 import uuid
 from pathlib import Path
 
 import pytest
 
+from tests.support.browser import ARTIFACTS, PASSWORD, login, wait_for_run
 from tests.support.stack import table_copy
 
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-PASSWORD = "browser-test-pw"
-RUN_TIMEOUT_MS = 300_000
 DEMO_BATCHES = 4
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
-
-
-def chromium() -> str:
-    """Debian's chromium, installed when missing (Playwright's own browser download is not reachable)."""
-    path = shutil.which("chromium")
-    if path is None:
-        subprocess.run(["apt-get", "install", "-y", "chromium"], check=True, capture_output=True)
-        path = shutil.which("chromium")
-    assert path, "chromium is not installed and apt-get could not install it"
-    return path
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    # Playwright's sync API keeps an asyncio loop on this thread, which makes Django refuse ORM calls here
-    # ("async context"); the test's own ORM calls are plain synchronous ones, as Django's docs allow.
-    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=chromium(), headless=True, args=["--no-sandbox"])
-            yield browser
-            browser.close()
-    finally:
-        if previous is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
 @pytest.fixture(scope="module")
@@ -78,17 +43,6 @@ def demo(stack, demo_template):
     return table
 
 
-def login(browser, url: str, username: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(f"{url}/")  # every page needs a login
-    assert "/accounts/login/" in page.url
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{url}/")
-    return page
-
-
 def threshold_inside_backlog(table) -> str:
     """An event time in the middle of the table's log backlog (from the tide), so T compacts part of it."""
     tide = [b for b in table.samples.order_by("-taken_at").first().tide if b["start"] and b["log_bytes"]]
@@ -99,18 +53,6 @@ def threshold_inside_backlog(table) -> str:
 def moment(text: str) -> dt.datetime:
     """A time as the pages print it ("2013-01-06 00:00:00 UTC") or as the API does (ISO with Z)."""
     return dt.datetime.fromisoformat(text.replace(" UTC", "+00:00").replace("Z", "+00:00"))
-
-
-def wait_for_run(page, state: str = "succeeded") -> str:
-    """Watch the progress box until the run is final and the page has reloaded with its new sample."""
-    page.wait_for_function("() => ['succeeded','failed','refused'].includes("
-                           "document.getElementById('progress-state').textContent.trim())", timeout=RUN_TIMEOUT_MS)
-    final = page.inner_text("#progress-state").strip()
-    assert final == state, page.inner_text("#progress-detail")
-    page.wait_for_url(re.compile(r".*[?&]done=\d+"), timeout=60_000)
-    page.wait_for_function("() => document.getElementById('progress-state').textContent.trim() === "
-                           f"'{state}'", timeout=30_000)
-    return page.inner_text("#completion").strip()
 
 
 def test_operator_previews_triggers_watches_rolls_back_and_reads_the_plan(stack, demo, browser):

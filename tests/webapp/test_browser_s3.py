@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.browser import ARTIFACTS, PASSWORD, login, wait_for_run
 from tests.support.s3_server import s3_server  # noqa: F401  (fixture)
-from tests.webapp.test_browser import ARTIFACTS, PASSWORD, browser, login, wait_for_run  # noqa: F401
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 THRESHOLD = "2024-01-02T12:00:00Z"
@@ -59,7 +59,7 @@ def s3_stack(stack_env, s3_server, tmp_path, spark, monkeypatch):  # noqa: F811
         stack_env.env.update(saved)
 
 
-def test_operator_registers_an_s3_table_and_compacts_it(s3_stack, browser):  # noqa: F811
+def test_operator_registers_an_s3_table_and_compacts_it(s3_stack, browser):
     from engine import Table
     from webapp.tables.models import RegisteredTable
 

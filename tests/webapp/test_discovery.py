@@ -106,7 +106,7 @@ def test_command_dry_run_then_register(root, capsys):
 
 
 def test_page_dry_run_then_register(root, stack_env):
-    from tests.webapp.conftest import make_user
+    from tests.support.records import make_user
 
     client = Client()
     client.force_login(make_user("discoverer", OPERATOR))

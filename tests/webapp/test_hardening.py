@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from tests.webapp.conftest import PASSWORD
+from tests.support.records import PASSWORD
 from webapp.accounts.models import ApiToken
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 

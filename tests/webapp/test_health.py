@@ -7,7 +7,7 @@ import datetime as dt
 
 from django.utils import timezone
 
-from tests.webapp.conftest import sample
+from tests.support.records import sample
 from webapp.tables.health import LEVELS, assess
 from webapp.tables.models import MetricSample, RegisteredTable, Run
 

@@ -2,7 +2,7 @@
 import datetime as dt
 import re
 
-from tests.webapp.conftest import T0, sample
+from tests.support.records import T0, sample
 from webapp.tables import overview
 from webapp.tables.models import RegisteredTable, Run
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.webapp.schema import validate
+from tests.support.api_schema import validate
 from webapp.tables.models import AuditEvent, MetricSample, Run
 
 C = "20130120020000000"

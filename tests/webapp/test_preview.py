@@ -50,7 +50,7 @@ def test_preview_shows_compacted_and_carried_per_partition_and_writes_nothing(op
     assert [i.to_dict() for i in Table.open(demo.path).timeline()] == timeline
     assert AuditEvent.objects.get(action="preview").user == operator
 
-    from tests.webapp.schema import validate
+    from tests.support.api_schema import validate
 
     validate("/api/tables/{name}/preview", "post", response)
 

@@ -128,7 +128,7 @@ def test_latest_pointer_follows_new_samples_but_not_older_ones(many):
 
 @pytest.fixture
 def client(stack_env) -> Client:
-    from tests.webapp.conftest import make_user
+    from tests.support.records import make_user
 
     c = Client()
     c.force_login(make_user("scale-viewer", VIEWER))

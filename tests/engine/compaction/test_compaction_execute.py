@@ -1,0 +1,209 @@
+"""Event-time partial compaction end to end on Spark: RO guarantee, snapshot unchanged (ours and hudi 0.5.0),
+symlink and copy carry-over, exact mode, writes during a pending plan, rollback."""
+from __future__ import annotations
+
+import os
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine import logformat
+from engine.compaction import (
+    CompactionResult,
+    RollbackRefused,
+    resolve_log_event_times,
+    rollback_compaction,
+    run_compaction,
+    schedule_compaction,
+)
+from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, execute_operation
+from engine.config.layout import create_table
+from engine.config.properties import load_table_config, save_table_config
+from engine.errors import CompactionRefused
+from engine.logformat import BlockType
+from engine.read.fsview import FileSystemView
+from engine.read.query import read_arrow
+from engine.results import to_ms
+from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.spark_history import HISTORY, E, T, as_of, assert_ro_guarantee, region, ts_by_key, write
+
+
+def snapshots(path) -> tuple[dict, dict]:
+    return rows_by_key(read_arrow(str(path), "snapshot")), rows_by_key(hudi_read(path, "snapshot"))
+
+
+@pytest.fixture(scope="module")
+def templates(spark, tmp_path_factory):
+    """One table per (merge mode, partitioned) with HISTORY written; tests work on copies."""
+    root = tmp_path_factory.mktemp("templates")
+    made = {}
+    for mode, partitioned in [("event_time", True), ("commit_time", False), ("event_time", False),
+                              ("commit_time", True)]:
+        path = root / f"{mode}_{'part' if partitioned else 'flat'}"
+        create_table(str(path), name="t", record_keys=["id"], partition_fields=["region"] if partitioned else [],
+                     ordering_field="ts", event_time_field="ts", merge_mode=mode)
+        for op, rows in HISTORY:
+            write(spark, path, op, rows)
+        made[(mode, partitioned)] = path
+    return made
+
+
+@pytest.fixture
+def table(templates, tmp_path):
+    def copy(mode: str, partitioned: bool):
+        dest = tmp_path / f"{mode}_{partitioned}"
+        shutil.copytree(templates[(mode, partitioned)], dest, symlinks=True)
+        return dest
+    return copy
+
+
+def assert_no_log_at_or_before(path, threshold: int) -> None:
+    """The strategy's post-condition, by header scan: every log left in the latest slices is after T."""
+    view = FileSystemView(str(path))
+    slices = view.latest_slices()
+    for sl in slices:
+        for lf in sl.log_files:
+            scan = logformat.scan_log_file(lf.path)
+            for block in scan.blocks:
+                if block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                    assert block.min_event_time is not None and block.min_event_time > threshold, lf.name
+    for path_, t in resolve_log_event_times(view, view.timeline, slices).items():
+        assert t.min_ms is not None and t.min_ms > threshold, (path_, t)
+
+
+@pytest.mark.parametrize("mode,partitioned,carry", [
+    ("event_time", True, "symlink"), ("commit_time", False, "copy"),
+    ("event_time", False, "copy"), ("commit_time", True, "symlink"),
+])
+def test_partial_compaction_keeps_snapshot_and_fills_ro(spark, table, mode, partitioned, carry):
+    path = table(mode, partitioned)
+    before = snapshots(path)
+    assert read_arrow(str(path), "read_optimized").num_rows == 0   # only logs so far: RO starts empty
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over=carry)
+    assert plan.written and plan.operations
+    assert plan.plan["extraMetadata"]["tidemark.threshold"] == str(T)
+    remaining = [s for op in plan.operations for s in op["symlinkOperations"]]
+    assert remaining, "the history leaves logs after T, so something must be carried over"
+    result = run_compaction(str(path), spark=spark)
+    assert isinstance(result, CompactionResult) and result.instant == plan.instant
+
+    assert snapshots(path) == before                           # ours and hudi 0.5.0, unchanged
+    assert before[0] == before[1]
+    ours_ro, hudi_ro = read_arrow(str(path), "read_optimized"), hudi_read(path, "read_optimized")
+    assert rows_by_key(ours_ro) == rows_by_key(hudi_ro)
+    assert_ro_guarantee(ts_by_key(ours_ro), HISTORY, T)
+    assert_no_log_at_or_before(path, T)
+
+    assert result.logs_carried_over == len(remaining)
+    for op in plan.operations:                                 # carried logs exist in the right form
+        for entry in op["symlinkOperations"]:
+            dest = os.path.join(str(path), op["partitionPath"] or "", entry["symlink"])
+            assert os.path.islink(dest) == (carry == "symlink") and os.path.isfile(dest)
+    cfg = load_table_config(str(path))
+    assert int(cfg.props[RO_COMPLETION_KEY]) >= T
+    assert int(cfg.props[RO_FRESHNESS_KEY]) == max(ts_by_key(ours_ro).values())
+    meta = Timeline.load(str(path)).read_commit_metadata(Timeline.load(str(path)).last_completed())
+    assert meta["operationType"] == "COMPACT" and meta["extraMetadata"]["tidemark.threshold"] == str(T)
+
+
+@pytest.mark.parametrize("mode,partitioned,carry", [("event_time", True, "symlink"), ("commit_time", False, "copy")])
+def test_exact_mode_ro_is_the_as_of_view(spark, table, mode, partitioned, carry):
+    path = table(mode, partitioned)
+    before = snapshots(path)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over=carry, exact=True)
+    assert all(s["symlink"].split(".log.")[1].split("_")[0] != "1" for op in plan.operations
+               for s in op["symlinkOperations"]), "version 1 is reserved for the spill log"
+    result = run_compaction(str(path), spark=spark)
+    assert result.spill_logs, "W2 mixes records on both sides of T in one log"
+    assert snapshots(path) == before
+    assert ts_by_key(read_arrow(str(path), "read_optimized")) == as_of(HISTORY, T)
+    assert ts_by_key(hudi_read(path, "read_optimized")) == as_of(HISTORY, T)
+    assert_no_log_at_or_before(path, T)
+    assert not os.path.exists(os.path.join(str(path), ".hoodie", ".temp", plan.instant))
+
+
+def test_second_plan_refused_and_writes_during_pending_plan_survive(spark, table):
+    path = table("commit_time", False)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
+    with pytest.raises(CompactionRefused, match=plan.instant) as refused:
+        schedule_compaction(str(path), threshold_ms=T)
+    assert refused.value.blocking_instant == plan.instant
+    late = [("upsert", [(10, E + 5000), (30, E + 900)]), ("delete", [(11, E + 5000)])]
+    for op, rows in late:
+        write(spark, path, op, rows)
+    result = run_compaction(str(path), spark=spark)
+    expected = as_of(HISTORY + late)
+    ours, theirs = snapshots(path)
+    assert {k: v["ts"] for (_, k), v in ours.items()} == expected
+    assert {k: v["ts"] for (_, k), v in theirs.items()} == expected
+    # The late record (event time 900 < T) sits in a log of slice C, so the promise cannot grow past T.
+    assert to_ms(result.ro_completion_time) == T
+
+
+def test_rollback_restores_pre_plan_state(spark, table):
+    path = table("event_time", True)
+    before = snapshots(path)
+    files_before = sorted(os.path.relpath(os.path.join(r, f), path) for r, _, fs in os.walk(path) for f in fs
+                          if ".hoodie" not in r)
+    plan = schedule_compaction(str(path), threshold_ms=T, carry_over="copy")
+    # A crashed run: every operation executed, nothing committed.
+    transition_to_inflight(str(path), plan.instant, COMPACTION)
+    cfg = load_table_config(str(path))
+    timeline = Timeline.load(str(path))
+    for task in _tasks(cfg, timeline, plan.instant, timeline.compaction_plan(plan.instant)):
+        execute_operation(task)
+    assert snapshots(path) == before  # an uncommitted compaction is invisible
+    result = rollback_compaction(str(path), plan.instant)
+    assert result.deleted_files and result.removed_instant_files
+    files_after = sorted(os.path.relpath(os.path.join(r, f), path) for r, _, fs in os.walk(path) for f in fs
+                         if ".hoodie" not in r)
+    assert files_after == files_before
+    assert snapshots(path) == before
+    assert not Timeline.load(str(path)).pending_compactions()
+
+    again = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
+    write(spark, path, "upsert", [(3, E + 6000)])   # lands in slice C: rolling back would orphan it
+    with pytest.raises(RollbackRefused, match="orphaned"):
+        rollback_compaction(str(path), again.instant)
+    run_compaction(str(path), spark=spark)
+    with pytest.raises(RollbackRefused, match="written into its slice"):   # the write depends on C
+        rollback_compaction(str(path), again.instant)
+    ours, theirs = snapshots(path)
+    assert ours == theirs and ours[(region(3), "k03")]["ts"] == E + 6000
+
+
+def test_consecutive_compactions_link_to_real_files(spark, table):
+    path = table("commit_time", True)
+    cfg = load_table_config(str(path))
+    cfg.props["hoodie.parquet.max.row.group.rows"] = "2"
+    save_table_config(cfg)
+    before = snapshots(path)
+    first = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
+    r1 = run_compaction(str(path), spark=spark)
+    second = schedule_compaction(str(path), threshold_ms=E + 3500, carry_over="symlink")
+    assert second.written
+    for op in second.operations:
+        pdir = os.path.join(str(path), op["partitionPath"])
+        for s in op["symlinkOperations"]:
+            target = os.path.join(pdir, s["target"])
+            assert os.path.isfile(target) and not os.path.islink(target), "links must not chain"
+            assert first.instant not in s["target"]
+    r2 = run_compaction(str(path), spark=spark)
+    assert snapshots(path) == before
+    ro = ts_by_key(read_arrow(str(path), "read_optimized"))
+    assert_ro_guarantee(ro, HISTORY, E + 3500)
+    assert ts_by_key(hudi_read(path, "read_optimized")) == ro
+    assert_no_log_at_or_before(path, E + 3500)
+    assert to_ms(r2.ro_freshness_time) >= to_ms(r1.ro_freshness_time) and to_ms(r2.ro_completion_time) >= E + 3500
+    run_compaction(str(path), spark=spark) if schedule_compaction(str(path), strategy="unbounded").written else None
+    assert snapshots(path) == before
+    assert rows_by_key(read_arrow(str(path), "read_optimized")) == before[0]
+    groups = []
+    for sl in FileSystemView(str(path)).latest_slices():   # streamed writer: row groups ≤ the configured size
+        meta = pq.ParquetFile(sl.base_file.path).metadata
+        groups += [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+        assert all(meta.row_group(i).num_rows <= 2 for i in range(meta.num_row_groups))
+        assert meta.metadata[b"hoodie_min_record_key"] <= meta.metadata[b"hoodie_max_record_key"]
+    assert len(groups) > len(FileSystemView(str(path)).latest_slices())   # some file needed several groups

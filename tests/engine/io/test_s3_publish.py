@@ -1,0 +1,123 @@
+"""Atomic publish on S3: a completed instant appears exactly once, whole, or not at all.
+
+Two writers racing to complete the same instant (threads released together, real concurrent PUTs against the
+moto server): the store's `If-None-Match: *` lets exactly one win; the other is refused (`already_published`)
+and the winner's bytes stand, whole; hudi 0.5.0 reads the table. A store without conditional writes is refused
+unless a lock outside the store is held.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine import Table
+from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused
+from engine.io import storage
+from engine.lock import holding
+from engine.timeline.instants import DELTACOMMIT, Timeline, complete, create_requested, transition_to_inflight
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+
+
+def _table(uri: str, tmp: Path) -> Table:
+    table = Table.create(uri, name="race", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={"hoodie.bucket.index.num.buckets": "1"})
+    src = tmp / "rows.jsonl"
+    src.write_text("".join(json.dumps({"id": f"k{i}", "seq": 1, "ts": f"2024-01-01T0{i}:00:00Z"}) + "\n"
+                           for i in range(3)))
+    table.write(str(src))
+    return table
+
+
+def _race(base: str, ts: str, bodies: list[bytes]) -> list[object]:
+    """Each body completes `ts` from its own thread, all released at once; the outcome of each."""
+    gate = threading.Barrier(len(bodies))
+    outcomes: list[object] = [None] * len(bodies)
+
+    def run(i: int) -> None:
+        gate.wait()
+        try:
+            outcomes[i] = complete(base, ts, DELTACOMMIT, bodies[i])
+        except Exception as exc:  # noqa: BLE001 - the outcome is what the test checks
+            outcomes[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return outcomes
+
+
+def test_two_writers_racing_to_complete_one_wins(s3_env, tmp_path):  # noqa: F811
+    table = _table(f"{s3_env['bucket_uri']}/race", tmp_path)
+    timeline = Timeline.load(table.path)
+    done = timeline.completed()[-1]
+    body = storage.read_bytes(timeline.instant_path(done))
+    before = rows_by_key(hudi_read(table.path, storage_options=s3_env["storage_options"]))
+    for round_ in range(5):
+        ts = f"2099010100000{round_}000"
+        create_requested(table.path, ts, DELTACOMMIT)
+        transition_to_inflight(table.path, ts, DELTACOMMIT)
+        # two different, valid commit bodies: whichever wins must be there whole
+        bodies = [body, body.replace(b'"operationType" : "UPSERT"', b'"operationType" : "INSERT"')]
+        assert bodies[0] != bodies[1]
+        outcomes = _race(table.path, ts, bodies)
+        won = [i for i, o in enumerate(outcomes) if isinstance(o, str)]
+        lost = [o for o in outcomes if isinstance(o, Exception)]
+        assert len(won) == 1 and len(lost) == 1, outcomes
+        assert isinstance(lost[0], Refused) and lost[0].reason == ALREADY_PUBLISHED
+        assert "already exists" in str(lost[0])
+        completed = f"{table.path}/.hoodie/{ts}.deltacommit"
+        assert storage.read_bytes(completed) == bodies[won[0]]   # whole, and the winner's
+    # nothing torn: the table reads as before in hudi 0.5.0 and in Tidemark (the raced instants add no files)
+    assert rows_by_key(hudi_read(table.path, storage_options=s3_env["storage_options"])) == before
+    assert Table.open(table.path).read().rows == 3
+
+
+class _Lease:
+    """A lock outside the store (what the control plane's database lease is), always granted here."""
+
+    def __init__(self) -> None:
+        self.held = False
+
+    def acquire(self, timeout_s: float) -> bool:
+        self.held = True
+        return True
+
+    def release(self) -> None:
+        self.held = False
+
+    def is_held(self) -> bool:
+        return self.held
+
+
+def test_a_store_without_conditional_put_needs_a_lock_outside_it(s3_env, tmp_path, monkeypatch):  # noqa: F811
+    table = _table(f"{s3_env['bucket_uri']}/nocas", tmp_path)
+    monkeypatch.setenv("TIDEMARK_S3_CONDITIONAL_PUT", "false")
+    ts = "20990101000000000"
+    with pytest.raises(Refused, match="no conditional put"):
+        create_requested(table.path, ts, DELTACOMMIT)
+    with holding(_Lease(), "open an instant"):
+        create_requested(table.path, ts, DELTACOMMIT)
+        transition_to_inflight(table.path, ts, DELTACOMMIT)
+    with pytest.raises(Refused) as refused:
+        complete(table.path, ts, DELTACOMMIT, b"{}")
+    assert refused.value.reason == UNSAFE_PUBLISH and "lock outside the store" in str(refused.value)
+    assert not storage.exists(f"{table.path}/.hoodie/{ts}.deltacommit")
+    # the whole write path refuses the same way, before anything is committed
+    src = tmp_path / "more.jsonl"
+    src.write_text(json.dumps({"id": "k9", "seq": 2, "ts": "2024-01-02T00:00:00Z"}) + "\n")
+    with pytest.raises(Exception, match="no conditional put"):
+        Table.open(table.path).write(str(src))
+    with holding(_Lease(), "complete a deltacommit"):
+        complete(table.path, ts, DELTACOMMIT, storage.read_bytes(
+            Timeline.load(table.path).instant_path(Timeline.load(table.path).completed()[0])))
+    assert storage.exists(f"{table.path}/.hoodie/{ts}.deltacommit")
+    # and with the lease, a second publisher is still refused (checked under the lock)
+    with holding(_Lease(), "complete again"), pytest.raises(Refused) as again:
+        complete(table.path, ts, DELTACOMMIT, b"{}")
+    assert again.value.reason == ALREADY_PUBLISHED

@@ -13,7 +13,8 @@ store itself arbitrates between racing writers.
 
 Credentials and endpoint of `s3://` come from the standard AWS chain (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE, AWS_ENDPOINT_URL /
-AWS_ENDPOINT_URL_S3). Nothing is cached but the client objects: every listing and read goes to the store.
+AWS_ENDPOINT_URL_S3). Nothing is cached but the client objects: every listing and read goes to the store
+(a task may start its reads early, `prefetched`, and is served each of them once).
 """
 from __future__ import annotations
 

@@ -350,7 +350,7 @@ REQUESTED_REPLACE_METADATA_SCHEMA: dict[str, Any] = {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Commit metadata of table version 8 (Hudi 1.x writes every completed commit as Avro; hudi-format-facts §3:
+# Commit metadata of table version 8 (Hudi 1.x writes every completed commit as Avro; docs/HUDI-FORMAT.md §3.1:
 # the writer schema of the v8 fixture's deltacommits and compaction commit, field order kept)
 
 _LONG_STATS = ("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors")

@@ -1,6 +1,6 @@
 """Timeline layout 2 (Hudi 1.x, table version 8): where instants live and how their files are named.
 
-docs/HUDI-FORMAT.md §3 and hudi-format-facts §3 (fixture `v8_trips_8i3u1d`):
+docs/HUDI-FORMAT.md §3.1 and §4.1a (fixture `v8_trips_8i3u1d`):
 - the active timeline is `.hoodie/<hoodie.timeline.path>/` (default `timeline`), not `.hoodie/` itself;
 - pending instants keep layout 1's names: `<requested>.<action>.requested` / `<requested>.<action>.inflight`;
 - a completed instant is `<requested>_<completion>.<action>` (a compaction completes as `commit`), and every

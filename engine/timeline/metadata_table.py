@@ -1,7 +1,7 @@
 """Hudi's metadata table (MDT, `.hoodie/metadata`) on tables Tidemark writes into: switched off first.
 
 Hudi 1.x tables (version 8) enable the MDT by default, and hudi 0.5.0 then lists files from its `files`
-partition instead of storage (hudi-format-facts §3, measured: new base and log files we add are invisible to it
+partition instead of storage (docs/HUDI-FORMAT.md §4.1a, measured: new base and log files we add are invisible to it
 while the MDT is in place). Tidemark does not maintain the MDT, so before its first instant on such a table it
 does what Java's "disable the metadata table" does: `hoodie.table.metadata.partitions` (and `.inflight`) emptied
 in hoodie.properties, then `.hoodie/metadata` deleted. The MDT holds only derived data (listings, column stats,

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from engine import logformat
 from engine.compaction import (
     EventTimeBasedCompactionStrategy,
     LogCandidate,
@@ -18,7 +19,6 @@ from engine.compaction import (
     schedule_compaction,
     strategy_for,
 )
-from engine import logformat
 from engine.compaction import plan as plan_mod
 from engine.config.layout import create_table
 from engine.errors import ConfigError, TidemarkError
@@ -242,7 +242,7 @@ def _stamp_watermarks_as_java_1_1(path: str, override: dict[str, tuple[int, int]
         if inst.action != "deltacommit":
             continue
         doc = timeline.read_commit_metadata(inst)
-        for partition, stats in doc["partitionToWriteStats"].items():
+        for stats in doc["partitionToWriteStats"].values():
             for s in stats:
                 name = s["path"].rsplit("/", 1)[-1]
                 contents = logformat.read_log_file(os.path.join(path, s["path"]), columns=["ts"])

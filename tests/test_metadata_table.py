@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from engine.config.properties import load_table_config, parse_properties
 from engine.config.layout import create_table
+from engine.config.properties import load_table_config, parse_properties
 from engine.timeline import metadata_table
 from tests.oracle import hudi_read, rows_by_key
 from tests.support.fixtures import unzip_fixture

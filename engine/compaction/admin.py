@@ -289,7 +289,6 @@ def _renames(view: FileSystemView, op: CompactionOperation, c: str) -> list[r.Lo
     there a log's name is its write's, and its completion time puts it in slice B once the plan is gone."""
     if view.timeline.uses_completion_time:
         return []
-    pdir = view.partition_dir(op.partition_path)
     versions = [lf.version for s in _group_slices(view, op) if s.base_instant == op.base_instant for lf in s.log_files]
     version = max(versions, default=0)
     out = []

@@ -241,7 +241,9 @@ class TableModel:
     def rollback_compaction(self, instant: str) -> None:
         plan = self.plans.pop()
         assert plan.instant == instant
-        if not plan.completed:   # a pending plan changed nothing yet (writes since it stay as they are)
+        if not plan.completed and self.logs_deleted_on_rollback:
+            # v8: a pending plan changed nothing yet, and the logs written since it stay where they are. (v6 restores
+            # the groups as planned: the dead logs a rolled-back write left in slice C go with the plan.)
             return
         for b, saved in plan.saved.items():
             self.groups[b] = copy.deepcopy(saved)

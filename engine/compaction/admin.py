@@ -1,7 +1,7 @@
 """Hudi CLI parity for pending compaction plans: `validate`, `unschedule` (a plan or one file group), `repair`.
 
 The semantics are Java Hudi's CompactionAdminClient (0.x, tables whose log names carry their slice's base
-instant, as our version 6 does):
+instant, as our version 6 does; version 8 below):
 
 - **validate**: per operation, the file slice the plan was made from is still there — its base file decodes
   its footer, every log it folds or carries decodes its headers (no committed block damaged), and the slice
@@ -18,6 +18,14 @@ instant, as our version 6 does):
 
 While a plan is pending hudi 0.5.0 ignores slice C's logs (docs/HUDI-FORMAT.md §4.3); once renamed into the
 previous slice they are read by every reader.
+
+Table version 8 (completion-time slicing): a log is named by the write that made it and belongs to the slice of
+the greatest base instant at or before that write's completion time. A write that completed after C was requested
+is "written since" whatever its name says; nothing needs renaming when C goes, because once C's plan is gone no
+reader has a slice C to put such a log in — it falls into the previous slice by its completion time on its own.
+The carried logs a run re-publishes under C's name (the plan's outputs) exist only while C is inflight and are
+deleted with the other partial outputs when it goes back to requested. So on v8 unschedule renames nothing, and
+repair finds nothing to move (it validates).
 """
 from __future__ import annotations
 
@@ -37,7 +45,6 @@ from engine.errors import (
     ConfigError,
     Refused,
     TidemarkError,
-    UnsupportedTableError,
 )
 from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
@@ -47,7 +54,7 @@ from engine.read.fsview import FileGroup, FileSlice, FileSystemView, LogFile
 from engine.services import integrity
 from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
-from engine.timeline.instants import COMPACTION, DELTACOMMIT, REPLACECOMMIT, Instant, State, Timeline, instant_file_name
+from engine.timeline.instants import COMPACTION, DELTACOMMIT, REPLACECOMMIT, Instant, State, Timeline, pending_file
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 
 INVALID_PLAN = "invalid_plan"
@@ -74,17 +81,19 @@ def _validate(base_path: str, timeline: Timeline, pending: Instant, plan: Compac
     groups = {(g.partition_path, g.file_id): g for g in view.all_file_groups()}
     committed = frozenset(view.committed_instants)
     extents = integrity.CommittedExtents(base_path, timeline)
-    out = [_validate_op(view, groups.get(op.key), op, pending.timestamp, committed, extents) for op in ops]
+    out = [_validate_op(view, groups.get(op.key), op, pending.timestamp, committed, extents,
+                        _written_since(view, op, pending.timestamp)) for op in ops]
     return r.PlanValidation(instant=pending.timestamp, state=pending.state.value,
                             valid=all(g.valid for g in out), file_groups=out)
 
 
 def _validate_op(view: FileSystemView, group: FileGroup | None, op: CompactionOperation, c: str,
-                 committed: frozenset[str], extents: integrity.CommittedExtents) -> r.FileGroupValidation:
+                 committed: frozenset[str], extents: integrity.CommittedExtents,
+                 since: list[str]) -> r.FileGroupValidation:
     pdir = view.partition_dir(op.partition_path)
     result = r.FileGroupValidation(partition=op.partition_path, file_id=op.file_id, valid=False, errors=[],
                                    base_file=op.data_file, logs_compacted=len(op.delta_files),
-                                   logs_carried=len(op.carried), logs_written_since=_written_since(pdir, op, c))
+                                   logs_carried=len(op.carried), logs_written_since=since)
     errors = result.errors
     slice_b = next((s for s in group.slices if s.base_instant == op.base_instant), None) if group else None
     if slice_b is None:
@@ -98,7 +107,7 @@ def _validate_op(view: FileSystemView, group: FileGroup | None, op: CompactionOp
     for name in [*op.delta_files, *(c_.target for c_ in op.carried)]:
         errors += _log_errors(storage.join(pdir, name), committed, extents)
     if slice_b is not None:
-        named = set(op.delta_files) | {c_.target for c_ in op.carried}
+        named = set(op.delta_files) | {c_.target for c_ in op.carried} | set(since)
         for lf in slice_b.log_files:
             if lf.name not in named and _real_name(pdir, lf) not in named:
                 errors.append(f"log {lf.name} is in the plan's slice but neither named by the plan nor written after "
@@ -137,9 +146,13 @@ def _real_name(pdir: str, lf: LogFile) -> str:
     return os.path.relpath(os.path.realpath(lf.path), os.path.realpath(pdir))
 
 
-def _written_since(pdir: str, op: CompactionOperation, c: str) -> list[str]:
-    """Logs of the group in slice C that the plan did not reserve (its carry-overs and carry-forward log):
-    writes since the plan was scheduled, in log order."""
+def _written_since(view: FileSystemView, op: CompactionOperation, c: str) -> list[str]:
+    """Logs of the group written since the plan was scheduled, in log order: on v6 those in slice C that the plan
+    did not reserve (its carry-overs and carry-forward log); on v8 those of writes that completed after C was
+    requested, or have not completed (named by their own write, whatever slice they end up in)."""
+    pdir = view.partition_dir(op.partition_path)
+    if view.timeline.uses_completion_time:
+        return _written_since_v8(view.timeline, pdir, op, c)
     reserved = {s.symlink for s in op.carried}
     found = []
     for name in storage.list_names_if_dir(pdir):
@@ -147,6 +160,21 @@ def _written_since(pdir: str, op: CompactionOperation, c: str) -> list[str]:
         if (log is not None and log.file_id == op.file_id and log.base_instant == c
                 and log.version != CARRY_FORWARD_VERSION and name not in reserved):
             found.append((log.version, log.write_token, name))
+    return [name for *_, name in sorted(found)]
+
+
+def _written_since_v8(timeline: Timeline, pdir: str, op: CompactionOperation, c: str) -> list[str]:
+    """Logs named by a write other than C (C's names are its own outputs) that the plan does not name and whose
+    write completed after C was requested or is not complete: Java's planner leaves such logs out too."""
+    planned = set(op.delta_files) | {s.target for s in op.carried}
+    found = []
+    for name in storage.list_names_if_dir(pdir):
+        log = parse_log_file_name(name)
+        if log is None or log.file_id != op.file_id or log.base_instant == c or name in planned:
+            continue
+        done = timeline.completion_time(log.base_instant)
+        if done is None or done > c:
+            found.append((done or "~", log.base_instant, log.version, log.write_token, name))
     return [name for *_, name in sorted(found)]
 
 
@@ -220,11 +248,6 @@ def _no_run(base_path: str, instant: str) -> Iterator[None]:
 
 
 def _pending(timeline: Timeline, instant: str) -> Instant:
-    if timeline.uses_completion_time:
-        # Logs of a v8 table are named by their write, not their slice: renaming them "into the previous slice"
-        # means nothing there, and validation's "written since" reads names the v6 way.
-        raise UnsupportedTableError(f"{timeline.base_path}: plan administration (validate, unschedule, repair) "
-                                    "supports table version 6 only; roll the pending compaction back instead")
     match = [i for i in timeline.pending_compactions() if i.timestamp == instant]
     if match:
         return match[0]
@@ -262,12 +285,14 @@ def _group_key(op: CompactionOperation) -> str:
 
 
 def _renames(view: FileSystemView, op: CompactionOperation, c: str) -> list[r.LogRename]:
-    """Slice C's logs written since planning, renamed into slice B after its last version, in order."""
-    pdir = view.partition_dir(op.partition_path)
+    """Slice C's logs written since planning, renamed into slice B after its last version, in order. None on v8:
+    there a log's name is its write's, and its completion time puts it in slice B once the plan is gone."""
+    if view.timeline.uses_completion_time:
+        return []
     versions = [lf.version for s in _group_slices(view, op) if s.base_instant == op.base_instant for lf in s.log_files]
     version = max(versions, default=0)
     out = []
-    for name in _written_since(pdir, op, c):
+    for name in _written_since(view, op, c):
         parsed = parse_log_file_name(name)
         assert parsed is not None
         version += 1
@@ -306,8 +331,7 @@ def _rewrite_plan(base_path: str, instant: str, plan: CompactionPlanRecord, keys
     ops = tuple(op for op in plan.operations if _group_key(op) not in gone)
     settings = replace(plan.settings, unscheduled=tuple(plan.settings.unscheduled) + tuple(keys))
     record = replace(plan, operations=ops, settings=settings)
-    path = storage.join(base_path, ".hoodie", instant_file_name(instant, COMPACTION, State.REQUESTED))
-    storage.write_replace(path, record.to_bytes())
+    storage.write_replace(pending_file(base_path, instant, COMPACTION, State.REQUESTED), record.to_bytes())
 
 
 def _message(result: r.UnscheduleResult) -> str:

@@ -3,8 +3,11 @@
 Sources, tried in order per log (docs/HUDI-FORMAT.md §1.7, §5.4):
 1. ``header``: the tidemark event-time attributes in the SCHEMA header of every committed data block,
    read by a header-only scan (no content decoded). Tidemark-written logs always have them.
-2. ``write_stats``: ``minEventTime``/``maxEventTime`` of the write stats naming the log in completed
-   deltacommits (Java leaves them null unless an event-time field is configured; our writer fills them).
+2. ``write_stats``: ``minEventTime``/``maxEventTime`` (epoch millis) of the write stats naming the log in
+   completed deltacommits. Our writer fills them; Java 1.1+ fills them when its write config enables
+   ``hoodie.write.track.event.time.watermark`` (with ``hoodie.payload.event.time.field`` set and the table in
+   EVENT_TIME_ORDERING), else leaves them null. Java's count only records that carry the field, so a log with a
+   delete block lacking Tidemark's per-delete event times is not bounded by its stats (see ``_stats_bound``).
 3. ``decoded``: decode the log once and take min/max of the table's event-time field. Java tables have no
    event-time field, so their ordering (precombine) field is used instead and read as epoch millis.
 4. ``none``: nothing known (e.g. a log holding only deletes). Strategies treat None as "must compact",
@@ -23,7 +26,7 @@ from engine import logformat
 from engine.config import eventtime
 from engine.config.properties import TableConfig, load_table_config
 from engine.io import storage
-from engine.logformat import BlockType
+from engine.logformat import EVENT_TIMES_ATTR, BlockType
 from engine.read.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 
@@ -113,7 +116,7 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     for sl in slices:
         for lf in sl.log_files:
             found = _from_header(scans[lf.path], committed)
-            if found is None:
+            if found is None and _stats_bound(scans[lf.path], committed):
                 if stats is None or known is None:
                     stats = write_stat_event_times(timeline)
                     known = {**carried_aliases(timeline), **(aliases or {})}
@@ -140,6 +143,18 @@ def _from_header(scan: logformat.LogFileScan, committed: frozenset[str]) -> LogE
     lo = min(mins)
     hi = max((b.max_event_time for b in blocks if b.max_event_time is not None), default=lo)
     return LogEventTime(lo, hi, "header")
+
+
+def _stats_bound(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool:
+    """Whether write stats can bound every committed block of the log.
+
+    Java folds into a stat the event time of each record that has one (HoodieWriteHandle.getRecordMetadata); a
+    delete from Spark SQL's DELETE carries none, so its stat says nothing about the deletes beside its upserts.
+    Our delete blocks carry each delete's event time (EVENT_TIMES_ATTR) and our stats include them; a delete block
+    without that attribute leaves the log unknown (decoded: `none`, i.e. must compact), as it always was.
+    """
+    return all(EVENT_TIMES_ATTR in (b.schema_json or "") for b in _committed_blocks(scan, committed)
+               if b.block_type is BlockType.DELETE)
 
 
 def _from_stats(stats: StatTimes, partition: str, name: str, path: str,

@@ -395,8 +395,10 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -
 
 def _in_slice_by_completion(timeline: Timeline, instant: str, c: str, live: set[str]) -> bool:
     """Table version 8: a log named by write `instant` sits in slice C when that write completed after C was
-    requested (or is still pending): its name says nothing about the slice."""
-    if not timeline.uses_completion_time or instant not in live:
+    requested (or is still pending): its name says nothing about the slice. While C is pending nothing sits in
+    a slice C for good: with C's plan gone such a log falls, by its completion time, into the previous slice
+    (every reader already reads it there while C is pending), so rolling back a pending C orphans nothing."""
+    if not timeline.uses_completion_time or instant not in live or not timeline.is_completed(c):
         return False
     done = timeline.completion_time(instant)
     return done is None or done > c

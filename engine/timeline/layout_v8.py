@@ -67,21 +67,41 @@ class HistoryError(TidemarkError):
 
 
 def has_history(history_path: str) -> bool:
-    """Whether any instant was archived into the LSM history (a `_version_` pointing at a manifest)."""
-    return storage.read_optional(storage.join(history_path, "_version_")) is not None
+    """Whether any instant was archived into the LSM history (a snapshot version: `_version_`, or a manifest)."""
+    return _snapshot_version(history_path) is not None
+
+
+_MANIFEST_RE = re.compile(r"^manifest_(\d+)$")
+
+
+def _snapshot_version(history_path: str) -> int | None:
+    """The history's current snapshot version, as Java's LSMTimeline.latestSnapshotVersion finds it: the integer in
+    `_version_`; when that file is missing or unreadable (an archiver that died between writing a manifest and
+    the version file), the greatest N of the `manifest_<N>` files; None when there is neither."""
+    raw = storage.read_optional(storage.join(history_path, "_version_"))
+    if raw is not None:
+        try:
+            return int(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            pass
+    versions = [int(m.group(1)) for n in storage.list_names_if_dir(history_path) if (m := _MANIFEST_RE.match(n))]
+    return max(versions, default=None)
 
 
 def history_completion_times(history_path: str) -> dict[str, str]:
     """requested -> completion time of every archived instant in the current manifest's files ({} without
-    history). Java writes the manifest as {"files": [{"fileName", "fileLen"}]}; hudi-rs's model names them
-    {"entries": [{"file_name", ...}]}: both are accepted."""
-    version = storage.read_optional(storage.join(history_path, "_version_"))
+    history). Java writes the manifest as {"files": [{"fileName", "fileLen"}]} (HoodieLSMTimelineManifest; an
+    empty file is an empty manifest); hudi-rs's model names them {"entries": [{"file_name", ...}]}: both are
+    accepted. A manifest named by `_version_` that is missing is an error, as in Java."""
+    version = _snapshot_version(history_path)
     if version is None:
         return {}
-    manifest_path = storage.join(history_path, f"manifest_{version.decode('utf-8', 'replace').strip()}")
+    manifest_path = storage.join(history_path, f"manifest_{version}")
     raw = storage.read_optional(manifest_path)
     if raw is None:
         raise HistoryError(f"{manifest_path}: the LSM timeline manifest named by _version_ does not exist")
+    if not raw.strip():
+        return {}
     try:
         doc = json.loads(raw)
     except ValueError as exc:

@@ -233,11 +233,18 @@ class TableModel:
 
     def rollback_compaction_allowed(self, instant: str) -> bool:
         plan = next(p for p in self.plans if p.instant == instant)
-        return plan is self.plans[-1] and not plan.writes_into_slice and not plan.cleaned_since
+        # Table version 8 names a log by its write: one written while the plan is pending falls back into the
+        # previous slice by its completion time when the plan goes, so only a completed plan is held by it.
+        held = bool(plan.writes_into_slice) and (plan.completed or not self.logs_deleted_on_rollback)
+        return plan is self.plans[-1] and not held and not plan.cleaned_since
 
     def rollback_compaction(self, instant: str) -> None:
         plan = self.plans.pop()
         assert plan.instant == instant
+        if not plan.completed and self.logs_deleted_on_rollback:
+            # v8: a pending plan changed nothing yet, and the logs written since it stay where they are. (v6 restores
+            # the groups as planned: the dead logs a rolled-back write left in slice C go with the plan.)
+            return
         for b, saved in plan.saved.items():
             self.groups[b] = copy.deepcopy(saved)
 

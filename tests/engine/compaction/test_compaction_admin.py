@@ -11,12 +11,13 @@ import pytest
 from engine import Table
 from engine.cli.console import EXIT_ERROR, EXIT_REFUSED, main
 from engine.compaction import admin, run_compaction
+from engine.config.layout import create_table
 from engine.errors import Refused
 from engine.timeline.instants import Timeline
 from tests.support.inline_spark import InlineSpark
 from tests.support.oracle import hudi_read
 from tests.support.pending_plans import LATE, files, group_of_late_writes, ours, pending_with_late_writes
-from tests.support.table_model import HISTORY, E, T, model_of, new_table, snapshot
+from tests.support.table_model import HISTORY, E, T, model_of, new_table, snapshot, write
 
 
 def hudi(path: str) -> dict[str, int]:
@@ -198,3 +199,99 @@ def test_an_inflight_plan_goes_back_to_requested_and_a_running_one_is_refused(tm
     assert done.reverted_inflight
     assert [i.state for i in Timeline.load(path).get(c)] == [State.REQUESTED]
     assert snapshot(path) == model_of(HISTORY + LATE)
+
+
+# ------------------------------------------------------------------ table version 8 (completion-time slicing)
+
+def new_table_v8(path: str) -> None:
+    create_table(path, name="f", record_keys=["id"], partition_fields=[], ordering_field="ts", event_time_field="ts",
+                 table_version=8, settings={"hoodie.bucket.index.num.buckets": "2",
+                                            "hoodie.client.heartbeat.interval_in_ms": "100"})
+    for op, rows in HISTORY:
+        write(path, op, rows)
+
+
+def pending_v8_with_late_writes(path: str) -> tuple[Table, str]:
+    new_table_v8(path)
+    table = Table.open(path)
+    c = table.schedule_compaction(threshold=T, carry_over="symlink").instant
+    assert c is not None
+    for op, rows in LATE:
+        write(path, op, rows)
+    return table, c
+
+
+def test_v8_validate_lists_writes_completed_since_the_plan(tmp_path):
+    path = str(tmp_path / "t")
+    table, c = pending_v8_with_late_writes(path)
+    expected = model_of(HISTORY + LATE)
+    assert snapshot(path) == expected        # on v8 hudi 0.5.0 reads the late writes while the plan is pending
+    listing = files(path)
+    report = table.validate_compaction(c)
+    assert report.valid and len(report.file_groups) == 2
+    late = [g for g in report.file_groups if g.logs_written_since]
+    assert len(late) == 1 and len(late[0].logs_written_since) == 2
+    assert all(f"_{c}.log." not in n for n in late[0].logs_written_since)   # named by their own writes
+    assert files(path) == listing and snapshot(path) == expected
+
+    victim = next(g for g in report.file_groups if g.logs_compacted)
+    lost = next(op for op in table.compaction(c).operations if op.file_id == victim.file_id)
+    os.rename(os.path.join(path, lost.logs_compacted[0]), os.path.join(str(tmp_path), "aside"))
+    broken = table.validate_compaction(c)
+    bad = next(g for g in broken.file_groups if g.file_id == victim.file_id)
+    assert not broken.valid and any(lost.logs_compacted[0] in e and "missing" in e for e in bad.errors)
+
+
+def test_v8_unschedule_one_file_group_renames_nothing_and_keeps_every_record(tmp_path):
+    path = str(tmp_path / "t")
+    table, c = pending_v8_with_late_writes(path)
+    fid = group_of_late_writes(table, c)
+    expected = model_of(HISTORY + LATE)
+    data = {k: v for k, v in files(path).items() if not k.startswith(".hoodie")}
+    done = table.unschedule_compaction(c, file_id=fid)
+    assert done.renames == [] and done.unscheduled_file_groups == [fid] and done.remaining_file_groups == 1
+    assert {k: v for k, v in files(path).items() if not k.startswith(".hoodie")} == data   # no log moved
+    assert snapshot(path) == expected                       # ours == hudi 0.5.0 == the model
+    assert [op.file_id for op in Table.open(path).compaction(c).operations] != [fid]
+    assert table.validate_compaction(c).valid
+    assert table.repair_compaction(c).renames == [] and snapshot(path) == expected
+    run_compaction(path, spark=InlineSpark())
+    assert snapshot(path) == expected
+    assert Table.open(path).freshness().guarantee == "holds"
+
+
+def test_v8_unschedule_the_whole_plan_then_plan_again(tmp_path):
+    path = str(tmp_path / "t")
+    table, c = pending_v8_with_late_writes(path)
+    expected = model_of(HISTORY + LATE)
+    done = table.unschedule_compaction(c)
+    assert done.remaining_file_groups == 0 and done.rollback_instant and done.renames == []
+    timeline = Timeline.load(path)
+    assert not timeline.get(c) and timeline.is_completed(done.rollback_instant)
+    assert snapshot(path) == expected
+    again = table.schedule_compaction(threshold=E + 5000)
+    run_compaction(path, again.instant, spark=InlineSpark())
+    assert snapshot(path) == expected
+
+
+def test_v8_unschedule_an_interrupted_run_removes_its_carried_logs(tmp_path, monkeypatch):
+    """A run that got past carry-over left logs re-published under C's name (its outputs): going back to
+    requested deletes them, so after the unschedule no log is named by an instant that will never complete."""
+    from engine.io import faults
+
+    path = str(tmp_path / "t")
+    table, c = pending_v8_with_late_writes(path)
+    expected = model_of(HISTORY + LATE)
+    monkeypatch.setenv("TIDEMARK_FAULT", "execute:tasks:abort")
+    with pytest.raises(faults.InjectedAbort):
+        run_compaction(path, spark=InlineSpark())
+    monkeypatch.delenv("TIDEMARK_FAULT")
+    assert [n for n in files(path) if f"_{c}.log." in n], "the run got past carry-over"
+    assert snapshot(path) == expected
+    done = table.unschedule_compaction(c)
+    assert done.reverted_inflight and done.renames == []
+    assert not [n for n in files(path) if f"_{c}." in n]
+    assert snapshot(path) == expected
+    with pytest.raises(Refused) as gone:
+        table.repair_compaction(c)
+    assert gone.value.reason == "unknown_instant"

@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from engine import logformat
 from engine.compaction import (
     EventTimeBasedCompactionStrategy,
     LogCandidate,
@@ -19,14 +20,16 @@ from engine.compaction import (
     strategy_for,
 )
 from engine.compaction import plan as plan_mod
+from engine.config.layout import create_table
 from engine.errors import ConfigError, TidemarkError
 from engine.io.naming import instant_to_millis
 from engine.read.fsview import FileSystemView
 from engine.services.rollback import rollback
+from engine.timeline import avro_models
 from engine.timeline.instants import Timeline
 from tests.support.fixtures import unzip_fixture
 from tests.support.inline_spark import InlineSpark
-from tests.support.table_model import E, new_table, write
+from tests.support.table_model import E, new_table, read_optimized, snapshot, write
 
 MB = 1024 * 1024
 LOG_TS = 1695046462179  # `ts` of the single update in v6_trips_8i1u's log
@@ -215,3 +218,80 @@ def test_nothing_to_compact_once_every_write_is_rolled_back(tmp_path):
     planned = schedule_compaction(path, threshold_ms=E + 5000)
     assert not planned.written and "no completed write" in planned.message
     assert not Timeline.load(path).pending_compactions()
+
+
+# ------------------------------------------------------- Hudi 1.1's event-time watermark (table version 8)
+
+def _v8_table_without_header_carrier(path: str, history) -> None:
+    """A v8 table whose logs carry no Tidemark event-time attributes (no event-time field configured: what a Java
+    writer leaves), planned by its ordering field `ts` as Java tables are."""
+    create_table(path, name="j", record_keys=["id"], ordering_field="ts", event_time_field="", table_version=8,
+                 settings={"hoodie.bucket.index.num.buckets": "1"})
+    for op, rows in history:
+        write(path, op, rows)
+
+
+def _stamp_watermarks_as_java_1_1(path: str, override: dict[str, tuple[int, int]] | None = None) -> None:
+    """Give every completed deltacommit's write stats the per-write min/max event time Java 1.1 records with
+    `hoodie.write.track.event.time.watermark=true`: HoodieWriteHandle.getRecordMetadata stamps each record's
+    event-time value, WriteStatus.markSuccess parses it (10 digits: seconds, 13: millis) and
+    HoodieWriteStat.setMinEventTime/setMaxEventTime fold it into the stat as epoch millis (Avro long, null when no
+    record had one) — nothing goes to extraMetadata. `override` gives chosen values per log name."""
+    timeline = Timeline.load(path)
+    for inst in timeline.completed():
+        if inst.action != "deltacommit":
+            continue
+        doc = timeline.read_commit_metadata(inst)
+        for stats in doc["partitionToWriteStats"].values():
+            for s in stats:
+                name = s["path"].rsplit("/", 1)[-1]
+                contents = logformat.read_log_file(os.path.join(path, s["path"]), columns=["ts"])
+                values = [v for b in contents.blocks if isinstance(b, logformat.DataBlock)
+                          for v in b.records.column("ts").to_pylist()]
+                lo_hi = (override or {}).get(name) or ((min(values), max(values)) if values else (None, None))
+                s["minEventTime"], s["maxEventTime"] = lo_hi
+        with open(timeline.instant_path(inst), "wb") as fh:   # the same v8 Avro our own commit writer produces
+            fh.write(avro_models.commit_metadata_avro(doc))
+
+
+def test_v8_java_watermarks_plan_logs_without_a_header_carrier(tmp_path):
+    path = str(tmp_path / "t")
+    history = [("upsert", [(i, E + 1000 + i) for i in range(4)]), ("upsert", [(1, E + 3000)]),
+               ("upsert", [(2, E + 5000), (5, E + 5100)])]
+    _v8_table_without_header_carrier(path, history)
+    view = FileSystemView(path)
+    logs = sorted(view.latest_slices()[0].log_files, key=lambda lf: lf.name)
+    assert [t.source for t in resolve_log_event_times(view, view.timeline, view.latest_slices()).values()] == \
+        ["decoded"] * 3   # no watermark: the logs are decoded once, as before
+
+    _stamp_watermarks_as_java_1_1(path)
+    view = FileSystemView(path)
+    times = resolve_log_event_times(view, view.timeline, view.latest_slices())
+    assert [(times[lf.path].min_ms, times[lf.path].max_ms, times[lf.path].source) for lf in logs] == [
+        (E + 1000, E + 1003, "write_stats"), (E + 3000, E + 3000, "write_stats"), (E + 5000, E + 5100, "write_stats")]
+
+    before = snapshot(path)
+    sp = schedule_compaction(path, strategy="event_time", threshold_ms=E + 3000, carry_over="copy")
+    (op,) = sp.operations
+    assert op["deltaFilePaths"] == [logs[0].name, logs[1].name]    # exactly the logs at or before T
+    assert [s["symlink"] for s in op["symlinkOperations"]] and len(op["symlinkOperations"]) == 1
+    extra = Timeline.load(path).read_compaction_plan(sp.instant)["extraMetadata"]
+    assert json.loads(extra["tidemark.eventTimeSources"]) == {"header": 0, "write_stats": 3, "decoded": 0, "none": 0}
+    run_compaction(path, spark=InlineSpark())
+    assert snapshot(path) == before                       # hudi 0.5.0 agrees, and nothing changed
+    assert read_optimized(path) == {"k0": E + 1000, "k1": E + 3000, "k2": E + 1002, "k3": E + 1003}
+
+
+def test_v8_java_watermark_does_not_bound_deletes_without_event_times(tmp_path):
+    """Java's stat counts only records carrying the event-time field; Spark SQL's deletes carry none, so a stat
+    beside deletes says nothing about them: the log stays unknown (must compact), as without a watermark."""
+    path = str(tmp_path / "t")
+    _v8_table_without_header_carrier(path, [("upsert", [(0, E + 1000)]), ("delete", [(0, E + 5000)])])
+    view = FileSystemView(path)
+    delete_log = max(view.latest_slices()[0].log_files, key=lambda lf: lf.name).name
+    _stamp_watermarks_as_java_1_1(path, override={delete_log: (E + 6000, E + 6000)})
+    view = FileSystemView(path)
+    times = {os.path.basename(p): t for p, t in
+             resolve_log_event_times(view, view.timeline, view.latest_slices()).items()}
+    assert times[delete_log].source == "none" and times[delete_log].min_ms is None
+    assert {t.source for n, t in times.items() if n != delete_log} == {"write_stats"}

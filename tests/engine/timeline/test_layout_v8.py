@@ -70,6 +70,48 @@ def test_archived_completion_times_come_from_the_lsm_history(v8: Path) -> None:
     assert t.completion_time("20251220210130911") == "20251220210131755"   # active instants first
 
 
+def _lsm_file(path: Path, rows: list[tuple[str, str]]) -> None:
+    """An archived-instants Parquet file with every column of Java's HoodieLSMTimelineInstant."""
+    pq.write_table(pa.table({"instantTime": [r for r, _ in rows], "completionTime": [c for _, c in rows],
+                             "action": ["deltacommit"] * len(rows), "metadata": [b"Obj\x01"] * len(rows),
+                             "plan": pa.array([None] * len(rows), pa.binary()),
+                             "version": pa.array([1] * len(rows), pa.int32())}), path)
+
+
+def test_history_follows_the_latest_manifest_as_java_does(v8: Path) -> None:
+    """Java's LSMTimeline: the snapshot version is `_version_`'s integer, else (missing or unreadable: an archiver
+    that died between the manifest and the version file) the greatest manifest_<N>; only that manifest's files
+    count — layer-0 files a compaction merged into layer 1 stay on disk until cleaned, and are not read."""
+    history = v8 / ".hoodie" / "timeline" / "history"
+    history.mkdir(exist_ok=True)
+    _lsm_file(history / "20251220200000000_20251220200000000_0.parquet", [("20251220200000000", "20251220200000999")])
+    _lsm_file(history / "20251220200100000_20251220200100000_0.parquet", [("20251220200100000", "20251220200100999")])
+    _lsm_file(history / "20251220200000000_20251220200100000_1.parquet",
+              [("20251220200000000", "20251220200000500"), ("20251220200100000", "20251220200100700")])
+    (history / "manifest_1").write_text(json.dumps({"files": [
+        {"fileName": "20251220200000000_20251220200000000_0.parquet", "fileLen": 1},
+        {"fileName": "20251220200100000_20251220200100000_0.parquet", "fileLen": 1}]}))
+    (history / "manifest_2").write_text(json.dumps({"files": [
+        {"fileName": "20251220200000000_20251220200100000_1.parquet", "fileLen": 1}]}, indent=2))
+    for version_file in (None, "not a number", "2"):
+        (history / "_version_").unlink(missing_ok=True)
+        if version_file is not None:
+            (history / "_version_").write_text(version_file)
+        t = Timeline.load(str(v8))
+        assert t.has_history()
+        assert t.completion_time("20251220200000000") == "20251220200000500", version_file
+    (history / "_version_").write_text("1")                 # an older snapshot, still kept, is read as it says
+    assert Timeline.load(str(v8)).completion_time("20251220200000000") == "20251220200000999"
+
+
+def test_an_empty_manifest_is_an_empty_history(v8: Path) -> None:
+    history = v8 / ".hoodie" / "timeline" / "history"
+    history.mkdir(exist_ok=True)
+    (history / "manifest_1").write_text("")
+    (history / "_version_").write_text("1")
+    assert Timeline.load(str(v8)).completion_time("20000101000000000") is None
+
+
 def test_broken_history_is_named(v8: Path) -> None:
     history = v8 / ".hoodie" / "timeline" / "history"
     history.mkdir(exist_ok=True)
@@ -103,12 +145,19 @@ def test_recover_sweeps_half_created_instants_in_the_timeline_folder(v8: Path) -
     assert Timeline.load(str(v8)).instants   # nothing else touched
 
 
-def test_plan_administration_is_refused_on_v8(v8: Path) -> None:
-    """validate/unschedule/repair rename and judge logs by the v6 naming; on v8 they refuse in one line."""
-    from engine.compaction.admin import validate_plan
-    from engine.errors import UnsupportedTableError
+def test_plan_administration_on_the_java_v8_table(v8: Path) -> None:
+    """validate/unschedule/repair judge logs by completion time on v8: a plan over the Java table validates, is
+    unscheduled without renaming a file, and hudi 0.5.0's snapshot is what it was."""
+    from engine.compaction import schedule_compaction
+    from engine.compaction.admin import repair, unschedule, validate_plan
+    from tests.support.oracle import hudi_read, rows_by_key
 
-    (v8 / ".hoodie" / "timeline" / "20251220210140000.compaction.requested").write_bytes(
-        (v8 / ".hoodie" / "timeline" / f"{R}.compaction.requested").read_bytes())
-    with pytest.raises(UnsupportedTableError, match="table version 6 only"):
-        validate_plan(str(v8), "20251220210140000")
+    snap = rows_by_key(hudi_read(str(v8)))
+    sp = schedule_compaction(str(v8), strategy="unbounded")
+    assert sp.written and sp.instant
+    report = validate_plan(str(v8), sp.instant)
+    assert report.valid and all(not g.logs_written_since for g in report.file_groups)
+    assert repair(str(v8), sp.instant).renames == []
+    done = unschedule(str(v8), sp.instant)
+    assert done.renames == [] and done.rollback_instant and not Timeline.load(str(v8)).pending_compactions()
+    assert rows_by_key(hudi_read(str(v8))) == snap

@@ -9,7 +9,7 @@ else the newest completed compaction on the timeline; the engine still refuses o
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from engine import CompactionPlan, Table, TidemarkError
@@ -57,7 +57,6 @@ class Compactions:
     pending: PendingPlan | None = None
     latest_completed: str = ""             # the newest completed compaction's instant, "" when none
     error: str = ""                        # why the timeline could not be read ("" when it was)
-    pending_instants: list[str] = field(default_factory=list)
 
     @property
     def rollback_candidate(self) -> str:
@@ -77,7 +76,7 @@ def read(table: RegisteredTable) -> Compactions:
     except (TidemarkError, inputs.InvalidInput, OSError) as exc:
         return Compactions(error=str(exc))
     return Compactions(pending=_pending(table, plan) if plan is not None and plan.instant else None,
-                       latest_completed=max(done, default=""), pending_instants=pending)
+                       latest_completed=max(done, default=""))
 
 
 def _pending(table: RegisteredTable, plan: CompactionPlan) -> PendingPlan:

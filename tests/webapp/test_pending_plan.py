@@ -38,6 +38,7 @@ def test_a_plan_scheduled_from_the_cli_is_pending_on_the_page_and_in_the_json(op
     assert len(groups) == 2 and not Run.objects.exists()
 
     page = operator_client.get("/tables/flights/").content.decode()
+    assert '<div class="value" id="pending-count">1</div>' in page   # the stat agrees with the card, not the sample
     card = page[page.index('id="pending-plan"'):page.index("</section>", page.index('id="pending-plan"'))]
     assert f">{plan.instant}</a>" in card and 'id="pending-state">requested<' in card
     assert '<span id="pending-threshold">2024-01-02 12:00:00 UTC</span>' in card

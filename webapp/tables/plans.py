@@ -57,6 +57,7 @@ class Compactions:
     pending: PendingPlan | None = None
     latest_completed: str = ""             # the newest completed compaction's instant, "" when none
     error: str = ""                        # why the timeline could not be read ("" when it was)
+    pending_count: int = 0                 # compactions requested or inflight (Java may leave more than one)
 
     @property
     def rollback_candidate(self) -> str:
@@ -76,7 +77,7 @@ def read(table: RegisteredTable) -> Compactions:
     except (TidemarkError, inputs.InvalidInput, OSError) as exc:
         return Compactions(error=str(exc))
     return Compactions(pending=_pending(table, plan) if plan is not None and plan.instant else None,
-                       latest_completed=max(done, default=""))
+                       latest_completed=max(done, default=""), pending_count=len(pending))
 
 
 def _pending(table: RegisteredTable, plan: CompactionPlan) -> PendingPlan:

@@ -231,12 +231,13 @@ def _table_row(row: Any, detail_url: Callable[[object], str], run_url: Callable[
 
 
 @register.simple_tag
-def version_badge(version: int | None) -> SafeString:
-    """The Hudi table version as the list and the table page show it ("v8"); nothing before the first sample."""
-    if version is None:
+def version_badge(version: int | str | None) -> SafeString:
+    """The Hudi table version as the list and the table page show it ("v8"); nothing before the first sample
+    (a template gives "" for the version of a missing sample)."""
+    if not isinstance(version, int):
         return mark_safe("")
-    return mark_safe(f' <span class="badge version" data-version="{int(version)}" '
-                     f'title="Hudi table version {int(version)}">v{int(version)}</span>')
+    return mark_safe(f' <span class="badge version" data-version="{version}" '
+                     f'title="Hudi table version {version}">v{version}</span>')
 
 
 @register.simple_tag

@@ -266,8 +266,6 @@ def bounded_int(raw: Any, name: str, *, minimum: int = 1, maximum: int = MAX_MIN
     return value
 
 
-
-
 def parse_table_version(raw: Any) -> int | None:
     """A Hudi table version to filter on (`hoodie.table.version`, e.g. 6 or 8); empty is None."""
     if raw in (None, ""):

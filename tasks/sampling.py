@@ -78,6 +78,7 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
         "tide": tide,
         "backlog_heatmap": heatmap.read(engine_table, tide),
         "catalog": engine_table.catalog_status().to_dict(),
+        "table_version": engine_table.config.version,
     }
 
 

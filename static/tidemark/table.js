@@ -181,25 +181,21 @@
     const response = await fetch(box.dataset.runUrl, { credentials: "same-origin" });
     if (!response.ok) return setTimeout(poll, 3000);
     const run = await response.json();
-    // Labels and badge classes come shaped by the server (webapp.tables.status.run_dict), as the pages show them.
+    // Words and classes come shaped by the server (webapp.tables.status.run_dict: kind_label, state_class,
+    // bar_class, progress_text, detail), as the server-rendered pages show them; only the width is computed here.
     el("progress-kind").textContent = run.kind_label;
     el("progress-state").textContent = run.state;
     el("progress-state").className = "badge " + run.state_class;
     const p = run.progress;
     const pct = p.total ? Math.round((100 * p.done) / p.total) : (run.final ? 100 : 0);
     el("progress-bar").style.width = pct + "%";
-    el("progress-bar").className = run.state === "succeeded" ? "ok" : (run.state === "running" || run.state === "queued" ? "" : "bad");
-    el("progress-text").textContent = p.total ? p.done + " / " + p.total + " " + (p.unit || "") : (run.state === "queued" ? "waiting for a worker" : "");
-    const detail = [];
-    if (run.instant) detail.push("instant " + run.instant);
-    if (run.refusal_reason) detail.push("refused: " + run.refusal_reason + (run.blocking_instant ? " (blocked by " + run.blocking_instant + ")" : ""));
-    if (run.error && run.state !== "refused") detail.push(run.error.split("\n")[0]);
-    else if (run.error) detail.push(run.error);
-    el("progress-detail").textContent = detail.join(" · ");
+    el("progress-bar").className = run.bar_class;
+    el("progress-text").textContent = run.progress_text;
+    el("progress-detail").textContent = run.detail;
     if (!run.final) return setTimeout(poll, 1000);
     if (el("cancel-form")) el("cancel-form").remove();
     // "queued as run #N" must not sit above a refusal or a failure.
-    if (run.state !== "succeeded") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());
+    if (run.bar_class !== "ok") document.querySelectorAll(".messages .msg.success").forEach((m) => m.remove());
     if (!reloaded) showFinished();
   }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from engine import Table
+from engine import CompactionPlan, Table
 
 DAYS = ("01", "02", "03")
 THRESHOLD = "2024-01-02T12:00:00Z"   # between day 2 and day 3: two logs compacted, one carried
@@ -28,3 +28,16 @@ def three_day_table(tmp: Path, settings: Mapping[str, str] | None = None, name: 
     for i, day in enumerate(DAYS):
         table.write(day_file(tmp, i, day))
     return table
+
+
+def table_with_plan(path: str, *, table_version: int = 6, buckets: int = 2) -> tuple[Table, CompactionPlan]:
+    """A table at `path` (the folder may exist, empty) with `buckets` file groups, one log per day
+    (2024-01-01..03) in each, and a compaction plan pending at THRESHOLD, scheduled through the engine as
+    `tidemark compaction schedule` does. Returns the table and its plan."""
+    table = Table.create(path, name=Path(path).name, record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={"hoodie.bucket.index.num.buckets": str(buckets)}, table_version=table_version)
+    sources = Path(path).parent / f"{Path(path).name}-sources"
+    sources.mkdir(exist_ok=True)
+    for i, day in enumerate(DAYS):
+        table.write(day_file(sources, i, day, keys=8))
+    return table, table.schedule_compaction(threshold=THRESHOLD)

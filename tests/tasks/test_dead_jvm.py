@@ -82,4 +82,4 @@ def test_a_failed_start_withdraws_its_plan(stack_env, flights, monkeypatch):
     assert run.instant and run.result["withdrawn_plan"] == run.instant
     assert [c.state for c in Table.open(str(flights)).compactions() if c.state != "completed"] == []
     Run.objects.filter(pk=run.pk).update(state="failed")
-    assert plans.pending_plan(table) is None, "the table page must not offer a withdrawn plan"
+    assert plans.read(table).pending is None, "the table page must not offer a withdrawn plan"

@@ -25,8 +25,8 @@ def perform(table, kind: str, **params):
 
 
 def test_validate_unschedule_and_repair_runs(stack_env):
+    from webapp.tables import plans
     from webapp.tables.models import AuditEvent
-    from webapp.tables.plans import pending_plan
 
     path = str(stack_env.table_root / "admin")
     engine_table, c = pending_with_late_writes(path)
@@ -47,6 +47,9 @@ def test_validate_unschedule_and_repair_runs(stack_env):
     assert one.state == "succeeded", one.error
     assert one.result["unscheduled_file_groups"] == [fid] and one.result["remaining_file_groups"] == 1
     assert snapshot(path) == expected                    # ours == hudi 0.5.0: the group's late logs are read
+    left = plans.read(table).pending                      # the card shows the plan as the engine rewrote it
+    assert left is not None and left.instant == c and len(left.file_groups) == 1 and fid not in left.file_groups
+    assert left.planned_count == 1 and left.run is None   # planned outside the control plane
     assert AuditEvent.objects.filter(run=one, action="run.unschedule", outcome="succeeded").exists()
     # Every run stores a sample: the heatmap and the backlog age come with it.
     from webapp.tables.models import MetricSample
@@ -61,7 +64,7 @@ def test_validate_unschedule_and_repair_runs(stack_env):
     whole = perform(table, "unschedule", instant=c)
     assert whole.state == "succeeded" and whole.result["remaining_file_groups"] == 0
     assert not [x for x in Table.open(path).compactions() if x.state != "completed"]
-    assert snapshot(path) == expected and pending_plan(table) is None
+    assert snapshot(path) == expected and plans.read(table).pending is None
 
     gone = perform(table, "validate", instant=c)
     assert gone.state == "refused" and gone.refusal_reason == "unknown_instant"

@@ -44,7 +44,7 @@ def test_recover_right_after_a_crash_takes_over_the_dead_owner_s_lease(stack_env
         assert lost.state == "failed" and "worker lost" in lost.error
         assert lost.instant in recovered.result["rolled_back_plans"]
         assert [c for c in Table.open(str(flights)).compactions() if c.state != "completed"] == []
-        assert plans.pending_plan(table) is None, "the table page still offers the rolled-back plan"
+        assert plans.read(table).pending is None, "the table page still offers the rolled-back plan"
         assert rows_by_key(hudi_read(Path(flights), "snapshot")) == before
     finally:
         stack_env.stop("rescuer")

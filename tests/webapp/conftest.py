@@ -78,3 +78,12 @@ def finished_compaction(flights, operator) -> Run:
                               requested_by=operator, started_at=T0, finished_at=T0 + dt.timedelta(seconds=42),
                               progress_done=1, progress_total=1, progress_unit="file groups", plan=plan,
                               result={"instant": plan["instant"], "file_groups": 1})
+
+
+
+@pytest.fixture
+def planned(flights):
+    """`flights` made a real table with a pending plan scheduled outside the control plane (engine.Table)."""
+    from tests.support.tables import table_with_plan
+
+    return table_with_plan(flights.path)

@@ -21,15 +21,18 @@ def test_list_reports_completion_backlog_and_sla(viewer_client, flights):
     assert table["pending_compactions"] == 1
 
 
-def test_detail_includes_active_run_and_pending_plan(viewer_client, flights):
-    planned = Run.objects.create(table=flights, kind="schedule", state="succeeded", instant="20130120030000000",
-                                 plan={"instant": "20130120030000000", "threshold": "2013-01-20T02:00:00Z",
-                                       "operations": []})
-    running = Run.objects.create(table=flights, kind="execute", state="running", instant="20130120030000000")
+def test_detail_includes_active_run_and_pending_plan(viewer_client, flights, planned):
+    _, plan = planned
+    scheduled = Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=plan.instant,
+                                   plan=plan.to_dict())
+    running = Run.objects.create(table=flights, kind="execute", state="running", instant=plan.instant)
     body = viewer_client.get("/api/tables/flights").json()
     assert body["active_run"]["id"] == running.pk and body["active_run"]["state"] == "running"
-    assert body["pending_plan"] == {"instant": "20130120030000000", "run_id": planned.pk,
-                                    "threshold": "2013-01-20T02:00:00Z"}
+    pending = body["pending_plan"]
+    assert (pending["instant"], pending["state"], pending["run_id"]) == (plan.instant, "requested", scheduled.pk)
+    assert pending["threshold"] == "2024-01-02T12:00:00Z" and pending["file_groups"] == 2
+    assert [op["file_id"] for op in pending["operations"]] == [op.file_id for op in plan.operations]
+    assert body["timeline_error"] is None
     assert viewer_client.get("/api/tables/missing").status_code == 404
 
 

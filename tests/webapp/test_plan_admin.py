@@ -8,7 +8,7 @@ import json
 import pytest
 
 from tests.support.api_schema import validate
-from webapp.tables.models import AuditEvent, MetricSample, Run
+from webapp.tables.models import AuditEvent, Run
 
 C = "20130120020000000"
 
@@ -18,10 +18,9 @@ def post(client, url, body):
 
 
 @pytest.fixture
-def pending(flights):
-    """The latest sample knows a pending plan C (scheduled outside the control plane)."""
-    MetricSample.objects.filter(table=flights).update(earliest_pending_compaction=C, pending_compactions=1)
-    return C
+def pending(planned):
+    """A pending plan on the table's timeline, scheduled outside the control plane; its instant."""
+    return planned[1].instant
 
 
 @pytest.mark.parametrize("kind, body, expected", [
@@ -68,15 +67,16 @@ def test_viewers_cannot(viewer_client, flights):
 def test_table_page_offers_the_actions_for_the_pending_plan(operator_client, viewer_client, flights, pending):
     page = operator_client.get("/tables/flights/").content.decode()
     assert 'id="plan-admin"' in page and 'data-action="validate-plan"' in page
-    assert f'name="instant" value="{C}"' in page and 'data-confirm-unless="dry_run"' in page
+    assert f'name="instant" value="{pending}"' in page and 'data-confirm-unless="dry_run"' in page
     assert 'data-action="unschedule-plan"' not in viewer_client.get("/tables/flights/").content.decode()
 
-    response = operator_client.post("/tables/flights/unschedule", {"instant": C, "file_group": "", "dry_run": "true"})
+    response = operator_client.post("/tables/flights/unschedule", {"instant": pending, "file_group": "",
+                                                                   "dry_run": "true"})
     run = Run.objects.get()
     assert response.status_code == 302 and response.url == f"/tables/flights/?run={run.pk}"
-    assert (run.kind, run.file_group, run.dry_run) == ("unschedule", "", True)
+    assert (run.kind, run.instant, run.file_group, run.dry_run) == ("unschedule", pending, "", True)
     # A checkbox left unchecked is absent from the form: a real unschedule.
-    operator_client.post("/tables/flights/repair", {"instant": C})
+    operator_client.post("/tables/flights/repair", {"instant": pending})
     assert Run.objects.get(kind="repair").dry_run is False
     assert 'id="plan-admin-runs"' in operator_client.get("/tables/flights/").content.decode()
 
@@ -113,18 +113,17 @@ def test_every_run_kind_has_a_task_and_an_operation():
     assert set(Run.Kind.values) - {"metrics"} == set(operations.BY_KIND)
 
 
-def test_the_pending_card_counts_and_offers_only_the_groups_still_planned(operator_client, flights):
-    ops = [{"partition": "2013/01/20", "file_id": f"fg-{i}", "base_file": None, "logs_compacted": [],
-            "logs_carried": []} for i in (1, 2)]
-    Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=C,
-                       plan={"instant": C, "threshold": "2013-01-20T01:00:00Z", "operations": ops})
+def test_the_pending_card_counts_and_offers_only_the_groups_still_planned(operator_client, flights, planned):
+    """The card shows the plan as the engine holds it now: an unschedule of one file group (from any client)
+    rewrites the plan, a whole-plan unschedule removes it."""
+    engine_table, plan = planned
+    first, second = (op.file_id for op in plan.operations)
+    Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=plan.instant, plan=plan.to_dict())
     page = operator_client.get("/tables/flights/").content.decode()
-    assert '<span id="pending-groups">2 file groups</span>' in page and 'value="2013/01/20/fg-1"' in page
-    Run.objects.create(table=flights, kind="unschedule", state="succeeded", instant=C, file_group="2013/01/20/fg-1",
-                       dry_run=False, result={"unscheduled_file_groups": ["2013/01/20/fg-1"], "remaining_file_groups": 1})
+    assert '<span id="pending-groups">2 file groups</span>' in page and f'value="{first}"' in page
+    engine_table.unschedule_compaction(plan.instant, file_id=first)
     page = operator_client.get("/tables/flights/").content.decode()
     assert '<span id="pending-groups">1 file group</span> (of 2 planned)' in page
-    assert 'value="2013/01/20/fg-1"' not in page and 'value="2013/01/20/fg-2"' in page
-    Run.objects.create(table=flights, kind="unschedule", state="succeeded", instant=C, dry_run=False,
-                       result={"unscheduled_file_groups": ["2013/01/20/fg-2"], "remaining_file_groups": 0})
+    assert f'value="{first}"' not in page and f'value="{second}"' in page
+    engine_table.unschedule_compaction(plan.instant)
     assert 'id="pending-plan"' not in operator_client.get("/tables/flights/").content.decode()

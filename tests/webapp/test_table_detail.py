@@ -28,17 +28,18 @@ def test_operator_sees_trigger_preview_and_maintenance_forms(operator_client, fl
     assert 'id="pending-plan"' not in html                # the finished compaction is not pending
 
 
-def test_a_pending_plan_offers_execute_and_roll_back(operator_client, viewer_client, flights, operator):
-    plan = {"instant": "20130120030000000", "threshold": "2013-01-20T02:00:00.000Z", "operations": [{}, {}]}
-    Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=plan["instant"], plan=plan,
-                       requested_by=operator)
+def test_a_pending_plan_offers_execute_and_roll_back(operator_client, viewer_client, flights, operator, planned):
+    engine_table, plan = planned
+    run = Run.objects.create(table=flights, kind="schedule", state="succeeded", instant=plan.instant,
+                             plan=plan.to_dict(), requested_by=operator)
     html = operator_client.get("/tables/flights/").content.decode()
     assert 'id="pending-plan"' in html and "2 file groups" in html
+    assert f'href="/runs/{run.pk}/" class="mono strong">{plan.instant}</a>' in html and "Planned by run" in html
     assert 'data-action="execute"' in html and 'data-action="rollback-pending"' in html
-    assert 'value="20130120030000000"' in html
+    assert f'value="{plan.instant}"' in html
     viewer_html = viewer_client.get("/tables/flights/").content.decode()
     assert 'id="pending-plan"' in viewer_html and 'data-action="execute"' not in viewer_html
-    Run.objects.create(table=flights, kind="rollback", state="succeeded", instant=plan["instant"])
+    engine_table.rollback(plan.instant)       # gone from the timeline: gone from the page, whatever the runs say
     assert 'id="pending-plan"' not in operator_client.get("/tables/flights/").content.decode()
 
 

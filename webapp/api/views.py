@@ -15,11 +15,10 @@ from webapp.alerts import channels
 from webapp.alerts.channels import channel_dict
 from webapp.alerts.models import AlertChannel
 from webapp.api.auth import api_view, error
-from webapp.tables import inputs, listing, services
+from webapp.tables import inputs, listing, plans, services
 from webapp.tables.filters import filter_runs
 from webapp.tables.models import RegisteredTable, Run
 from webapp.tables.overview import statuses
-from webapp.tables.plans import pending_plan
 from webapp.tables.status import run_dict, table_dict
 
 P = ParamSpec("P")
@@ -93,15 +92,10 @@ def get_table(request: HttpRequest, name: str) -> JsonResponse:
     body = table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0])
     active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).order_by("queued_at").first()
     body["active_run"] = run_dict(active) if active else None
-    body["pending_plan"] = _pending_plan(table)
+    compactions = plans.read(table)
+    body["pending_plan"] = compactions.pending.to_dict() if compactions.pending else None
+    body["timeline_error"] = compactions.error or None
     return JsonResponse(body)
-
-
-def _pending_plan(table: RegisteredTable) -> dict[str, Any] | None:
-    run = pending_plan(table)
-    if run is None:
-        return None
-    return {"instant": run.instant, "run_id": run.pk, "threshold": (run.plan or {}).get("threshold")}
 
 
 @_bad_input

@@ -17,7 +17,8 @@ from webapp.tables.models import MetricSample, SamplingState
 # SamplingState field ← MetricSample field: the latest sample's sort and filter keys
 KEYS = {"lag_seconds": "freshness_lag_seconds", "completion": "ro_completion_time", "log_files": "remaining_log_files",
         "log_bytes": "remaining_log_bytes", "slices": "file_slices_with_logs", "late_records": "late_records",
-        "pending_compactions": "pending_compactions", "corrupt_log_blocks": "corrupt_log_blocks"}
+        "pending_compactions": "pending_compactions", "corrupt_log_blocks": "corrupt_log_blocks",
+        "table_version": "table_version"}
 
 
 def keys_of(sample: MetricSample) -> dict[str, Any]:

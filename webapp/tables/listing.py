@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from webapp.tables import health
 from webapp.tables.filters import filter_tables
-from webapp.tables.inputs import InvalidInput
+from webapp.tables.inputs import InvalidInput, parse_table_version
 from webapp.tables.models import MetricSample, RegisteredTable, Run
 from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, failed_last_day, latest_runs
 
@@ -128,8 +128,12 @@ class ListPage:
 
 
 def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
-    """The tables matching ?q= and ?status= (unknown status: InvalidInput naming the known ones)."""
+    """The tables matching ?q=, ?status= (unknown status: InvalidInput naming the known ones) and ?version=
+    (the Hudi table version the newest sample read)."""
     tables = filter_tables(RegisteredTable.objects.all(), params)
+    version = parse_table_version(params.get("version"))
+    if version is not None:
+        tables = tables.filter(**{f"{KEY}table_version": version})
     status = params.get("status") or ""
     if status:
         if status not in STATUSES:
@@ -140,6 +144,13 @@ def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
             tables = with_health(tables)
         tables = tables.filter(STATUSES[status]())
     return tables
+
+
+def table_versions() -> list[int]:
+    """The Hudi table versions the engine reads and writes, which the list's version filter offers."""
+    from engine.config.properties import SUPPORTED_TABLE_VERSIONS
+
+    return sorted(SUPPORTED_TABLE_VERSIONS)
 
 
 def summary(tables: QuerySet[RegisteredTable]) -> dict[str, int]:

@@ -137,6 +137,8 @@ class MetricSample(models.Model):
     rolled_up = models.IntegerField(default=1)
     # engine.Table.catalog_status(): catalogs, `<db>.<name>_ro/_rt`, the last sync (synced_at, ok, error)
     catalog = models.JSONField(default=dict, blank=True)
+    # hoodie.table.version as the engine read it (6, or 8 for Hudi 1.x); null on samples taken before it was kept
+    table_version = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["-taken_at"]
@@ -183,6 +185,7 @@ class SamplingState(models.Model):
     late_records = models.BigIntegerField(null=True, blank=True)
     pending_compactions = models.IntegerField(null=True, blank=True)
     corrupt_log_blocks = models.IntegerField(null=True, blank=True)
+    table_version = models.PositiveSmallIntegerField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.table_id}: checked {self.checked_at}, sampled {self.sampled_at}"

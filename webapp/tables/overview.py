@@ -21,7 +21,7 @@ TABLE_FIELDS = ("id", "name", "path", "schedule_minutes", "data_latency", "fresh
 SAMPLE_FIELDS = ("table_id", "taken_at", "ro_completion_time", "ro_freshness_time", "freshness_lag_seconds",
                  "remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions",
                  "late_records", "corrupt_log_blocks", "sla_breached", "earliest_pending_compaction",
-                 "latest_completed_compaction", "oldest_log_instant", "catalog", "id")
+                 "latest_completed_compaction", "oldest_log_instant", "catalog", "table_version", "id")
 RUN_FIELDS = ("id", "table_id", "kind", "state", "refusal_reason")
 
 

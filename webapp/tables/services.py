@@ -42,7 +42,7 @@ def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", 
     with transaction.atomic():
         run = Run.objects.create(table=table, kind=kind, state=Run.State.QUEUED, trigger=trigger,
                                  requested_by=user, queued_at=timezone.now(), **fields)
-        audit(user, f"request.{kind}", table=table, run=run, outcome="queued",
+        audit(user, f"request.{kind}", table=table, run=run, outcome=Run.State.QUEUED,
               detail={k: (iso(v) if hasattr(v, "isoformat") else v) for k, v in fields.items()})
         transaction.on_commit(lambda: _dispatch(run.pk))
     return run
@@ -197,7 +197,7 @@ def cancel_run(user, run: Run) -> Run:
     if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
             state=Run.State.CANCELLED, finished_at=now, cancel_requested=True,
             error=f"cancelled by {actor_name(user)} before it started"):
-        outcome = "cancelled"
+        outcome: str = Run.State.CANCELLED
     elif run.kind in CANCELLABLE_RUNNING and Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
             cancel_requested=True):
         outcome = "cancel_requested"

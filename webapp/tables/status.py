@@ -8,7 +8,7 @@ from django.urls import reverse
 
 from webapp.tables.models import Run
 from webapp.tables.overview import TableStatus
-from webapp.tables.templatetags.tidemark import KIND_LABELS, STATE_CLASS
+from webapp.tables.templatetags.tidemark import kind_label, state_class
 
 SAMPLE_KEYS = ("ro_freshness_time", "freshness_lag_seconds", "remaining_log_files", "remaining_log_bytes",
                "file_slices_with_logs", "pending_compactions", "late_records", "corrupt_log_blocks")
@@ -29,6 +29,7 @@ def table_dict(status: TableStatus, api_prefix: str | None = None) -> dict[str, 
     body = {key: table[key] for key in ("name", "path", "schedule_minutes", "data_latency",
                                         "freshness_sla_minutes", "carry_over", "exact", "paused")}
     body["url"] = f"{prefix}/{table['name']}"
+    body["table_version"] = sample["table_version"] if sample else None
     body["sampled_at"] = iso(sample["taken_at"]) if sample else None
     body["ro_completion_time"] = iso(sample["ro_completion_time"]) if sample else None
     for key in SAMPLE_KEYS:
@@ -61,10 +62,30 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         "cancel_requested": run.cancel_requested,
         "file_group": run.file_group or None, "dry_run": run.dry_run,
         # How pages show it, so a script renders exactly what the server-rendered page shows.
-        "kind_label": KIND_LABELS.get(run.kind, run.kind), "state_class": STATE_CLASS.get(run.state, "muted"),
-        "final": not run.is_active,
+        "kind_label": kind_label(run.kind), "state_class": state_class(run.state),
+        "final": not run.is_active, **progress_view(run),
     }
     if summary:
         del body["plan"], body["result"]
         body["file_groups"] = len((run.plan or {}).get("operations") or [])
     return body
+
+
+def progress_view(run: Run) -> dict[str, str]:
+    """The table page's progress box for `run` in words and classes: the bar's class ("ok" succeeded, "bad"
+    any other end, "" while active), the count under way, and one line of detail (instant, refusal, error)."""
+    if run.is_active:
+        bar = ""
+    else:
+        bar = "ok" if run.state == Run.State.SUCCEEDED else "bad"
+    if run.progress_total:
+        text = f"{run.progress_done} / {run.progress_total} {run.progress_unit}".rstrip()
+    else:
+        text = "waiting for a worker" if run.state == Run.State.QUEUED else ""
+    detail = [f"instant {run.instant}"] if run.instant else []
+    if run.refusal_reason:
+        blocked = f" (blocked by {run.blocking_instant})" if run.blocking_instant else ""
+        detail.append(f"refused: {run.refusal_reason}{blocked}")
+    if run.error:   # a failure's first line (its error id); a refusal's whole sentence
+        detail.append(run.error if run.state == Run.State.REFUSED else run.error.split("\n")[0])
+    return {"bar_class": bar, "progress_text": text, "detail": " · ".join(detail)}

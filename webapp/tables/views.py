@@ -17,7 +17,7 @@ from webapp.tables import discovery as table_discovery
 from webapp.tables import heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
-from webapp.tables.status import iso
+from webapp.tables.status import iso, progress_view
 
 COMPACTION_MARKERS = 500   # newest completed compactions marked on the charts
 PAGE_SIZE = 50
@@ -42,6 +42,8 @@ def _list_page(request: HttpRequest, form: dict[str, Any] | None = None,
     summary = listing.summary(filter_tables(RegisteredTable.objects.all(), request.GET))
     return render(request, "tables/list.html", {"page": page.rows, "sort": page.sort, "q": request.GET.get("q", ""),
                                                 "status": page.status, "summary": summary,
+                                                "version": request.GET.get("version", ""),
+                                                "versions": listing.table_versions(),
                                                 "next_query": _cursor_query(request, "after", page.next_cursor),
                                                 "prev_query": _cursor_query(request, "before", page.prev_cursor),
                                                 "form": form or {}, "form_error": form_error},
@@ -72,23 +74,22 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
     series = history.chart_series(table, window, newest=sample.taken_at if sample else None)
     runs = list(table.runs.select_related("requested_by").exclude(kind=Run.Kind.METRICS)[:15])
     active = _watched_run(request, table)
-    pending = plans.pending_plan(table)
-    # A plan scheduled outside the control plane (the CLI) is known from the sample only.
-    pending_instant = pending.instant if pending else (sample.earliest_pending_compaction if sample else "")
-    admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending_instant)
-                      .order_by("-queued_at", "-id")[:3]) if pending_instant else []
+    compactions = plans.read(table)   # the timeline's pending plan, read once for the whole page
+    pending = compactions.pending
+    admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending.instant)
+                      .order_by("-queued_at", "-id")[:3]) if pending else []
     return render(request, "tables/detail.html", {
-        "pending_instant": pending_instant, "admin_runs": admin_runs,
-        "planned_groups": plans.planned_groups(table, pending) if pending else [],
+        "admin_runs": admin_runs, "compactions": compactions,
         "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
+        "progress": progress_view(active) if active else None,
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
                   "compactions": _compaction_markers(table),
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
-        "pending": pending, "rollback_instant": plans.rollback_candidate(table, pending),
+        "pending": pending, "rollback_instant": compactions.rollback_candidate,
         "range": window, "ranges": list(history.RANGES),
         "catalog": _catalog(sample),
         "form": form or {}, "form_error": form_error,

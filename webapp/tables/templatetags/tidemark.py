@@ -81,12 +81,17 @@ def took(run: Run) -> str:
     return duration((end - run.started_at).total_seconds())
 
 
+@register.filter
+def state_class(state: str | None) -> str:
+    """The badge class of a run state (the one map, also sent in run JSON as `state_class`)."""
+    return STATE_CLASS.get(state or "", "muted")
+
+
 @register.simple_tag
 def state_badge(state: str | None, reason: str | None = None) -> SafeString:
     if not state:
         return mark_safe('<span class="badge muted">never run</span>')
-    return format_html('<span class="badge {}" title="{}">{}</span>', STATE_CLASS.get(state, "muted"),
-                       reason or "", state)
+    return format_html('<span class="badge {}" title="{}">{}</span>', state_class(state), reason or "", state)
 
 
 @register.simple_tag
@@ -191,7 +196,7 @@ def _completion_cell(t: dict[str, Any], s: dict[str, Any] | None) -> str:
 def _table_row(row: Any, detail_url: Callable[[object], str], run_url: Callable[[object], str]) -> str:
     t, s, h = row.table, row.sample, row.health
     cells = [f'<td><a href="{_e(detail_url(t["name"]))}" class="strong">{_e(t["name"])}</a>'
-             f'<div class="sub">{_e(t["path"])}</div></td>']
+             f'{version_badge(s["table_version"] if s else None)}<div class="sub">{_e(t["path"])}</div></td>']
     sub = ""
     if h.reasons:
         more = f" (+{len(h.reasons) - 1})" if len(h.reasons) > 1 else ""
@@ -223,6 +228,16 @@ def _table_row(row: Any, detail_url: Callable[[object], str], run_url: Callable[
         last = '<span class="badge muted">never run</span>'
     cells.append(f"<td>{last}</td>")
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+@register.simple_tag
+def version_badge(version: int | str | None) -> SafeString:
+    """The Hudi table version as the list and the table page show it ("v8"); nothing before the first sample
+    (a template gives "" for the version of a missing sample)."""
+    if not isinstance(version, int):
+        return mark_safe("")
+    return mark_safe(f' <span class="badge version" data-version="{version}" '
+                     f'title="Hudi table version {version}">v{version}</span>')
 
 
 @register.simple_tag

@@ -23,9 +23,9 @@ from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
 from engine.errors import CompactionRefused
 from engine.logformat import BlockType
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.results import to_ms
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
 from engine.write.pipeline import write_dataframe
 from tests.oracle import hudi_read, rows_by_key

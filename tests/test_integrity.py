@@ -21,10 +21,10 @@ from engine.io.faults import ENV as FAULT_ENV
 from engine.logformat import BlockType, encode_data_block, encode_rollback_block, scan_log_file
 from engine.observe.metrics import prometheus_text
 from engine.read.datasource import load_table
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.services import integrity
 from engine.services.integrity import CorruptLogBlockWarning
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import WriteError, write_dataframe
 from tests.oracle import hudi_read, rows_by_key

@@ -14,9 +14,9 @@ from engine.config.properties import load_table_config
 from engine.config.schema import schema_with_meta
 from engine.io.naming import LogFileName, new_instant_time
 from engine.logformat import append_blocks, encode_data_block
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.services.recovery import reconcile_attempts
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
 from engine.write import log_writer
 from engine.write.pipeline import WriteError, _make_job, write_dataframe

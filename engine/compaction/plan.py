@@ -28,8 +28,8 @@ from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.read.fsview import FileSlice, FileSystemView
 from engine.services import integrity, rollback
+from engine.slices.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 

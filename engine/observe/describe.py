@@ -14,9 +14,9 @@ from engine.config.properties import load_table_config
 from engine.io import storage
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import scan_log_file
-from engine.read.fsview import FileSlice, FileSystemView
 from engine.results import FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription, from_ms
 from engine.services import integrity
+from engine.slices.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 
 

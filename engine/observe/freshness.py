@@ -32,8 +32,8 @@ from engine.config.properties import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INS
 from engine.config.schema import table_read_schema
 from engine.errors import ConfigError
 from engine.logformat import BlockType
-from engine.read.fsview import FileSystemView
 from engine.results import Freshness, from_ms
+from engine.slices.fsview import FileSystemView
 from engine.timeline import metadata as md
 from engine.timeline.instants import DELTACOMMIT, Timeline
 

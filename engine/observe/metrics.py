@@ -22,9 +22,9 @@ from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
 from engine.config.eventtime import parse_time
 from engine.config.properties import load_table_config
 from engine.io import storage
-from engine.read.fsview import FileSystemView, LogFile
 from engine.results import BacklogMetrics, from_ms
 from engine.services import integrity
+from engine.slices.fsview import FileSystemView, LogFile
 from engine.timeline.instants import Timeline
 
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from engine.config.properties import load_table_config
 from engine.errors import ConfigError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.read.window import InstantWindow
+from engine.slices.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.timeline.instants import COMMIT, ROLLBACK, Instant, Timeline
 
 EARLIEST = "0"   # an incremental read without a begin instant starts before every instant (hudi-rs: "19700101…")

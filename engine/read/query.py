@@ -24,10 +24,10 @@ from engine.io import storage
 from engine.logformat import CorruptBlock
 from engine.progress import Progress, Reporter
 from engine.read import incremental
-from engine.read.fsview import FileSlice, FileSystemView
 from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
 from engine.read.window import InstantWindow
 from engine.services import integrity
+from engine.slices.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import Timeline
 
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")

@@ -44,9 +44,9 @@ from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time, parse_log_file_name, write_token
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, counted, tracked
-from engine.read.fsview import FileSystemView
 from engine.results import WriteResult, utc
 from engine.services import recovery, rollback
+from engine.slices.fsview import FileSystemView
 from engine.timeline import heartbeat
 from engine.timeline.instants import (
     DELTACOMMIT,

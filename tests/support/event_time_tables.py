@@ -17,8 +17,8 @@ from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
 from engine.config.schema import arrow_schema, schema_with_meta, table_read_schema
 from engine.io.naming import LogFileName, new_instant_time
-from engine.read.fsview import FileSystemView
 from engine.read.slice_reader import ReadContext, SliceRef, read_slice
+from engine.slices.fsview import FileSystemView
 from engine.timeline import avro_models
 from engine.timeline.instants import (
     COMPACTION,

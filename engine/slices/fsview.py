@@ -16,7 +16,7 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 
 Table version 8 (timeline layout 2) differs in one rule, log slicing: a log file is named by the requested time
 of the deltacommit that wrote it, and belongs to the slice with the greatest base instant ≤ that deltacommit's
-*completion* time (Java 1.x HoodieFileGroup, hudi-rs `FileGroup::add_log_file`). `engine.read.slicing_v8`
+*completion* time (Java 1.x HoodieFileGroup, hudi-rs `FileGroup::add_log_file`). `engine.slices.slicing_v8`
 places them; everything else above holds for both versions.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from engine.errors import TidemarkError
 from engine.io import storage
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.read import slicing_v8
+from engine.slices import slicing_v8
 from engine.timeline.instants import CLEAN, State, Timeline
 from engine.timeline.metadata import CompactionOperation
 

@@ -1,5 +1,5 @@
 """Corrupt log blocks: a committed block's damage is reported by every read, counted by `show` and metrics, and never
-compacted away; a torn tail of a failed write stays silently skippable, as in Hudi (engine.services.integrity)."""
+compacted away; a torn tail of a failed write stays silently skippable, as in Hudi (engine.logformat.integrity)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -18,12 +18,11 @@ from engine.compaction import schedule_compaction
 from engine.config.layout import create_table
 from engine.errors import CorruptLogBlockError
 from engine.io.faults import ENV as FAULT_ENV
-from engine.logformat import BlockType, encode_data_block, encode_rollback_block, scan_log_file
+from engine.logformat import BlockType, encode_data_block, encode_rollback_block, integrity, scan_log_file
+from engine.logformat.integrity import CorruptLogBlockWarning
 from engine.observe.metrics import prometheus_text
 from engine.read.datasource import load_table
 from engine.read.query import read_arrow
-from engine.services import integrity
-from engine.services.integrity import CorruptLogBlockWarning
 from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import WriteError, write_dataframe

@@ -43,7 +43,7 @@ from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.services import integrity
+from engine.logformat import integrity
 from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
 from engine.slices.fsview import FileGroup, FileSlice, FileSystemView, LogFile

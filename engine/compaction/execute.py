@@ -55,11 +55,11 @@ from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
+from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
 from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows, conform_to_schema, remaining_log_rows
 from engine.read.slice_reader import iter_base, read_slice_logs
 from engine.results import CompactionResult, from_ms
-from engine.services import integrity
 from engine.services.rollback import rollback_locked
 from engine.slices.fsview import FileSlice, FileSystemView, LogFile
 from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight

@@ -28,7 +28,8 @@ from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.services import integrity, rollback
+from engine.logformat import integrity
+from engine.services import rollback
 from engine.slices.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
@@ -123,7 +124,7 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
-    # write does not (engine.services.integrity). Execution catches what only a decode finds.
+    # write does not (engine.logformat.integrity). Execution catches what only a decode finds.
     folded = [lf.path for op in ops for lf in op.to_compact]
     integrity.refuse_to_compact(folded, view.committed_instants,
                                 integrity.CommittedExtents(base_path, timeline))

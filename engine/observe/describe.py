@@ -4,7 +4,7 @@ Per log file it counts corrupt blocks of committed instants (`corrupt_blocks`) a
 (`torn_blocks`, harmless), found by the header scan (framing: lengths, trailer, MAGIC) and one small read of each
 block's content prefix (Avro/delete content version, record count or datum length that fits, Parquet magic;
 engine.logformat.content_check). Bytes flipped deeper inside a block's records show only when a read or a
-compaction decodes it; those report it then (engine.services.integrity).
+compaction decodes it; those report it then (engine.logformat.integrity).
 """
 from __future__ import annotations
 
@@ -13,9 +13,8 @@ import os
 from engine.config.properties import load_table_config
 from engine.io import storage
 from engine.io.naming import instant_to_millis, is_instant
-from engine.logformat import scan_log_file
+from engine.logformat import integrity, scan_log_file
 from engine.results import FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription, from_ms
-from engine.services import integrity
 from engine.slices.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 

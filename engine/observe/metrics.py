@@ -5,7 +5,7 @@ Tidemark-written logs), so a /metrics scrape stays cheap:
 - min event time over all remaining logs: how far back the next event-time compaction can move T;
 - slices with logs, remaining log files and bytes: the compaction backlog;
 - corrupt log blocks of committed instants: records every read is missing, which no compaction will fold
-  until repaired (header scan plus one small read of each block's content prefix; engine.services.integrity).
+  until repaired (header scan plus one small read of each block's content prefix; engine.logformat.integrity).
 Carried-over logs (symlinks or copies re-homed into the compaction's slice) are still uncompacted data, so
 they count as remaining logs; their bytes are the target's (stat follows the link).
 """
@@ -22,8 +22,8 @@ from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
 from engine.config.eventtime import parse_time
 from engine.config.properties import load_table_config
 from engine.io import storage
+from engine.logformat import integrity
 from engine.results import BacklogMetrics, from_ms
-from engine.services import integrity
 from engine.slices.fsview import FileSystemView, LogFile
 from engine.timeline.instants import Timeline
 

@@ -14,7 +14,7 @@ yield Arrow record batches, so no row passes through Python one at a time.
 
 A corrupt block of a committed instant is skipped with a warning naming its file and offset (planning warns
 about what header scans and content prefixes find; an executor warns, in its log, about a block it fails to
-decode). `option("failOnCorrupt", "true")` fails the query instead (engine.services.integrity).
+decode). `option("failOnCorrupt", "true")` fails the query instead (engine.logformat.integrity).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A full read into a file stops at a corrupt block of a committed instant (CorruptLogBlockError naming its file
 and offset) and leaves no output, unless the caller asks to `skip_corrupt`: then each such block is skipped
-with a warning, as in-process reads always do (engine.services.integrity).
+with a warning, as in-process reads always do (engine.logformat.integrity).
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 
 from engine import placement
 from engine.io import storage
+from engine.logformat import integrity
 from engine.progress import Progress, tracked
 from engine.read.query import QuerySpec, iter_arrow, plan_read
-from engine.services import integrity
 
 
 def export_query(base_path: str, query: str | QuerySpec, output: str, local: bool | None = None,

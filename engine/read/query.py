@@ -21,12 +21,11 @@ from engine.config.properties import load_table_config
 from engine.config.schema import table_read_schema
 from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
-from engine.logformat import CorruptBlock
+from engine.logformat import CorruptBlock, integrity
 from engine.progress import Progress, Reporter
 from engine.read import incremental
 from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
 from engine.read.window import InstantWindow
-from engine.services import integrity
 from engine.slices.fsview import FileSlice, FileSystemView
 from engine.timeline.instants import Timeline
 

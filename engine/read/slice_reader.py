@@ -17,9 +17,9 @@ import pyarrow.parquet as pq
 from engine import logformat
 from engine.errors import TidemarkError
 from engine.io import storage
+from engine.logformat import integrity
 from engine.read.merge import DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items, merge_with_winners
 from engine.read.window import InstantWindow
-from engine.services import integrity
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -58,7 +58,7 @@ class SliceLogs:
     """A slice's committed log content, in log order, plus what was skipped and why."""
 
     items: list[LogItem]
-    corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.services.integrity)
+    corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.logformat.integrity)
     blocks_read: int
     blocks_skipped: int
 

@@ -39,9 +39,10 @@ from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.logformat import integrity
 from engine.progress import Progress, Reporter
 from engine.results import CleanResult
-from engine.services import integrity, rollback
+from engine.services import rollback
 from engine.slices.fsview import FileGroup, FileSlice, FileSystemView
 from engine.timeline import avro_models
 from engine.timeline.instants import (

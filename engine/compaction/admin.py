@@ -46,7 +46,8 @@ from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
-from engine.slices.fsview import FileGroup, FileSlice, FileSystemView, LogFile
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileGroup, FileSlice, LogFile
 from engine.timeline.instants import COMPACTION, DELTACOMMIT, REPLACECOMMIT, Instant, State, Timeline, instant_file_name
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 

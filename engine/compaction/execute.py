@@ -61,7 +61,8 @@ from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, base
 from engine.read.slice_reader import iter_base, read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
-from engine.slices.fsview import FileSlice, FileSystemView, LogFile
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 

@@ -30,7 +30,8 @@ from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_mill
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.services import rollback
-from engine.slices.fsview import FileSlice, FileSystemView
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 

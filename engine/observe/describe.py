@@ -15,7 +15,8 @@ from engine.io import storage
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import integrity, scan_log_file
 from engine.results import FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription, from_ms
-from engine.slices.fsview import FileSlice, FileSystemView
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
 from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 
 

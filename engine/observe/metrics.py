@@ -24,7 +24,8 @@ from engine.config.properties import load_table_config
 from engine.io import storage
 from engine.logformat import integrity
 from engine.results import BacklogMetrics, from_ms
-from engine.slices.fsview import FileSystemView, LogFile
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import LogFile
 from engine.timeline.instants import Timeline
 
 

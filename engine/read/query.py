@@ -26,7 +26,8 @@ from engine.progress import Progress, Reporter
 from engine.read import incremental
 from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
 from engine.read.window import InstantWindow
-from engine.slices.fsview import FileSlice, FileSystemView
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
 from engine.timeline.instants import Timeline
 
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")

@@ -43,7 +43,8 @@ from engine.logformat import integrity
 from engine.progress import Progress, Reporter
 from engine.results import CleanResult
 from engine.services import rollback
-from engine.slices.fsview import FileGroup, FileSlice, FileSystemView
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileGroup, FileSlice
 from engine.timeline import avro_models
 from engine.timeline.instants import (
     CLEAN,

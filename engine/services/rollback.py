@@ -39,7 +39,8 @@ from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, new_instant_tim
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
 from engine.results import RollbackResult
-from engine.slices.fsview import FileGroup, FileSystemView, LogFile
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileGroup, LogFile
 from engine.timeline import avro_models, heartbeat
 from engine.timeline.instants import (
     COMMIT,

@@ -22,66 +22,18 @@ places them; everything else above holds for both versions.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from engine.errors import TidemarkError
 from engine.io import storage
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.slices import slicing_v8
+from engine.slices.groups import BaseFile, FileGroup, FileSlice, LogFile
 from engine.timeline.instants import CLEAN, State, Timeline
 from engine.timeline.metadata import CompactionOperation
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 # Actions whose completion makes base files (and log blocks) visible.
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
-
-
-@dataclass(frozen=True)
-class BaseFile:
-    name: str
-    path: str
-    file_id: str
-    instant: str
-    size: int
-
-
-@dataclass(frozen=True)
-class LogFile:
-    name: str
-    path: str
-    file_id: str
-    base_instant: str
-    version: int
-    write_token: str
-    size: int
-
-    @property
-    def sort_key(self) -> tuple[int, str]:
-        return (self.version, self.write_token)
-
-
-@dataclass
-class FileSlice:
-    partition_path: str
-    file_id: str
-    base_instant: str
-    base_file: BaseFile | None = None
-    log_files: list[LogFile] = field(default_factory=list)
-
-    @property
-    def has_logs(self) -> bool:
-        return bool(self.log_files)
-
-
-@dataclass
-class FileGroup:
-    partition_path: str
-    file_id: str
-    slices: list[FileSlice] = field(default_factory=list)   # oldest first
-
-    @property
-    def latest(self) -> FileSlice:
-        return self.slices[-1]
 
 
 def list_partitions(base_path: str) -> list[str]:

@@ -48,6 +48,7 @@ from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileGroup, FileSlice, LogFile
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, DELTACOMMIT, REPLACECOMMIT, Instant, State, Timeline, instant_file_name
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 
@@ -74,14 +75,14 @@ def _validate(base_path: str, timeline: Timeline, pending: Instant, plan: Compac
     view = FileSystemView(base_path, timeline)
     groups = {(g.partition_path, g.file_id): g for g in view.all_file_groups()}
     committed = frozenset(view.committed_instants)
-    extents = integrity.CommittedExtents(base_path, timeline)
+    extents = CommittedExtents(base_path, timeline)
     out = [_validate_op(view, groups.get(op.key), op, pending.timestamp, committed, extents) for op in ops]
     return r.PlanValidation(instant=pending.timestamp, state=pending.state.value,
                             valid=all(g.valid for g in out), file_groups=out)
 
 
 def _validate_op(view: FileSystemView, group: FileGroup | None, op: CompactionOperation, c: str,
-                 committed: frozenset[str], extents: integrity.CommittedExtents) -> r.FileGroupValidation:
+                 committed: frozenset[str], extents: CommittedExtents) -> r.FileGroupValidation:
     pdir = view.partition_dir(op.partition_path)
     result = r.FileGroupValidation(partition=op.partition_path, file_id=op.file_id, valid=False, errors=[],
                                    base_file=op.data_file, logs_compacted=len(op.delta_files),
@@ -120,7 +121,7 @@ def _base_errors(path: str) -> list[str]:
     return []
 
 
-def _log_errors(path: str, committed: frozenset[str], extents: integrity.CommittedExtents) -> list[str]:
+def _log_errors(path: str, committed: frozenset[str], extents: CommittedExtents) -> list[str]:
     if not storage.exists(path):
         return [f"log {storage.name_of(path)} named by the plan is missing"]
     try:

@@ -63,6 +63,7 @@ from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice, LogFile
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 
@@ -102,7 +103,7 @@ class OpTask:
     row_group_rows: int
     compression: str
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
-    extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
+    extents: CommittedExtents | None = None   # of log_paths, built if one is damaged
     log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
     # Completed instants when the run started: the carried logs' blocks are all older (the trigger refused
     # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
@@ -243,7 +244,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
     committed = frozenset(t for t in view.committed_instants if t < c)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
-    extents = integrity.CommittedExtents(cfg.base_path, timeline)
+    extents = CommittedExtents(cfg.base_path, timeline)
     completed = frozenset(timeline.completed_timestamps())
     sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
     out = []

@@ -32,6 +32,7 @@ from engine.logformat import integrity
 from engine.services import rollback
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 
@@ -128,7 +129,7 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     # write does not (engine.logformat.integrity). Execution catches what only a decode finds.
     folded = [lf.path for op in ops for lf in op.to_compact]
     integrity.refuse_to_compact(folded, view.committed_instants,
-                                integrity.CommittedExtents(base_path, timeline))
+                                CommittedExtents(base_path, timeline))
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview \

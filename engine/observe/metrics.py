@@ -26,6 +26,7 @@ from engine.logformat import integrity
 from engine.results import BacklogMetrics, from_ms
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import LogFile
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import Timeline
 
 
@@ -60,7 +61,7 @@ def _backlog_metrics(base_path: str) -> BacklogMetrics:
         pending_compaction_instants=pending,
         corrupt_log_blocks=len(integrity.scan_corruption(
             [lf.path for lf in logs], view.committed_instants,
-            integrity.CommittedExtents(base_path, timeline)).committed),
+            CommittedExtents(base_path, timeline)).committed),
         oldest_log_instant=_oldest_write(logs, view.committed_instants),
     )
 

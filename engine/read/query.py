@@ -28,6 +28,7 @@ from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_sl
 from engine.read.window import InstantWindow
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import Timeline
 
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")
@@ -101,7 +102,7 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     view.check_links(as_of=window.end if window is not None else None)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     corrupt: list[CorruptBlock] = []
-    extents = integrity.CommittedExtents(base_path, timeline)
+    extents = CommittedExtents(base_path, timeline)
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:

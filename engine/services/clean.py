@@ -46,6 +46,7 @@ from engine.services import rollback
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileGroup, FileSlice
 from engine.timeline import avro_models
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import (
     CLEAN,
     COMMIT_ACTIONS,
@@ -327,7 +328,7 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
     present = [p for p in copies if storage.is_file(p) and not storage.is_link(p)]
     if not present:
         return {}
-    extents = integrity.CommittedExtents(view.base_path, timeline)
+    extents = CommittedExtents(view.base_path, timeline)
     out: dict[str, str] = {}
     for copy in present:
         cur = copy
@@ -339,7 +340,7 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
     return out
 
 
-def _damaged(path: str, committed: set[str], extents: integrity.CommittedExtents) -> bool:
+def _damaged(path: str, committed: set[str], extents: CommittedExtents) -> bool:
     return storage.is_file(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
 
 

@@ -26,7 +26,7 @@ from engine.config import eventtime
 from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
-from engine.io import storage
+from engine.io.storage import absolute_location
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
@@ -393,15 +393,6 @@ class Table:
 
 
 # ------------------------------------------------------------------------------------------ argument parsing
-
-def absolute_location(path: str) -> str:
-    """`path` as the location every process means by it (`engine.io.storage.resolve`): relative paths against
-    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
-    never a URI taken for a folder name."""
-    if not isinstance(path, str) or not path:
-        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
-    return storage.resolve(path)
-
 
 def threshold_ms(value: Threshold | None) -> int | None:
     """A threshold (tz-aware datetime, ISO-8601 string or epoch millis) as epoch millis."""

@@ -85,6 +85,15 @@ def resolve(path: str) -> str:
     return os.path.abspath(os.path.expanduser(text))
 
 
+def absolute_location(path: str) -> str:
+    """`path` as the location every process means by it (`resolve`): relative paths against
+    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
+    never a URI taken for a folder name."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
+    return resolve(path)
+
+
 def split_locations(text: str) -> list[str]:
     """A list of table roots as an environment variable holds it (TIDEMARK_TABLE_ROOTS): separated by
     `os.pathsep` (":") or ",", where the ":" of a URI's scheme ("s3://bucket/prefix") separates nothing.

@@ -6,6 +6,8 @@
         .option("hoodie.datasource.read.end.instanttime", i2).load(path)
     spark.read.format("tidemark").option("as.of.instant", i).load(path)   # time travel
 
+after `register(spark)`, which `load_table` calls itself.
+
 Options take Java Hudi's names; `query` is Tidemark's own (snapshot, read_optimized, incremental,
 time_travel). Java's time travel is a snapshot query with `as.of.instant`, so that option alone selects it.
 
@@ -22,12 +24,15 @@ import os
 from collections.abc import Iterator
 
 import pyarrow as pa
+from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
 from engine.io import storage
+from engine.io.storage import absolute_location
 from engine.read.query import QuerySpec
+from engine.spark import ship_storage_env, spark_path
 
 QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
@@ -101,8 +106,6 @@ class TidemarkDataSource(DataSource):
         return "tidemark"
 
     def _path_and_query(self) -> tuple[str, QuerySpec]:
-        from engine.table import absolute_location
-
         path = self.options.get("path")
         if not path:
             raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
@@ -140,6 +143,20 @@ class TidemarkDataSource(DataSource):
         return int(raw)
 
 
+# The storage environment each session's registration captured (by session), so a change registers again.
+_REGISTERED: dict[int, dict[str, str]] = {}
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Make `spark.read.format("tidemark")` available in `spark`; returns it. Registered again when the storage
+    environment changed since (the source's planner workers take the environment its registration captured)."""
+    shipped = ship_storage_env(spark)
+    if _REGISTERED.get(id(spark)) != shipped:
+        spark.dataSource.register(TidemarkDataSource)
+        _REGISTERED[id(spark)] = shipped
+    return spark
+
+
 def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False, plan=None,
                report_dir: str | None = None):
     """A query as a DataFrame, the fastest way Spark can run it.
@@ -151,15 +168,13 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     Python worker, whose warnings only reach the Spark log.
     """
     from engine.read.query import as_spec, plan_read
-    from engine.spark import spark_path
-    from engine.table import absolute_location
 
     path = absolute_location(path)   # this process's working directory, not the planner worker's
     spec = as_spec(query)
     plan = plan or plan_read(path, spec, fail_on_corrupt=fail_on_corrupt)
     schema = spark_schema(plan.context.schema)
     if spec.query != "read_optimized":
-        reader = (spark.read.format("tidemark").options(**spec_options(spec))
+        reader = (register(spark).read.format("tidemark").options(**spec_options(spec))
                   .option("failOnCorrupt", str(fail_on_corrupt).lower()).option("corruptReported", "true"))
         return (reader.option("corruptReportDir", report_dir) if report_dir else reader).load(path)
     bases = [ref.base_path for ref in plan.slices if ref.base_path]
@@ -168,7 +183,7 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     if storage.is_remote(path):
         # Spark's Parquet reader has no object-store connector here: the data source reads the base files
         # through pyarrow.fs on the executors (an RO slice read is its base file alone).
-        reader = spark.read.format("tidemark").options(**spec_options(spec)).option("corruptReported", "true")
+        reader = register(spark).read.format("tidemark").options(**spec_options(spec)).option("corruptReported", "true")
         return reader.load(path)
     # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
     # older base file lacks (added by schema evolution) as null.

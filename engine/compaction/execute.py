@@ -238,7 +238,7 @@ def _pick(timeline: Timeline, instant: str | None) -> Instant:
 
 
 def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[OpTask]:
-    schema = table_read_schema(cfg, timeline)
+    schema = table_read_schema(cfg, timeline.latest_schema())
     view = FileSystemView(cfg.base_path, timeline)
     # Plan-time committed instants: all writes before C (the trigger refused pending ones).
     committed = frozenset(t for t in view.committed_instants if t < c)

@@ -119,7 +119,7 @@ class TidemarkDataSource(DataSource):
         from engine.timeline.instants import Timeline
 
         path, _ = self._path_and_query()
-        return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path)))
+        return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path).latest_schema()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         path, query = self._path_and_query()

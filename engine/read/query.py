@@ -114,7 +114,7 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
             raise integrity.corrupt_error(corrupt, "read stopped", READ_REMEDY)
         if warn:
             integrity.warn_skipped(corrupt)
-    ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
+    ctx = ReadContext(schema=table_read_schema(cfg, timeline.latest_schema()), merge_mode=cfg.merge_mode,
                       ordering_field=cfg.ordering_field, committed=committed, window=window,
                       fail_on_corrupt=fail_on_corrupt, reported=frozenset((b.path, b.offset) for b in corrupt),
                       report_dir=report_dir, extents=extents)

@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import errors
-from engine.compaction.history import carried_over_entries, compaction_records
 from engine.config.properties import load_table_config
 from engine.errors import CleanRefused, ConfigError
 from engine.io import storage
@@ -46,6 +45,7 @@ from engine.services import rollback
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileGroup, FileSlice
 from engine.timeline import avro_models
+from engine.timeline.compactions import carried_over_entries, compaction_records
 from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import (
     CLEAN,

@@ -98,7 +98,7 @@ def simulate_run(path: str, instant: str, completion_ms: int | None = None, fres
     if all(i.state is State.REQUESTED for i in timeline.get(instant)):
         transition_to_inflight(path, instant, COMPACTION)
     cfg = load_table_config(path)
-    ctx = ReadContext(table_read_schema(cfg, timeline), cfg.merge_mode, cfg.ordering_field,
+    ctx = ReadContext(table_read_schema(cfg, timeline.latest_schema()), cfg.merge_mode, cfg.ordering_field,
                       frozenset(i.timestamp for i in timeline.completed()))
     stats: dict[str, list[dict]] = {}
     carried: list[dict] = []

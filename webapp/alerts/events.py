@@ -81,6 +81,6 @@ def _over_limit(channel: AlertChannel, table, now: dt.datetime) -> bool:
 
 
 def _dispatch(delivery_id: int) -> None:
-    from tasks.jobs import deliver_alert  # loaded only when an alert is sent, as for runs
+    from tasks.dispatch import send_alert  # loaded only when an alert is sent, as for runs
 
-    deliver_alert.apply_async(args=(delivery_id,))
+    send_alert(delivery_id)

@@ -187,13 +187,10 @@ def _register_each(user, root: str, batch: list[Candidate], defaults: Defaults) 
 def _queue_first_samples(ids: list[int]) -> None:
     """The new tables' first change check and sample, now rather than at the next cycle (best effort: the
     registration is committed, and beat's next cycle samples them anyway)."""
-    from tasks import queues
-    from tasks.change_sampling import chunk_size, chunks
-    from tasks.jobs import sample_tables
+    from tasks.dispatch import send_samples
 
     try:
-        for part in chunks(ids, chunk_size()):
-            sample_tables.apply_async(args=(part,), queue=queues.sampling_queue())
+        send_samples(ids)
     except Exception:
         log.exception("could not queue the first samples of %d discovered tables; the next sampling cycle "
                       "takes them", len(ids))

@@ -1,7 +1,7 @@
 """What the pages and the API may do to tables: register, enqueue runs, preview plans.
 
 Each action writes an AuditEvent naming its user. Runs are only *requested* here — the Celery task for
-the run (tasks.jobs.dispatch) is sent after the transaction commits and does the work; no table logic
+the run (tasks.dispatch) is sent after the transaction commits and does the work; no table logic
 lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
@@ -26,13 +26,16 @@ def actor_name(user) -> str:
 
 
 def audit(user, action: str, *, table: RegisteredTable | None = None, run: Run | None = None,
-          outcome: str = "", detail: dict[str, Any] | None = None) -> AuditEvent:
-    return AuditEvent.objects.create(at=timezone.now(), user=user, actor=actor_name(user), action=action,
+          outcome: str = "", detail: dict[str, Any] | None = None, actor: str | None = None) -> AuditEvent:
+    return AuditEvent.objects.create(at=timezone.now(), user=user, actor=actor or actor_name(user), action=action,
                                      table=table, run=run, outcome=outcome, detail=detail or {})
 
 
 def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", **params: Any) -> Run:
-    """Create the queued Run, audit the request, and dispatch it to a worker when the transaction commits."""
+    """Create the queued Run, audit the request, and dispatch it to a worker when the transaction commits.
+
+    The one door for every run, the pages' and the API's (a user) and beat's (`user` None, audited as
+    `system (<trigger>)`)."""
     unknown = set(params) - set(RUN_PARAMS)
     if unknown:
         raise ValueError(f"unknown run parameters: {', '.join(sorted(unknown))}")
@@ -43,13 +46,14 @@ def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", 
         run = Run.objects.create(table=table, kind=kind, state=Run.State.QUEUED, trigger=trigger,
                                  requested_by=user, queued_at=timezone.now(), **fields)
         audit(user, f"request.{kind}", table=table, run=run, outcome="queued",
+              actor=None if user is not None else f"system ({trigger})",
               detail={k: (iso(v) if hasattr(v, "isoformat") else v) for k, v in fields.items()})
         transaction.on_commit(lambda: _dispatch(run.pk))
     return run
 
 
 def _dispatch(run_id: int) -> None:
-    from tasks.jobs import dispatch  # the web process loads Celery's task module only when it enqueues
+    from tasks.dispatch import dispatch  # the web process loads the Celery app only when it enqueues
 
     dispatch(run_id)
 

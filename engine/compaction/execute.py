@@ -157,7 +157,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
             raise _give_up(base_path, c, lock, f"compaction {c} failed, nothing was committed: {found}",
                            "inflight") from None
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
-                              "back with rollback_compaction") from exc
+                              f"back (tidemark rollback --instant {c}, or Table.rollback)") from exc
     fault_point("execute", "tasks")
     return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
 

@@ -496,15 +496,6 @@ def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str
 
 # ------------------------------------------------------------------------------------------ inputs
 
-def read_input(spark: SparkSession, path: str) -> DataFrame:
-    """A .parquet, .csv or .jsonl file (or folder of parquet) as a DataFrame (no table checks)."""
-    source = inputs.locate(path)
-    if source.format == inputs.PARQUET:
-        inputs.parquet_schema(source.files)
-        return parquet_dataframe(spark, list(source.files))
-    return spark.createDataFrame(inputs.read_text(source))
-
-
 def parquet_dataframe(spark: SparkSession, paths: list[str]) -> DataFrame:
     """Parquet files as a DataFrame: Spark's reader for local files; through pyarrow.fs for object stores,
     which Spark's Hadoop readers cannot reach here (no s3a connector)."""

@@ -17,7 +17,6 @@ and raises `Refused` when the table's state or the lock does not allow it. Long 
 from __future__ import annotations
 
 import datetime as dt
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeGuard
 
@@ -38,7 +37,6 @@ if TYPE_CHECKING:
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")   # RFC 3986 scheme, then an authority
 WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 

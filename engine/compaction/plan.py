@@ -22,7 +22,7 @@ from engine.compaction.strategy import CompactionStrategy, LogCandidate, Planned
 from engine.compaction.trigger import check_event_time_trigger
 from engine.config import eventtime
 from engine.config.properties import MAX_DURATION_MS, RO_COMPLETION_KEY, RO_FRESHNESS_KEY, TableConfig, load_table_config, validate_settings
-from engine.config.resolve import ARGUMENT, THRESHOLD, CompactionSettings, compaction_settings
+from engine.config.resolve import ARGUMENT, SIZE_THRESHOLD_KEY, TARGET_IO_KEY, THRESHOLD, CompactionSettings, compaction_settings
 from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.io.faults import fault_point
@@ -192,9 +192,9 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
     if name == "event_time":
         return strategy_for(name, threshold_ms=threshold)
     if name == "size":
-        threshold_bytes = cfg.int_setting("hoodie.compaction.logfile.size.threshold", settings)
+        threshold_bytes = cfg.int_setting(SIZE_THRESHOLD_KEY, settings)
         return strategy_for(name, threshold_bytes=threshold_bytes,
-                            target_io_mb=cfg.int_setting("hoodie.compaction.target.io", settings))
+                            target_io_mb=cfg.int_setting(TARGET_IO_KEY, settings))
     return strategy_for(name)
 
 

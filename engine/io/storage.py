@@ -379,19 +379,6 @@ def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
 
 
-def read_range(path: str, offset: int, length: int) -> bytes:
-    """`length` bytes from `offset` (fewer at the end of the file). One ranged GET on S3."""
-    if not is_remote(path):
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(length)
-    if scheme(path) in ("s3", "s3a"):
-        return _s3_get(path, f"bytes={offset}-{offset + length - 1}") if length > 0 else b""
-    fs, p = filesystem(path)
-    with fs.open_input_file(p) as fh:
-        return bytes(fh.read_at(length, offset))
-
-
 def open_input(path: str) -> Any:
     """A seekable reader (local file object, or a pyarrow RandomAccessFile doing ranged GETs on S3)."""
     if not is_remote(path):

@@ -40,10 +40,6 @@ class FileSlice:
     base_file: BaseFile | None = None
     log_files: list[LogFile] = field(default_factory=list)
 
-    @property
-    def has_logs(self) -> bool:
-        return bool(self.log_files)
-
 
 @dataclass
 class FileGroup:

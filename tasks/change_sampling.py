@@ -36,7 +36,7 @@ from tasks import location as locations
 from tasks import sampling
 from tasks.dispatch import positive_env
 from tasks.periodic import check_sla
-from webapp.tables.models import RegisteredTable, SamplingState
+from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class Bookkeeping:
         self.skipped.append(table_id)
         self.skipped_seconds += check_s
 
-    def update(self, table_id: int, check_s: float, **fields) -> None:
+    def update(self, table_id: int, check_s: float, **fields: Any) -> None:
         self.others.append((table_id, {"checked_at": self.now, "checks": F("checks") + 1,
                                        "check_seconds": F("check_seconds") + check_s, **fields}))
 
@@ -130,7 +130,7 @@ class Bookkeeping:
 
 
 def _visit(table: RegisteredTable, state: SamplingState, now: dt.datetime, floor: dt.timedelta,
-           report: CycleReport, book: Bookkeeping):
+           report: CycleReport, book: Bookkeeping) -> tuple[MetricSample | None, MetricSample | None] | None:
     """One table: check, then sample or skip, noted in `book`; returns (new sample, previous sample) when a
     sample was taken (the previous one twice when a floor sample confirmed it)."""
     started = time.perf_counter()

@@ -140,10 +140,11 @@ def relative(path: str, base: str) -> str:
 
 
 _LOCK = threading.Lock()
-_FILESYSTEMS: dict[tuple, pafs.FileSystem] = {}
+# (scheme[, bucket or host], the AWS environment) -> its file system
+_FILESYSTEMS: dict[tuple[str | tuple[str | None, ...], ...], pafs.FileSystem] = {}
 
 
-def _env_key() -> tuple:
+def _env_key() -> tuple[str | None, ...]:
     return tuple(os.environ.get(k) for k in _AWS_ENV)
 
 
@@ -174,7 +175,8 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     s = scheme(path)
     if not s:
         return pafs.LocalFileSystem(), os.path.abspath(path)
-    key = (s, _env_key()) if s in ("s3", "s3a") else (s, urlsplit(path).netloc, _env_key())
+    key: tuple[str | tuple[str | None, ...], ...] = ((s, _env_key()) if s in ("s3", "s3a")
+                                                     else (s, urlsplit(path).netloc, _env_key()))
     with _LOCK:
         fs = _FILESYSTEMS.get(key)
         if fs is None:
@@ -221,14 +223,14 @@ def exists(path: str) -> bool:
     if not is_remote(path):
         return os.path.exists(path)
     fs, p = filesystem(path)
-    return fs.get_file_info(p).type != pafs.FileType.NotFound
+    return bool(fs.get_file_info(p).type != pafs.FileType.NotFound)
 
 
 def is_file(path: str) -> bool:
     if not is_remote(path):
         return os.path.isfile(path)
     fs, p = filesystem(path)
-    return fs.get_file_info(p).type == pafs.FileType.File
+    return bool(fs.get_file_info(p).type == pafs.FileType.File)
 
 
 def is_dir(path: str) -> bool:
@@ -236,7 +238,7 @@ def is_dir(path: str) -> bool:
     if not is_remote(path):
         return os.path.isdir(path)
     fs, p = filesystem(path)
-    return fs.get_file_info(p).type == pafs.FileType.Directory
+    return bool(fs.get_file_info(p).type == pafs.FileType.Directory)
 
 
 def is_link(path: str) -> bool:
@@ -343,7 +345,8 @@ def read_bytes(path: str) -> bytes:
     fs, p = filesystem(path)
     try:
         with fs.open_input_stream(p) as fh:
-            return fh.read()
+            data: bytes = fh.read()
+            return data
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -358,7 +361,8 @@ def _s3_get(path: str, byte_range: str | None = None) -> bytes:
     bucket, key = _bucket_key(path)
     try:
         kwargs = {"Range": byte_range} if byte_range else {}
-        return s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
+        body: bytes = s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
+        return body
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404", "NotFound"):
@@ -467,7 +471,7 @@ class S3Upload:
         self._buf = bytearray()
         self._pos = 0
         self._upload_id: str | None = None
-        self._parts: list[dict] = []
+        self._parts: list[dict[str, Any]] = []
         self._pending: Any = None   # the part being uploaded
         self._pool: Any = None
         self.closed = False
@@ -595,7 +599,7 @@ def link_no_clobber(tmp: str, dest: str) -> None:
         os.replace(tmp, dest)
 
 
-_S3_CLIENTS: dict[tuple, Any] = {}
+_S3_CLIENTS: dict[tuple[str | None, ...], Any] = {}
 
 
 def s3_client() -> Any:

@@ -21,17 +21,18 @@ decode). `option("failOnCorrupt", "true")` fails the query instead (engine.logfo
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
 from engine.io import storage
 from engine.io.storage import absolute_location
-from engine.read.query import QuerySpec
+from engine.read.query import QuerySpec, ReadPlan
+from engine.read.slice_reader import ReadContext, SliceRef
 from engine.spark import ship_storage_env, spark_path
 
 QUERY_TYPE = "hoodie.datasource.query.type"
@@ -40,7 +41,7 @@ END = "hoodie.datasource.read.end.instanttime"
 AS_OF = "as.of.instant"
 
 
-def spec_from_options(options) -> QuerySpec:
+def spec_from_options(options: Mapping[str, str]) -> QuerySpec:
     """The query the options ask for (ConfigError when they contradict each other)."""
     ours, java = options.get("query"), options.get(QUERY_TYPE)
     if ours and java and ours != java:
@@ -59,7 +60,7 @@ def spec_options(spec: QuerySpec) -> dict[str, str]:
 
 
 class SlicePartition(InputPartition):
-    def __init__(self, index: int, plan_query: str, context, refs) -> None:
+    def __init__(self, index: int, plan_query: str, context: ReadContext, refs: list[SliceRef]) -> None:
         super().__init__(index)
         self.query = plan_query
         self.context = context
@@ -157,8 +158,8 @@ def register(spark: SparkSession) -> SparkSession:
     return spark
 
 
-def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False, plan=None,
-               report_dir: str | None = None):
+def load_table(spark: SparkSession, path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False,
+               plan: ReadPlan | None = None, report_dir: str | None = None) -> DataFrame:
     """A query as a DataFrame, the fastest way Spark can run it.
 
     Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on

@@ -11,7 +11,9 @@ import glob
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import placement
@@ -68,7 +70,7 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, local: boo
         shutil.rmtree(reports, ignore_errors=True)
 
 
-def _write_stream(output: str, schema, tables) -> int:
+def _write_stream(output: str, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
     rows = 0
     tmp = output + ".tmp"
     try:

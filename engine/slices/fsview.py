@@ -139,15 +139,16 @@ class FileSystemView:
     def all_file_groups(self) -> list[FileGroup]:
         """Every file group on disk, replaced ones included (for the cleaner and rollback only)."""
         if self._groups is None:
-            self._groups = {}
+            groups: dict[tuple[str, str], FileGroup] = {}
             for partition in self.partitions():
-                self._load_partition(partition)
+                self._load_partition(partition, groups)
+            self._groups = groups
         return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
 
     def partition_dir(self, partition: str) -> str:
         return storage.join(self.base_path, partition) if partition else self.base_path
 
-    def _load_partition(self, partition: str) -> None:
+    def _load_partition(self, partition: str, groups: dict[tuple[str, str], FileGroup]) -> None:
         slices: dict[tuple[str, str], FileSlice] = {}
         directory = self.partition_dir(partition)
         self._unplaced = []
@@ -163,9 +164,9 @@ class FileSystemView:
                  else lambda lf: lf.sort_key)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
             sl.log_files.sort(key=order)
-            group = self._groups.setdefault((partition, file_id), FileGroup(partition, file_id))
+            group = groups.setdefault((partition, file_id), FileGroup(partition, file_id))
             group.slices.append(sl)
-        for group in self._groups.values():
+        for group in groups.values():
             group.slices.sort(key=lambda s: s.base_instant)
 
     def _load_local(self, partition: str, directory: str, slices: dict[tuple[str, str], FileSlice]) -> None:

@@ -34,7 +34,7 @@ from django.utils import timezone
 from engine import Table
 from tasks import location as locations
 from tasks import sampling
-from tasks.dispatch import positive_env
+from tasks.env import positive_int_env
 from tasks.periodic import check_sla
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 
 def floor_interval() -> dt.timedelta:
     """How long an unchanged table may go without a full sample."""
-    return dt.timedelta(seconds=positive_env("TIDEMARK_SAMPLE_FLOOR_SECONDS", 3600))
+    return dt.timedelta(seconds=positive_int_env("TIDEMARK_SAMPLE_FLOOR_SECONDS", 3600))
 
 
 @dataclass

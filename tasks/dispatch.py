@@ -8,13 +8,13 @@ app sends the same message by name (Celery's `Signature.apply_async`).
 """
 from __future__ import annotations
 
-import os
 import uuid
 from typing import Any
 
 from django.db import transaction
 
 from tasks import app, queues
+from tasks.env import positive_int_env
 from webapp.tables.models import Run
 
 JOBS = "tasks.jobs"
@@ -35,22 +35,10 @@ SAMPLE_TABLES = f"{JOBS}.sample_tables"
 DELIVER_ALERT = f"{JOBS}.deliver_alert"
 
 
-def positive_env(name: str, default: int) -> int:
-    """A whole positive number from the environment (`default` when unset); ValueError naming the variable."""
-    raw = os.environ.get(name, str(default))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {raw!r}")
-    return value
-
-
 def chunk_size() -> int:
     """Tables per sampling task: big enough that a task's bookkeeping is one transaction, small enough
     that a cycle spreads across the sampling workers."""
-    return positive_env("TIDEMARK_SAMPLE_CHUNK", 500)
+    return positive_int_env("TIDEMARK_SAMPLE_CHUNK", 500)
 
 
 def chunks(ids: list[int], size: int) -> list[list[int]]:

@@ -77,7 +77,7 @@ def build(path: str, n_rows: int, note_chars: int, n_updates: int, n_inserts: in
     t.commit(d1, [WriteStat(file_id=fid, path=f"{part}/{base_name}", partition_path=part, num_writes=n_rows,
                              num_inserts=n_rows, total_write_bytes=size).to_json()])
     # The parquet schema must be the table's read schema (meta fields first, same types).
-    read_schema = table_read_schema(load_table_config(path), Timeline.load(path))
+    read_schema = table_read_schema(load_table_config(path), Timeline.load(path).latest_schema())
     assert pq.read_schema(base_path).remove_metadata().equals(read_schema.remove_metadata(), check_metadata=False), \
         (pq.read_schema(base_path), read_schema)
     # Deltacommit 2: one log file with the chosen records.

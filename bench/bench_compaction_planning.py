@@ -150,7 +150,7 @@ def build_table(path: str, partitions: int, groups: int, versions: int, blocks: 
 
 def listing(path: str):
     from engine.config.properties import load_table_config
-    from engine.read.fsview import FileSystemView
+    from engine.slices.fsview import FileSystemView
     from engine.timeline.instants import Timeline
 
     cfg = load_table_config(path)

@@ -97,10 +97,11 @@ def main() -> None:
     n = int(args.records * args.scale)
     work = args.keep or scratch_dir("tm-bench-ro-")
     path = os.path.join(work, "table")
+    from engine.read.datasource import register
     from engine.spark import get_spark
 
     try:
-        spark = get_spark(cores=args.cores)
+        spark = register(get_spark(cores=args.cores))   # the bench reads with format("tidemark")
         build_s, lay = timed(lambda: build(spark, path, work, n, args.batches))
         log(f"bench_ro_vs_snapshot: built in {build_s:.1f}s: {lay}")
         T = lay["threshold_ms"]

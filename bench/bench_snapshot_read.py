@@ -114,10 +114,11 @@ def main() -> None:
     n_base, n_up = int(args.base * args.scale), int(args.upserts * args.scale)
     work = args.keep or scratch_dir("tm-bench-read-")
     path = os.path.join(work, "table")
+    from engine.read.datasource import register
     from engine.spark import get_spark
 
     try:
-        spark = get_spark(cores=args.cores)
+        spark = register(get_spark(cores=args.cores))   # the bench reads with format("tidemark")
         build_s, layout = timed(lambda: build_table(spark, path, work, n_base, n_up, args.block_format))
         log(f"bench_snapshot_read: table built in {build_s:.1f}s: {layout}")
         result = measure(spark, path, args.repeat)

@@ -46,7 +46,6 @@ UNREADABLE_PLAN = "unreadable_plan"
 FOREIGN_FILE_SYSTEM = "foreign_file_system"
 ALREADY_PUBLISHED = "already_published"   # another writer created the same instant file first
 UNSAFE_PUBLISH = "unsafe_publish"         # a store without conditional put and no lock outside it
-UNSUPPORTED_BY_STORE = "unsupported_by_store"  # e.g. symlink carry-over on an object store
 
 
 class Refused(TidemarkError):

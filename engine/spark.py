@@ -140,7 +140,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         if not is_local(master):
             # Before any job: every task (and the data source's planner) imports engine from the zip.
             spark.sparkContext.addPyFile(str(engine_archive()))
-        ship_storage_env(spark)   # registers the data source, whose planner workers get the same environment
+        ship_storage_env(spark)
         return spark
 
 
@@ -197,14 +197,10 @@ STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
                "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "TIDEMARK_S3_CONDITIONAL_PUT")
 
 
-_SHIPPED: dict[int, dict[str, str]] = {}
-
-
-def ship_storage_env(spark: SparkSession) -> None:
-    """Copy the storage variables into the environment every Python task of this session gets.
-
-    The data source's planner workers take the environment its registration captured, so a change
-    registers it again."""
+def ship_storage_env(spark: SparkSession) -> dict[str, str]:
+    """Copy the storage variables into the environment every Python task of this session gets; returns
+    them as shipped (engine.read.datasource registers its source again when they change: its planner workers
+    take the environment its registration captured)."""
     env = spark.sparkContext.environment
     for key in STORAGE_ENV:
         value = os.environ.get(key)
@@ -212,10 +208,7 @@ def ship_storage_env(spark: SparkSession) -> None:
             env.pop(key, None)
         else:
             env[key] = value
-    wanted = {k: env[k] for k in STORAGE_ENV if k in env}
-    if _SHIPPED.get(id(spark)) != wanted:
-        _register_datasource(spark)
-        _SHIPPED[id(spark)] = wanted
+    return {k: env[k] for k in STORAGE_ENV if k in env}
 
 
 # Lines the JVM prints on every start that tell a user nothing: the launcher always adds an incubator module,
@@ -281,13 +274,6 @@ def error_line(text: str) -> str:
 def _printable(line: str) -> str:
     """Decoder errors can quote raw bytes; a terminal gets them escaped."""
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)
-
-
-def _register_datasource(spark: SparkSession) -> None:
-    """Make `spark.read.format("tidemark")` available (a PySpark Python data source)."""
-    from engine.read.datasource import TidemarkDataSource
-
-    spark.dataSource.register(TidemarkDataSource)
 
 
 def stop_spark() -> None:

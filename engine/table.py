@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import inspect
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ParamSpec, TypeGuard, TypeVar
 
@@ -28,7 +27,7 @@ from engine.config import eventtime
 from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
-from engine.io import storage
+from engine.io.storage import absolute_location
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
 from engine.progress import Progress
@@ -40,7 +39,6 @@ if TYPE_CHECKING:
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
 
-_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")   # RFC 3986 scheme, then an authority
 WRITE_OPERATIONS = ("upsert", "insert", "delete", "insert_overwrite", "insert_overwrite_table")
 
 
@@ -418,15 +416,6 @@ class Table:
 
 
 # ------------------------------------------------------------------------------------------ argument parsing
-
-def absolute_location(path: str) -> str:
-    """`path` as the location every process means by it (`engine.io.storage.resolve`): relative paths against
-    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
-    never a URI taken for a folder name."""
-    if not isinstance(path, str) or not path:
-        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
-    return storage.resolve(path)
-
 
 def threshold_ms(value: Threshold | None) -> int | None:
     """A threshold (tz-aware datetime, ISO-8601 string or epoch millis) as epoch millis."""

@@ -5,21 +5,14 @@ queues the tables that are due, so registering or editing a table needs no beat 
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
+from tasks.env import positive_env
 from tasks.queues import sampling_queue
 
 
 def _seconds(env: str, default: float) -> float:
-    raw = os.environ.get(env, str(default))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{env} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{env} must be positive, got {raw!r}")
-    return value
+    return positive_env(env, default, unit="seconds")
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:

@@ -1,6 +1,6 @@
 """Sampling at scale: a cheap change check for every table, a full sample only for those that changed.
 
-Beat's periodic task fans the registered tables out in chunks onto the sampling queue (tasks.queues), so
+Beat's periodic task fans the registered tables out in chunks onto the sampling queue (tasks.dispatch), so
 several sampling workers share a cycle and no sample waits behind a compaction run. For each table of a
 chunk the worker asks the engine for the table's timeline mark (one listing of `.hoodie/`,
 engine.observe.changes) and compares it with the mark stored on the table's SamplingState:
@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -35,31 +34,16 @@ from django.utils import timezone
 from engine import Table
 from tasks import location as locations
 from tasks import sampling
-from webapp.tables.models import RegisteredTable, SamplingState
+from tasks.env import positive_int_env
+from tasks.periodic import check_sla
+from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
 
 
-def _positive_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, str(default))
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {raw!r}")
-    return value
-
-
 def floor_interval() -> dt.timedelta:
     """How long an unchanged table may go without a full sample."""
-    return dt.timedelta(seconds=_positive_env("TIDEMARK_SAMPLE_FLOOR_SECONDS", 3600))
-
-
-def chunk_size() -> int:
-    """Tables per sampling task: big enough that a task's bookkeeping is one transaction, small enough
-    that a cycle spreads across the sampling workers."""
-    return _positive_env("TIDEMARK_SAMPLE_CHUNK", 500)
+    return dt.timedelta(seconds=positive_int_env("TIDEMARK_SAMPLE_FLOOR_SECONDS", 3600))
 
 
 @dataclass
@@ -84,26 +68,8 @@ class CycleReport:
         self.triggered.extend(other.triggered)
 
 
-def chunks(ids: list[int], size: int) -> list[list[int]]:
-    return [ids[i:i + size] for i in range(0, len(ids), size)]
-
-
-def fan_out() -> int:
-    """Queue one `sample_tables` task per chunk of registered tables on the sampling queue; returns chunks."""
-    from tasks import queues
-    from tasks.jobs import sample_tables
-
-    ids = list(RegisteredTable.objects.order_by("pk").values_list("pk", flat=True))
-    parts = chunks(ids, chunk_size())
-    for part in parts:
-        sample_tables.apply_async(args=(part,), queue=queues.sampling_queue())
-    return len(parts)
-
-
 def sample_tables(table_ids: Iterable[int], now: dt.datetime | None = None) -> CycleReport:
     """Check every table of `table_ids`, fully sample the changed and the floor-due ones, act on SLAs."""
-    from tasks.periodic import check_sla
-
     now = now or timezone.now()
     ids = list(table_ids)
     _ensure_states(ids)
@@ -147,7 +113,7 @@ class Bookkeeping:
         self.skipped.append(table_id)
         self.skipped_seconds += check_s
 
-    def update(self, table_id: int, check_s: float, **fields) -> None:
+    def update(self, table_id: int, check_s: float, **fields: Any) -> None:
         self.others.append((table_id, {"checked_at": self.now, "checks": F("checks") + 1,
                                        "check_seconds": F("check_seconds") + check_s, **fields}))
 
@@ -164,7 +130,7 @@ class Bookkeeping:
 
 
 def _visit(table: RegisteredTable, state: SamplingState, now: dt.datetime, floor: dt.timedelta,
-           report: CycleReport, book: Bookkeeping):
+           report: CycleReport, book: Bookkeeping) -> tuple[MetricSample | None, MetricSample | None] | None:
     """One table: check, then sample or skip, noted in `book`; returns (new sample, previous sample) when a
     sample was taken (the previous one twice when a floor sample confirmed it)."""
     started = time.perf_counter()

@@ -1,7 +1,8 @@
-"""Celery tasks: one per run kind (all thin: `runner.perform`), the periodic ones, and `dispatch`.
+"""Celery tasks, the workers' entry points: one per run kind (all thin: `runner.perform`) and the periodic ones.
 
-The web side creates a Run row (state "queued") and calls `dispatch(run.id)`; the task for the run's
-kind is sent once the creating transaction commits, so a worker never looks for a row it cannot see yet.
+Each task is named in `tasks.dispatch`, which sends them (the web side creates a Run row, state "queued", and
+calls `tasks.dispatch.dispatch(run.id)`; the task is sent once the creating transaction commits, so a worker
+never looks for a row it cannot see yet). This module sits above every other task module: they never import it.
 Tasks are not retried by Celery: a run is one attempt whose outcome the operator sees; a worker that dies
 is detected by the lease sweep and the table repaired with a recover run.
 """
@@ -9,43 +10,44 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Any
 
 from celery import Task, shared_task
 from celery.signals import worker_ready
-from django.db import transaction
 
 from tasks import spark_session  # noqa: F401  (connects the worker-process signals that warm Spark)
-from webapp.tables.models import Run
+from tasks.dispatch import DELIVER_ALERT, RUN_TASKS, SAMPLE_TABLES, send_samples
+from webapp.tables.models import RegisteredTable, Run
 
 log = logging.getLogger(__name__)
 
-# The task bodies import the engine-facing modules when they run, so the web process can import
-# `dispatch` without loading the engine (pyarrow, pyspark) it does not need for enqueueing.
+# The task bodies import the engine-facing modules when they run: a worker that only samples, or the beat
+# process, loads no Spark for them.
 
 
-def _run_task(name: str) -> Task[[int], str]:
-    @shared_task(name=f"tasks.jobs.{name}", bind=True, ignore_result=True)
+def _run_task(kind: str) -> Task[[int], str]:
+    name = RUN_TASKS[kind]
+
+    @shared_task(name=name, bind=True, ignore_result=True)
     def task(self: Task[[int], str], run_id: int) -> str:
         from tasks import runner
 
         return runner.perform(run_id, task_id=self.request.id)
 
-    task.__doc__ = f"Carry out a queued `{name}` run (see tasks.runner.perform)."
+    task.__doc__ = f"Carry out a queued `{kind}` run (see tasks.runner.perform)."
     return task
 
 
-schedule = _run_task("schedule")
-execute = _run_task("execute")
-schedule_and_execute = _run_task("schedule_and_execute")
-clean = _run_task("clean")
-rollback = _run_task("rollback")
-recover = _run_task("recover")
-refresh_metrics = _run_task("refresh_metrics")
-validate = _run_task("validate")
-unschedule = _run_task("unschedule")
-repair = _run_task("repair")
+schedule = _run_task(Run.Kind.SCHEDULE)
+execute = _run_task(Run.Kind.EXECUTE)
+schedule_and_execute = _run_task(Run.Kind.SCHEDULE_EXECUTE)
+clean = _run_task(Run.Kind.CLEAN)
+rollback = _run_task(Run.Kind.ROLLBACK)
+recover = _run_task(Run.Kind.RECOVER)
+refresh_metrics = _run_task(Run.Kind.METRICS)
+validate = _run_task(Run.Kind.VALIDATE)
+unschedule = _run_task(Run.Kind.UNSCHEDULE)
+repair = _run_task(Run.Kind.REPAIR)
 
 BY_KIND: dict[str, Task[[int], str]] = {
     Run.Kind.SCHEDULE: schedule,
@@ -61,21 +63,7 @@ BY_KIND: dict[str, Task[[int], str]] = {
 }
 
 
-def dispatch(run_id: int) -> str:
-    """Send the task for run `run_id` (chosen by its kind) once the current transaction commits.
-
-    Returns the Celery task id, stored on the run right away.
-    """
-    kind = Run.objects.values_list("kind", flat=True).get(pk=run_id)
-    if kind not in BY_KIND:
-        raise ValueError(f"run {run_id} has kind {kind!r}; known kinds: {', '.join(sorted(BY_KIND))}")
-    task_id = str(uuid.uuid4())
-    Run.objects.filter(pk=run_id).update(celery_task_id=task_id)
-    transaction.on_commit(lambda: BY_KIND[kind].apply_async(args=(run_id,), task_id=task_id))
-    return task_id
-
-
-@shared_task(name="tasks.jobs.deliver_alert", bind=True, ignore_result=True, max_retries=None)
+@shared_task(name=DELIVER_ALERT, bind=True, ignore_result=True, max_retries=None)
 def deliver_alert(self: Task[[int], None], delivery_id: int) -> None:
     """Send one alert delivery; retried with backoff until it is sent or its attempts are used up."""
     from webapp.alerts import delivery
@@ -98,12 +86,10 @@ def trigger_due_tables() -> list[int]:
 @shared_task(name="tasks.jobs.sample_all_tables", ignore_result=True)
 def sample_all_tables() -> int:
     """Fan the registered tables out in chunks onto the sampling queue; returns the number of chunks."""
-    from tasks import change_sampling
-
-    return change_sampling.fan_out()
+    return send_samples(list(RegisteredTable.objects.order_by("pk").values_list("pk", flat=True)))
 
 
-@shared_task(name="tasks.jobs.sample_tables", ignore_result=True)
+@shared_task(name=SAMPLE_TABLES, ignore_result=True)
 def sample_tables(table_ids: list[int]) -> dict[str, Any]:
     """Change-check a chunk of tables, fully sample the changed (and floor-due) ones, act on SLA breaches."""
     from tasks import change_sampling

@@ -1,8 +1,9 @@
 """What beat asks for: each table's event-time trigger on its schedule, metric samples, the SLA check.
 
 A scheduled or SLA-triggered compaction is an ordinary run (kind "schedule_execute", requested by no
-user, trigger "schedule" or "sla"): it goes through the same lease and the engine's serial trigger as a
-click, so it can be refused like one. A table gets no new automatic run while one of its runs is queued
+user, trigger "schedule" or "sla"), requested through the pages' own door (`webapp.tables.services.request_run`:
+the queued row, its audit entry, its dispatch): it goes through the same lease and the engine's serial trigger
+as a click, so it can be refused like one. A table gets no new automatic run while one of its runs is queued
 or running.
 """
 from __future__ import annotations
@@ -10,14 +11,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
-from django.db import transaction
 from django.utils import timezone
 
 from engine import Refused, Table, TidemarkError
-from tasks.jobs import dispatch
 from tasks.operations import NOTHING_TO_COMPACT
 from tasks.records import finish
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
+from webapp.tables.services import request_run
 
 log = logging.getLogger(__name__)
 
@@ -30,15 +30,8 @@ def _busy(table: RegisteredTable) -> bool:
 
 def enqueue_compaction(table: RegisteredTable, trigger: str) -> Run:
     """Queue a schedule-and-execute run with the table's registered defaults, audited as the system."""
-    with transaction.atomic():
-        run = Run.objects.create(table=table, kind=Run.Kind.SCHEDULE_EXECUTE, state=Run.State.QUEUED, trigger=trigger,
-                                 data_latency=table.data_latency, carry_over=table.carry_over,
-                                 exact=table.exact, queued_at=timezone.now())
-        AuditEvent.objects.create(at=timezone.now(), actor=f"system ({trigger})", action="trigger",
-                                  table=table, run=run, outcome="queued",
-                                  detail={"kind": run.kind, "data_latency": table.data_latency})
-        dispatch(run.pk)
-    return run
+    return request_run(table, Run.Kind.SCHEDULE_EXECUTE, None, trigger=trigger, data_latency=table.data_latency,
+                       carry_over=table.carry_over, exact=table.exact)
 
 
 def _due(table: RegisteredTable, now: dt.datetime) -> bool:
@@ -103,11 +96,3 @@ def record_refusal(table: RegisteredTable, reason: str, message: str, blocking: 
                              queued_at=now, started_at=now)
     finish(run, Run.State.REFUSED, refusal_reason=reason, error=message, blocking_instant=blocking)
     return run
-
-
-def sample_all_tables() -> list[int]:
-    """Every table in this process (change check first; see tasks.change_sampling); returns SLA runs."""
-    from tasks import change_sampling
-
-    ids = RegisteredTable.objects.order_by("pk").values_list("pk", flat=True)
-    return change_sampling.sample_tables(list(ids)).triggered

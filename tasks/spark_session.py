@@ -88,11 +88,3 @@ def forget_if_dead() -> None:
     if not session_alive():
         log.warning("the SparkSession's JVM of worker process %s died during a run; discarding it", os.getpid())
         discard_session()
-
-
-def wait_until_warm(timeout_s: float | None = None) -> bool:
-    """Block until the warming thread is done (True) — for benchmarks and tests that time warm runs."""
-    if _warming is None:
-        return True
-    _warming.join(timeout_s)
-    return not _warming.is_alive()

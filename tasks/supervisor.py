@@ -124,7 +124,7 @@ class Child:
     cwd: Path = ROOT
     log_file: Path | None = None     # None: the supervisor's own terminal
     env: dict[str, str] | None = None  # None: the supervisor's own environment
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     started_at: float = 0.0
     backoff_s: float = 1.0
     restart_at: float | None = None

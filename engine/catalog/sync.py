@@ -84,7 +84,7 @@ def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
     import pyspark
 
     from engine.observe.freshness import ro_state
-    from engine.read.fsview import list_partitions
+    from engine.slices.fsview import list_partitions
 
     timeline = Timeline.load(cfg.base_path)
     text = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema")
@@ -256,7 +256,7 @@ def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
 
 
 def _partitions(cfg: TableConfig) -> list[str]:
-    from engine.read.fsview import list_partitions
+    from engine.slices.fsview import list_partitions
 
     return [p for p in list_partitions(cfg.base_path) if p]
 

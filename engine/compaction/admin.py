@@ -50,10 +50,12 @@ from engine.io import storage
 from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.read.fsview import FileGroup, FileSlice, FileSystemView, LogFile
-from engine.services import integrity
+from engine.logformat import integrity
 from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileGroup, FileSlice, LogFile
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, DELTACOMMIT, REPLACECOMMIT, Instant, State, Timeline, pending_file
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
 
@@ -80,7 +82,7 @@ def _validate(base_path: str, timeline: Timeline, pending: Instant, plan: Compac
     view = FileSystemView(base_path, timeline)
     groups = {(g.partition_path, g.file_id): g for g in view.all_file_groups()}
     committed = frozenset(view.committed_instants)
-    extents = integrity.CommittedExtents(base_path, timeline)
+    extents = CommittedExtents(base_path, timeline)
     out = [_validate_op(view, groups.get(op.key), op, pending.timestamp, committed, extents,
                         _written_since(view, op, pending.timestamp)) for op in ops]
     return r.PlanValidation(instant=pending.timestamp, state=pending.state.value,
@@ -88,7 +90,7 @@ def _validate(base_path: str, timeline: Timeline, pending: Instant, plan: Compac
 
 
 def _validate_op(view: FileSystemView, group: FileGroup | None, op: CompactionOperation, c: str,
-                 committed: frozenset[str], extents: integrity.CommittedExtents,
+                 committed: frozenset[str], extents: CommittedExtents,
                  since: list[str]) -> r.FileGroupValidation:
     pdir = view.partition_dir(op.partition_path)
     result = r.FileGroupValidation(partition=op.partition_path, file_id=op.file_id, valid=False, errors=[],
@@ -128,7 +130,7 @@ def _base_errors(path: str) -> list[str]:
     return []
 
 
-def _log_errors(path: str, committed: frozenset[str], extents: integrity.CommittedExtents) -> list[str]:
+def _log_errors(path: str, committed: frozenset[str], extents: CommittedExtents) -> list[str]:
     if not storage.exists(path):
         return [f"log {storage.name_of(path)} named by the plan is missing"]
     try:

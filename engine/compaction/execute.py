@@ -55,13 +55,15 @@ from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
+from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.read.fsview import FileSlice, FileSystemView, LogFile
 from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows, conform_to_schema, remaining_log_rows
 from engine.read.slice_reader import iter_base, read_slice_logs
 from engine.results import CompactionResult, from_ms
-from engine.services import integrity
 from engine.services.rollback import rollback_locked
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice, LogFile
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 
@@ -101,7 +103,7 @@ class OpTask:
     row_group_rows: int
     compression: str
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
-    extents: integrity.CommittedExtents | None = None   # of log_paths, built if one is damaged
+    extents: CommittedExtents | None = None   # of log_paths, built if one is damaged
     log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
     # Completed instants when the run started: the carried logs' blocks are all older (the trigger refused
     # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
@@ -155,7 +157,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
             raise _give_up(base_path, c, lock, f"compaction {c} failed, nothing was committed: {found}",
                            "inflight") from None
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
-                              "back with rollback_compaction") from exc
+                              f"back (tidemark rollback --instant {c}, or Table.rollback)") from exc
     fault_point("execute", "tasks")
     return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
 
@@ -236,13 +238,13 @@ def _pick(timeline: Timeline, instant: str | None) -> Instant:
 
 
 def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRecord) -> list[OpTask]:
-    schema = table_read_schema(cfg, timeline)
+    schema = table_read_schema(cfg, timeline.latest_schema())
     view = FileSystemView(cfg.base_path, timeline)
     # Plan-time committed instants: all writes before C (the trigger refused pending ones).
     committed = frozenset(t for t in view.committed_instants if t < c)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
-    extents = integrity.CommittedExtents(cfg.base_path, timeline)
+    extents = CommittedExtents(cfg.base_path, timeline)
     completed = frozenset(timeline.completed_timestamps())
     sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
     out = []

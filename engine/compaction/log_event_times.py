@@ -27,7 +27,8 @@ from engine.config import eventtime
 from engine.config.properties import TableConfig, load_table_config
 from engine.io import storage
 from engine.logformat import EVENT_TIMES_ATTR, BlockType
-from engine.read.fsview import FileSlice, FileSystemView
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 
 SOURCES = ("header", "write_stats", "decoded", "none")

@@ -22,14 +22,17 @@ from engine.compaction.strategy import CompactionStrategy, LogCandidate, Planned
 from engine.compaction.trigger import check_event_time_trigger
 from engine.config import eventtime
 from engine.config.properties import MAX_DURATION_MS, RO_COMPLETION_KEY, RO_FRESHNESS_KEY, TableConfig, load_table_config, validate_settings
-from engine.config.resolve import ARGUMENT, THRESHOLD, CompactionSettings, compaction_settings
+from engine.config.resolve import ARGUMENT, SIZE_THRESHOLD_KEY, TARGET_IO_KEY, THRESHOLD, CompactionSettings, compaction_settings
 from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_millis, new_instant_time
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
-from engine.read.fsview import FileSlice, FileSystemView
-from engine.services import integrity, rollback
+from engine.logformat import integrity
+from engine.services import rollback
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, Timeline, create_requested
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 
@@ -123,10 +126,10 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
-    # write does not (engine.services.integrity). Execution catches what only a decode finds.
+    # write does not (engine.logformat.integrity). Execution catches what only a decode finds.
     folded = [lf.path for op in ops for lf in op.to_compact]
     integrity.refuse_to_compact(folded, view.committed_instants,
-                                integrity.CommittedExtents(base_path, timeline))
+                                CommittedExtents(base_path, timeline))
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview \
@@ -189,9 +192,9 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
     if name == "event_time":
         return strategy_for(name, threshold_ms=threshold)
     if name == "size":
-        threshold_bytes = cfg.int_setting("hoodie.compaction.logfile.size.threshold", settings)
+        threshold_bytes = cfg.int_setting(SIZE_THRESHOLD_KEY, settings)
         return strategy_for(name, threshold_bytes=threshold_bytes,
-                            target_io_mb=cfg.int_setting("hoodie.compaction.target.io", settings))
+                            target_io_mb=cfg.int_setting(TARGET_IO_KEY, settings))
     return strategy_for(name)
 
 

@@ -14,10 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from engine.config.properties import HOODIE_DIR, PROPERTIES_FILE
 from engine.io.listing import list_folder
-from engine.timeline.instants import HOODIE_DIR
 
-PROPERTIES_FILE = "hoodie.properties"
 MAX_DEPTH = 32   # a symlink loop ends here rather than walking forever
 
 

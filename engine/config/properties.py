@@ -134,18 +134,6 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.aws.glue.endpoint": (str, ""),
 }
 
-# Table properties Tidemark understands; anything else found in a Java table is kept verbatim.
-TABLE_KEYS = {
-    "hoodie.table.name", "hoodie.table.type", "hoodie.table.version", "hoodie.timeline.layout.version",
-    "hoodie.table.recordkey.fields", "hoodie.table.partition.fields", "hoodie.table.precombine.field",
-    "hoodie.payload.event.time.field", "hoodie.record.merge.mode", "hoodie.compaction.payload.class",
-    "hoodie.datasource.write.hive_style_partitioning", "hoodie.datasource.write.partitionpath.urlencode",
-    "hoodie.datasource.write.drop.partition.columns", "hoodie.table.keygenerator.class",
-    "hoodie.archivelog.folder", "hoodie.database.name", "hoodie.table.checksum", "hoodie.table.create.schema",
-    "hoodie.index.type", "hoodie.populate.meta.fields", INDEX_TYPE_KEY, "hoodie.bucket.index.num.buckets", "hoodie.table.base.file.format",
-    "hoodie.table.log.file.format",
-}
-
 
 def validate_settings(settings: Mapping[str, str]) -> dict[str, str]:
     """Check user-supplied KEY=VALUE settings; unknown keys and malformed values raise ConfigError."""
@@ -259,10 +247,6 @@ class TableConfig:
     @property
     def hive_style(self) -> bool:
         return self.props.get("hoodie.datasource.write.hive_style_partitioning", "false").lower() == "true"
-
-    @property
-    def is_partitioned(self) -> bool:
-        return bool(self.partition_fields)
 
     @property
     def num_buckets(self) -> int:

@@ -11,7 +11,6 @@ from engine.config import eventtime
 from engine.config.properties import TableConfig
 from engine.errors import InputError, TidemarkError
 from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema
-from engine.timeline.instants import Timeline
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -58,9 +57,10 @@ def arrow_schema(avro_schema: dict[str, Any]) -> pa.Schema:
     return _arrow_of(json.dumps(avro_schema, sort_keys=True))
 
 
-def table_read_schema(cfg: TableConfig, timeline: Timeline) -> pa.Schema:
-    """Arrow schema of the table's rows, meta fields first (latest commit's schema, else create schema)."""
-    text = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema")
+def table_read_schema(cfg: TableConfig, latest_schema: str | None) -> pa.Schema:
+    """Arrow schema of the table's rows, meta fields first: the latest commit's schema (`Timeline.latest_schema`,
+    given by the caller: settings sit below the timeline), else the create schema."""
+    text = latest_schema or cfg.props.get("hoodie.table.create.schema")
     if not text:
         raise TidemarkError(f"table {cfg.name} has no schema yet (no completed commit)")
     return arrow_schema(schema_with_meta(json.loads(text)))

@@ -15,7 +15,10 @@ import pyarrow.compute as pc
 from engine.config.properties import TableConfig
 from engine.index.bucket_hash import bucket_ids
 from engine.index.keys import DEFAULT_PARTITION, EMPTY_KEY, NULL_KEY
-from engine.write.log_writer import BUCKET_COL, KEY_COL, PART_COL
+
+# The routing columns `route` appends to input rows (record key, partition path, bucket): the writers group by
+# them (engine.write.log_writer) and never store them.
+KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
 
 
 @dataclass(frozen=True)

@@ -88,6 +88,15 @@ def resolve(path: str) -> str:
     return os.path.abspath(os.path.expanduser(text))
 
 
+def absolute_location(path: str) -> str:
+    """`path` as the location every process means by it (`resolve`): relative paths against
+    this process's working directory (`~` expanded), `file://` URIs as local paths, other URIs unchanged, and
+    never a URI taken for a folder name."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(f"a path must be a non-empty string, got {path!r}")
+    return resolve(path)
+
+
 def split_locations(text: str) -> list[str]:
     """A list of table roots as an environment variable holds it (TIDEMARK_TABLE_ROOTS): separated by
     `os.pathsep` (":") or ",", where the ":" of a URI's scheme ("s3://bucket/prefix") separates nothing.
@@ -134,10 +143,11 @@ def relative(path: str, base: str) -> str:
 
 
 _LOCK = threading.Lock()
-_FILESYSTEMS: dict[tuple, pafs.FileSystem] = {}
+# (scheme[, bucket or host], the AWS environment) -> its file system
+_FILESYSTEMS: dict[tuple[str | tuple[str | None, ...], ...], pafs.FileSystem] = {}
 
 
-def _env_key() -> tuple:
+def _env_key() -> tuple[str | None, ...]:
     return tuple(os.environ.get(k) for k in _AWS_ENV)
 
 
@@ -168,7 +178,8 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     s = scheme(path)
     if not s:
         return pafs.LocalFileSystem(), os.path.abspath(path)
-    key = (s, _env_key()) if s in ("s3", "s3a") else (s, urlsplit(path).netloc, _env_key())
+    key: tuple[str | tuple[str | None, ...], ...] = ((s, _env_key()) if s in ("s3", "s3a")
+                                                     else (s, urlsplit(path).netloc, _env_key()))
     with _LOCK:
         fs = _FILESYSTEMS.get(key)
         if fs is None:
@@ -215,14 +226,14 @@ def exists(path: str) -> bool:
     if not is_remote(path):
         return os.path.exists(path)
     fs, p = filesystem(path)
-    return fs.get_file_info(p).type != pafs.FileType.NotFound
+    return bool(fs.get_file_info(p).type != pafs.FileType.NotFound)
 
 
 def is_file(path: str) -> bool:
     if not is_remote(path):
         return os.path.isfile(path)
     fs, p = filesystem(path)
-    return fs.get_file_info(p).type == pafs.FileType.File
+    return bool(fs.get_file_info(p).type == pafs.FileType.File)
 
 
 def is_dir(path: str) -> bool:
@@ -230,7 +241,7 @@ def is_dir(path: str) -> bool:
     if not is_remote(path):
         return os.path.isdir(path)
     fs, p = filesystem(path)
-    return fs.get_file_info(p).type == pafs.FileType.Directory
+    return bool(fs.get_file_info(p).type == pafs.FileType.Directory)
 
 
 def is_link(path: str) -> bool:
@@ -369,7 +380,8 @@ def _read_whole(path: str) -> bytes:
     fs, p = filesystem(path)
     try:
         with fs.open_input_stream(p) as fh:
-            return fh.read()
+            data: bytes = fh.read()
+            return data
     except FileNotFoundError:
         raise
     except OSError as exc:
@@ -384,7 +396,8 @@ def _s3_get(path: str, byte_range: str | None = None) -> bytes:
     bucket, key = _bucket_key(path)
     try:
         kwargs = {"Range": byte_range} if byte_range else {}
-        return s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
+        body: bytes = s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
+        return body
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404", "NotFound"):
@@ -403,19 +416,6 @@ def read_optional(path: str) -> bytes | None:
 
 def read_text(path: str) -> str:
     return read_bytes(path).decode("utf-8")
-
-
-def read_range(path: str, offset: int, length: int) -> bytes:
-    """`length` bytes from `offset` (fewer at the end of the file). One ranged GET on S3."""
-    if not is_remote(path):
-        with open(path, "rb") as fh:
-            fh.seek(offset)
-            return fh.read(length)
-    if scheme(path) in ("s3", "s3a"):
-        return _s3_get(path, f"bytes={offset}-{offset + length - 1}") if length > 0 else b""
-    fs, p = filesystem(path)
-    with fs.open_input_file(p) as fh:
-        return bytes(fh.read_at(length, offset))
 
 
 def open_input(path: str) -> Any:
@@ -506,7 +506,7 @@ class S3Upload:
         self._buf = bytearray()
         self._pos = 0
         self._upload_id: str | None = None
-        self._parts: list[dict] = []
+        self._parts: list[dict[str, Any]] = []
         self._pending: Any = None   # the part being uploaded
         self._pool: Any = None
         self.closed = False
@@ -634,7 +634,7 @@ def link_no_clobber(tmp: str, dest: str) -> None:
         os.replace(tmp, dest)
 
 
-_S3_CLIENTS: dict[tuple, Any] = {}
+_S3_CLIENTS: dict[tuple[str | None, ...], Any] = {}
 
 
 def s3_client() -> Any:

@@ -641,7 +641,7 @@ def _decode_field(data: np.ndarray, content: pa.Buffer, pos: np.ndarray, ends: n
     full = values if rows is None else _expand(values, rows, n)
     if plan.kind == "boolean":
         full = np.packbits(full, bitorder="little")
-    null_count = 0 if valid is None else n - rows.size
+    null_count = 0 if rows is None else n - rows.size   # rows is None exactly when every record has a value
     return pa.Array.from_buffers(plan.arrow_type, n, [_validity(valid), pa.py_buffer(np.ascontiguousarray(full))],
                                  null_count=null_count)
 
@@ -719,7 +719,7 @@ def _decimal_pieces(array: pa.Array, valid: np.ndarray) -> list[_Piece]:
     negative = little[:, 15] >= 0x80
     magnitude = np.where(negative[:, None], ~little, little).astype(np.uint16)
     # two's-complement negate = invert + 1, with the carry rippling through the low bytes
-    carry = negative.astype(np.uint16)
+    carry: np.ndarray = negative.astype(np.uint16)
     for t in range(16):
         magnitude[:, t] += carry
         carry = magnitude[:, t] >> 8
@@ -770,8 +770,12 @@ def _field_pieces(array: pa.Array, plan: _FieldPlan) -> list[_Piece]:
 
 def _compact(pieces: list[_Piece]) -> pa.Array:
     """One large_binary element per record: the used bytes of consecutive matrix pieces."""
-    matrix = np.hstack([p.matrix for p in pieces])
-    used = np.hstack([np.arange(p.matrix.shape[1]) < p.lengths[:, None] for p in pieces])
+    matrices: list[np.ndarray] = []
+    for p in pieces:
+        assert p.matrix is not None, "_compact joins matrix pieces only (_segments groups them so)"
+        matrices.append(p.matrix)
+    matrix = np.hstack(matrices)
+    used = np.hstack([np.arange(m.shape[1]) < p.lengths[:, None] for m, p in zip(matrices, pieces)])
     data = matrix[used]
     offsets = np.zeros(matrix.shape[0] + 1, dtype=np.int64)
     np.cumsum(sum(p.lengths for p in pieces), out=offsets[1:])
@@ -829,7 +833,9 @@ def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> bytes:
     pieces = []
     for plan in plans:
         pieces.extend(_field_pieces(table.column(plan.name).combine_chunks(), plan))
-    record_lengths = sum(p.lengths for p in pieces)
+    record_lengths = np.zeros(n, dtype=np.int64)
+    for p in pieces:
+        record_lengths += p.lengths
     if record_lengths.max() >= 2**31:
         raise AvroCodecError("an Avro record exceeds 2 GiB")
     pieces.insert(0, _prefix_piece(head, record_lengths))

@@ -4,7 +4,7 @@ Per block this does one pread that covers the previous block's trailer, the MAGI
 (docs/HUDI-FORMAT.md §1.1: Java checks blockLength against the trailing int64 and requires MAGIC or EOF next).
 A block failing any check becomes a CorruptBlock and the scan resumes at the next MAGIC, as Java does. When its
 header is still readable, the CorruptBlock keeps the block's INSTANT_TIME: that is what tells a failed write's torn
-tail from damage to committed data (engine.services.integrity).
+tail from damage to committed data (engine.logformat.integrity).
 """
 
 from __future__ import annotations

@@ -22,10 +22,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.config.properties import HOODIE_DIR
 from engine.errors import TableNotFoundError
 from engine.io.listing import Entry, list_folder
 from engine.timeline import layout_v8
-from engine.timeline.instants import HOODIE_DIR, parse_instant_file_name
+from engine.timeline.instants import parse_instant_file_name
 
 PROPERTIES_FILE = "hoodie.properties"
 STATES = ("requested", "inflight", "completed")

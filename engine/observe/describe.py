@@ -4,7 +4,7 @@ Per log file it counts corrupt blocks of committed instants (`corrupt_blocks`) a
 (`torn_blocks`, harmless), found by the header scan (framing: lengths, trailer, MAGIC) and one small read of each
 block's content prefix (Avro/delete content version, record count or datum length that fits, Parquet magic;
 engine.logformat.content_check). Bytes flipped deeper inside a block's records show only when a read or a
-compaction decodes it; those report it then (engine.services.integrity).
+compaction decodes it; those report it then (engine.logformat.integrity).
 """
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import os
 from engine.config.properties import load_table_config
 from engine.io import storage
 from engine.io.naming import instant_to_millis, is_instant
-from engine.logformat import scan_log_file
-from engine.read.fsview import FileSlice, FileSystemView
+from engine.logformat import integrity, scan_log_file
 from engine.results import FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription, from_ms
-from engine.services import integrity
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
 
 
@@ -53,7 +54,7 @@ def describe_table(base_path: str) -> TableDescription:
     view = FileSystemView(base_path, timeline)
     committed = view.committed_instants
     corrupt: dict[str, int] = {}   # per real file: a carried link or copy of a damaged log is one damage
-    extents = integrity.CommittedExtents(base_path, timeline)
+    extents = CommittedExtents(base_path, timeline)
     groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
                             slices=[_slice(sl, committed, corrupt, extents) for sl in g.slices])
               for g in view.file_groups()]
@@ -67,7 +68,7 @@ def describe_table(base_path: str) -> TableDescription:
 
 
 def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
-           extents: integrity.CommittedExtents) -> SliceInfo:
+           extents: CommittedExtents) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
         scan = scan_log_file(lf.path)

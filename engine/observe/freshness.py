@@ -25,16 +25,16 @@ import pyarrow as pa
 
 from engine import logformat
 from engine.compaction.carry_forward import _ordering_as_event_ms
-from engine.compaction.history import compaction_records, last_completed_event_time_compaction
 from engine.compaction.log_event_times import StatTimes, write_stat_event_times
 from engine.config import eventtime
 from engine.config.properties import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INSTANT_KEY, RO_THRESHOLD_KEY, TableConfig, load_table_config
 from engine.config.schema import table_read_schema
 from engine.errors import ConfigError
 from engine.logformat import BlockType
-from engine.read.fsview import FileSystemView
 from engine.results import Freshness, from_ms
+from engine.slices.fsview import FileSystemView
 from engine.timeline import metadata as md
+from engine.timeline.compactions import compaction_records, last_completed_event_time_compaction
 from engine.timeline.instants import DELTACOMMIT, Timeline
 
 # hoodie.properties keys the compaction publishes (fallback when the commit left the active timeline).
@@ -253,7 +253,7 @@ def find_late_data(base_path: str, timeline: Timeline, cfg: TableConfig, state: 
 
 
 def _delete_times(cfg: TableConfig, timeline: Timeline, column: str | None) -> _DeleteTimes:
-    schema = table_read_schema(cfg, timeline)
+    schema = table_read_schema(cfg, timeline.latest_schema())
     from_ordering = column is not None and column == cfg.ordering_field and column in schema.names
     return _DeleteTimes(from_ordering, schema.field(column).type if from_ordering else None,
                         write_stat_event_times(timeline))

@@ -1,30 +1,29 @@
-"""Backlog metrics of the log files not yet compacted (RFC §5), plus Prometheus text exposition.
+"""Backlog metrics of the log files not yet compacted (RFC §5); the control plane stores them and /metrics exports them.
 
 Everything is computed from the latest file slices with header scans only (no record is decoded for
 Tidemark-written logs), so a /metrics scrape stays cheap:
 - min event time over all remaining logs: how far back the next event-time compaction can move T;
 - slices with logs, remaining log files and bytes: the compaction backlog;
 - corrupt log blocks of committed instants: records every read is missing, which no compaction will fold
-  until repaired (header scan plus one small read of each block's content prefix; engine.services.integrity).
+  until repaired (header scan plus one small read of each block's content prefix; engine.logformat.integrity).
 Carried-over logs (symlinks or copies re-homed into the compaction's slice) are still uncompacted data, so
 they count as remaining logs; their bytes are the target's (stat follows the link).
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
 
 from engine import logformat
 from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
-from engine.config.eventtime import parse_time
 from engine.config.properties import load_table_config
 from engine.io import storage
-from engine.read.fsview import FileSystemView, LogFile
+from engine.logformat import integrity
 from engine.results import BacklogMetrics, from_ms
-from engine.services import integrity
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import LogFile
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import Timeline
 
 
@@ -59,7 +58,7 @@ def _backlog_metrics(base_path: str) -> BacklogMetrics:
         pending_compaction_instants=pending,
         corrupt_log_blocks=len(integrity.scan_corruption(
             [lf.path for lf in logs], view.committed_instants,
-            integrity.CommittedExtents(base_path, timeline)).committed),
+            CommittedExtents(base_path, timeline)).committed),
         oldest_log_instant=_oldest_write(logs, view.committed_instants),
     )
 
@@ -70,64 +69,3 @@ def _oldest_write(logs: Sequence[LogFile], committed: AbstractSet[str]) -> str |
     instants = [b.instant_time for lf in logs for b in logformat.scan_log_file(lf.path, lf.size).blocks
                 if b.block_type is not logformat.BlockType.COMMAND and b.instant_time in committed]
     return min((i for i in instants if i is not None), default=None)
-
-
-# ------------------------------------------------------------------------------------------ Prometheus
-
-# (metric name, key in the metrics dict, help text); all gauges.
-_GAUGES: tuple[tuple[str, str, str], ...] = (
-    ("tidemark_file_slices", "file_slices", "Latest file slices of the table."),
-    ("tidemark_file_slices_with_logs", "file_slices_with_logs", "Latest file slices that still have log files."),
-    ("tidemark_remaining_log_files", "remaining_log_files", "Log files in the latest slices (incl. carried-over)."),
-    ("tidemark_remaining_log_bytes", "remaining_log_bytes", "Bytes of the log files in the latest slices."),
-    ("tidemark_carried_over_log_files", "carried_over_log_files", "Remaining log files that are symlinks."),
-    ("tidemark_logs_with_unknown_event_time", "logs_with_unknown_event_time",
-     "Remaining log files whose min event time is unknown."),
-    ("tidemark_pending_compactions", "pending_compactions", "Requested or inflight compactions."),
-    ("tidemark_corrupt_log_blocks", "corrupt_log_blocks",
-     "Corrupt log blocks of committed instants in the remaining logs (their records are missing from reads)."),
-)
-
-
-def _label(value: str) -> str:
-    """Escape a label value as the exposition format requires (backslash, quote, newline)."""
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value: float | int) -> str:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
-    return str(value)
-
-
-def _family(name: str, help_text: str, samples: Sequence[tuple[str, float | int]]) -> list[str]:
-    lines = [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
-    return lines + [f"{name}{{{labels}}} {_number(v)}" for labels, v in samples]
-
-
-def _min_event_seconds(metrics: dict[str, Any]) -> float | None:
-    ms = metrics.get("min_event_time_ms")
-    if ms is None and metrics.get("min_event_time"):
-        ms = parse_time(str(metrics["min_event_time"]))  # a dict that went through JSON may keep only the ISO form
-    return None if ms is None else ms / 1000
-
-
-def prometheus_text(metrics: BacklogMetrics | dict[str, Any], table_name: str) -> str:
-    """Prometheus text exposition (version 0.0.4) of backlog metrics (or their `to_dict()`), one table label."""
-    if isinstance(metrics, BacklogMetrics):
-        metrics = metrics.to_dict()
-    table = f'table="{_label(table_name)}"'
-    lines: list[str] = []
-    seconds = _min_event_seconds(metrics)
-    if seconds is not None:  # absent rather than a fake value when no log has a known event time
-        lines += _family("tidemark_min_event_time_seconds",
-                         "Smallest event time over the remaining log files (Unix seconds).", [(table, seconds)])
-    for name, key, help_text in _GAUGES:
-        if metrics.get(key) is not None:
-            lines += _family(name, help_text, [(table, int(metrics[key]))])
-    sources = metrics.get("log_event_time_sources") or {}
-    if sources:
-        samples = [(f'{table},source="{_label(s)}"', int(n)) for s, n in sorted(sources.items())]
-        lines += _family("tidemark_log_event_time_source_files",
-                         "Remaining log files by where their event time came from.", samples)
-    return "\n".join(lines) + "\n"

@@ -17,8 +17,8 @@ from engine import logformat
 from engine.compaction.log_event_times import _from_header, _from_stats, write_stat_event_times
 from engine.errors import ConfigError
 from engine.io import storage
-from engine.read.fsview import FileSystemView
 from engine.results import PartitionTideBucket, TideBucket, from_ms
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 
 

@@ -6,6 +6,8 @@
         .option("hoodie.datasource.read.end.instanttime", i2).load(path)
     spark.read.format("tidemark").option("as.of.instant", i).load(path)   # time travel
 
+after `register(spark)`, which `load_table` calls itself.
+
 Options take Java Hudi's names; `query` is Tidemark's own (snapshot, read_optimized, incremental,
 time_travel). Java's time travel is a snapshot query with `as.of.instant`, so that option alone selects it.
 
@@ -14,20 +16,24 @@ yield Arrow record batches, so no row passes through Python one at a time.
 
 A corrupt block of a committed instant is skipped with a warning naming its file and offset (planning warns
 about what header scans and content prefixes find; an executor warns, in its log, about a block it fails to
-decode). `option("failOnCorrupt", "true")` fails the query instead (engine.services.integrity).
+decode). `option("failOnCorrupt", "true")` fails the query instead (engine.logformat.integrity).
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
 from engine.io import storage
-from engine.read.query import QuerySpec
+from engine.io.storage import absolute_location
+from engine.read.query import QuerySpec, ReadPlan
+from engine.read.slice_reader import ReadContext, SliceRef
+from engine.spark import ship_storage_env, spark_path
 
 QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
@@ -35,7 +41,7 @@ END = "hoodie.datasource.read.end.instanttime"
 AS_OF = "as.of.instant"
 
 
-def spec_from_options(options) -> QuerySpec:
+def spec_from_options(options: Mapping[str, str]) -> QuerySpec:
     """The query the options ask for (ConfigError when they contradict each other)."""
     ours, java = options.get("query"), options.get(QUERY_TYPE)
     if ours and java and ours != java:
@@ -54,7 +60,7 @@ def spec_options(spec: QuerySpec) -> dict[str, str]:
 
 
 class SlicePartition(InputPartition):
-    def __init__(self, index: int, plan_query: str, context, refs) -> None:
+    def __init__(self, index: int, plan_query: str, context: ReadContext, refs: list[SliceRef]) -> None:
         super().__init__(index)
         self.query = plan_query
         self.context = context
@@ -101,8 +107,6 @@ class TidemarkDataSource(DataSource):
         return "tidemark"
 
     def _path_and_query(self) -> tuple[str, QuerySpec]:
-        from engine.table import absolute_location
-
         path = self.options.get("path")
         if not path:
             raise ConfigError("spark.read.format('tidemark') needs a table path: .load(path)")
@@ -116,7 +120,7 @@ class TidemarkDataSource(DataSource):
         from engine.timeline.instants import Timeline
 
         path, _ = self._path_and_query()
-        return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path)))
+        return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path).latest_schema()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         path, query = self._path_and_query()
@@ -140,8 +144,22 @@ class TidemarkDataSource(DataSource):
         return int(raw)
 
 
-def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False, plan=None,
-               report_dir: str | None = None):
+# The storage environment each session's registration captured (by session), so a change registers again.
+_REGISTERED: dict[int, dict[str, str]] = {}
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Make `spark.read.format("tidemark")` available in `spark`; returns it. Registered again when the storage
+    environment changed since (the source's planner workers take the environment its registration captured)."""
+    shipped = ship_storage_env(spark)
+    if _REGISTERED.get(id(spark)) != shipped:
+        spark.dataSource.register(TidemarkDataSource)
+        _REGISTERED[id(spark)] = shipped
+    return spark
+
+
+def load_table(spark: SparkSession, path: str, query: str | QuerySpec = "snapshot", *, fail_on_corrupt: bool = False,
+               plan: ReadPlan | None = None, report_dir: str | None = None) -> DataFrame:
     """A query as a DataFrame, the fastest way Spark can run it.
 
     Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on
@@ -151,15 +169,13 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     Python worker, whose warnings only reach the Spark log.
     """
     from engine.read.query import as_spec, plan_read
-    from engine.spark import spark_path
-    from engine.table import absolute_location
 
     path = absolute_location(path)   # this process's working directory, not the planner worker's
     spec = as_spec(query)
     plan = plan or plan_read(path, spec, fail_on_corrupt=fail_on_corrupt)
     schema = spark_schema(plan.context.schema)
     if spec.query != "read_optimized":
-        reader = (spark.read.format("tidemark").options(**spec_options(spec))
+        reader = (register(spark).read.format("tidemark").options(**spec_options(spec))
                   .option("failOnCorrupt", str(fail_on_corrupt).lower()).option("corruptReported", "true"))
         return (reader.option("corruptReportDir", report_dir) if report_dir else reader).load(path)
     bases = [ref.base_path for ref in plan.slices if ref.base_path]
@@ -168,7 +184,7 @@ def load_table(spark, path: str, query: str | QuerySpec = "snapshot", *, fail_on
     if storage.is_remote(path):
         # Spark's Parquet reader has no object-store connector here: the data source reads the base files
         # through pyarrow.fs on the executors (an RO slice read is its base file alone).
-        reader = spark.read.format("tidemark").options(**spec_options(spec)).option("corruptReported", "true")
+        reader = register(spark).read.format("tidemark").options(**spec_options(spec)).option("corruptReported", "true")
         return reader.load(path)
     # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
     # older base file lacks (added by schema evolution) as null.

@@ -2,7 +2,7 @@
 
 A full read into a file stops at a corrupt block of a committed instant (CorruptLogBlockError naming its file
 and offset) and leaves no output, unless the caller asks to `skip_corrupt`: then each such block is skipped
-with a warning, as in-process reads always do (engine.services.integrity).
+with a warning, as in-process reads always do (engine.logformat.integrity).
 """
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ import glob
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine import placement
 from engine.io import storage
+from engine.logformat import integrity
 from engine.progress import Progress, tracked
 from engine.read.query import QuerySpec, iter_arrow, plan_read
-from engine.services import integrity
 
 
 def export_query(base_path: str, query: str | QuerySpec, output: str, local: bool | None = None,
@@ -68,7 +70,7 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, local: boo
         shutil.rmtree(reports, ignore_errors=True)
 
 
-def _write_stream(output: str, schema, tables) -> int:
+def _write_stream(output: str, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
     rows = 0
     tmp = output + ".tmp"
     try:

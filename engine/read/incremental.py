@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from engine.config.properties import load_table_config
 from engine.errors import ConfigError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.read.fsview import WRITE_ACTIONS, FileSlice, FileSystemView
 from engine.read.window import InstantWindow
+from engine.slices.fsview import WRITE_ACTIONS, FileSystemView
+from engine.slices.groups import FileSlice
 from engine.timeline.instants import COMMIT, ROLLBACK, Instant, Timeline
 
 EARLIEST = "0"   # an incremental read without a begin instant starts before every instant (hudi-rs: "19700101…")

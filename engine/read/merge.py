@@ -236,6 +236,7 @@ def apply_to_base(batch: pa.Table, winners: LogWinners, merge_mode: str, orderin
     idx = np.asarray(match.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
     if merge_mode == EVENT_TIME_ORDERING:
         base_ord = _ordering_of(batch, ordering_field, merge_mode)
+        assert winners.ordering is not None, "event-time winners carry their ordering (merge_log_items)"
         log_ord = winners.ordering.take(pa.array(idx))
         log_ge = np.asarray(pc.fill_null(pc.greater_equal(_concat([log_ord]), _concat([base_ord])), True)
                             .to_numpy(zero_copy_only=False), bool)

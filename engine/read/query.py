@@ -21,13 +21,14 @@ from engine.config.properties import load_table_config
 from engine.config.schema import table_read_schema
 from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
-from engine.logformat import CorruptBlock
+from engine.logformat import CorruptBlock, integrity
 from engine.progress import Progress, Reporter
 from engine.read import incremental
-from engine.read.fsview import FileSlice, FileSystemView
 from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
 from engine.read.window import InstantWindow
-from engine.services import integrity
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileSlice
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import Timeline
 
 QUERIES = ("snapshot", "read_optimized", "incremental", "time_travel")
@@ -101,7 +102,7 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     view.check_links(as_of=window.end if window is not None else None)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     corrupt: list[CorruptBlock] = []
-    extents = integrity.CommittedExtents(base_path, timeline)
+    extents = CommittedExtents(base_path, timeline)
     if query == "read_optimized":
         slices = [s for s in slices if s.base_file is not None]
     else:
@@ -113,7 +114,7 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
             raise integrity.corrupt_error(corrupt, "read stopped", READ_REMEDY)
         if warn:
             integrity.warn_skipped(corrupt)
-    ctx = ReadContext(schema=table_read_schema(cfg, timeline), merge_mode=cfg.merge_mode,
+    ctx = ReadContext(schema=table_read_schema(cfg, timeline.latest_schema()), merge_mode=cfg.merge_mode,
                       ordering_field=cfg.ordering_field, committed=committed, window=window,
                       fail_on_corrupt=fail_on_corrupt, reported=frozenset((b.path, b.offset) for b in corrupt),
                       report_dir=report_dir, extents=extents)

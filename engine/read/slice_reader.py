@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 from engine import logformat
 from engine.errors import TidemarkError
 from engine.io import storage
+from engine.logformat import integrity
 from engine.read.merge import DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items, merge_with_winners
 from engine.read.window import InstantWindow
-from engine.services import integrity
+from engine.timeline.extents import CommittedExtents
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -40,7 +41,7 @@ class ReadContext:
     report_dir: str | None = None     # relay what executors find to the driver here, instead of their own log
     # The byte ranges of each log completed instants wrote (built only if a log is damaged): damage inside them
     # is a committed block's, never a torn tail.
-    extents: integrity.CommittedExtents | None = None
+    extents: CommittedExtents | None = None
 
 
 @dataclass(frozen=True)
@@ -58,13 +59,13 @@ class SliceLogs:
     """A slice's committed log content, in log order, plus what was skipped and why."""
 
     items: list[LogItem]
-    corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.services.integrity)
+    corrupt: list[logformat.CorruptBlock]   # corrupt blocks of committed instants (engine.logformat.integrity)
     blocks_read: int
     blocks_skipped: int
 
 
 def read_slice_logs(log_paths: Sequence[str], committed: frozenset[str], window: InstantWindow | None = None,
-                    extents: integrity.CommittedExtents | None = None) -> SliceLogs:
+                    extents: CommittedExtents | None = None) -> SliceLogs:
     """Decode the slice's logs; keep blocks of committed instants not rolled back (and in `window`).
     `extents`: the logs' committed extents, so damage inside them counts as a committed block's."""
     contents = _decode_all(log_paths)

@@ -32,18 +32,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine import errors
-from engine.compaction.history import carried_over_entries, compaction_records
 from engine.config.properties import load_table_config
 from engine.errors import CleanRefused, ConfigError
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import new_instant_time, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.logformat import integrity
 from engine.progress import Progress, Reporter
-from engine.read.fsview import FileGroup, FileSlice, FileSystemView
 from engine.results import CleanResult
-from engine.services import integrity, rollback
+from engine.services import rollback
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileGroup, FileSlice
 from engine.timeline import avro_models
+from engine.timeline.compactions import carried_over_entries, compaction_records
+from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import (
     CLEAN,
     COMMIT_ACTIONS,
@@ -325,7 +328,7 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
     present = [p for p in copies if storage.is_file(p) and not storage.is_link(p)]
     if not present:
         return {}
-    extents = integrity.CommittedExtents(view.base_path, timeline)
+    extents = CommittedExtents(view.base_path, timeline)
     out: dict[str, str] = {}
     for copy in present:
         cur = copy
@@ -337,7 +340,7 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[st
     return out
 
 
-def _damaged(path: str, committed: set[str], extents: integrity.CommittedExtents) -> bool:
+def _damaged(path: str, committed: set[str], extents: CommittedExtents) -> bool:
     return storage.is_file(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
 
 

@@ -38,8 +38,9 @@ from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_cl
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
-from engine.read.fsview import FileGroup, FileSystemView, LogFile
 from engine.results import RollbackResult
+from engine.slices.fsview import FileSystemView
+from engine.slices.groups import FileGroup, LogFile
 from engine.timeline import avro_models, heartbeat
 from engine.timeline.instants import (
     COMMIT,

@@ -19,7 +19,6 @@ HEARTBEAT_DIR = ".heartbeat"
 INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
 MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
 DEFAULT_INTERVAL_MS = 60_000
-DEFAULT_MISSES = 2
 
 
 def heartbeat_dir(base_path: str) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, TypeVar
 
+from engine.config.properties import HOODIE_DIR
 from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
 from engine.io import storage
 from engine.io.faults import fault_point
@@ -35,7 +36,6 @@ from engine.timeline.metadata import CleanPlanRecord, CommitMetadata, Compaction
 
 _T = TypeVar("_T")
 
-HOODIE_DIR = ".hoodie"
 
 COMMIT = "commit"
 DELTACOMMIT = "deltacommit"

@@ -23,7 +23,7 @@ from engine.io import storage
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import BaseFileName
 from engine.timeline.metadata import WriteStat
-from engine.write.log_writer import WriteJob, group_file_id, precombine, with_meta
+from engine.write.job import WriteJob, group_file_id, precombine, with_meta
 
 
 def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:

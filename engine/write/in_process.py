@@ -26,7 +26,7 @@ from engine.index.keys import check_partition_path
 from engine.io.naming import write_token
 from engine.progress import Progress, Reporter
 from engine.write import log_writer
-from engine.write.log_writer import WriteJob
+from engine.write.job import WriteJob
 
 T = TypeVar("T")
 Piece = tuple[pa.Table, np.ndarray | None]         # routed rows and the row numbers of one group (None: all)

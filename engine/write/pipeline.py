@@ -39,14 +39,15 @@ from engine.config.properties import TableConfig, load_table_config, validate_se
 from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
 from engine.errors import TidemarkError, WriteRefused
 from engine.index import keys, routing
+from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time, parse_log_file_name, write_token
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, counted, tracked
-from engine.read.fsview import FileSystemView
 from engine.results import WriteResult, utc
 from engine.services import recovery, rollback
+from engine.slices.fsview import FileSystemView
 from engine.timeline import heartbeat
 from engine.timeline.instants import (
     DELTACOMMIT,
@@ -59,7 +60,7 @@ from engine.timeline.instants import (
 )
 from engine.timeline.metadata import INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata, inflight_commit_json
 from engine.write import in_process, inputs, log_writer
-from engine.write.log_writer import BUCKET_COL, KEY_COL, OVERWRITE_OPERATIONS, PART_COL, Target, WriteJob
+from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob
 
 if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
     from pyspark import Accumulator
@@ -494,15 +495,6 @@ def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str
 
 
 # ------------------------------------------------------------------------------------------ inputs
-
-def read_input(spark: SparkSession, path: str) -> DataFrame:
-    """A .parquet, .csv or .jsonl file (or folder of parquet) as a DataFrame (no table checks)."""
-    source = inputs.locate(path)
-    if source.format == inputs.PARQUET:
-        inputs.parquet_schema(source.files)
-        return parquet_dataframe(spark, list(source.files))
-    return spark.createDataFrame(inputs.read_text(source))
-
 
 def parquet_dataframe(spark: SparkSession, paths: list[str]) -> DataFrame:
     """Parquet files as a DataFrame: Spark's reader for local files; through pyarrow.fs for object stores,

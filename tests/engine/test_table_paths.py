@@ -8,8 +8,8 @@ import pytest
 
 from engine import Table
 from engine.errors import ConfigError
+from engine.io.storage import absolute_location
 from engine.read.datasource import load_table
-from engine.table import absolute_location
 from tests.support.tables import create_table, day_file
 
 

@@ -59,10 +59,10 @@ from engine.errors import ConfigError, CorruptLogBlockError, Refused
 from engine.index.bucket_hash import bucket_ids
 from engine.io import faults
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, read_arrow
 from engine.results import to_ms
 from engine.services.recovery import recover as recover_table
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import write_file
 from tests.support.inline_spark import InlineSpark

@@ -17,8 +17,8 @@ from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
 from engine.config.schema import arrow_schema, schema_with_meta, table_read_schema
 from engine.io.naming import LogFileName, new_instant_time
-from engine.read.fsview import FileSystemView
 from engine.read.slice_reader import ReadContext, SliceRef, read_slice
+from engine.slices.fsview import FileSystemView
 from engine.timeline import avro_models
 from engine.timeline.instants import (
     COMPACTION,
@@ -98,7 +98,7 @@ def simulate_run(path: str, instant: str, completion_ms: int | None = None, fres
     if all(i.state is State.REQUESTED for i in timeline.get(instant)):
         transition_to_inflight(path, instant, COMPACTION)
     cfg = load_table_config(path)
-    ctx = ReadContext(table_read_schema(cfg, timeline), cfg.merge_mode, cfg.ordering_field,
+    ctx = ReadContext(table_read_schema(cfg, timeline.latest_schema()), cfg.merge_mode, cfg.ordering_field,
                       frozenset(i.timestamp for i in timeline.completed()))
     stats: dict[str, list[dict]] = {}
     carried: list[dict] = []

@@ -105,12 +105,12 @@ def test_a_table_outside_the_roots_is_refused_by_the_check(stack_env, flights, t
 
 
 def test_fan_out_chunks_run_on_the_sampling_queue(stack, flights, tmp_path, monkeypatch):
-    from tasks import queues
+    from tasks import dispatch, queues
     from tasks.jobs import sample_all_tables
 
     monkeypatch.setenv("TIDEMARK_SAMPLE_CHUNK", "2")
     tables = [register(flights)] + [register(tmp_path / f"missing-{i}") for i in range(3)]
-    assert change_sampling.chunks([t.pk for t in tables], change_sampling.chunk_size()) == [
+    assert dispatch.chunks([t.pk for t in tables], dispatch.chunk_size()) == [
         [tables[0].pk, tables[1].pk], [tables[2].pk, tables[3].pk]]
     # beat sends the fan-out to the sampling queue; the worker (no -Q) consumes it and the chunks it sends
     sample_all_tables.apply_async(queue=queues.sampling_queue())

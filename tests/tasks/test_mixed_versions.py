@@ -12,8 +12,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from engine import Table
-from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.demo_tables import demo_table
+from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.runs import wait_final
 from tests.support.stack import table_copy
 

@@ -6,6 +6,7 @@ import hashlib
 import secrets
 
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import models
 from django.utils import timezone
 
@@ -35,7 +36,7 @@ class ApiToken(models.Model):
         return f"{self.user} {self.name or self.key_digest[:8]}"
 
     @classmethod
-    def issue(cls, user, name: str = "", days: float | None = DEFAULT_LIFETIME_DAYS) -> tuple[ApiToken, str]:
+    def issue(cls, user: User, name: str = "", days: float | None = DEFAULT_LIFETIME_DAYS) -> tuple[ApiToken, str]:
         """Create a token for `user` valid `days` (None: no expiry); returns the row and the raw token
         (not recoverable later)."""
         raw = "tm_" + secrets.token_urlsafe(32)
@@ -43,7 +44,7 @@ class ApiToken(models.Model):
         return cls.objects.create(user=user, name=name, key_digest=digest(raw), expires_at=expires), raw
 
     @classmethod
-    def usable(cls):
+    def usable(cls) -> models.QuerySet[ApiToken]:
         """Tokens that authenticate now: not revoked, not expired."""
         now = timezone.now()
         return cls.objects.filter(revoked_at__isnull=True).filter(

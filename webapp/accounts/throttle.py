@@ -41,7 +41,7 @@ def username_tried(value: object) -> str:
 
 
 @receiver(user_login_failed)
-def audit_failed_login(sender, credentials: dict[str, Any], request: HttpRequest | None = None, **_: object) -> None:
+def audit_failed_login(sender: object, credentials: dict[str, Any], request: HttpRequest | None = None, **_: object) -> None:
     AuditEvent.objects.create(at=timezone.now(), actor=username_tried(credentials.get("username")), action=FAILED,
                               outcome="refused", detail={"address": client_address(request)})
 

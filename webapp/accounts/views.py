@@ -1,6 +1,8 @@
 """The login page, rate limited (webapp.accounts.throttle): a locked-out user name or address gets 429."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 
@@ -12,7 +14,7 @@ class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     redirect_authenticated_user = True
 
-    def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         username = request.POST.get("username", "")
         address = throttle.client_address(request)
         if throttle.locked_out(username, address):

@@ -6,9 +6,10 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 
-from webapp.alerts.models import EVENTS, AlertChannel
+from webapp.accounts.roles import AnyUser
+from webapp.alerts.models import EVENTS, AlertChannel, AlertDelivery
 from webapp.tables.inputs import InvalidInput
-from webapp.tables.services import audit
+from webapp.tables.services import account, audit
 
 
 def parse_events(raw: Any) -> list[str]:
@@ -37,18 +38,18 @@ def parse_target(kind: str, raw: Any) -> str:
     return target
 
 
-def create_channel(user, data: dict[str, Any]) -> AlertChannel:
+def create_channel(user: AnyUser | None, data: dict[str, Any]) -> AlertChannel:
     kind = data.get("kind")
     if kind not in AlertChannel.Kind.values:
         raise InvalidInput(f"kind must be \"webhook\" or \"email\", got {kind!r}")
     channel = AlertChannel.objects.create(kind=kind, target=parse_target(kind, data.get("target")),
-                                          events=parse_events(data.get("events")), created_by=user)
+                                          events=parse_events(data.get("events")), created_by=account(user))
     audit(user, "alert_channel.create", outcome="succeeded",
           detail={"channel": channel.pk, "kind": channel.kind, "target": channel.target, "events": channel.events})
     return channel
 
 
-def delete_channel(user, channel: AlertChannel) -> None:
+def delete_channel(user: AnyUser | None, channel: AlertChannel) -> None:
     detail = {"channel": channel.pk, "kind": channel.kind, "target": channel.target}
     channel.delete()
     audit(user, "alert_channel.delete", outcome="succeeded", detail=detail)
@@ -68,7 +69,7 @@ def channel_dict(channel: AlertChannel, deliveries: int = 0) -> dict[str, Any]:
     return body
 
 
-def delivery_dict(delivery) -> dict[str, Any]:
+def delivery_dict(delivery: AlertDelivery) -> dict[str, Any]:
     from webapp.tables.status import iso
 
     return {"id": delivery.pk, "event": delivery.event, "table": delivery.table.name if delivery.table else None,

@@ -34,7 +34,8 @@ def post_webhook(url: str, body: dict[str, Any]) -> int:
                                      headers={"Content-Type": "application/json", "User-Agent": "tidemark-alerts"})
     try:
         with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
-            return response.status
+            status: int = response.status
+            return status
     except urllib.error.HTTPError as exc:
         raise DeliveryError(f"webhook answered {exc.code} {exc.reason}", exc.code) from None
     except (urllib.error.URLError, OSError) as exc:
@@ -66,7 +67,7 @@ def send(channel: AlertChannel, body: dict[str, Any]) -> int:
 
 def backoff_s(attempts: int) -> float:
     """Seconds before attempt `attempts + 1`: base, 2×base, 4×base, ..."""
-    return settings.TIDEMARK_ALERT_BACKOFF_S * 2 ** (attempts - 1)
+    return float(settings.TIDEMARK_ALERT_BACKOFF_S) * 2.0 ** (attempts - 1)
 
 
 def attempt(delivery_id: int) -> float | None:

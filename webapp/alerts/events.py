@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from webapp.alerts.models import EVENTS, AlertChannel, AlertDelivery
+from webapp.tables.models import RegisteredTable, Run
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def payload(event: str, *, table, run, reason: str, at: dt.datetime, detail: dict[str, Any]) -> dict[str, Any]:
+def payload(event: str, *, table: RegisteredTable | None, run: Run | None, reason: str, at: dt.datetime,
+            detail: dict[str, Any]) -> dict[str, Any]:
     """The webhook body: the event, the table, the run (id, URL), the reason and the time, plus a `text`
     line that Slack and Teams incoming webhooks show as the message."""
     base = settings.TIDEMARK_BASE_URL
@@ -44,7 +46,8 @@ def payload(event: str, *, table, run, reason: str, at: dt.datetime, detail: dic
             "detail": detail, "text": text}
 
 
-def notify(event: str, *, table=None, run=None, reason: str = "", detail: dict[str, Any] | None = None) -> list[int]:
+def notify(event: str, *, table: RegisteredTable | None = None, run: Run | None = None, reason: str = "",
+           detail: dict[str, Any] | None = None) -> list[int]:
     """Record a delivery of `event` for every enabled channel subscribed to it; returns their ids. Never
     raises: an alert that cannot be queued is logged, and must not fail the run that raised it."""
     if event not in EVENTS:
@@ -56,7 +59,7 @@ def notify(event: str, *, table=None, run=None, reason: str = "", detail: dict[s
         return []
 
 
-def _notify(event: str, table, run, reason: str, detail: dict[str, Any]) -> list[int]:
+def _notify(event: str, table: RegisteredTable | None, run: Run | None, reason: str, detail: dict[str, Any]) -> list[int]:
     now = timezone.now()
     body = payload(event, table=table, run=run, reason=reason, at=now, detail=detail)
     ids = []
@@ -74,13 +77,13 @@ def _notify(event: str, table, run, reason: str, detail: dict[str, Any]) -> list
     return ids
 
 
-def _over_limit(channel: AlertChannel, table, now: dt.datetime) -> bool:
+def _over_limit(channel: AlertChannel, table: RegisteredTable | None, now: dt.datetime) -> bool:
     sent = AlertDelivery.objects.filter(channel=channel, table=table, created_at__gt=now - dt.timedelta(hours=1)) \
         .exclude(status=AlertDelivery.Status.SUPPRESSED).count()
     return sent >= settings.TIDEMARK_ALERT_RATE_PER_HOUR
 
 
 def _dispatch(delivery_id: int) -> None:
-    from tasks.jobs import deliver_alert  # loaded only when an alert is sent, as for runs
+    from tasks.dispatch import send_alert  # loaded only when an alert is sent, as for runs
 
-    deliver_alert.apply_async(args=(delivery_id,))
+    send_alert(delivery_id)

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
+from typing import Any
 
+from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http.response import HttpResponseBase
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
@@ -17,13 +20,15 @@ from webapp.accounts.models import ApiToken, digest
 from webapp.accounts.roles import is_operator
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+# A view function: the request, then the URL's arguments.
+Handler = Callable[..., HttpResponseBase]
 
 
-def error(status: int, message: str, **extra) -> JsonResponse:
+def error(status: int, message: str, **extra: Any) -> JsonResponse:
     return JsonResponse({"error": message, **extra}, status=status)
 
 
-def _token_user(request: HttpRequest):
+def _token_user(request: HttpRequest) -> User | None:
     header = request.headers.get("Authorization", "")
     scheme, _, raw = header.partition(" ")
     if scheme.lower() not in ("bearer", "token") or not raw.strip():
@@ -48,7 +53,7 @@ def _refused(request: HttpRequest, message: str) -> JsonResponse:
     return error(403, message)
 
 
-def api_view(methods: dict[str, Callable]) -> Callable:
+def api_view(methods: dict[str, Handler]) -> Handler:
     """One URL, a handler per HTTP method; authentication, CSRF and roles checked before any handler.
 
     Handlers named in `methods` for unsafe methods require the operator role.
@@ -56,7 +61,7 @@ def api_view(methods: dict[str, Callable]) -> Callable:
 
     @csrf_exempt
     @wraps(next(iter(methods.values())))
-    def view(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+    def view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         handler = methods.get(request.method or "")
         if handler is None:
             response = error(405, f"method {request.method} not allowed; use {', '.join(methods)}")

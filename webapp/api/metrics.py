@@ -8,12 +8,13 @@ neither it answers 403 saying so.
 from __future__ import annotations
 
 import hmac
+from collections.abc import Iterator
 
 from django.conf import settings
 from django.db.models import Count
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from webapp.alerts.models import AlertDelivery
@@ -30,13 +31,13 @@ class DatabaseCollector:
     """Collects the tidemark_* counter families from the Run table (the per-table gauges are written directly
     as text by webapp.api.table_gauges: at 10,000 tables that is most of the output)."""
 
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         yield self._compactions()
         yield self._refusals()
         yield from self._compaction_work()
         yield self._alert_deliveries()
 
-    def _compaction_work(self):
+    def _compaction_work(self) -> Iterator[Metric]:
         """Per table, what completed compactions did (Hudi's totalLogFilesCompacted, totalLogFilesSize,
         totalUpdatedRecordsCompacted) and how long compaction runs took (a histogram)."""
         stats = {key: CounterMetricFamily(f"tidemark_compaction_{key}", doc, labels=["table"]) for key, doc in (

@@ -6,8 +6,10 @@ table's last full sample (to find the tables that make a cycle slow) is in webap
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from django.db.models import Sum
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, Metric
 
 from webapp.tables.models import SamplingState
 
@@ -22,7 +24,7 @@ COUNTERS = {
 
 
 class SamplingCollector:
-    def collect(self):
+    def collect(self) -> Iterator[Metric]:
         totals = SamplingState.objects.aggregate(**{key: Sum(key) for key in COUNTERS})
         for key, (name, doc) in COUNTERS.items():
             family = CounterMetricFamily(name, doc)

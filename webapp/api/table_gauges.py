@@ -29,7 +29,8 @@ def _SECONDS(v: Any) -> float | None:
         v = dt.datetime.fromisoformat(v)
     if v.tzinfo is None:
         v = v.replace(tzinfo=dt.UTC)
-    return v.timestamp()
+    seconds: float = v.timestamp()
+    return seconds
 
 
 def _raw(rows: Any) -> Any:

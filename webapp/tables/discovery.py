@@ -20,13 +20,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from webapp.accounts.roles import AnyUser
 from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, SamplingState
-from webapp.tables.services import actor_name
+from webapp.tables.services import account, actor_name
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +88,7 @@ def table_name(relative: str, root: str, prefix: str = "") -> str:
     return slugify(f"{prefix}{base}")[:NAME_MAX]
 
 
-def discover(user, root_raw: Any, *, dry_run: bool, prefix: str = "", defaults: Defaults | None = None) -> Report:
+def discover(user: AnyUser | None, root_raw: Any, *, dry_run: bool, prefix: str = "", defaults: Defaults | None = None) -> Report:
     """Find the tables under `root_raw` (an allowed root or a folder under one) and register the new ones."""
     from engine import Table
 
@@ -99,7 +101,7 @@ def discover(user, root_raw: Any, *, dry_run: bool, prefix: str = "", defaults: 
     for found in Table.discover(root):
         report.candidates.append(_judge(found.path, table_name(found.relative, root, prefix), known_paths, taken))
     if not dry_run:
-        _register(user, report, defaults or Defaults())
+        _register(account(user), report, defaults or Defaults())
     return report
 
 
@@ -121,7 +123,7 @@ def _judge(path: str, name: str, known_paths: dict[str, str], taken: dict[str, s
     return Candidate(path, name, "new")
 
 
-def _register(user, report: Report, defaults: Defaults) -> None:
+def _register(user: User | None, report: Report, defaults: Defaults) -> None:
     new = [c for c in report.candidates if c.outcome == "new"]
     ids: list[int] = []
     for i in range(0, len(new), BATCH):
@@ -132,7 +134,7 @@ def _register(user, report: Report, defaults: Defaults) -> None:
         transaction.on_commit(lambda: _queue_first_samples(ids))
 
 
-def _register_batch(user, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
+def _register_batch(user: User | None, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
     """A batch in three bulk inserts (tables, their sampling states, their audit events) in one transaction;
     when a name was registered meanwhile, the batch again one table at a time, so only that one is refused."""
     try:
@@ -143,7 +145,7 @@ def _register_batch(user, root: str, batch: list[Candidate], defaults: Defaults)
             return _register_each(user, root, batch, defaults)
 
 
-def _register_bulk(user, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
+def _register_bulk(user: User | None, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
     now = timezone.now()
     tables = RegisteredTable.objects.bulk_create([
         RegisteredTable(name=c.name, path=c.path, created_by=user, created_at=now,
@@ -164,7 +166,7 @@ def _register_bulk(user, root: str, batch: list[Candidate], defaults: Defaults) 
     return [t.pk for t in tables]
 
 
-def _register_each(user, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
+def _register_each(user: User | None, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
     ids = []
     for candidate in batch:
         try:
@@ -187,13 +189,10 @@ def _register_each(user, root: str, batch: list[Candidate], defaults: Defaults) 
 def _queue_first_samples(ids: list[int]) -> None:
     """The new tables' first change check and sample, now rather than at the next cycle (best effort: the
     registration is committed, and beat's next cycle samples them anyway)."""
-    from tasks import queues
-    from tasks.change_sampling import chunk_size, chunks
-    from tasks.jobs import sample_tables
+    from tasks.dispatch import send_samples
 
     try:
-        for part in chunks(ids, chunk_size()):
-            sample_tables.apply_async(args=(part,), queue=queues.sampling_queue())
+        send_samples(ids)
     except Exception:
         log.exception("could not queue the first samples of %d discovered tables; the next sampling cycle "
                       "takes them", len(ids))

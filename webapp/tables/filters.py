@@ -1,6 +1,7 @@
 """Query-string filters shared by the pages and the API (the same ?table=&user=… everywhere)."""
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping
 
 from django.db.models import Q, QuerySet
@@ -37,10 +38,8 @@ def filter_runs(runs: QuerySet[Run], params: Mapping[str, str]) -> QuerySet[Run]
     return runs
 
 
-def _day(raw: str, name: str, end: bool = False):
+def _day(raw: str, name: str, end: bool = False) -> dt.datetime | None:
     """A date (whole day; `until` includes it) or a date-time."""
-    import datetime as dt
-
     try:
         day = dt.date.fromisoformat(raw)
     except ValueError:

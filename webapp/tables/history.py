@@ -33,13 +33,17 @@ def chart_series(table: RegisteredTable, window: str = DEFAULT_RANGE, points: in
     return [_point(bucket) for bucket in downsample(rows, points)]
 
 
-def downsample(rows: list[tuple], points: int) -> list[list[tuple]]:
+# One sample as values_list gives it: taken_at first.
+Row = tuple[Any, ...]
+
+
+def downsample(rows: list[Row], points: int) -> list[list[Row]]:
     """`rows` (taken_at first, oldest first) in at most `points` consecutive, equally long time buckets."""
     if len(rows) <= points:
         return [[r] for r in rows]
     start, end = rows[0][0], rows[-1][0]
     width = (end - start) / points or dt.timedelta(microseconds=1)
-    buckets: list[list[tuple]] = []
+    buckets: list[list[Row]] = []
     current_index = None
     for row in rows:
         index = min(int((row[0] - start) / width), points - 1)
@@ -50,7 +54,7 @@ def downsample(rows: list[tuple], points: int) -> list[list[tuple]]:
     return buckets
 
 
-def _point(bucket: list[tuple]) -> dict[str, Any]:
+def _point(bucket: list[Row]) -> dict[str, Any]:
     taken_at, files, size, slices, _ = bucket[-1]
     lags = [r[4] for r in bucket if r[4] is not None]
     return {"t": iso(taken_at), "files": files, "bytes": size, "slices": slices, "lag": max(lags) if lags else None}

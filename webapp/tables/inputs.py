@@ -89,7 +89,7 @@ def parse_carry_over(raw: Any) -> str:
         return ""
     if raw not in ("symlink", "copy"):
         raise InvalidInput(f"carry_over must be \"symlink\" or \"copy\", got {raw!r}")
-    return raw
+    return str(raw)
 
 
 def parse_exact(raw: Any) -> bool | None:

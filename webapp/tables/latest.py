@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db.models import OuterRef, Q, Subquery
 
-from webapp.tables.models import MetricSample, SamplingState
+from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 # SamplingState field ← MetricSample field: the latest sample's sort and filter keys
 KEYS = {"lag_seconds": "freshness_lag_seconds", "completion": "ro_completion_time", "log_files": "remaining_log_files",
@@ -25,13 +25,13 @@ def keys_of(sample: MetricSample) -> dict[str, Any]:
     return {key: getattr(sample, field) for key, field in KEYS.items()}
 
 
-def on_table_saved(sender, instance, created: bool, **_: object) -> None:
+def on_table_saved(sender: type[RegisteredTable], instance: RegisteredTable, created: bool, **_: object) -> None:
     """Every registered table has its SamplingState row from the start (never sampled, never checked)."""
     if created:
         SamplingState.objects.get_or_create(table_id=instance.pk)
 
 
-def on_sample_saved(sender, instance: MetricSample, created: bool, **_: object) -> None:
+def on_sample_saved(sender: type[MetricSample], instance: MetricSample, created: bool, **_: object) -> None:
     if created:
         point_at(instance)
 

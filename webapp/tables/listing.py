@@ -15,11 +15,12 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Case, Count, F, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models import Case, Count, F, Field, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.expressions import Combinable
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -34,7 +35,7 @@ NEVER = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
 ACTIVE = (Run.State.QUEUED, Run.State.RUNNING)
 
 
-def _number(field: str, output) -> Coalesce:
+def _number(field: str, output: Field[Any, Any]) -> Coalesce:
     return Coalesce(F(f"{KEY}{field}"), Value(-1), output_field=output)
 
 
@@ -45,7 +46,7 @@ def _sla_rank() -> Case:
                 When(breached(), then=Value(0)), default=Value(2), output_field=IntegerField())
 
 
-SORTS = {
+SORTS: dict[str, Callable[[], Combinable]] = {
     "name": lambda: F("name"),
     "completion": lambda: Coalesce(F(f"{KEY}completion"), Value(NEVER)),
     "lag": lambda: _number("lag_seconds", FloatField()),
@@ -68,7 +69,7 @@ def _last_run_state() -> Subquery:
                     .order_by("-queued_at", "-id").values("state")[:1])
 
 
-STATUSES = {
+STATUSES: dict[str, Callable[[], Q]] = {
     "breached": breached,
     "late": lambda: Q(**{f"{KEY}late_records__gt": 0}),
     "backlog": lambda: Q(**{f"{KEY}log_files__gt": 0}),

@@ -1,38 +1,54 @@
 """What the pages and the API may do to tables: register, enqueue runs, preview plans.
 
 Each action writes an AuditEvent naming its user. Runs are only *requested* here — the Celery task for
-the run (tasks.jobs.dispatch) is sent after the transaction commits and does the work; no table logic
+the run (tasks.dispatch) is sent after the transaction commits and does the work; no table logic
 lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from webapp.accounts.roles import AnyUser
 from webapp.tables import inputs
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
+
+if TYPE_CHECKING:
+    from engine import Table
 
 NAME_MAX: int = RegisteredTable._meta.get_field("name").max_length or 100   # the SlugField's max_length
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant", "file_group", "dry_run")
 
 
-def actor_name(user) -> str:
+def actor_name(user: AnyUser | None) -> str:
     return user.get_username() if user is not None else "system"
 
 
-def audit(user, action: str, *, table: RegisteredTable | None = None, run: Run | None = None,
-          outcome: str = "", detail: dict[str, Any] | None = None) -> AuditEvent:
-    return AuditEvent.objects.create(at=timezone.now(), user=user, actor=actor_name(user), action=action,
+def account(user: AnyUser | None) -> User | None:
+    """The account row a request's user is (None: the system). The views in front of every action require a
+    login, so an anonymous user here is a bug: refused, never recorded as the system."""
+    if isinstance(user, AnonymousUser):
+        raise PermissionError("an anonymous request reached an action that needs a login")
+    return user
+
+
+def audit(user: AnyUser | None, action: str, *, table: RegisteredTable | None = None, run: Run | None = None,
+          outcome: str = "", detail: dict[str, Any] | None = None, actor: str | None = None) -> AuditEvent:
+    return AuditEvent.objects.create(at=timezone.now(), user=account(user), actor=actor or actor_name(user), action=action,
                                      table=table, run=run, outcome=outcome, detail=detail or {})
 
 
-def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", **params: Any) -> Run:
-    """Create the queued Run, audit the request, and dispatch it to a worker when the transaction commits."""
+def request_run(table: RegisteredTable, kind: str, user: AnyUser | None, trigger: str = "user", **params: Any) -> Run:
+    """Create the queued Run, audit the request, and dispatch it to a worker when the transaction commits.
+
+    The one door for every run, the pages' and the API's (a user) and beat's (`user` None, audited as
+    `system (<trigger>)`)."""
     unknown = set(params) - set(RUN_PARAMS)
     if unknown:
         raise ValueError(f"unknown run parameters: {', '.join(sorted(unknown))}")
@@ -41,15 +57,16 @@ def request_run(table: RegisteredTable, kind: str, user, trigger: str = "user", 
     fields = {k: v for k, v in params.items() if v is not None}
     with transaction.atomic():
         run = Run.objects.create(table=table, kind=kind, state=Run.State.QUEUED, trigger=trigger,
-                                 requested_by=user, queued_at=timezone.now(), **fields)
+                                 requested_by=account(user), queued_at=timezone.now(), **fields)
         audit(user, f"request.{kind}", table=table, run=run, outcome=Run.State.QUEUED,
+              actor=None if user is not None else f"system ({trigger})",
               detail={k: (iso(v) if hasattr(v, "isoformat") else v) for k, v in fields.items()})
         transaction.on_commit(lambda: _dispatch(run.pk))
     return run
 
 
 def _dispatch(run_id: int) -> None:
-    from tasks.jobs import dispatch  # the web process loads Celery's task module only when it enqueues
+    from tasks.dispatch import dispatch  # the web process loads the Celery app only when it enqueues
 
     dispatch(run_id)
 
@@ -64,14 +81,14 @@ def trigger_args(table: RegisteredTable, data: dict[str, Any]) -> inputs.Trigger
     return inputs.validate_trigger(data, default_latency=default_latency(table))
 
 
-def trigger_compaction(table: RegisteredTable, user, args: inputs.TriggerArgs, execute: bool = True) -> Run:
+def trigger_compaction(table: RegisteredTable, user: AnyUser | None, args: inputs.TriggerArgs, execute: bool = True) -> Run:
     """Plan an event-time compaction and (unless `execute` is False: plan only, to inspect first) run it."""
     kind = Run.Kind.SCHEDULE_EXECUTE if execute else Run.Kind.SCHEDULE
     return request_run(table, kind, user, threshold=args.threshold,
                        data_latency=args.data_latency, carry_over=args.carry_over, exact=args.exact)
 
 
-def register_table(user, data: dict[str, Any]) -> RegisteredTable:
+def register_table(user: AnyUser | None, data: dict[str, Any]) -> RegisteredTable:
     """Validate and register a table (its path must hold a Tidemark/Hudi table under an allowed root, not
     registered yet under any name: one registration — and so one lease — per physical table)."""
     path = inputs.table_path(data.get("path"))
@@ -91,7 +108,7 @@ def register_table(user, data: dict[str, Any]) -> RegisteredTable:
     engine_table = _engine_table(path)
     values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
     values = replace(values, carry_over=_carry_over_for(path, inputs.parse_carry_over(data.get("carry_over"))))
-    table = RegisteredTable.objects.create(name=name, path=path, created_by=user, **asdict(values))
+    table = RegisteredTable.objects.create(name=name, path=path, created_by=account(user), **asdict(values))
     audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
@@ -118,7 +135,7 @@ def registered_at(path: str) -> RegisteredTable | None:
     return None
 
 
-def _engine_table(path: str):
+def _engine_table(path: str) -> Table:
     from engine import Table, TableNotFoundError, TidemarkError
 
     try:
@@ -129,7 +146,7 @@ def _engine_table(path: str):
         raise inputs.InvalidInput(f"cannot open the table at {path}: {exc}") from None
 
 
-def preview(table: RegisteredTable, user, args: inputs.TriggerArgs) -> dict[str, Any]:
+def preview(table: RegisteredTable, user: AnyUser | None, args: inputs.TriggerArgs) -> dict[str, Any]:
     """The engine's dry-run plan for these arguments (writes nothing), summarised per partition."""
     from engine import Table
 
@@ -163,7 +180,7 @@ def partition_summary(plan: dict[str, Any]) -> list[dict[str, Any]]:
 PLAN_ADMIN = (Run.Kind.VALIDATE, Run.Kind.UNSCHEDULE, Run.Kind.REPAIR)
 
 
-def administer_plan(table: RegisteredTable, user, kind: str, data: dict[str, Any]) -> Run:
+def administer_plan(table: RegisteredTable, user: AnyUser | None, kind: str, data: dict[str, Any]) -> Run:
     """Queue Hudi CLI's validate / unschedule / repair of pending compaction `data["instant"]` (unschedule: of
     `file_group` only when given; unschedule and repair: `dry_run` lists the renames and changes nothing)."""
     if kind not in PLAN_ADMIN:
@@ -190,7 +207,7 @@ class Conflict(inputs.InvalidInput):
     """The request is well-formed but the run's or table's state does not allow it (HTTP 409)."""
 
 
-def cancel_run(user, run: Run) -> Run:
+def cancel_run(user: AnyUser | None, run: Run) -> Run:
     """A queued run never starts; a running compaction stops at its next file-group boundary (the engine
     rolls its inflight plan back and the worker releases the lease). Other running kinds end on their own."""
     now = timezone.now()
@@ -211,7 +228,7 @@ def cancel_run(user, run: Run) -> Run:
     return run
 
 
-def set_paused(user, table: RegisteredTable, paused: bool) -> RegisteredTable:
+def set_paused(user: AnyUser | None, table: RegisteredTable, paused: bool) -> RegisteredTable:
     """Pause (or resume) the table's schedule and SLA auto-trigger; manual runs stay possible."""
     RegisteredTable.objects.filter(pk=table.pk).update(paused=paused)
     table.refresh_from_db()
@@ -219,7 +236,7 @@ def set_paused(user, table: RegisteredTable, paused: bool) -> RegisteredTable:
     return table
 
 
-def update_settings(user, table: RegisteredTable, data: dict[str, Any]) -> RegisteredTable:
+def update_settings(user: AnyUser | None, table: RegisteredTable, data: dict[str, Any]) -> RegisteredTable:
     """Edit schedule, SLA, data latency, carry-over and exact (fields absent from `data` keep their value),
     with the same validation as registration; the audit entry holds the old and new values."""
     current = {field: getattr(table, field) for field in inputs.TableSettings.FIELDS}
@@ -236,7 +253,7 @@ def update_settings(user, table: RegisteredTable, data: dict[str, Any]) -> Regis
     return table
 
 
-def unregister(user, table: RegisteredTable) -> None:
+def unregister(user: AnyUser | None, table: RegisteredTable) -> None:
     """Forget the table (its runs, samples and lease go with it; the audit log keeps its name). Refused while
     one of its runs is queued or running. The table on storage is not touched."""
     active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()

@@ -9,22 +9,16 @@ import pyarrow.parquet as pq
 import pytest
 
 from engine import logformat
-from engine.compaction import (
-    CompactionResult,
-    RollbackRefused,
-    resolve_log_event_times,
-    rollback_compaction,
-    run_compaction,
-    schedule_compaction,
-)
+from engine.compaction import CompactionResult, resolve_log_event_times, run_compaction, schedule_compaction
 from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, execute_operation
 from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
-from engine.errors import CompactionRefused
+from engine.errors import CompactionRefused, RollbackRefused
 from engine.logformat import BlockType
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.results import to_ms
+from engine.services.rollback import rollback
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
 from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.spark_history import HISTORY, E, T, as_of, assert_ro_guarantee, region, ts_by_key, write
@@ -155,7 +149,7 @@ def test_rollback_restores_pre_plan_state(spark, table):
     for task in _tasks(cfg, timeline, plan.instant, timeline.compaction_plan(plan.instant)):
         execute_operation(task)
     assert snapshots(path) == before  # an uncommitted compaction is invisible
-    result = rollback_compaction(str(path), plan.instant)
+    result = rollback(str(path), plan.instant)
     assert result.deleted_files and result.removed_instant_files
     files_after = sorted(os.path.relpath(os.path.join(r, f), path) for r, _, fs in os.walk(path) for f in fs
                          if ".hoodie" not in r)
@@ -166,10 +160,10 @@ def test_rollback_restores_pre_plan_state(spark, table):
     again = schedule_compaction(str(path), threshold_ms=T, carry_over="symlink")
     write(spark, path, "upsert", [(3, E + 6000)])   # lands in slice C: rolling back would orphan it
     with pytest.raises(RollbackRefused, match="orphaned"):
-        rollback_compaction(str(path), again.instant)
+        rollback(str(path), again.instant)
     run_compaction(str(path), spark=spark)
     with pytest.raises(RollbackRefused, match="written into its slice"):   # the write depends on C
-        rollback_compaction(str(path), again.instant)
+        rollback(str(path), again.instant)
     ours, theirs = snapshots(path)
     assert ours == theirs and ours[(region(3), "k03")]["ts"] == E + 6000
 

@@ -15,9 +15,9 @@ from engine.config.properties import EVENT_TIME_ORDERING
 from engine.errors import ConfigError
 from engine.logformat import DeleteBlock, read_log_file
 from engine.observe.freshness import freshness_report
-from engine.read.fsview import FileSystemView
 from engine.read.merge import DataItem, DeleteItem
 from engine.read.query import read_arrow
+from engine.slices.fsview import FileSystemView
 from engine.write.pipeline import write_dataframe, write_file
 from tests.support.inline_spark import InlineSpark
 from tests.support.oracle import hudi_read

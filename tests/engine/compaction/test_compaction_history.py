@@ -8,7 +8,7 @@ import pytest
 
 from engine.compaction.history import describe_compaction, list_compactions
 from engine.errors import TidemarkError
-from engine.read.fsview import FileSystemView
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
 from tests.support.event_time_tables import T, build_table, copy_table, simulate_run, simulate_schedule
 

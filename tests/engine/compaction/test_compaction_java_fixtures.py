@@ -6,8 +6,8 @@ import os
 import pytest
 
 from engine.compaction import resolve_log_event_times, run_compaction, schedule_compaction
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from tests.support.fixtures import unzip_fixture
 from tests.support.oracle import hudi_read, rows_by_key

@@ -23,8 +23,8 @@ from engine.compaction import plan as plan_mod
 from engine.config.layout import create_table
 from engine.errors import ConfigError, TidemarkError
 from engine.io.naming import instant_to_millis
-from engine.read.fsview import FileSystemView
 from engine.services.rollback import rollback
+from engine.slices.fsview import FileSystemView
 from engine.timeline import avro_models
 from engine.timeline.instants import Timeline
 from tests.support.fixtures import unzip_fixture

@@ -1,15 +1,14 @@
-"""Backlog metrics: counts match the files on disk exactly, carried-over links count, Prometheus text is well-formed."""
+"""Backlog metrics: counts match the files on disk exactly, carried-over links count, the stored dict keeps them."""
 from __future__ import annotations
 
 import glob
 import json
 import os
-import re
 
 import pytest
 
 from engine.config.eventtime import parse_time
-from engine.observe.metrics import backlog_metrics, prometheus_text
+from engine.observe.metrics import backlog_metrics
 from tests.support.event_time_tables import T, build_table, copy_table, simulate_run, simulate_schedule
 
 
@@ -65,29 +64,16 @@ def test_pending_then_completed_compaction(base_table, tmp_path) -> None:
     assert m["min_event_time"] == "2013-06-02T01:00:00.000Z"  # record "d", the oldest data still in a log
 
 
-def test_prometheus_text(base_table) -> None:
-    m = _metrics(base_table)
-    text = prometheus_text(m, 'fre"sh')
-    lines = text.splitlines()
-    assert text.endswith("\n")
-    samples = {line.rsplit(" ", 1)[0]: line.rsplit(" ", 1)[1] for line in lines if not line.startswith("#")}
-    assert float(samples['tidemark_min_event_time_seconds{table="fre\\"sh"}']) == parse_time("2013-05-31T10:00:00Z") / 1000
-    assert samples['tidemark_remaining_log_files{table="fre\\"sh"}'] == "4"
-    assert samples['tidemark_file_slices_with_logs{table="fre\\"sh"}'] == "2"
-    assert samples['tidemark_remaining_log_bytes{table="fre\\"sh"}'] == str(m["remaining_log_bytes"])
-    assert samples['tidemark_pending_compactions{table="fre\\"sh"}'] == "0"
-    assert samples['tidemark_log_event_time_source_files{table="fre\\"sh",source="header"}'] == "4"
-    # Every family is announced once with HELP and TYPE before its samples.
-    families = [line.split()[2] for line in lines if line.startswith("# TYPE")]
-    assert len(families) == len(set(families))
-    for line in lines:
-        if not line.startswith("#"):
-            assert re.match(r'^[a-z_]+\{table="(?:[^"\\]|\\.)*"(?:,source="[a-z_]+")?\} [0-9.e+-]+$', line), line
-    # A dict that went through JSON (ISO only) gives the same value; unknown min event time is left out.
-    again = json.loads(json.dumps({k: v for k, v in m.items() if k != "min_event_time_ms"}))
-    assert prometheus_text(again, 'fre"sh') == text
-    assert "tidemark_min_event_time_seconds" not in prometheus_text({**m, "min_event_time": None,
-                                                                     "min_event_time_ms": None}, "t")
+def test_metrics_dict_keeps_every_figure_through_json(base_table) -> None:
+    """The dict the control plane stores and /metrics exports (webapp.api.table_gauges reads the stored sample):
+    through JSON it keeps every figure, and its ISO min event time and millis agree."""
+    metrics = backlog_metrics(base_table)
+    m = json.loads(json.dumps(metrics.to_dict()))
+    assert parse_time(m["min_event_time"]) == m["min_event_time_ms"] == parse_time("2013-05-31T10:00:00Z")
+    assert (m["remaining_log_files"], m["file_slices_with_logs"], m["pending_compactions"]) == (4, 2, 0)
+    assert m["remaining_log_bytes"] == metrics.remaining_log_bytes == sum(os.path.getsize(p)
+                                                                          for p in _logs_on_disk(base_table))
+    assert m["log_event_time_sources"]["header"] == 4 and m["corrupt_log_blocks"] == 0
 
 
 def test_real_compaction_end_to_end(base_table, spark_session, tmp_path) -> None:

@@ -19,8 +19,8 @@ import pytest
 from engine import Table
 from engine.cli import main
 from engine.errors import ConfigError, TidemarkError
-from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, plan_read, read_arrow
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from tests.support.history_tables import History, build_history, model_as_of, model_changes, versions
 from tests.support.oracle import hudi_read

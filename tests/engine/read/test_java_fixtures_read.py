@@ -7,8 +7,8 @@ import pytest
 
 from engine.config.properties import load_table_config
 from engine.errors import UnsupportedTableError
-from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, read_arrow
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline, create_requested
 from tests.support.oracle import hudi_read, rows_by_key
 

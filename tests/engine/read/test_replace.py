@@ -18,7 +18,7 @@ from engine import Table
 from engine.cli import main
 from engine.errors import CompactionRefused, RollbackRefused, WriteRefused
 from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.read.fsview import FileSystemView
+from engine.slices.fsview import FileSystemView
 from engine.timeline import avro_models as am
 from engine.timeline import instants as tl
 from engine.timeline.instants import REPLACECOMMIT, Timeline

@@ -9,9 +9,9 @@ import pyarrow as pa
 from engine import logformat
 from engine.config.layout import create_table
 from engine.io.naming import LogFileName, new_instant_time
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.read.slice_reader import read_slice_logs
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import write_dataframe
 from tests.support.oracle import hudi_read, rows_by_key

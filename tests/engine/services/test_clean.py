@@ -11,10 +11,10 @@ import pytest
 from engine.compaction import run_compaction, schedule_compaction
 from engine.config.layout import create_table
 from engine.io.naming import new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.read.fsview import FileSystemView
 from engine.read.query import QuerySpec, read_arrow
 from engine.services.clean import KEEP_LATEST_FILE_VERSIONS, CleanRefused, _earliest_to_retain, _plan_record, plan_clean, run_clean
 from engine.services.recovery import recover as recover_table
+from engine.slices.fsview import FileSystemView
 from engine.timeline import avro_models
 from engine.timeline.instants import CLEAN, COMPACTION, DELTACOMMIT, Instant, State, Timeline, create_requested, transition_to_inflight
 from engine.write.pipeline import write_dataframe

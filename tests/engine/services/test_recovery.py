@@ -12,11 +12,12 @@ from engine.compaction import schedule_compaction
 from engine.config.layout import create_table
 from engine.config.properties import load_table_config
 from engine.config.schema import schema_with_meta
+from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
 from engine.io.naming import LogFileName, new_instant_time
 from engine.logformat import append_blocks, encode_data_block
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
 from engine.services.recovery import reconcile_attempts
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
 from engine.write import log_writer
 from engine.write.pipeline import WriteError, _make_job, write_dataframe
@@ -43,8 +44,8 @@ def test_task_attempts_write_one_file_group_and_losers_are_reconciled(spark, tmp
     write_dataframe(path, spark.createDataFrame(rows(["a"], 1)))
     timeline = Timeline.load(path)
     cfg_job = _make_job(load_table_config(path), timeline, new_instant_time(), "upsert", timeline.latest_schema(), {})
-    routed = rows(["b"], 1).append_column(log_writer.KEY_COL, pa.array(["b"])) \
-        .append_column(log_writer.PART_COL, pa.array([""])).append_column(log_writer.BUCKET_COL, pa.array([7], pa.int32()))
+    routed = rows(["b"], 1).append_column(KEY_COL, pa.array(["b"])) \
+        .append_column(PART_COL, pa.array([""])).append_column(BUCKET_COL, pa.array([7], pa.int32()))
     first = log_writer.write_routed(cfg_job, routed, "0-1-0")
     second = log_writer.write_routed(cfg_job, routed, "0-1-1")   # the retry
     assert first[0]["fileId"] == second[0]["fileId"]            # same new file group in every attempt

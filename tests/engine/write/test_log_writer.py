@@ -1,25 +1,25 @@
-"""engine.write.log_writer: the key-uniqueness test behind pre-combining, and grouping routed rows."""
+"""engine.write.job and log_writer: the key-uniqueness test behind pre-combining, and grouping routed rows."""
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from engine.write import log_writer
-from engine.write.log_writer import BUCKET_COL, PART_COL
+from engine.index.routing import BUCKET_COL, PART_COL
+from engine.write import job, log_writer
 
 
 def test_keys_distinct_is_exact():
     keys = pa.array([f"key-{i}" for i in range(50_000)])
-    assert log_writer.keys_distinct(keys)
-    assert not log_writer.keys_distinct(pa.concat_arrays([keys, pa.array(["key-17"])]))
-    assert log_writer.keys_distinct(pa.chunked_array([keys[:10], keys[10:]]))
+    assert job.keys_distinct(keys)
+    assert not job.keys_distinct(pa.concat_arrays([keys, pa.array(["key-17"])]))
+    assert job.keys_distinct(pa.chunked_array([keys[:10], keys[10:]]))
 
 
 def test_keys_distinct_settles_hash_collisions_exactly(monkeypatch):
     # Every key hashing alike forces the exact comparison on all of them.
-    monkeypatch.setattr(log_writer, "spark_hash_strings", lambda keys, seed=0: np.zeros(len(keys), np.int32))
-    assert log_writer.keys_distinct(pa.array(["a", "b", "c"]))
-    assert not log_writer.keys_distinct(pa.array(["a", "b", "a"]))
+    monkeypatch.setattr(job, "spark_hash_strings", lambda keys, seed=0: np.zeros(len(keys), np.int32))
+    assert job.keys_distinct(pa.array(["a", "b", "c"]))
+    assert not job.keys_distinct(pa.array(["a", "b", "a"]))
 
 
 def test_group_indices_keep_input_order():

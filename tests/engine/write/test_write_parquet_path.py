@@ -9,8 +9,8 @@ import pytest
 
 from engine.config.layout import create_table
 from engine.errors import InputError
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
+from engine.slices.fsview import FileSystemView
 from engine.write import pipeline as write_mod
 from engine.write.pipeline import write_dataframe, write_file, write_parquet
 from tests.support.oracle import hudi_read, rows_by_key

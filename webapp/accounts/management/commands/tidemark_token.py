@@ -2,8 +2,10 @@
 print it (shown once); `--revoke NAME` revokes USER's tokens of that name (`--revoke-all`: every one)."""
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.utils import timezone
 
 from webapp.accounts.models import DEFAULT_LIFETIME_DAYS, ApiToken
@@ -12,7 +14,7 @@ from webapp.accounts.models import DEFAULT_LIFETIME_DAYS, ApiToken
 class Command(BaseCommand):
     help = "Issue an API bearer token for a user and print it (only its hash is stored), or revoke tokens."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("username")
         parser.add_argument("--name", default="", help="what the token is for, e.g. ci")
         parser.add_argument("--days", type=float, default=DEFAULT_LIFETIME_DAYS,
@@ -21,8 +23,8 @@ class Command(BaseCommand):
         parser.add_argument("--revoke", metavar="NAME", help="revoke the user's tokens named NAME")
         parser.add_argument("--revoke-all", action="store_true", help="revoke every token of the user")
 
-    def handle(self, *args, username: str, name: str, days: float, no_expiry: bool, revoke: str | None,
-               revoke_all: bool, **options) -> None:
+    def handle(self, *args: Any, username: str, name: str, days: float, no_expiry: bool, revoke: str | None,
+               revoke_all: bool, **options: Any) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user named {username!r}")

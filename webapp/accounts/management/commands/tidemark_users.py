@@ -8,10 +8,11 @@ scripted set-ups).
 from __future__ import annotations
 
 import secrets
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 
 from webapp.accounts.roles import GROUPS, OPERATOR, VIEWER
 
@@ -21,13 +22,13 @@ DEMO_USERS = (("operator", OPERATOR), ("viewer", VIEWER))
 class Command(BaseCommand):
     help = "Create the viewer and operator groups and the demo users operator/viewer; print their passwords."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--password", help="use this password for every demo user instead of random ones")
         parser.add_argument("--groups-only", action="store_true", help="only create the groups")
         parser.add_argument("--reset", action="store_true", help="give existing demo users new random passwords")
 
-    def handle(self, *args, password: str | None = None, groups_only: bool = False, reset: bool = False,
-               **options) -> None:
+    def handle(self, *args: Any, password: str | None = None, groups_only: bool = False, reset: bool = False,
+               **options: Any) -> None:
         for name in GROUPS:
             Group.objects.get_or_create(name=name)
         if groups_only:

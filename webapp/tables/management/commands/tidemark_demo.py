@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from webapp.tables.models import RegisteredTable
 
@@ -23,7 +24,7 @@ DEMO_NAME = "flights"
 class Command(BaseCommand):
     help = "Load the nycflights demo table (if absent) and register it in the control plane."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         default = os.path.join(settings.TIDEMARK_TABLE_ROOTS[0], DEMO_NAME)
         parser.add_argument("--path", default=default, help=f"where the demo table lives (default {default})")
         parser.add_argument("--name", default=DEMO_NAME, help="registered name (default flights)")
@@ -31,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--hive-sync", action="store_true",
                             help="sync the table to the Hive metastore at $TIDEMARK_HIVE_METASTORE_URIS")
 
-    def handle(self, *args, path: str, name: str, batches: int, hive_sync: bool = False, **options) -> None:
+    def handle(self, *args: Any, path: str, name: str, batches: int, hive_sync: bool = False, **options: Any) -> None:
         path = str(Path(path).resolve())
         if not any(path == root or path.startswith(root + os.sep) for root in settings.TIDEMARK_TABLE_ROOTS):
             raise CommandError(f"{path} is outside TIDEMARK_TABLE_ROOTS ({os.pathsep.join(settings.TIDEMARK_TABLE_ROOTS)})")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from webapp.tables import discovery, inputs
 
@@ -16,7 +16,7 @@ from webapp.tables import discovery, inputs
 class Command(BaseCommand):
     help = "Register every Hudi table (folder with .hoodie/hoodie.properties) under ROOT."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("root", help="a folder at or under one of TIDEMARK_TABLE_ROOTS")
         parser.add_argument("--dry-run", action="store_true", help="report what would be registered; write nothing")
         parser.add_argument("--prefix", default="", help="put this before every derived name (e.g. sales-)")
@@ -26,7 +26,7 @@ class Command(BaseCommand):
         parser.add_argument("--carry-over", help="symlink (default) or copy")
         parser.add_argument("--json", dest="as_json", action="store_true", help="print the report as JSON")
 
-    def handle(self, *args, root: str, dry_run: bool, prefix: str, as_json: bool, **options) -> None:
+    def handle(self, *args: Any, root: str, dry_run: bool, prefix: str, as_json: bool, **options: Any) -> None:
         try:
             defaults = discovery.Defaults.parse({"schedule_minutes": options["schedule_minutes"],
                                                  "data_latency": options["data_latency"],

@@ -11,8 +11,8 @@ from engine import logformat
 from engine.config.layout import create_table
 from engine.config.schema import schema_with_meta
 from engine.io.naming import LogFileName, new_instant_time
-from engine.read.fsview import FileSystemView, list_partitions
 from engine.read.query import read_arrow
+from engine.slices.fsview import FileSystemView, list_partitions
 from engine.timeline.instants import Timeline, create_requested, transition_to_inflight
 from engine.write.pipeline import write_dataframe
 from tests.support.oracle import hudi_read, rows_by_key

@@ -1,5 +1,5 @@
 """Corrupt log blocks: a committed block's damage is reported by every read, counted by `show` and metrics, and never
-compacted away; a torn tail of a failed write stays silently skippable, as in Hudi (engine.services.integrity)."""
+compacted away; a torn tail of a failed write stays silently skippable, as in Hudi (engine.logformat.integrity)."""
 from __future__ import annotations
 
 import datetime as dt
@@ -18,13 +18,11 @@ from engine.compaction import schedule_compaction
 from engine.config.layout import create_table
 from engine.errors import CorruptLogBlockError
 from engine.io.faults import ENV as FAULT_ENV
-from engine.logformat import BlockType, encode_data_block, encode_rollback_block, scan_log_file
-from engine.observe.metrics import prometheus_text
+from engine.logformat import BlockType, encode_data_block, encode_rollback_block, integrity, scan_log_file
+from engine.logformat.integrity import CorruptLogBlockWarning
 from engine.read.datasource import load_table
-from engine.read.fsview import FileSystemView
 from engine.read.query import read_arrow
-from engine.services import integrity
-from engine.services.integrity import CorruptLogBlockWarning
+from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from engine.write.pipeline import WriteError, write_dataframe
 from tests.support.oracle import hudi_read, rows_by_key
@@ -191,7 +189,7 @@ def test_show_metrics_and_planning_see_a_corrupt_content_prefix(spark, tmp_path,
     assert shown["corrupt_log_blocks"] == 1 and per_log == {os.path.basename(p): int(p == logs[1]) for p in logs}
     code, out, err = run(capsys, "metrics", path, "--json")
     assert code == 0 and json.loads(out)["corrupt_log_blocks"] == 1, err
-    assert 'tidemark_corrupt_log_blocks{table="t"} 1' in prometheus_text(table.metrics(), "t")
+    assert table.metrics().corrupt_log_blocks == 1   # what the control plane samples and /metrics exports
     # Found at planning, so even a Spark read warns in the caller's process.
     with pytest.warns(CorruptLogBlockWarning, match=f"{os.path.basename(logs[1])} at offset 0"):
         df = load_table(spark, path)

@@ -16,72 +16,24 @@ Visibility rules (table version 6, timeline layout 1), shared with Java Hudi and
 
 Table version 8 (timeline layout 2) differs in one rule, log slicing: a log file is named by the requested time
 of the deltacommit that wrote it, and belongs to the slice with the greatest base instant ≤ that deltacommit's
-*completion* time (Java 1.x HoodieFileGroup, hudi-rs `FileGroup::add_log_file`). `engine.read.slicing_v8`
+*completion* time (Java 1.x HoodieFileGroup, hudi-rs `FileGroup::add_log_file`). `engine.slices.slicing_v8`
 places them; everything else above holds for both versions.
 """
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 
 from engine.errors import TidemarkError
 from engine.io import storage
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.read import slicing_v8
+from engine.slices import slicing_v8
+from engine.slices.groups import BaseFile, FileGroup, FileSlice, LogFile
 from engine.timeline.instants import CLEAN, State, Timeline
 from engine.timeline.metadata import CompactionOperation
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 # Actions whose completion makes base files (and log blocks) visible.
 WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
-
-
-@dataclass(frozen=True)
-class BaseFile:
-    name: str
-    path: str
-    file_id: str
-    instant: str
-    size: int
-
-
-@dataclass(frozen=True)
-class LogFile:
-    name: str
-    path: str
-    file_id: str
-    base_instant: str
-    version: int
-    write_token: str
-    size: int
-
-    @property
-    def sort_key(self) -> tuple[int, str]:
-        return (self.version, self.write_token)
-
-
-@dataclass
-class FileSlice:
-    partition_path: str
-    file_id: str
-    base_instant: str
-    base_file: BaseFile | None = None
-    log_files: list[LogFile] = field(default_factory=list)
-
-    @property
-    def has_logs(self) -> bool:
-        return bool(self.log_files)
-
-
-@dataclass
-class FileGroup:
-    partition_path: str
-    file_id: str
-    slices: list[FileSlice] = field(default_factory=list)   # oldest first
-
-    @property
-    def latest(self) -> FileSlice:
-        return self.slices[-1]
 
 
 def list_partitions(base_path: str) -> list[str]:
@@ -187,15 +139,16 @@ class FileSystemView:
     def all_file_groups(self) -> list[FileGroup]:
         """Every file group on disk, replaced ones included (for the cleaner and rollback only)."""
         if self._groups is None:
-            self._groups = {}
+            groups: dict[tuple[str, str], FileGroup] = {}
             for partition in self.partitions():
-                self._load_partition(partition)
+                self._load_partition(partition, groups)
+            self._groups = groups
         return sorted(self._groups.values(), key=lambda g: (g.partition_path, g.file_id))
 
     def partition_dir(self, partition: str) -> str:
         return storage.join(self.base_path, partition) if partition else self.base_path
 
-    def _load_partition(self, partition: str) -> None:
+    def _load_partition(self, partition: str, groups: dict[tuple[str, str], FileGroup]) -> None:
         slices: dict[tuple[str, str], FileSlice] = {}
         directory = self.partition_dir(partition)
         self._unplaced = []
@@ -211,9 +164,9 @@ class FileSystemView:
                  else lambda lf: lf.sort_key)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
             sl.log_files.sort(key=order)
-            group = self._groups.setdefault((partition, file_id), FileGroup(partition, file_id))
+            group = groups.setdefault((partition, file_id), FileGroup(partition, file_id))
             group.slices.append(sl)
-        for group in self._groups.values():
+        for group in groups.values():
             group.slices.sort(key=lambda s: s.base_instant)
 
     def _load_local(self, partition: str, directory: str, slices: dict[tuple[str, str], FileSlice]) -> None:

@@ -17,20 +17,15 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import Timeline
-
-if TYPE_CHECKING:
-    from engine.read.fsview import FileSlice, LogFile
 
 
 def place_logs(timeline: Timeline, pending_compactions: set[str], partition: str, logs: list[LogFile],
                slices: dict[tuple[str, str], FileSlice]) -> None:
     """Add each of a partition's `logs` to its slice in `slices` ((fileId, base instant) -> slice), creating
     log-only slices where no base slice fits."""
-    from engine.read.fsview import FileSlice
-
     keys: dict[str, list[str]] = {}
     for fid, base in slices:
         keys.setdefault(fid, []).append(base)

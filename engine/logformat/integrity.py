@@ -28,18 +28,21 @@ import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from engine import logformat
 from engine.errors import CorruptLogBlockError, TidemarkWarning
-from engine.io import storage
-from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
 from engine.logformat import BlockInfo, BlockType, CorruptBlock
-from engine.timeline.instants import COMMIT, COMMIT_ACTIONS, Timeline
-from engine.timeline.metadata import CommitMetadata, log_extents
 
 # [start, end) of a log's bytes that a completed instant wrote, and that instant.
 Extent = tuple[int, int, str]
+
+
+class Extents(Protocol):
+    """Where completed instants wrote in each log (`engine.timeline.extents.CommittedExtents` reads them from
+    the timeline; this module only needs to ask)."""
+
+    def of(self, path: str) -> tuple[Extent, ...]: ...
 
 
 class CorruptLogBlockWarning(TidemarkWarning):
@@ -59,7 +62,7 @@ class Corruption:
 def classify(corrupt: Sequence[CorruptBlock], framed: Sequence[BlockInfo], committed: AbstractSet[str],
              extents: Sequence[Extent] = ()) -> Corruption:
     """Split one log file's corrupt regions; `framed` are its blocks whose framing is intact, in any order;
-    `extents` the file's committed extents (`CommittedExtents.of`)."""
+    `extents` the file's committed extents (`Extents.of`)."""
     rolled_back = {b.target_instant_time for b in framed if b.block_type is BlockType.COMMAND}
     live = [e for e in extents if e[2] in committed and e[2] not in rolled_back]
     # What can follow a region whose header is gone: every block with a readable header, and whether it is a
@@ -93,7 +96,7 @@ def _extent_owner(c: CorruptBlock, extents: Sequence[Extent]) -> str | None:
 
 
 def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str],
-                    extents: CommittedExtents | None = None) -> Corruption:
+                    extents: Extents | None = None) -> Corruption:
     """Corrupt regions of one scanned log: its framing failures plus its blocks' content-prefix faults."""
     faults = logformat.content_faults(scan.path, scan.blocks, scan.content_heads)
     bad = {f.offset for f in faults}
@@ -103,7 +106,7 @@ def file_corruption(scan: logformat.LogFileScan, committed: AbstractSet[str],
 
 
 def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
-                    extents: CommittedExtents | None = None,
+                    extents: Extents | None = None,
                     sizes: Mapping[str, int] | None = None) -> Corruption:
     """Corrupt regions of `paths` from header scans and content prefixes (no content decoded). `sizes` from a
     listing spare an object store one HEAD per file."""
@@ -113,81 +116,6 @@ def scan_corruption(paths: Iterable[str], committed: AbstractSet[str],
     for path in paths:
         out.extend(file_corruption(scans[path], committed, extents))
     return out
-
-
-class CommittedExtents:
-    """Log path -> the byte ranges of it that completed instants wrote, from the timeline alone.
-
-    A write's extent is its delta write stat's [logOffset, logOffset + fileSizeInBytes) (what Java's append
-    handle records, and ours). A carried-over symlink has its target's extents; a carried byte copy has the
-    extents of the log it copies (the compactions' carry-over records, followed through copies of copies). A
-    completed compaction's carry-forward log (version 1 of its slice) was written whole before the compaction
-    completed, so all of it is committed. Instants archived off the active timeline give no extent: their logs
-    fall back to the header rules of `classify`.
-
-    Built on first use — only a log with a corrupt region asks — so undamaged tables never read every commit's
-    metadata for it. Picklable for executors (the timeline is reloaded there if the index was not built yet).
-    """
-
-    def __init__(self, base_path: str, timeline: Timeline | None = None) -> None:
-        self.base_path = storage.resolve(base_path)
-        self._timeline = timeline
-        self._index: tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]] | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_timeline": None}
-
-    def of(self, path: str) -> tuple[Extent, ...]:
-        written, aliases, compactions = self._built()
-        partition = storage.relative(storage.parent(storage.resolve(path)), self.base_path)
-        return tuple(_extents_of(path, partition, written, aliases, compactions))
-
-    def _built(self) -> tuple[dict[tuple[str, str], list[Extent]], dict[tuple[str, str], str], set[str]]:
-        if self._index is None:
-            timeline = self._timeline or Timeline.load(self.base_path)
-            written: dict[tuple[str, str], list[Extent]] = {}
-            aliases: dict[tuple[str, str], str] = {}
-            compactions: set[str] = set()
-            for inst in timeline.completed():
-                if inst.action not in COMMIT_ACTIONS:
-                    continue
-                doc = timeline.read_commit_metadata(inst)
-                if inst.action == COMMIT:
-                    compactions.add(inst.timestamp)
-                    for entry in CommitMetadata.from_json(doc).carried or ():
-                        aliases[(entry.partition_path, entry.symlink)] = storage.name_of(entry.target)
-                for partition, name, start, end in log_extents(doc):
-                    written.setdefault((partition, name), []).append((start, end, inst.timestamp))
-            self._index = (written, aliases, compactions)
-        return self._index
-
-
-def _extents_of(path: str, partition: str, written: Mapping[tuple[str, str], list[Extent]],
-                aliases: Mapping[tuple[str, str], str], compactions: AbstractSet[str]) -> list[Extent]:
-    names = [storage.name_of(path)]
-    if storage.is_link(path):   # a carried-over link: the bytes are its target's
-        names.append(os.path.basename(os.path.realpath(path)))
-    seen: set[str] = set()
-    found: list[Extent] = []
-    while names:
-        name = names.pop(0)
-        if name in seen:
-            continue
-        seen.add(name)
-        found.extend(written.get((partition, name), ()))
-        parsed = parse_log_file_name(name)
-        if parsed is not None and parsed.version == CARRY_FORWARD_VERSION and parsed.base_instant in compactions:
-            found.append((0, _size(path), parsed.base_instant))
-        if (partition, name) in aliases:   # a copy (of a copy ...) of a written log
-            names.append(aliases[(partition, name)])
-    return found
-
-
-def _size(path: str) -> int:
-    try:
-        return storage.size(path)
-    except OSError:
-        return 0
 
 
 def describe(block: CorruptBlock) -> str:
@@ -236,7 +164,7 @@ def corrupt_error(blocks: Sequence[CorruptBlock], doing: str, remedy: str) -> Co
 
 
 def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str],
-                      extents: CommittedExtents | None = None) -> None:
+                      extents: Extents | None = None) -> None:
     bad = scan_corruption(paths, committed, extents).committed
     if bad:
         raise corrupt_error(bad, "refusing to compact", "Folding their logs would lose their records for good; "

@@ -165,8 +165,8 @@ def sampling_cycle(stack: Stack, tables: int) -> dict:
     from django.db.models import Sum
     from django.utils import timezone
 
-    from tasks import queues
     from tasks.jobs import sample_all_tables
+    from webapp import queues
     from webapp.tables.models import SamplingState
 
     wait_idle()

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tasks.env import positive_env
-from tasks.queues import sampling_queue
+from webapp.env import positive_env
+from webapp.queues import sampling_queue
 
 
 def _seconds(env: str, default: float) -> float:

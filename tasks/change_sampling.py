@@ -1,6 +1,6 @@
 """Sampling at scale: a cheap change check for every table, a full sample only for those that changed.
 
-Beat's periodic task fans the registered tables out in chunks onto the sampling queue (tasks.dispatch), so
+Beat's periodic task fans the registered tables out in chunks onto the sampling queue (webapp.dispatch), so
 several sampling workers share a cycle and no sample waits behind a compaction run. For each table of a
 chunk the worker asks the engine for the table's timeline mark (one listing of `.hoodie/`,
 engine.observe.changes) and compares it with the mark stored on the table's SamplingState:
@@ -34,8 +34,8 @@ from django.utils import timezone
 from engine import Table
 from tasks import location as locations
 from tasks import sampling
-from tasks.env import positive_int_env
 from tasks.periodic import check_sla
+from webapp.env import positive_int_env
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Celery tasks, the workers' entry points: one per run kind (all thin: `runner.perform`) and the periodic ones.
 
-Each task is named in `tasks.dispatch`, which sends them (the web side creates a Run row, state "queued", and
-calls `tasks.dispatch.dispatch(run.id)`; the task is sent once the creating transaction commits, so a worker
+Each task is named in `webapp.dispatch`, which sends them (the web side creates a Run row, state "queued", and
+calls `webapp.dispatch.dispatch(run.id)`; the task is sent once the creating transaction commits, so a worker
 never looks for a row it cannot see yet). This module sits above every other task module: they never import it.
 Tasks are not retried by Celery: a run is one attempt whose outcome the operator sees; a worker that dies
 is detected by the lease sweep and the table repaired with a recover run.
@@ -16,7 +16,7 @@ from celery import Task, shared_task
 from celery.signals import worker_ready
 
 from tasks import spark_session  # noqa: F401  (connects the worker-process signals that warm Spark)
-from tasks.dispatch import DELIVER_ALERT, RUN_TASKS, SAMPLE_TABLES, send_samples
+from webapp.dispatch import DELIVER_ALERT, RUN_TASKS, SAMPLE_TABLES, send_samples
 from webapp.tables.models import RegisteredTable, Run
 
 log = logging.getLogger(__name__)

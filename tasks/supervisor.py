@@ -2,7 +2,7 @@
 Celery beat, supervised.
 
 `python -m tasks.supervisor` (what `make run` ends with) starts the four processes (web, worker, sampler, beat)
-and prints the URL. The sampler is a second Celery worker on the sampling queue only (tasks.queues), with
+and prints the URL. The sampler is a second Celery worker on the sampling queue only (webapp.queues), with
 no warm Spark, so change checks and samples never wait behind a compaction (`TIDEMARK_SAMPLER_CONCURRENCY`,
 default 1).
 
@@ -72,14 +72,14 @@ def commands(bind: str) -> dict[str, list[str]]:
            "--graceful-timeout", "10", "--access-logfile", "-"]
     concurrency = str(_env_int("TIDEMARK_WORKER_CONCURRENCY", 1))
     state = os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state"))
-    # the names tasks.queues gives the two queues (computed here without loading Django)
+    # the names webapp.queues gives the two queues (computed here without loading Django)
     runs_queue = os.environ.get("TIDEMARK_CELERY_QUEUE", "tidemark")
     sampling_queue = os.environ.get("TIDEMARK_SAMPLING_QUEUE") or f"{runs_queue}-sampling"
     return {
         "web": web,
         "worker": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
                    concurrency, "--without-gossip", "--without-mingle", "-Q", runs_queue, "-n", "worker@%h"],
-        # change checks and samples on their own worker (no Spark), never behind a compaction (tasks.queues)
+        # change checks and samples on their own worker (no Spark), never behind a compaction (webapp.queues)
         "sampler": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
                     os.environ.get("TIDEMARK_SAMPLER_CONCURRENCY", "1"), "--without-gossip", "--without-mingle",
                     "-Q", sampling_queue, "-n", "sampler@%h"],
@@ -207,7 +207,7 @@ def main() -> int:
         children["metastore"] = Child("metastore", argv, cwd=folder, log_file=folder / "metastore.log")
         os.environ["TIDEMARK_HIVE_METASTORE_URIS"] = uri   # inherited by web, the workers and beat
         print(f"Hive metastore: {uri} (Derby in {folder}; log metastore.log)", flush=True)
-    # the sampling worker needs no Spark (tasks.queues)
+    # the sampling worker needs no Spark (webapp.queues)
     children.update({name: Child(name, argv, env={**os.environ, "TIDEMARK_WARM_SPARK": "0"} if name == "sampler"
                                  else None) for name, argv in commands(bind).items()})
     signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: the same graceful stop as Ctrl-C

@@ -19,7 +19,7 @@ def _database() -> str:
 
 
 def _broker() -> str:
-    from tasks import app  # the Celery app only: its broker settings, no task bodies
+    from webapp.celery import app  # the Celery app only: its broker settings, no task bodies
 
     with app.connection_for_write() as conn:
         conn.ensure_connection(max_retries=1, timeout=BROKER_TIMEOUT_S)  # type: ignore[arg-type]  # kombu's stub says int; it takes seconds as float

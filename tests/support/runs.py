@@ -19,7 +19,7 @@ def request(table, kind: str, **params):
     from django.db import transaction
     from django.utils import timezone
 
-    from tasks.dispatch import dispatch
+    from webapp.dispatch import dispatch
     from webapp.tables.models import Run
 
     with transaction.atomic():

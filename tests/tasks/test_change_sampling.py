@@ -105,8 +105,8 @@ def test_a_table_outside_the_roots_is_refused_by_the_check(stack_env, flights, t
 
 
 def test_fan_out_chunks_run_on_the_sampling_queue(stack, flights, tmp_path, monkeypatch):
-    from tasks import dispatch, queues
     from tasks.jobs import sample_all_tables
+    from webapp import dispatch, queues
 
     monkeypatch.setenv("TIDEMARK_SAMPLE_CHUNK", "2")
     tables = [register(flights)] + [register(tmp_path / f"missing-{i}") for i in range(3)]

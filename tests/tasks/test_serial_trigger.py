@@ -25,7 +25,7 @@ import django
 django.setup()
 from django.db import connection, transaction
 from django.utils import timezone
-from tasks.dispatch import dispatch
+from webapp.dispatch import dispatch
 from webapp.tables.models import Run
 table_id, count, start_at, threshold = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 ids, errors, barrier = [], [], threading.Barrier(count)

@@ -84,6 +84,6 @@ def _over_limit(channel: AlertChannel, table: RegisteredTable | None, now: dt.da
 
 
 def _dispatch(delivery_id: int) -> None:
-    from tasks.dispatch import send_alert  # loaded only when an alert is sent, as for runs
+    from webapp.dispatch import send_alert  # loaded only when an alert is sent, as for runs
 
     send_alert(delivery_id)

@@ -189,7 +189,7 @@ def _register_each(user: User | None, root: str, batch: list[Candidate], default
 def _queue_first_samples(ids: list[int]) -> None:
     """The new tables' first change check and sample, now rather than at the next cycle (best effort: the
     registration is committed, and beat's next cycle samples them anyway)."""
-    from tasks.dispatch import send_samples
+    from webapp.dispatch import send_samples
 
     try:
         send_samples(ids)

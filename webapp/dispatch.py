@@ -13,8 +13,9 @@ from typing import Any
 
 from django.db import transaction
 
-from tasks import app, queues
-from tasks.env import positive_int_env
+from webapp import queues
+from webapp.celery import app
+from webapp.env import positive_int_env
 from webapp.tables.models import Run
 
 JOBS = "tasks.jobs"

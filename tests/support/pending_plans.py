@@ -26,8 +26,9 @@ def files(path: str) -> dict[str, str]:
     return out
 
 
-def pending_with_late_writes(path: str, late=LATE) -> tuple[Table, str]:
-    new_table(path)
+def pending_with_late_writes(path: str, late=LATE, make=new_table) -> tuple[Table, str]:
+    """A table made by `make` with a pending event-time plan, then `late` written into the plan's slice."""
+    make(path)
     table = Table.open(path)
     c = table.schedule_compaction(threshold=T, carry_over="symlink").instant
     assert c is not None

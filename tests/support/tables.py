@@ -1,6 +1,7 @@
 """Small tables built through the public `Table` API (shared by the API, lock and CLI tests)."""
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -10,10 +11,12 @@ DAYS = ("01", "02", "03")
 THRESHOLD = "2024-01-02T12:00:00Z"   # between day 2 and day 3: two logs compacted, one carried
 
 
-def day_file(tmp: Path, i: int, day: str, keys: int = 3) -> str:
-    """One JSON-lines batch: keys k0.. with sequence i and event times on 2024-01-<day>."""
+def day_file(tmp: Path, i: int, day: str, keys: int = 3, extra: Mapping[str, str] | None = None) -> str:
+    """One JSON-lines batch: keys k0.. with sequence i, the `extra` columns (before `ts`, in order) and event
+    times on 2024-01-<day>."""
     src = tmp / f"batch{i}.jsonl"
-    src.write_text("".join(f'{{"id":"k{k}","seq":{i},"ts":"2024-01-{day}T0{k}:00:00Z"}}\n' for k in range(keys)))
+    rows = ({"id": f"k{k}", "seq": i, **(extra or {}), "ts": f"2024-01-{day}T0{k}:00:00Z"} for k in range(keys))
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return str(src)
 
 

@@ -9,22 +9,15 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from pathlib import Path
 
 import pytest
 
 from tests.support.browser import ARTIFACTS, PASSWORD, login, wait_for_run
 from tests.support.s3_server import s3_server  # noqa: F401  (fixture)
+from tests.support.tables import day_file
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 THRESHOLD = "2024-01-02T12:00:00Z"
-
-
-def _batch(tmp: Path, i: int, day: str) -> str:
-    src = tmp / f"batch{i}.jsonl"
-    src.write_text("".join(f'{{"id":"k{k}","seq":{i},"region":"a","ts":"2024-01-{day}T0{k}:00:00Z"}}\n'
-                           for k in range(5)))
-    return str(src)
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def s3_stack(stack_env, s3_server, tmp_path, spark, monkeypatch):  # noqa: F811
     table = Table.create(uri, name="orders", record_keys=["id"], ordering_field="seq", event_time_field="ts",
                          partition_fields=["region"], settings={"hoodie.bucket.index.num.buckets": "1"})
     for i, day in enumerate(("01", "02", "03")):
-        table.write(_batch(tmp_path, i, day))
+        table.write(day_file(tmp_path, i, day, keys=5, extra={"region": "a"}))
     call_command("tidemark_users", password=PASSWORD, stdout=open(os.devnull, "w"))
     try:
         stack_env.start_server()

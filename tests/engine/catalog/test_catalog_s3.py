@@ -15,16 +15,10 @@ from engine import Table
 from engine.catalog import last_sync
 from engine.results import iso
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+from tests.support.tables import day_file
 
 DB = "lake_s3"
 RO_FORMAT = "org.apache.hudi.hadoop.HoodieParquetInputFormat"
-
-
-def _batch(tmp: Path, i: int, day: str) -> str:
-    src = tmp / f"batch{i}.jsonl"
-    src.write_text("".join(f'{{"id":"k{k}","seq":{i},"day":"{day}","ts":"2024-01-{day}T0{k}:00:00Z"}}\n'
-                           for k in range(3)))
-    return str(src)
 
 
 def _glue(endpoint: str):
@@ -45,14 +39,14 @@ def synced(s3_env, tmp_path, spark):  # noqa: F811
                              "hoodie.aws.glue.region": "us-east-1",
                              "hoodie.aws.glue.endpoint": server.endpoint})
     for i, day in enumerate(("01", "02")):
-        table.write(_batch(tmp_path, i, day))
+        table.write(day_file(tmp_path, i, day, extra={"day": day}))
     return {"table": table, "uri": uri, "server": server}
 
 
 def test_an_s3_tables_partitions_reach_the_catalog_with_their_s3_locations(synced, tmp_path):
     table, uri, server = synced["table"], synced["uri"], synced["server"]
     server.reset_counts()
-    written = table.write(_batch(tmp_path, 2, "03"))   # a new partition: the write syncs it
+    written = table.write(day_file(tmp_path, 2, "03", extra={"day": "03"}))   # a new partition: the write syncs it
     requests = server.counts()
     bucket, prefix = uri[len("s3://"):].split("/", 1)
     # the partitions were listed on the store (one recursive LIST of the table's prefix), not on local disk

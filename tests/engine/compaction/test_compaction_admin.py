@@ -212,13 +212,7 @@ def new_table_v8(path: str) -> None:
 
 
 def pending_v8_with_late_writes(path: str) -> tuple[Table, str]:
-    new_table_v8(path)
-    table = Table.open(path)
-    c = table.schedule_compaction(threshold=T, carry_over="symlink").instant
-    assert c is not None
-    for op, rows in LATE:
-        write(path, op, rows)
-    return table, c
+    return pending_with_late_writes(path, make=new_table_v8)
 
 
 def test_v8_validate_lists_writes_completed_since_the_plan(tmp_path):

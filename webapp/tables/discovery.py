@@ -27,7 +27,7 @@ from django.utils.text import slugify
 
 from webapp.accounts.roles import AnyUser
 from webapp.tables import inputs
-from webapp.tables.models import AuditEvent, RegisteredTable, SamplingState
+from webapp.tables.models import AuditEvent, RegisteredTable, Run, SamplingState
 from webapp.tables.services import account, actor_name
 
 log = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def _register(user: User | None, report: Report, defaults: Defaults) -> None:
     for i in range(0, len(new), BATCH):
         ids.extend(_register_batch(user, report.root, new[i:i + BATCH], defaults))
     AuditEvent.objects.create(at=timezone.now(), user=user, actor=actor_name(user), action="discover",
-                              outcome="succeeded", detail={"root": report.root, **report.summary()})
+                              outcome=Run.State.SUCCEEDED, detail={"root": report.root, **report.summary()})
     if ids:
         transaction.on_commit(lambda: _queue_first_samples(ids))
 
@@ -159,7 +159,7 @@ def _register_bulk(user: User | None, root: str, batch: list[Candidate], default
     # bulk_create sends no post_save: the rows webapp.tables.latest would have made
     SamplingState.objects.bulk_create([SamplingState(table_id=t.pk) for t in tables], ignore_conflicts=True)
     AuditEvent.objects.bulk_create([
-        AuditEvent(at=now, user=user, actor=actor_name(user), action="register", table=t, outcome="succeeded",
+        AuditEvent(at=now, user=user, actor=actor_name(user), action="register", table=t, outcome=Run.State.SUCCEEDED,
                    detail={"path": t.path, "discovered_under": root}) for t in tables])
     for c in batch:
         c.outcome = "registered"
@@ -176,7 +176,7 @@ def _register_each(user: User | None, root: str, batch: list[Candidate], default
                     schedule_minutes=defaults.schedule_minutes, data_latency=defaults.data_latency,
                     freshness_sla_minutes=defaults.freshness_sla_minutes, carry_over=defaults.carry_over)
                 AuditEvent.objects.create(at=timezone.now(), user=user, actor=actor_name(user), action="register",
-                                          table=table, outcome="succeeded",
+                                          table=table, outcome=Run.State.SUCCEEDED,
                                           detail={"path": candidate.path, "discovered_under": root})
         except IntegrityError:   # registered by someone else between our check and now
             candidate.outcome, candidate.reason = "refused", f"the name {candidate.name} was registered meanwhile"

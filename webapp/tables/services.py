@@ -109,7 +109,7 @@ def register_table(user: AnyUser | None, data: dict[str, Any]) -> RegisteredTabl
     values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
     values = replace(values, carry_over=_carry_over_for(path, inputs.parse_carry_over(data.get("carry_over"))))
     table = RegisteredTable.objects.create(name=name, path=path, created_by=account(user), **asdict(values))
-    audit(user, "register", table=table, outcome="succeeded", detail={"path": path})
+    audit(user, "register", table=table, outcome=Run.State.SUCCEEDED, detail={"path": path})
     request_run(table, Run.Kind.METRICS, user)  # a first sample, so the list shows it at once
     return table
 
@@ -232,7 +232,7 @@ def set_paused(user: AnyUser | None, table: RegisteredTable, paused: bool) -> Re
     """Pause (or resume) the table's schedule and SLA auto-trigger; manual runs stay possible."""
     RegisteredTable.objects.filter(pk=table.pk).update(paused=paused)
     table.refresh_from_db()
-    audit(user, "pause" if paused else "resume", table=table, outcome="succeeded")
+    audit(user, "pause" if paused else "resume", table=table, outcome=Run.State.SUCCEEDED)
     return table
 
 
@@ -249,7 +249,7 @@ def update_settings(user: AnyUser | None, table: RegisteredTable, data: dict[str
     changed = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
     RegisteredTable.objects.filter(pk=table.pk).update(**values)
     table.refresh_from_db()
-    audit(user, "settings", table=table, outcome="succeeded", detail=changed)
+    audit(user, "settings", table=table, outcome=Run.State.SUCCEEDED, detail=changed)
     return table
 
 
@@ -259,5 +259,5 @@ def unregister(user: AnyUser | None, table: RegisteredTable) -> None:
     active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
     if active is not None:
         raise Conflict(f"table {table.name} has run {active.pk} {active.state}: cancel it or wait before unregistering")
-    audit(user, "unregister", table=None, outcome="succeeded", detail={"table": table.name, "path": table.path})
+    audit(user, "unregister", table=None, outcome=Run.State.SUCCEEDED, detail={"table": table.name, "path": table.path})
     table.delete()

@@ -79,7 +79,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
     admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending.instant)
                       .order_by("-queued_at", "-id")[:3]) if pending else []
     return render(request, "tables/detail.html", {
-        "admin_runs": admin_runs, "compactions": compactions,
+        "admin_runs": admin_runs, "compactions": compactions, "kinds": Run.Kind,
         "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
         "progress": progress_view(active) if active else None,
@@ -325,6 +325,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     plan_admin = run.kind in services.PLAN_ADMIN
     return render(request, "tables/run.html", {
         "run": run, "plan": plan, "operations": operations, "result": result,
+        "states": Run.State, "kinds": Run.Kind,   # the template compares with these, not with string literals
         "is_compaction": run.kind in (Run.Kind.SCHEDULE, Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE),
         "plan_admin": plan_admin,
         "validation": (result if run.kind == Run.Kind.VALIDATE else result.get("validation")) if plan_admin else None,

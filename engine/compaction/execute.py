@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import logformat
+from engine.compaction.base_stream import stream_base
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
@@ -57,8 +58,8 @@ from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows, conform_to_schema, remaining_log_rows
-from engine.read.slice_reader import iter_base, read_slice_logs
+from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
+from engine.read.slice_reader import read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
 from engine.slices.fsview import FileSystemView
@@ -484,7 +485,7 @@ class _Counts:
 def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.Table]:
     """merge_slice, unrolled so the stats can count superseded base rows."""
     shadowed = np.zeros(winners.size, bool)
-    for batch in iter_base(task.base_file, task.schema, base_batch_rows(winners.size)):
+    for batch in stream_base(task.base_file, task.schema, winners.size):
         res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
         shadowed |= res.shadowed
         counts.base_rows += batch.num_rows

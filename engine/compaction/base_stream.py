@@ -28,8 +28,9 @@ READ_BUFFER_BYTES = 1024 * 1024    # the buffered stream under each column chunk
 MIN_BATCH_ROWS = 16_384            # very wide rows still come in batches worth a row group
 
 
-def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int = BATCH_BYTES) -> int:
-    """Rows per batch: `batch_bytes` of decoded rows by the footer's sizes, and at least `winners`."""
+def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int | None = None) -> int:
+    """Rows per batch: `batch_bytes` (BATCH_BYTES) of decoded rows by the footer's sizes, at least `winners`."""
+    batch_bytes = BATCH_BYTES if batch_bytes is None else batch_bytes
     meta = pf.metadata
     rows = meta.num_rows
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))

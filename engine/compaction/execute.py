@@ -109,6 +109,12 @@ class OpTask:
     # Completed instants when the run started: the carried logs' blocks are all older (the trigger refused
     # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
     completed: frozenset[str] = frozenset()
+    base_size: int = 0                   # bytes of the old base, from the listing (task balancing)
+
+    @property
+    def weight(self) -> int:
+        """Bytes this operation reads: what its run time follows, to start the longest first."""
+        return self.base_size + sum(self.log_sizes)
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -206,9 +212,14 @@ def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None
 
 def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | None,
                  should_stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
-    """One Spark task per file group; each finished group counts towards the progress."""
+    """One Spark task per file group; each finished group counts towards the progress.
+
+    Spark starts a stage's tasks in partition order, so the heaviest operations go first: with more file
+    groups than cores, the small ones then fill in at the end instead of one big group running alone while
+    the other cores idle (longest-processing-time-first). Outputs come back in the plan's order."""
     if not tasks:
         return []
+    order = balanced_order(tasks)
 
     def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
         def one(task: OpTask) -> dict[str, Any]:
@@ -216,10 +227,19 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
             acc.add(1)
             return out
 
-        outs: list[dict[str, Any]] = sc.parallelize(tasks, len(tasks)).map(one).collect()
+        outs: list[dict[str, Any]] = sc.parallelize([tasks[i] for i in order], len(tasks)).map(one).collect()
         return outs
 
-    return counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
+    outs = counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
+    in_plan_order: list[dict[str, Any]] = [{}] * len(tasks)
+    for i, out in zip(order, outs):
+        in_plan_order[i] = out
+    return in_plan_order
+
+
+def balanced_order(tasks: list[OpTask]) -> list[int]:
+    """Indexes of `tasks`, heaviest first (ties keep the plan's order)."""
+    return sorted(range(len(tasks)), key=lambda i: -tasks[i].weight)
 
 
 def _pick(timeline: Timeline, instant: str | None) -> Instant:
@@ -248,6 +268,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
     extents = CommittedExtents(cfg.base_path, timeline)
     completed = frozenset(timeline.completed_timestamps())
     sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
+    base_sizes = {s.base_file.path: s.base_file.size for g in view.all_file_groups() for s in g.slices if s.base_file}
     out = []
     for op in plan.operations:
         part = op.partition_path
@@ -266,7 +287,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
-            extents=extents, completed=completed))
+            extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0))
     return out
 
 

@@ -6,7 +6,8 @@
 
 `--interleave`: 1 vs 2 cores only, on the 8-file-group table: a local[1] and a local[2] session alive side by
 side, runs alternating 1, 2, 1, 2, ... (median of each), and every round a pure-Python control loop in 1 vs 2
-processes, which says how much parallelism the (shared) machine gave at that moment.
+processes, which says how much parallelism the (shared) machine gave at that moment; and the CPU seconds of
+each Python worker per run (from /proc): the busiest worker's is the run's critical path on an idle machine.
 
 Tables (built with Spark, excluded from timings): `--base` records written with write_dataframe and turned
 into base files by an unbounded compaction, then `--upserts` updates of existing keys written in 4
@@ -135,15 +136,47 @@ def fresh_copy(pristine: str, dest: str) -> str:
     return dest
 
 
-def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, int]:
+def _worker_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each Python worker under this driver (pyspark.daemon and its forks)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(b")") + 2:].split()
+        kids.setdefault(int(rest[1]), []).append(int(entry))
+        cpu[int(entry)] = (int(rest[11]) + int(rest[12])) / tick
+    out, todo = {}, [os.getpid()]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    if b"pyspark.daemon" in fh.read():
+                        out[child] = cpu[child]
+            except OSError:
+                continue
+    return out
+
+
+def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, int, list[float]]:
+    """One timed run; also the CPU seconds each Python worker spent in it (busiest first)."""
     from engine import Table
 
     path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
     table = Table.open(path)
     plan = table.schedule_compaction(strategy="unbounded")
+    before = _worker_cpu()
     seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
+    spent = sorted((round(v - before.get(pid, 0.0), 2) for pid, v in _worker_cpu().items()), reverse=True)
     shutil.rmtree(path, ignore_errors=True)
-    return round(seconds, 4), result.records_written
+    return round(seconds, 4), result.records_written, [c for c in spent if c > 0.05]
 
 
 def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = False) -> None:
@@ -161,14 +194,14 @@ def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = F
         for r, line in enumerate(sys.stdin):
             if line.strip() != "run":
                 break
-            seconds, n = _one_run(pristine, scratch, cores, r)
-            print(json.dumps({"s": seconds, "records_written": n, "load_avg_1m": round(os.getloadavg()[0], 2)}),
-                  flush=True)
+            seconds, n, cpu = _one_run(pristine, scratch, cores, r)
+            print(json.dumps({"s": seconds, "records_written": n, "worker_cpu_s": cpu,
+                              "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
         spark.stop()
         return
     runs, written = [], []
     for r in range(repeat):
-        seconds, n = _one_run(pristine, scratch, cores, r)
+        seconds, n, _ = _one_run(pristine, scratch, cores, r)
         runs.append(seconds)
         written.append(n)
     spark.stop()
@@ -215,6 +248,7 @@ def interleaved(pristine: str, work: str, rounds: int) -> dict:
         ready = _json_line(procs[n])
         log(f"  local[{n}] ready: {ready}")
     runs: dict[int, list[float]] = {1: [], 2: []}
+    cpus: dict[int, list[list[float]]] = {1: [], 2: []}
     written, loads, controls = set(), [], []
     try:
         with ProcessPoolExecutor(1) as pool1, ProcessPoolExecutor(2) as pool2:
@@ -226,16 +260,24 @@ def interleaved(pristine: str, work: str, rounds: int) -> dict:
                     procs[n].stdin.flush()
                     out = _json_line(procs[n])
                     runs[n].append(out["s"])
+                    cpus[n].append(out["worker_cpu_s"])
                     written.add(out["records_written"])
                     loads.append(out["load_avg_1m"])
                 controls.append(control_speedup(pool1, pool2))
-                log(f"  round {r}: 1 core {runs[1][-1]} s, 2 cores {runs[2][-1]} s, control {controls[-1]}")
+                log(f"  round {r}: 1 core {runs[1][-1]} s, 2 cores {runs[2][-1]} s, workers' CPU s {cpus[1][-1]} / "
+                    f"{cpus[2][-1]}, control {controls[-1]}")
     finally:
         for p in procs.values():
             p.stdin.close()
             p.wait()
     m1, m2 = statistics.median(runs[1]), statistics.median(runs[2])
-    return {"runs_1core_s": runs[1], "runs_2core_s": runs[2], "median_1core_s": m1, "median_2core_s": m2,
+    # Load-proof view: the busiest worker's CPU seconds are the run's critical path on an otherwise idle machine.
+    c1 = statistics.median(sum(c) for c in cpus[1])
+    c2 = statistics.median(max(c, default=0.0) for c in cpus[2])
+    return {"worker_cpu_1core_s": cpus[1], "worker_cpu_2core_s": cpus[2],
+            "cpu_critical_path_speedup": round(c1 / c2, 3) if c2 else None,
+            "cpu_total_2core_vs_1core": round(statistics.median(sum(c) for c in cpus[2]) / c1, 3) if c1 else None,
+            "runs_1core_s": runs[1], "runs_2core_s": runs[2], "median_1core_s": m1, "median_2core_s": m2,
             "speedup_2_vs_1_core": round(m1 / m2, 3),
             "per_round_speedups": [round(a / b, 3) for a, b in zip(runs[1], runs[2])],
             "control_speedups": [c["speedup"] for c in controls],

@@ -26,6 +26,7 @@ from engine.io import storage
 BATCH_BYTES = 32 * 1024 * 1024     # decoded bytes per batch (and per row group written)
 READ_BUFFER_BYTES = 1024 * 1024    # the buffered stream under each column chunk
 MIN_BATCH_ROWS = 16_384            # very wide rows still come in batches worth a row group
+UNSIZED_BATCH_ROWS = 262_144       # a footer without sizes (some writers leave them 0)
 
 
 def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int | None = None) -> int:
@@ -34,7 +35,7 @@ def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int | None = None)
     meta = pf.metadata
     rows = meta.num_rows
     size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-    by_bytes = batch_bytes * rows // size if rows and size else batch_bytes
+    by_bytes = batch_bytes * rows // size if rows and size else UNSIZED_BATCH_ROWS
     return max(MIN_BATCH_ROWS, winners, by_bytes)
 
 

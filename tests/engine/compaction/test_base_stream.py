@@ -5,7 +5,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.compaction.base_stream import MIN_BATCH_ROWS, batch_rows, stream_base
+from engine.compaction.base_stream import MIN_BATCH_ROWS, UNSIZED_BATCH_ROWS, batch_rows, stream_base
 from engine.errors import TidemarkError
 
 
@@ -49,3 +49,18 @@ def test_no_base_streams_nothing_and_a_damaged_base_is_named(tmp_path):
     bad.write_bytes(b"PAR1 not a parquet file")
     with pytest.raises(TidemarkError, match="bad.parquet is unreadable"):
         list(stream_base(str(bad), pa.schema([("a", pa.int64())]), 0))
+
+
+def test_a_footer_without_sizes_falls_back_to_a_fixed_batch(tmp_path, monkeypatch):
+    path = str(tmp_path / "b.parquet")
+    _write(path, 1_000, 70, 1_000)
+
+    class Unsized:
+        num_rows, num_row_groups = 1_000, 1
+
+        def row_group(self, i: int) -> object:
+            return type("RG", (), {"total_byte_size": 0})()
+
+    pf = pq.ParquetFile(path)
+    monkeypatch.setattr(pq.ParquetFile, "metadata", property(lambda self: Unsized()))
+    assert batch_rows(pf, 0) == UNSIZED_BATCH_ROWS

@@ -2,6 +2,12 @@
 
     python -m bench.bench_compaction_throughput [--scale 1.0] [--base 2000000] [--upserts 1000000]
                                                 [--variants 1,8] [--cores 1,2] [--repeat 3] [--keep DIR]
+    python -m bench.bench_compaction_throughput --interleave ROUNDS [--table DIR/table-8fg]
+
+`--interleave`: 1 vs 2 cores only, on the 8-file-group table: a local[1] and a local[2] session alive side by
+side, runs alternating 1, 2, 1, 2, ... (median of each), and every round a pure-Python control loop in 1 vs 2
+processes, which says how much parallelism the (shared) machine gave at that moment; and the CPU seconds of
+each Python worker per run (from /proc): the busiest worker's is the run's critical path on an idle machine.
 
 Tables (built with Spark, excluded from timings): `--base` records written with write_dataframe and turned
 into base files by an unbounded compaction, then `--upserts` updates of existing keys written in 4
@@ -22,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -129,24 +136,74 @@ def fresh_copy(pristine: str, dest: str) -> str:
     return dest
 
 
-def worker(pristine: str, scratch: str, cores: int, repeat: int) -> None:
-    """Subprocess: start Spark with `cores`, then time run_compaction on fresh copies of the table."""
+def _worker_cpu() -> dict[int, float]:
+    """CPU seconds (user + system) of each Python worker under this driver (pyspark.daemon and its forks)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    kids: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(b")") + 2:].split()
+        kids.setdefault(int(rest[1]), []).append(int(entry))
+        cpu[int(entry)] = (int(rest[11]) + int(rest[12])) / tick
+    out, todo = {}, [os.getpid()]
+    while todo:
+        for child in kids.get(todo.pop(), []):
+            todo.append(child)
+            try:
+                with open(f"/proc/{child}/cmdline", "rb") as fh:
+                    if b"pyspark.daemon" in fh.read():
+                        out[child] = cpu[child]
+            except OSError:
+                continue
+    return out
+
+
+def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, int, list[float]]:
+    """One timed run; also the CPU seconds each Python worker spent in it (busiest first)."""
     from engine import Table
+
+    path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
+    table = Table.open(path)
+    plan = table.schedule_compaction(strategy="unbounded")
+    before = _worker_cpu()
+    seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
+    spent = sorted((round(v - before.get(pid, 0.0), 2) for pid, v in _worker_cpu().items()), reverse=True)
+    shutil.rmtree(path, ignore_errors=True)
+    return round(seconds, 4), result.records_written, [c for c in spent if c > 0.05]
+
+
+def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = False) -> None:
+    """Subprocess: start Spark with `cores`, then time run_compaction on fresh copies of the table.
+    `serve`: after the warm-up, one run per "run" line on stdin (one JSON line back each), until EOF."""
     from engine.spark import get_spark
 
     start_s, spark = timed(lambda: get_spark(cores=cores))
     # Warm-up: start the Python workers and import the compaction code there (excluded, like session start).
     warm_s = timed(lambda: spark.sparkContext.parallelize(range(cores), cores)
                    .map(lambda _: __import__("engine.compaction.execute").__name__).collect())[0]
+    if serve:
+        print(json.dumps({"ready": True, "spark_start_s": round(start_s, 2), "warmup_s": round(warm_s, 2)}),
+              flush=True)
+        for r, line in enumerate(sys.stdin):
+            if line.strip() != "run":
+                break
+            seconds, n, cpu = _one_run(pristine, scratch, cores, r)
+            print(json.dumps({"s": seconds, "records_written": n, "worker_cpu_s": cpu,
+                              "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
+        spark.stop()
+        return
     runs, written = [], []
     for r in range(repeat):
-        path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
-        table = Table.open(path)
-        plan = table.schedule_compaction(strategy="unbounded")
-        seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
-        runs.append(round(seconds, 4))
-        written.append(result.records_written)
-        shutil.rmtree(path, ignore_errors=True)
+        seconds, n, _ = _one_run(pristine, scratch, cores, r)
+        runs.append(seconds)
+        written.append(n)
     spark.stop()
     print(json.dumps({"cores": cores, "spark_start_s": round(start_s, 2), "warmup_s": round(warm_s, 2),
                       "median_s": sorted(runs)[len(runs) // 2], "runs_s": runs, "records_written": written[0],
@@ -162,6 +219,79 @@ def run_worker(pristine: str, scratch: str, cores: int, repeat: int) -> dict:
     if proc.returncode != 0 or not lines:
         return {"cores": cores, "error": f"exit {proc.returncode}", "stderr_tail": proc.stderr.splitlines()[-8:]}
     return json.loads(lines[-1])
+
+
+def _control(n: int) -> int:
+    """A pure-Python loop: what 1 vs 2 processes gain on this machine right now, with no memory traffic."""
+    s = 0
+    for i in range(n):
+        s += i * i % 7
+    return s
+
+
+def control_speedup(pool1: ProcessPoolExecutor, pool2: ProcessPoolExecutor, n: int = 3_000_000) -> dict:
+    t1 = timed(lambda: list(pool1.map(_control, [n] * 4)))[0]
+    t2 = timed(lambda: list(pool2.map(_control, [n] * 4)))[0]
+    return {"1p_s": round(t1, 3), "2p_s": round(t2, 3), "speedup": round(t1 / t2, 3)}
+
+
+def interleaved(pristine: str, work: str, rounds: int) -> dict:
+    """local[1] and local[2] alive side by side (two driver processes, warmed up), runs alternating
+    1, 2, 1, 2, ...; each round also times the control loop in 1 vs 2 processes."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    procs = {}
+    for n in (1, 2):
+        cmd = [sys.executable, "-m", "bench.bench_compaction_throughput", "--worker", pristine, "--scratch", work,
+               "--worker-cores", str(n), "--serve"]
+        procs[n] = subprocess.Popen(cmd, cwd=here, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, text=True)
+        ready = _json_line(procs[n])
+        log(f"  local[{n}] ready: {ready}")
+    runs: dict[int, list[float]] = {1: [], 2: []}
+    cpus: dict[int, list[list[float]]] = {1: [], 2: []}
+    written, loads, controls = set(), [], []
+    try:
+        with ProcessPoolExecutor(1) as pool1, ProcessPoolExecutor(2) as pool2:
+            list(pool1.map(_control, [10]))
+            list(pool2.map(_control, [10, 10]))
+            for r in range(rounds):
+                for n in (1, 2):
+                    procs[n].stdin.write("run\n")
+                    procs[n].stdin.flush()
+                    out = _json_line(procs[n])
+                    runs[n].append(out["s"])
+                    cpus[n].append(out["worker_cpu_s"])
+                    written.add(out["records_written"])
+                    loads.append(out["load_avg_1m"])
+                controls.append(control_speedup(pool1, pool2))
+                log(f"  round {r}: 1 core {runs[1][-1]} s, 2 cores {runs[2][-1]} s, workers' CPU s {cpus[1][-1]} / "
+                    f"{cpus[2][-1]}, control {controls[-1]}")
+    finally:
+        for p in procs.values():
+            p.stdin.close()
+            p.wait()
+    m1, m2 = statistics.median(runs[1]), statistics.median(runs[2])
+    # Load-proof view: the busiest worker's CPU seconds are the run's critical path on an otherwise idle machine.
+    c1 = statistics.median(sum(c) for c in cpus[1])
+    c2 = statistics.median(max(c, default=0.0) for c in cpus[2])
+    return {"worker_cpu_1core_s": cpus[1], "worker_cpu_2core_s": cpus[2],
+            "cpu_critical_path_speedup": round(c1 / c2, 3) if c2 else None,
+            "cpu_total_2core_vs_1core": round(statistics.median(sum(c) for c in cpus[2]) / c1, 3) if c1 else None,
+            "runs_1core_s": runs[1], "runs_2core_s": runs[2], "median_1core_s": m1, "median_2core_s": m2,
+            "speedup_2_vs_1_core": round(m1 / m2, 3),
+            "per_round_speedups": [round(a / b, 3) for a, b in zip(runs[1], runs[2])],
+            "control_speedups": [c["speedup"] for c in controls],
+            "control_speedup_median": statistics.median(c["speedup"] for c in controls),
+            "records_written": sorted(written), "load_avg_1m": loads}
+
+
+def _json_line(proc: subprocess.Popen) -> dict:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("{"):
+            out: dict = json.loads(line)
+            return out
+    raise RuntimeError(f"worker exited ({proc.wait()}) without a result")
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -210,13 +340,20 @@ def main() -> None:
     ap.add_argument("--cores", default="1,2", help="Spark core counts, one subprocess each")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", help="build the tables in this directory and keep them")
+    ap.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
+                    help="only 1 vs 2 cores on the 8-file-group table: ROUNDS alternating runs in two live "
+                         "sessions, plus a control loop each round (no floor)")
+    ap.add_argument("--table", help="reuse this 8-file-group table (from --keep DIR: DIR/table-8fg) unchanged")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--scratch", help=argparse.SUPPRESS)
     ap.add_argument("--worker-cores", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.scratch, args.worker_cores, args.repeat)
+        worker(args.worker, args.scratch, args.worker_cores, args.repeat, args.serve)
         return
+    if args.interleave:
+        args.variants = "8"
     n_base, n_up = int(args.base * args.scale), int(args.upserts * args.scale)
     variants = [int(v) for v in args.variants.split(",") if v]
     cores = [int(c) for c in args.cores.split(",") if c]
@@ -225,21 +362,32 @@ def main() -> None:
     try:
         from engine.spark import get_spark
 
-        spark = get_spark(cores=2)
         tables = {}
-        for fg in variants:
+        if args.table:   # an 8-file-group table built earlier by this bench (--keep), reused as the pristine copy
+            tables[8] = (args.table, table_layout(args.table), 0.0)
+            variants = [8]
+        spark = get_spark(cores=2) if not args.table else None
+        for fg in variants if spark is not None else []:
             path = os.path.join(work, f"table-{fg}fg")
             build_s, lay = timed(lambda p=path, g=fg: build(spark, p, os.path.join(work, f"stage-{g}"), n_base, n_up, g))
             log(f"bench_compaction_throughput: {fg} file group(s) built in {build_s:.1f}s: {lay}")
             tables[fg] = (path, lay, build_s)
             shutil.rmtree(os.path.join(work, f"stage-{fg}"), ignore_errors=True)
-        spark.stop()
-        time.sleep(1)
+        if spark is not None:
+            spark.stop()
+            time.sleep(1)
         for fg in variants:
             path, lay, build_s = tables[fg]
             log(f"bench_compaction_throughput: measuring {fg} file group(s)")
+            if args.interleave:
+                result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1),
+                                     **interleaved(path, work, args.interleave)}
+                continue
             m = measure(path, work, n_base + n_up, n_base, cores, args.repeat, fg)
             result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1), **m}
+        if args.interleave:
+            emit("bench_compaction_throughput", {**result, "target_speedup_2_vs_1_core": 1.8})
+            return
         head = result.get("fg1") or result.get(f"fg{variants[0]}")
         ratio = head.get("ratio_ours_1core_vs_floor_1p")
         result["target_ratio"] = TARGET_RATIO

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from engine.io.arrow_pool import executor_pool_env
+
 _LOCK = threading.Lock()
 
 
@@ -130,6 +132,8 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
             .config("spark.python.worker.reuse", "true")
             .config("spark.sql.sources.parallelPartitionDiscovery.threshold", "1000000")
         )
+        for key, value in executor_pool_env().items():   # compaction's streaming returns freed pages
+            builder = builder.config(f"spark.executorEnv.{key}", value)
         if os.environ.get("TIDEMARK_EXECUTOR_MEMORY"):
             builder = builder.config("spark.executor.memory", os.environ["TIDEMARK_EXECUTOR_MEMORY"])
         # Read by the launcher before the driver JVM starts, so CDS and logging apply.

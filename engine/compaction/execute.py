@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine import logformat
+from engine.compaction.base_stream import stream_base
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
@@ -57,8 +58,8 @@ from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, base_batch_rows, conform_to_schema, remaining_log_rows
-from engine.read.slice_reader import iter_base, read_slice_logs
+from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
+from engine.read.slice_reader import read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
 from engine.slices.fsview import FileSystemView
@@ -108,6 +109,12 @@ class OpTask:
     # Completed instants when the run started: the carried logs' blocks are all older (the trigger refused
     # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
     completed: frozenset[str] = frozenset()
+    base_size: int = 0                   # bytes of the old base, from the listing (task balancing)
+
+    @property
+    def weight(self) -> int:
+        """Bytes this operation reads: what its run time follows, to start the longest first."""
+        return self.base_size + sum(self.log_sizes)
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -205,9 +212,14 @@ def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None
 
 def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | None,
                  should_stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
-    """One Spark task per file group; each finished group counts towards the progress."""
+    """One Spark task per file group; each finished group counts towards the progress.
+
+    Spark starts a stage's tasks in partition order, so the heaviest operations go first: with more file
+    groups than cores, the small ones then fill in at the end instead of one big group running alone while
+    the other cores idle (longest-processing-time-first). Outputs come back in the plan's order."""
     if not tasks:
         return []
+    order = balanced_order(tasks)
 
     def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
         def one(task: OpTask) -> dict[str, Any]:
@@ -215,10 +227,19 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
             acc.add(1)
             return out
 
-        outs: list[dict[str, Any]] = sc.parallelize(tasks, len(tasks)).map(one).collect()
+        outs: list[dict[str, Any]] = sc.parallelize([tasks[i] for i in order], len(tasks)).map(one).collect()
         return outs
 
-    return counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
+    outs = counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
+    in_plan_order: list[dict[str, Any]] = [{}] * len(tasks)
+    for i, out in zip(order, outs):
+        in_plan_order[i] = out
+    return in_plan_order
+
+
+def balanced_order(tasks: list[OpTask]) -> list[int]:
+    """Indexes of `tasks`, heaviest first (ties keep the plan's order)."""
+    return sorted(range(len(tasks)), key=lambda i: -tasks[i].weight)
 
 
 def _pick(timeline: Timeline, instant: str | None) -> Instant:
@@ -247,6 +268,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
     extents = CommittedExtents(cfg.base_path, timeline)
     completed = frozenset(timeline.completed_timestamps())
     sizes = {lf.path: lf.size for g in view.all_file_groups() for s in g.slices for lf in s.log_files}
+    base_sizes = {s.base_file.path: s.base_file.size for g in view.all_file_groups() for s in g.slices if s.base_file}
     out = []
     for op in plan.operations:
         part = op.partition_path
@@ -265,7 +287,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
-            extents=extents, completed=completed))
+            extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0))
     return out
 
 
@@ -484,7 +506,7 @@ class _Counts:
 def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.Table]:
     """merge_slice, unrolled so the stats can count superseded base rows."""
     shadowed = np.zeros(winners.size, bool)
-    for batch in iter_base(task.base_file, task.schema, base_batch_rows(winners.size)):
+    for batch in stream_base(task.base_file, task.schema, winners.size):
         res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
         shadowed |= res.shadowed
         counts.base_rows += batch.num_rows

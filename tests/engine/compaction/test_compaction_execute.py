@@ -10,7 +10,7 @@ import pytest
 
 from engine import logformat
 from engine.compaction import CompactionResult, resolve_log_event_times, run_compaction, schedule_compaction
-from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, execute_operation
+from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, balanced_order, execute_operation
 from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
 from engine.errors import CompactionRefused, RollbackRefused
@@ -201,3 +201,27 @@ def test_consecutive_compactions_link_to_real_files(spark, table):
         assert all(meta.row_group(i).num_rows <= 2 for i in range(meta.num_row_groups))
         assert meta.metadata[b"hoodie_min_record_key"] <= meta.metadata[b"hoodie_max_record_key"]
     assert len(groups) > len(FileSystemView(str(path)).latest_slices())   # some file needed several groups
+
+
+def test_heaviest_operations_start_first_and_outputs_keep_the_plan_order(spark, table):
+    path = table("event_time", True)
+    run_compaction(str(path), spark=spark, instant=schedule_compaction(str(path), threshold_ms=T).instant)
+    write(spark, path, "upsert", [(1, E + 7000), (2, E + 7001)])
+    plan = schedule_compaction(str(path), strategy="unbounded")
+    timeline = Timeline.load(str(path))
+    tasks = _tasks(load_table_config(str(path)), timeline, plan.instant, timeline.compaction_plan(plan.instant))
+    assert len(tasks) > 1
+    for task in tasks:   # what a task weighs is what it reads: the old base and the logs it folds
+        on_disk = sum(os.path.getsize(p) for p in task.log_paths)
+        on_disk += os.path.getsize(task.base_file) if task.base_file else 0
+        assert task.weight == on_disk > 0
+    order = balanced_order(tasks)
+    assert sorted(order) == list(range(len(tasks)))
+    weights = [tasks[i].weight for i in order]
+    assert weights == sorted(weights, reverse=True)
+    assert balanced_order([tasks[0], tasks[0]]) == [0, 1]   # ties keep the plan's order
+    result = run_compaction(str(path), spark=spark)
+    groups = [(t.partition_path, t.file_id) for t in tasks]
+    assert [tuple(p.rsplit("/", 1)[0:1]) + (p.rsplit("/", 1)[1].split("_")[0],) for p in result.base_files] == groups
+    ours, theirs = snapshots(path)
+    assert ours == theirs

@@ -1,0 +1,57 @@
+"""Streaming an old base file through a compaction with bounded memory.
+
+A compaction rewrites every row of the old base, so its executor's peak memory is set by how much of the
+base is alive at once, not by the file's size. Two things bound it here:
+
+- column chunks are read through a small buffered stream, not whole: pyarrow otherwise loads a row group's
+  compressed column chunks in full before decoding the first batch (~100 MB per 1M-row group of 170-byte
+  rows), and keeps them for the whole group;
+- batches are sized by decoded bytes (from the footer's per-group sizes), so a wide schema gets fewer rows
+  per batch. Each batch becomes one row group of the new base (pyarrow's writer starts a row group per
+  write), and decoding holds a few times a batch while it builds it, so the bytes bound both.
+
+Each merge of a batch against the log winners rebuilds the hash set of the winners' keys, so a batch never
+has fewer rows than there are winners: the rebuilding then costs at most one pass over the base.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from engine.errors import TidemarkError
+from engine.io import storage
+
+BATCH_BYTES = 32 * 1024 * 1024     # decoded bytes per batch (and per row group written)
+READ_BUFFER_BYTES = 1024 * 1024    # the buffered stream under each column chunk
+MIN_BATCH_ROWS = 16_384            # very wide rows still come in batches worth a row group
+UNSIZED_BATCH_ROWS = 262_144       # a footer without sizes (some writers leave them 0)
+
+
+def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int | None = None) -> int:
+    """Rows per batch: `batch_bytes` (BATCH_BYTES) of decoded rows by the footer's sizes, at least `winners`."""
+    batch_bytes = BATCH_BYTES if batch_bytes is None else batch_bytes
+    meta = pf.metadata
+    rows = meta.num_rows
+    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    by_bytes = batch_bytes * rows // size if rows and size else UNSIZED_BATCH_ROWS
+    return max(MIN_BATCH_ROWS, winners, by_bytes)
+
+
+def stream_base(path: str | None, schema: pa.Schema, winners: int) -> Iterator[pa.Table]:
+    """The base file's columns of `schema`, in file order, in batches of `batch_rows`."""
+    if path is None:
+        return
+    remote = storage.is_remote(path)
+    try:
+        # On an object store, pre-buffering coalesces a row group's column chunks into few ranged GETs
+        # (the buffered stream then reads from those ranges); locally the buffered stream alone.
+        pf = pq.ParquetFile(storage.parquet_source(path), pre_buffer=remote, buffer_size=READ_BUFFER_BYTES)
+        names = [f.name for f in schema if f.name in pf.schema_arrow.names]
+        size = batch_rows(pf, winners)
+        for i in range(pf.metadata.num_row_groups):
+            for batch in pf.iter_batches(batch_size=size, row_groups=[i], columns=names, use_threads=False):
+                yield pa.Table.from_batches([batch])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None

@@ -88,3 +88,31 @@ def test_metrics_are_closed_without_a_token_unless_opened(outcomes, settings):
     assert refused.status_code == 403 and b"METRICS_TOKEN" in refused.content
     settings.METRICS_OPEN = True
     assert Client().get("/metrics").status_code == 200
+
+
+def test_compaction_work_is_summed_over_runs_in_the_database(client, flights, finished_compaction, settings,
+                                                             django_assert_max_num_queries):
+    """Many runs: counters are sums, the histogram counts each run in its buckets, a run without stats or
+    without timestamps adds nothing it lacks, and the number of queries does not grow with the runs."""
+    settings.METRICS_OPEN = True
+    import datetime as dt
+
+    from webapp.tables.models import Run
+
+    start = finished_compaction.started_at
+    for i, seconds in enumerate((10, 100, 4000)):
+        Run.objects.create(table=flights, kind=Run.Kind.EXECUTE, state=Run.State.SUCCEEDED, started_at=start,
+                           finished_at=start + dt.timedelta(seconds=seconds),
+                           result={"compaction_stats": {"log_files_compacted": i + 1, "records_updated": 5}})
+    Run.objects.create(table=flights, kind=Run.Kind.EXECUTE, state=Run.State.SUCCEEDED, result={})  # never timed
+    with django_assert_max_num_queries(12):
+        values = samples(client.get("/metrics").content.decode())
+    t = (("table", "flights"),)
+    before = finished_compaction.result.get("compaction_stats") or {}
+    assert values[("tidemark_compaction_log_files_compacted_total", t)] == 6 + (before.get("log_files_compacted") or 0)
+    assert values[("tidemark_compaction_records_updated_total", t)] == 15 + (before.get("records_updated") or 0)
+    assert values[("tidemark_compaction_duration_seconds_count", t)] == 4   # the fixture's 42 s run and these three
+    assert values[("tidemark_compaction_duration_seconds_sum", t)] == 42 + 10 + 100 + 4000
+    bucket = {le: values[("tidemark_compaction_duration_seconds_bucket", (("le", le), ("table", "flights")))]
+              for le in ("5.0", "15.0", "60.0", "120.0", "3600.0", "7200.0", "+Inf")}
+    assert bucket == {"5.0": 0, "15.0": 1, "60.0": 2, "120.0": 3, "3600.0": 3, "7200.0": 4, "+Inf": 4}

@@ -7,11 +7,15 @@ neither it answers 403 saying so.
 """
 from __future__ import annotations
 
+import datetime as dt
 import hmac
 from collections.abc import Iterator
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Count
+from django.db.models import Count, DurationField, ExpressionWrapper, F, FloatField, Q, Sum
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -25,6 +29,11 @@ from webapp.tables.models import Run
 COMPACTION_KINDS = (Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
 DURATION_BUCKETS = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200)
 FINISHED = (Run.State.SUCCEEDED, Run.State.FAILED, Run.State.REFUSED)
+
+
+def _stat_sum(key: str) -> Sum:
+    """The sum over runs of `result.compaction_stats.<key>` (a number in the JSON), in SQL."""
+    return Sum(Cast(KeyTextTransform(key, KeyTransform("compaction_stats", "result")), FloatField()))
 
 
 class DatabaseCollector:
@@ -46,23 +55,26 @@ class DatabaseCollector:
             ("records_updated", "Records updated by completed compactions."))}
         duration = HistogramMetricFamily("tidemark_compaction_duration_seconds",
                                          "Wall-clock duration of finished compaction runs.", labels=["table"])
-        totals: dict[str, dict[str, float]] = {}
-        seconds: dict[str, list[float]] = {}
-        rows = (Run.objects.filter(kind__in=COMPACTION_KINDS, state=Run.State.SUCCEEDED)
-                .values_list("table__name", "result", "started_at", "finished_at"))
-        for table, result, started, finished in rows:
-            work = (result or {}).get("compaction_stats") or {}
-            per = totals.setdefault(table, dict.fromkeys(stats, 0.0))
-            for key in stats:
-                per[key] += work.get(key) or 0
-            if started and finished:
-                seconds.setdefault(table, []).append((finished - started).total_seconds())
-        for table, per in totals.items():
+        # Summed in the database, one row per table: the runs' result JSON never leaves it, so the cost does not
+        # grow with each table's run history (a 10,000-table fleet accumulates millions of runs).
+        took = ExpressionWrapper(F("finished_at") - F("started_at"), output_field=DurationField())
+        timed = Q(started_at__isnull=False, finished_at__isnull=False)
+        rows = (Run.objects.filter(kind__in=COMPACTION_KINDS, state=Run.State.SUCCEEDED).alias(took=took)
+                .values("table__name")
+                .annotate(**{key: _stat_sum(key) for key in stats}, timed_runs=Count("id", filter=timed),
+                          took_total=Sum("took", filter=timed),
+                          **{f"le_{i}": Count("id", filter=timed & Q(took__lte=dt.timedelta(seconds=b)))
+                             for i, b in enumerate(DURATION_BUCKETS)})
+                .order_by())
+        for values in rows:
+            row: dict[str, Any] = dict(values)   # keys made above from the stats' names and the buckets
+            table = row["table__name"]
             for key, family in stats.items():
-                family.add_metric([table], per[key])
-        for table, values in seconds.items():
-            buckets = [(str(float(b)), float(sum(v <= b for v in values))) for b in DURATION_BUCKETS]
-            duration.add_metric([table], buckets + [("+Inf", float(len(values)))], sum_value=sum(values))
+                family.add_metric([table], float(row[key] or 0))
+            if row["timed_runs"]:
+                buckets = [(str(float(b)), float(row[f"le_{i}"])) for i, b in enumerate(DURATION_BUCKETS)]
+                duration.add_metric([table], buckets + [("+Inf", float(row["timed_runs"]))],
+                                    sum_value=row["took_total"].total_seconds())
         yield from stats.values()
         yield duration
 

@@ -23,7 +23,7 @@ from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.logformat import CorruptBlock, integrity
 from engine.progress import Progress, Reporter
-from engine.read import incremental
+from engine.read import incremental, ro_scan
 from engine.read.slice_reader import READ_REMEDY, ReadContext, SliceRef, read_slice
 from engine.read.window import InstantWindow
 from engine.slices.fsview import FileSystemView
@@ -148,10 +148,15 @@ READ_AHEAD_MAX_BYTES = 256 * 2**20
 
 def iter_arrow(plan: ReadPlan, on_progress: Progress | None = None) -> Iterator[pa.Table]:
     """The plan's rows slice by slice, in plan order; slices are decoded and merged on one thread per core
-    (pyarrow and numpy release the GIL) when every slice is small enough to hold whole."""
+    (pyarrow and numpy release the GIL) when every slice is small enough to hold whole. A read-optimized
+    plan is its base files alone, read by one Arrow dataset scan (engine.read.ro_scan)."""
     progress = Reporter(on_progress, len(plan.slices), "file slices")
     threads = min(os.cpu_count() or 1, len(plan.slices))
-    if threads <= 1 or any(ref.size > READ_AHEAD_MAX_BYTES for ref in plan.slices):
+    if plan.query == "read_optimized":
+        # Base files alone, nothing to merge: one Arrow dataset scan reads them all on Arrow's threads.
+        yield from ro_scan.iter_base_files([ref.base_path for ref in plan.slices if ref.base_path],
+                                           plan.context.schema, progress)
+    elif threads <= 1 or any(ref.size > READ_AHEAD_MAX_BYTES for ref in plan.slices):
         for done, ref in enumerate(plan.slices, 1):
             yield from read_slice(ref, plan.context, plan.query)
             progress.update(done)

@@ -1,0 +1,54 @@
+"""The read-optimized view in-process: one pyarrow dataset scan over the latest slices' base files.
+
+An RO slice read is its base file alone, so nothing needs merging: handing all the base files to one Arrow
+dataset scan lets Arrow decode files and columns on its own thread pool (with read-ahead across files),
+where reading slice by slice decodes one file at a time per thread. Rows come in plan order, file after
+file, exactly as the slice-by-slice path (`slice_reader.read_slice(..., "read_optimized")`) yields them.
+
+The dataset is given the table's read schema, so each file is projected onto it the way
+`merge.conform_to_schema` does: a column an older file lacks (schema evolution) reads as null, a column
+the schema no longer has is not read, and a narrower type (int → long, a naive or millisecond timestamp)
+is cast with Arrow's safe cast.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+
+from engine.errors import TidemarkError
+from engine.io import storage
+from engine.progress import Reporter
+
+
+def base_dataset(paths: Sequence[str], schema: pa.Schema) -> ds.Dataset:
+    """One dataset over `paths` (all of one table, so on one file system), read as `schema`."""
+    located = [storage.filesystem(p) for p in paths]
+    fs = located[0][0]
+    return ds.dataset([p for _, p in located], schema=schema, format="parquet", filesystem=fs)
+
+
+def iter_base_files(paths: Sequence[str], schema: pa.Schema, progress: Reporter | None = None) -> Iterator[pa.Table]:
+    """The rows of the base files at `paths`, in order, as `schema`; `progress` counts finished files."""
+    if not paths:
+        return
+    scanner = base_dataset(paths, schema).scanner(columns=schema.names, use_threads=True)
+    done, current = 0, None
+    try:
+        for tagged in scanner.scan_batches():
+            path = tagged.fragment.path
+            if current is not None and path != current:
+                done += 1
+                if progress is not None:
+                    progress.update(done)
+            current = path
+            if tagged.record_batch.num_rows:
+                yield pa.Table.from_batches([tagged.record_batch], schema=schema)
+    except (pa.ArrowInvalid, OSError) as exc:
+        # Footers were checked when the read was planned: what fails here is a damaged page or a column whose
+        # values do not fit the table's type.
+        raise TidemarkError(f"read-optimized read of the base files failed: "
+                            f"{str(exc).strip().splitlines()[0]}") from None
+    if progress is not None and current is not None:
+        progress.update(done + 1)

@@ -20,7 +20,10 @@ decode). `option("failOnCorrupt", "true")` fails the query instead (engine.logfo
 """
 from __future__ import annotations
 
+import base64
+import dataclasses
 import os
+import pickle
 from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
@@ -39,6 +42,20 @@ QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
 END = "hoodie.datasource.read.end.instanttime"
 AS_OF = "as.of.instant"
+# Set by load_table only: the driver's own plan, so the source reads exactly those slices (no second planning
+# in a Python worker, and the same table state as the native Parquet scan it is unioned with).
+PLAN = "tidemarkPlan"
+
+
+def encode_plan(plan: ReadPlan) -> str:
+    return base64.b64encode(pickle.dumps(plan, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
+
+
+def decode_plan(text: str) -> ReadPlan:
+    plan = pickle.loads(base64.b64decode(text))
+    if not isinstance(plan, ReadPlan):
+        raise ConfigError(f"option {PLAN} does not hold a read plan")
+    return plan
 
 
 def spec_from_options(options: Mapping[str, str]) -> QuerySpec:
@@ -74,11 +91,8 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 
 class TidemarkReader(DataSourceReader):
-    def __init__(self, path: str, query: QuerySpec, schema: StructType, tasks: int, fail_on_corrupt: bool,
-                 warn: bool, report_dir: str | None) -> None:
-        from engine.read.query import plan_read
-
-        self.plan = plan_read(path, query, fail_on_corrupt=fail_on_corrupt, warn=warn, report_dir=report_dir)
+    def __init__(self, plan: ReadPlan, schema: StructType, tasks: int) -> None:
+        self.plan = plan
         self.schema = schema
         self.tasks = tasks
 
@@ -119,13 +133,23 @@ class TidemarkDataSource(DataSource):
         from engine.config.schema import table_read_schema
         from engine.timeline.instants import Timeline
 
+        given = self.options.get(PLAN)
+        if given:
+            return spark_schema(decode_plan(given).context.schema)
         path, _ = self._path_and_query()
         return spark_schema(table_read_schema(load_table_config(path), Timeline.load(path).latest_schema()))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from engine.read.query import plan_read
+
+        given = self.options.get(PLAN)
+        if given:
+            return TidemarkReader(decode_plan(given), schema, self._tasks())
         path, query = self._path_and_query()
-        return TidemarkReader(path, query, schema, self._tasks(), self._flag("failOnCorrupt"),
-                              not self._flag("corruptReported"), self.options.get("corruptReportDir") or None)
+        plan = plan_read(path, query, fail_on_corrupt=self._flag("failOnCorrupt"),
+                         warn=not self._flag("corruptReported"),
+                         report_dir=self.options.get("corruptReportDir") or None)
+        return TidemarkReader(plan, schema, self._tasks())
 
     def _flag(self, name: str) -> bool:
         """A true/false option, false when absent. `corruptReported` (set by load_table): the caller's process
@@ -163,10 +187,11 @@ def load_table(spark: SparkSession, path: str, query: str | QuerySpec = "snapsho
     """A query as a DataFrame, the fastest way Spark can run it.
 
     Read-optimized rows are exactly the base files of the latest committed slices, so that query runs on
-    Spark's native Parquet reader (JVM, vectorised, no Python worker). Snapshot, time-travel and
-    incremental rows need the merge, so they come from the `tidemark` Python data source. Planning here (or
-    the caller's `plan`) reports corrupt committed blocks in this process: the data source plans again in a
-    Python worker, whose warnings only reach the Spark log.
+    Spark's native Parquet reader (JVM, vectorised, no Python worker). So do the slices of a snapshot that have
+    no log files: their rows are their base file's. The slices that need a merge (and every slice of a
+    time-travel or incremental query) come from the `tidemark` Python data source, handed this plan so it reads
+    the same table state the native scan does. Planning here (or the caller's `plan`) reports corrupt committed
+    blocks in this process; executors relay what their decode finds to `report_dir` when given.
     """
     from engine.read.query import as_spec, plan_read
 
@@ -174,18 +199,37 @@ def load_table(spark: SparkSession, path: str, query: str | QuerySpec = "snapsho
     spec = as_spec(query)
     plan = plan or plan_read(path, spec, fail_on_corrupt=fail_on_corrupt)
     schema = spark_schema(plan.context.schema)
-    if spec.query != "read_optimized":
-        reader = (register(spark).read.format("tidemark").options(**spec_options(spec))
-                  .option("failOnCorrupt", str(fail_on_corrupt).lower()).option("corruptReported", "true"))
-        return (reader.option("corruptReportDir", report_dir) if report_dir else reader).load(path)
-    bases = [ref.base_path for ref in plan.slices if ref.base_path]
-    if not bases:
-        return spark.createDataFrame([], schema)
     if storage.is_remote(path):
         # Spark's Parquet reader has no object-store connector here: the data source reads the base files
-        # through pyarrow.fs on the executors (an RO slice read is its base file alone).
-        reader = register(spark).read.format("tidemark").options(**spec_options(spec)).option("corruptReported", "true")
-        return reader.load(path)
-    # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
-    # older base file lacks (added by schema evolution) as null.
-    return spark.read.schema(schema).parquet(*map(spark_path, bases))
+        # through pyarrow.fs on the executors.
+        return _source(spark, path, plan, fail_on_corrupt, report_dir)
+    native: list[str] = []
+    merged: list[SliceRef] = []
+    for ref in plan.slices:
+        if ref.base_path and (spec.query == "read_optimized" or (spec.query == "snapshot" and not ref.log_paths)):
+            native.append(ref.base_path)
+        elif spec.query != "read_optimized":
+            merged.append(ref)
+    parts: list[DataFrame] = []
+    if native:
+        # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an
+        # older base file lacks (added by schema evolution) as null.
+        parts.append(spark.read.schema(schema).parquet(*map(spark_path, native)))
+    if merged:
+        parts.append(_source(spark, path, dataclasses.replace(plan, slices=tuple(merged)), fail_on_corrupt,
+                             report_dir))
+    if not parts:
+        return spark.createDataFrame([], schema)
+    df = parts[0]
+    for more in parts[1:]:
+        df = df.union(more)
+    return df
+
+
+def _source(spark: SparkSession, path: str, plan: ReadPlan, fail_on_corrupt: bool,
+            report_dir: str | None) -> DataFrame:
+    """The plan's slices through the `tidemark` data source: merged on executors, corrupt blocks found there
+    failing the read or relayed to `report_dir` (planning already warned about what headers show)."""
+    context = dataclasses.replace(plan.context, fail_on_corrupt=fail_on_corrupt, report_dir=report_dir)
+    given = dataclasses.replace(plan, context=context)
+    return register(spark).read.format("tidemark").option(PLAN, encode_plan(given)).load(path)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -52,6 +53,7 @@ class DeleteItem:
 
 
 LogItem = DataItem | DeleteItem
+_Takeable = TypeVar("_Takeable", pa.Array, pa.Table)
 
 
 @dataclass
@@ -137,7 +139,7 @@ def merge_log_items(items: Iterable[LogItem], merge_mode: str, ordering_field: s
     if merge_mode == EVENT_TIME_ORDERING:
         order_arr = _concat(ords)
         winner, kills = _event_time_winners(key_codes, seq, order_arr, is_hard, is_del)
-        ordering = order_arr.take(pa.array(winner))
+        ordering = _take(order_arr, winner)
     else:
         winner = _last_per_key(key_codes, seq)
         kills = np.zeros(len(winner), bool)
@@ -145,10 +147,18 @@ def merge_log_items(items: Iterable[LogItem], merge_mode: str, ordering_field: s
     data = pa.concat_tables([conform_to_schema(t, schema) for t in tables]) if tables else schema.empty_table()
     rows_idx = src[winner]
     if data.num_rows:
-        rows = data.take(pa.array(np.where(rows_idx < 0, 0, rows_idx)))  # delete winners get a dummy row
+        rows = _take(data, np.where(rows_idx < 0, 0, rows_idx))  # delete winners get a dummy row
     else:
         rows = _null_rows(schema, len(winner))
-    return LogWinners(all_keys.take(pa.array(winner)), rows, is_del[winner], ordering, kills, np.asarray(winner))
+    return LogWinners(_take(all_keys, winner), rows, is_del[winner], ordering, kills, np.asarray(winner))
+
+
+def _take(values: _Takeable, idx: np.ndarray) -> _Takeable:
+    """values.take(idx), without the copy when idx takes every row in order (logs whose keys are all distinct,
+    the common case of upserts of new or distinct keys)."""
+    if len(idx) == len(values) and (len(idx) == 0 or (idx[0] == 0 and bool((np.diff(idx) == 1).all()))):
+        return values
+    return values.take(pa.array(idx))
 
 
 def _null_rows(schema: pa.Schema, n: int) -> pa.Table:

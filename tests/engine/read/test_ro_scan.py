@@ -14,8 +14,8 @@ from engine.read.query import iter_arrow, plan_read, read_arrow
 from engine.read.slice_reader import read_slice
 from engine.table import Table
 from engine.write.pipeline import write_dataframe
-from tests.oracle import hudi_read, rows_by_key
-from tests.test_compaction_execute import HISTORY, E, T, frame, write
+from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.spark_history import HISTORY, E, T, frame, write
 
 
 def slice_by_slice(path: str) -> pa.Table:

@@ -160,10 +160,9 @@ class FileSystemView:
             self._load_local(partition, directory, slices)
         if self._unplaced:
             slicing_v8.place_logs(self.timeline, self._pending_compactions, partition, self._unplaced, slices)
-        order = (slicing_v8.order_key(self.timeline) if self.timeline.uses_completion_time
-                 else lambda lf: lf.sort_key)
         for (file_id, _), sl in sorted(slices.items(), key=lambda kv: kv[0]):
-            sl.log_files.sort(key=order)
+            # name order on both versions (v6: one base instant per slice; v8: see engine.slices.slicing_v8)
+            sl.log_files.sort(key=lambda lf: (lf.base_instant, *lf.sort_key))
             group = groups.setdefault((partition, file_id), FileGroup(partition, file_id))
             group.slices.append(sl)
         for group in groups.values():

@@ -12,11 +12,14 @@ either compacted by C or (HUDI-9388) is treated as compacted. Here:
   slice C, so the view's pending-compaction rule applies as in version 6;
 - a log of a pending or unknown instant (a write in flight, a failed write) joins the group's latest slice, as
   Java places uncommitted logs; its blocks are filtered out by instant when read.
+Completion time decides only *which* slice a log joins. Inside a slice the logs are read in name order
+(instant, version, write token: Java's log-file comparator; `engine.slices.fsview`), which hudi 0.5.0 follows too
+(measured): a log carried over by compaction C is named by C and comes before a write requested after C, although
+C completes later. Its records are older than that write's, so on an ordering-value tie the write must win.
 """
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
 
 from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import Timeline
@@ -39,16 +42,6 @@ def place_logs(timeline: Timeline, pending_compactions: set[str], partition: str
             bisect.insort(bases, key)
         slice_ = slices.setdefault((lf.file_id, key), FileSlice(partition, lf.file_id, key))
         slice_.log_files.append(lf)
-
-
-def order_key(timeline: Timeline) -> Callable[[LogFile], tuple[str, str, int, str]]:
-    """The order of a v8 slice's logs: by their instant's completion time (pending last), then the instant, version
-    and write token (hudi-rs `LogFile` ordering; Java orders by instant, version, token — the same for writes
-    that complete in the order they start, which the table lock makes Tidemark's). Carried-over logs are named by
-    their compaction, so they come before every write that completed after it."""
-    def key(lf: LogFile) -> tuple[str, str, int, str]:
-        return (_completion_or_max(timeline, lf.base_instant), lf.base_instant, lf.version, lf.write_token)
-    return key
 
 
 def _completion_or_max(timeline: Timeline, instant: str) -> str:

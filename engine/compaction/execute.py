@@ -484,13 +484,24 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int]) -> list[L
     written = []
     for n in listing:
         parsed = parse_log_file_name(n)
-        if (parsed is not None and parsed.file_id == task.file_id and parsed.base_instant == task.instant
-                and parsed.version != CARRY_FORWARD_VERSION and n not in planned):
-            written.append((parsed.version, parsed.write_token, storage.join(pdir, n)))
+        if parsed is not None and n not in planned and _written_into_slice_c(task, parsed):
+            written.append((parsed.base_instant, parsed.version, parsed.write_token, storage.join(pdir, n)))
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
                  if written or not task.completed else task.completed)
     return read_slice_logs(carried + [p for *_, p in sorted(written)], committed).items
+
+
+def _written_into_slice_c(task: OpTask, log: LogFileName) -> bool:
+    """A log of the task's group written into slice C while the plan was pending. Version 6 names it by C (the
+    carry-forward log and the carried links, also named by C, are not writes); version 8 names it by its own
+    write, one requested after C (writes requested before C had committed when it was planned: the trigger
+    refuses to plan while one is pending). In name order they follow the carried logs, as readers merge them."""
+    if log.file_id != task.file_id:
+        return False
+    if log.base_instant == task.instant:
+        return log.version != CARRY_FORWARD_VERSION
+    return log.base_instant > task.instant and log.base_instant not in task.committed
 
 
 @dataclass

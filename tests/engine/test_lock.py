@@ -141,8 +141,9 @@ def test_default_file_lock_serialises_two_processes(table, monkeypatch) -> None:
         monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "30")
         started = time.monotonic()
         plan = table.schedule_compaction(threshold=THRESHOLD)   # waits for the holder, then goes ahead
-        assert plan.state == "requested" and not holder.is_alive()
-        assert time.monotonic() - started > 1
+        assert plan.state == "requested"
+        assert time.monotonic() - started > 1   # it waited for the release (the holder may still be exiting)
     finally:
         holder.join(10)
+    assert holder.exitcode == 0
     assert os.path.exists(os.path.join(table.path, ".hoodie", ".tidemark.lock"))

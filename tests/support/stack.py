@@ -105,8 +105,15 @@ class Stack:
     def table_root(self) -> Path:
         return self.state / "tables"
 
+    def running(self, name: str) -> bool:
+        proc = self.processes.get(name)
+        return proc is not None and proc.poll() is None
+
     def spawn(self, name: str, argv: list[str], extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-        """Start a process of the stack in its own process group, its output in `<state>/<name>.log`."""
+        """Start a process of the stack in its own process group, its output in `<state>/<name>.log`. One of the
+        same name still running is stopped first: two workers on one broker would share its messages, and the
+        old one keeps the environment it was started with."""
+        self.stop(name)
         log = self.state / f"{name}.log"
         self.logs[name] = log
         env = {**os.environ, **self.env, **(extra_env or {})}
@@ -307,12 +314,16 @@ def stack_env(request, tmp_path_factory) -> Iterator[Stack]:
             drop_pg_database(pg_database)
 
 
-@pytest.fixture(scope="session")
-def stack(stack_env: Stack) -> Iterator[Stack]:
-    """`stack_env` plus a live Django server and one warm Celery worker."""
-    stack_env.start_server()
-    stack_env.start_worker()
-    yield stack_env
+@pytest.fixture
+def stack(stack_env: Stack) -> Stack:
+    """`stack_env` plus a live Django server and one warm Celery worker: started by the first test that asks,
+    kept for the session, and started again when a test before stopped them (a test that runs the stack with an
+    environment of its own stops them, so no process of the session serves it with the old environment)."""
+    if not stack_env.running("web"):
+        stack_env.start_server()
+    if not stack_env.running("worker"):
+        stack_env.start_worker()
+    return stack_env
 
 
 @pytest.fixture(autouse=True)

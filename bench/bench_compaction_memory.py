@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from bench.bench_compaction_planning import DirectTable
-from bench.common import emit, log, records, scratch_dir, timed, with_meta_columns
+from bench.common import descendants, emit, log, records, scratch_dir, timed, with_meta_columns
 
 CHUNK = 1_000_000
 _HEX = np.frombuffer(b"0123456789abcdef", np.uint8)
@@ -110,30 +110,6 @@ class timed_block:
 
 # ------------------------------------------------------------------------------------------ /proc polling
 
-def _children_map() -> dict[int, list[int]]:
-    kids: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError):
-            continue
-        kids.setdefault(ppid, []).append(int(entry))
-    return kids
-
-
-def _descendants(root: int) -> list[int]:
-    kids, out, todo = _children_map(), [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(kids.get(pid, []))
-    return out
-
-
 def _status(pid: int) -> dict:
     info = {}
     try:
@@ -160,7 +136,7 @@ class Poller(threading.Thread):
 
     def run(self) -> None:
         while not self.stop_flag.is_set():
-            for pid in _descendants(self.root):
+            for pid in descendants(self.root):
                 st = _status(pid)
                 if "VmHWM" not in st:
                     continue

@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed, upsert_keys
+from bench.common import descendants, emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed, upsert_keys
 
 TARGET_RATIO = 1.5
 UPSERT_WRITES = 4
@@ -139,29 +139,18 @@ def fresh_copy(pristine: str, dest: str) -> str:
 def _worker_cpu() -> dict[int, float]:
     """CPU seconds (user + system) of each Python worker under this driver (pyspark.daemon and its forks)."""
     tick = os.sysconf("SC_CLK_TCK")
-    kids: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
+    out = {}
+    for pid in descendants(os.getpid())[1:]:
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if b"pyspark.daemon" not in fh.read():
+                    continue
+            with open(f"/proc/{pid}/stat", "rb") as fh:
                 stat = fh.read()
         except OSError:
             continue
         rest = stat[stat.rindex(b")") + 2:].split()
-        kids.setdefault(int(rest[1]), []).append(int(entry))
-        cpu[int(entry)] = (int(rest[11]) + int(rest[12])) / tick
-    out, todo = {}, [os.getpid()]
-    while todo:
-        for child in kids.get(todo.pop(), []):
-            todo.append(child)
-            try:
-                with open(f"/proc/{child}/cmdline", "rb") as fh:
-                    if b"pyspark.daemon" in fh.read():
-                        out[child] = cpu[child]
-            except OSError:
-                continue
+        out[pid] = (int(rest[11]) + int(rest[12])) / tick
     return out
 
 

@@ -177,3 +177,30 @@ def table_layout(path: str) -> dict:
 
     return {"file_groups": len(slices), "base_files": len(bases), "base_mb": mb(bases), "log_files": len(logs),
             "log_mb": mb(logs)}
+
+
+# ------------------------------------------------------------------------------------------ /proc
+
+def _children_map() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError):
+            continue
+        kids.setdefault(ppid, []).append(int(entry))
+    return kids
+
+
+def descendants(root: int) -> list[int]:
+    """`root` and every process below it (from /proc; Linux)."""
+    kids, out, todo = _children_map(), [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(kids.get(pid, []))
+    return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine.cli import main
@@ -14,6 +16,8 @@ from engine.io import faults
 from engine.read.query import read_arrow
 from engine.table import Table
 from engine.timeline.instants import Timeline
+from engine.write.pipeline import write_parquet
+from tests.support.inline_spark import InlineSpark
 from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.spark_history import HISTORY, E, T, as_of, assert_ro_guarantee, ts_by_key, write
 
@@ -120,17 +124,8 @@ def test_v8_carried_logs_of_an_unfinished_compaction_are_read_by_no_one(spark, t
     assert agree(path) == before
 
 
-def test_v8_a_write_made_while_the_plan_was_pending_comes_after_the_carried_logs(tmp_path):
-    """A carried log is re-published under compaction C, which completes after every write made while C was
-    pending, yet its records are older than theirs. A v8 slice's logs are read in name order (instant, version,
-    write token), as Java and hudi 0.5.0 read them, so on an ordering-value tie the later write wins. Found by
-    the model soak: ordered by completion time, the carried w3 came last and won over w4."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from engine.write.pipeline import write_parquet
-    from tests.support.inline_spark import InlineSpark
-
+def _one_group_v8_table(tmp_path):
+    """A one-file-group v8 table ordered and timed by `ts`, and `put(op, columns)` writing one Parquet batch."""
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], ordering_field="ts", event_time_field="ts", table_version=8,
                  settings={"hoodie.bucket.index.num.buckets": "1"})
@@ -140,6 +135,15 @@ def test_v8_a_write_made_while_the_plan_was_pending_comes_after_the_carried_logs
         pq.write_table(pa.table(columns), source)
         write_parquet(path, [source], op, spark=InlineSpark())
 
+    return path, put
+
+
+def test_v8_a_write_made_while_the_plan_was_pending_comes_after_the_carried_logs(tmp_path):
+    """A carried log is re-published under compaction C, which completes after every write made while C was
+    pending, yet its records are older than theirs. A v8 slice's logs are read in name order (instant, version,
+    write token), as Java and hudi 0.5.0 read them, so on an ordering-value tie the later write wins. Found by
+    the model soak: ordered by completion time, the carried w3 came last and won over w4."""
+    path, put = _one_group_v8_table(tmp_path)
     put("upsert", {"id": ["k0"], "ts": pa.array([E + 21_000], pa.int64()), "v": ["w1"]})
     put("delete", {"id": ["k0"]})                                  # a processing-time delete: compacted
     put("upsert", {"id": ["k0"], "ts": pa.array([E], pa.int64()), "v": ["w3"]})
@@ -156,21 +160,7 @@ def test_v8_writes_made_while_the_plan_was_pending_still_order_the_compacted_rec
     log in slice C deletes its key by processing time and re-inserts it with a lower ordering value (against a
     base row the re-insert would lose). On v8 those later logs are named by their own writes, not by C: the run
     must still find them (it missed them, and the older record won; found by the model soak)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from engine.write.pipeline import write_parquet
-    from tests.support.inline_spark import InlineSpark
-
-    path = str(tmp_path / "t")
-    create_table(path, name="t", record_keys=["id"], ordering_field="ts", event_time_field="ts", table_version=8,
-                 settings={"hoodie.bucket.index.num.buckets": "1"})
-
-    def put(op: str, columns: dict) -> None:
-        source = str(tmp_path / f"in-{len(os.listdir(tmp_path))}.parquet")
-        pq.write_table(pa.table(columns), source)
-        write_parquet(path, [source], op, spark=InlineSpark())
-
+    path, put = _one_group_v8_table(tmp_path)
     put("upsert", {"id": ["k0"], "ts": pa.array([E + 20_000], pa.int64()), "v": ["w1"]})
     plan = Table.open(path).schedule_compaction(threshold=E + 30_000, carry_over="symlink")
     assert plan.operations

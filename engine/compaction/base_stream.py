@@ -20,8 +20,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.errors import TidemarkError
-from engine.io import storage
+from engine.read.slice_reader import iter_base
 
 BATCH_BYTES = 32 * 1024 * 1024     # decoded bytes per batch (and per row group written)
 READ_BUFFER_BYTES = 1024 * 1024    # the buffered stream under each column chunk
@@ -41,17 +40,4 @@ def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int | None = None)
 
 def stream_base(path: str | None, schema: pa.Schema, winners: int) -> Iterator[pa.Table]:
     """The base file's columns of `schema`, in file order, in batches of `batch_rows`."""
-    if path is None:
-        return
-    remote = storage.is_remote(path)
-    try:
-        # On an object store, pre-buffering coalesces a row group's column chunks into few ranged GETs
-        # (the buffered stream then reads from those ranges); locally the buffered stream alone.
-        pf = pq.ParquetFile(storage.parquet_source(path), pre_buffer=remote, buffer_size=READ_BUFFER_BYTES)
-        names = [f.name for f in schema if f.name in pf.schema_arrow.names]
-        size = batch_rows(pf, winners)
-        for i in range(pf.metadata.num_row_groups):
-            for batch in pf.iter_batches(batch_size=size, row_groups=[i], columns=names, use_threads=False):
-                yield pa.Table.from_batches([batch])
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None
+    return iter_base(path, schema, lambda pf: batch_rows(pf, winners), buffer_size=READ_BUFFER_BYTES)

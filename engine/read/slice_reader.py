@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextvars
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -137,17 +137,21 @@ def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
                       d.column(logformat.EVENT_TIME_COLUMN).combine_chunks())
 
 
-def iter_base(path: str | None, schema: pa.Schema, batch_rows: int = 262_144) -> Iterator[pa.Table]:
-    """Stream a base file in batches of `batch_rows`, one row group at a time, so a large base never
-    sits in memory whole (the reader decodes a row group's pages incrementally)."""
+def iter_base(path: str | None, schema: pa.Schema, batch_rows: int | Callable[[pq.ParquetFile], int] = 262_144,
+              buffer_size: int = 0) -> Iterator[pa.Table]:
+    """Stream a base file in batches of `batch_rows` (or as many as `batch_rows(file)` says from its footer), one
+    row group at a time, so a large base never sits in memory whole (the reader decodes a row group's pages
+    incrementally). `buffer_size` > 0 reads each column chunk through a buffered stream of that size instead
+    of loading the row group's compressed chunks whole (engine.compaction.base_stream)."""
     if path is None:
         return
     try:
         # On an object store, pre-buffering coalesces a row group's column chunks into few ranged GETs.
-        pf = pq.ParquetFile(storage.parquet_source(path), pre_buffer=storage.is_remote(path))
+        pf = pq.ParquetFile(storage.parquet_source(path), pre_buffer=storage.is_remote(path), buffer_size=buffer_size)
         names = [f.name for f in schema if f.name in pf.schema_arrow.names]
+        size = batch_rows(pf) if callable(batch_rows) else batch_rows
         for i in range(pf.metadata.num_row_groups):
-            for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[i], columns=names, use_threads=False):
+            for batch in pf.iter_batches(batch_size=size, row_groups=[i], columns=names, use_threads=False):
                 yield pa.Table.from_batches([batch])
     except (pa.ArrowInvalid, OSError) as exc:
         raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None

@@ -1,4 +1,5 @@
-"""Positive numbers read from the environment by the workers and beat: a bad value names its variable."""
+"""Positive numbers read from the environment (dispatch's sampling chunk, the workers' and beat's intervals): a bad
+value names its variable."""
 from __future__ import annotations
 
 import os

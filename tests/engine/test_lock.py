@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from engine import FileLock, Refused, Table, TableLock
 from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE
 from engine.lock import holding
-from tests.support.tables import THRESHOLD, day_file, three_day_table
+from tests.support.tables import THRESHOLD, day_file, table_copy, three_day_table
 
 
 class RecordingLock:
@@ -44,9 +44,7 @@ def base(spark, tmp_path_factory) -> str:
 
 @pytest.fixture
 def table(base, tmp_path) -> Table:
-    dest = tmp_path / "copy"
-    shutil.copytree(base, dest, symlinks=True)
-    return Table.open(str(dest))
+    return Table.open(str(table_copy(Path(base), tmp_path / "copy")))
 
 
 def _instants(t: Table) -> list[tuple[str, str, str]]:

@@ -4,14 +4,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import shutil
+from pathlib import Path
 
 import pytest
 
 from engine import CompactionPlan, Refused, Table, TableNotFoundError, TidemarkError
 from engine.errors import PENDING_COMPACTION
 from tests.support.oracle import hudi_read, rows_by_key
-from tests.support.tables import THRESHOLD, create_table, day_file, three_day_table
+from tests.support.tables import THRESHOLD, create_table, day_file, table_copy, three_day_table
 
 UTC = dt.UTC
 
@@ -23,9 +23,7 @@ def base(spark, tmp_path_factory) -> str:
 
 @pytest.fixture
 def table(base, tmp_path) -> Table:
-    dest = tmp_path / "copy"
-    shutil.copytree(base, dest, symlinks=True)
-    return Table.open(str(dest))
+    return Table.open(str(table_copy(Path(base), tmp_path / "copy")))
 
 
 def _hoodie_files(t: Table) -> set[str]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import http.cookiejar
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -354,9 +353,3 @@ def _pytest_django_blocker(request):
     except pytest.FixtureLookupError:
         return contextlib.nullcontext()
     return blocker.unblock() if blocker is not None else contextlib.nullcontext()
-
-
-def table_copy(src: Path, dest: Path) -> Path:
-    """A private copy of a table (symlinks kept as links, so carried-over logs stay carried-over)."""
-    shutil.copytree(src, dest, symlinks=True)
-    return dest

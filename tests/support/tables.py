@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -44,3 +45,9 @@ def table_with_plan(path: str, *, table_version: int = 6, buckets: int = 2) -> t
     for i, day in enumerate(DAYS):
         table.write(day_file(sources, i, day, keys=8))
     return table, table.schedule_compaction(threshold=THRESHOLD)
+
+
+def table_copy(src: Path, dest: Path) -> Path:
+    """A private copy of a table (symlinks kept as links, so carried-over logs stay carried-over)."""
+    shutil.copytree(src, dest, symlinks=True)
+    return dest

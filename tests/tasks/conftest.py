@@ -5,7 +5,7 @@ import uuid
 
 import pytest
 
-from tests.support.stack import table_copy
+from tests.support.tables import table_copy
 
 DEMO_BATCHES = 6  # 6 windows of 60 h of real 2013 departures, with late arrivals and cancellations
 

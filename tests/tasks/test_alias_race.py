@@ -10,7 +10,7 @@ import uuid
 
 from engine import Table
 from tests.support.runs import register, wait_final, wait_until
-from tests.support.stack import table_copy
+from tests.support.tables import table_copy
 
 TRIALS = 3
 T = "2013-01-06T00:00:00+00:00"

@@ -10,7 +10,7 @@ from django.test import Client
 
 from engine import Table
 from tests.support.runs import register
-from tests.support.stack import table_copy
+from tests.support.tables import table_copy
 
 
 def test_a_folder_swapped_for_a_link_out_of_the_roots_is_refused(stack_env, flights_template, tmp_path):

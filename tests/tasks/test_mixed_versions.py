@@ -15,7 +15,7 @@ from engine import Table
 from tests.support.demo_tables import demo_table
 from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.runs import wait_final
-from tests.support.stack import table_copy
+from tests.support.tables import table_copy
 
 BATCHES = 3
 VERSIONS = (6, 8)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.browser import ARTIFACTS, PASSWORD, login, wait_for_run
-from tests.support.stack import table_copy
+from tests.support.tables import table_copy
 
 DEMO_BATCHES = 4
 

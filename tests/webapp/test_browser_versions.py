@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.browser import ARTIFACTS, PASSWORD, RUN_TIMEOUT_MS, login
 from tests.support.demo_tables import demo_table
-from tests.support.stack import table_copy
+from tests.support.tables import table_copy
 
 BATCHES = 3
 

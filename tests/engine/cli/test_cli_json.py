@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from engine.cli import main
-from tests.support.tables import THRESHOLD, day_file, three_day_table
+from tests.support.tables import THRESHOLD, day_file, table_copy, three_day_table
 
 ISO_UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,6})?Z$")
 TIME_KEYS = {"threshold", "start", "end", "time"}
@@ -56,9 +56,7 @@ def base(spark, tmp_path_factory) -> str:
 
 @pytest.fixture
 def table(base, tmp_path) -> str:
-    dest = tmp_path / "copy"
-    shutil.copytree(base, dest, symlinks=True)
-    return str(dest)
+    return str(table_copy(Path(base), tmp_path / "copy"))
 
 
 def test_every_command_prints_json_with_iso_times(table, tmp_path, capsys) -> None:

@@ -54,7 +54,9 @@ def test_pause_and_resume_stop_the_schedule_and_the_sla_trigger(operator_client,
     queued = []
     monkeypatch.setattr(periodic, "enqueue_compaction", lambda table, trigger: queued.append(table.name) or Run(pk=0))
     RegisteredTable.objects.filter(pk=flights.pk).update(schedule_minutes=5)
-    assert post(operator_client, "/api/tables/flights/pause").json()["paused"] is True
+    paused = post(operator_client, "/api/tables/flights/pause")
+    validate("/api/tables/{name}/pause", "post", paused)
+    assert paused.json()["paused"] is True
     assert periodic.trigger_due_tables() == [] and queued == []
     assert operator_client.post("/tables/flights/resume").status_code == 302
     periodic.trigger_due_tables()
@@ -67,6 +69,7 @@ def test_edit_settings_validates_and_audits_old_and_new(operator_client, flights
                                                                           "schedule_minutes": 15}),
                                      content_type="application/json")
     assert response.status_code == 200, response.content
+    validate("/api/tables/{name}", "patch", response)
     assert response.json()["freshness_sla_minutes"] == 30 and response.json()["schedule_minutes"] == 15
     assert AuditEvent.objects.get(action="settings").detail["freshness_sla_minutes"] == {"from": 120, "to": 30}
     bad = operator_client.patch("/api/tables/flights", json.dumps({"freshness_sla_minutes": 10**20}),

@@ -104,8 +104,8 @@ REMOTE_SCAN_THREADS = 16
 # spares the run the re-read of every folded log that planning scanned seconds before (its check for damage
 # that appeared since: an object with other bytes has another ETag and is scanned again), and spares repeated
 # plan previews and metrics samples on a store the same re-reads. Local files are always scanned (a pread is
-# ~free and an mtime is no ETag).
-VALIDATED_SCANS = 4096
+# ~free and an mtime is no ETag). Bounded: a scan weighs a few KB (each block's header holds the schema).
+VALIDATED_SCANS = 2048
 _VALIDATED: dict[str, tuple[str, LogFileScan]] = {}
 _VALIDATED_LOCK = threading.Lock()
 

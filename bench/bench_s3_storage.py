@@ -2,10 +2,17 @@
 
 The same table (P partitions x B buckets, W writes, one log per file group per write) is built locally and on
 S3 through `Table`; then, on each: a planning preview (median of 3; requests counted at the S3 server per
-planned log file) and event-time schedule + runs on fresh identical table pairs after a warm-up compaction,
-the order alternating per round (requests per compacted file group, median time ratio).
+planned log file, for the first preview and for a repeat, which reuses the log scans its listing validates)
+and event-time schedule + runs on fresh identical table pairs after a warm-up compaction, the order
+alternating per round (requests per compacted file group, median time ratio).
 
     .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 3]
+        [--trace DIR]
+
+`--trace DIR` also attributes every request of the last S3 schedule + run to a phase (schedule, run set-up,
+run pre-check, executors, commit, post-commit sync: the server's log split at the driver's phase boundaries,
+with each phase's wall time) and to the code that made it (`bench.s3_trace`: callers of the storage layer, in
+the driver and in Spark's workers), as `compact_phases` and `compact_callers`.
 """
 from __future__ import annotations
 
@@ -41,6 +48,13 @@ def _batch(path: str, write: int, rows: int, partitions: int) -> str:
     return out
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) process `pid` has used: the S3 server's cost of the requests it served."""
+    with open(f"/proc/{pid}/stat") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _requests(log: list[dict]) -> Counter:
     kinds: Counter = Counter()
     for r in log:
@@ -55,6 +69,67 @@ def _requests(log: list[dict]) -> Counter:
     return kinds
 
 
+_PHASES = (("engine.table", "Table", "_schedule", "schedule"),
+           ("engine.compaction.execute", None, "_check_logs", "run pre-check"),
+           ("engine.compaction.execute", None, "transition_to_inflight", "run set-up"),
+           ("engine.compaction.execute", None, "_execute_all", "executors"),
+           ("engine.compaction.execute", None, "_commit", "commit"),
+           ("engine.table", None, "_sync_after", "post-commit sync"))
+
+
+class _PhaseClock:
+    """Wraps the driver functions that bound each phase; requests outside them belong to "run set-up"."""
+
+    def __init__(self) -> None:
+        import importlib
+
+        from bench import s3_trace
+
+        self.windows: list[tuple[str, float, float]] = []
+        for module, cls, fn, name in _PHASES:
+            owner = getattr(importlib.import_module(module), cls) if cls else importlib.import_module(module)
+            setattr(owner, fn, self._timed(getattr(owner, fn), name, s3_trace))
+
+    def _timed(self, original, name, s3_trace):  # type: ignore[no-untyped-def]
+        def timed(*args, **kwargs):  # type: ignore[no-untyped-def]
+            t0 = time.time()
+            try:
+                with s3_trace.phase(name):
+                    return original(*args, **kwargs)
+            finally:
+                self.windows.append((name, t0, time.time()))
+        return timed
+
+    def phase_at(self, at: float) -> str:
+        inside = [w for w in self.windows if w[1] <= at <= w[2]]
+        return min(inside, key=lambda w: w[2] - w[1])[0] if inside else "run set-up"
+
+    def seconds(self, start: float, end: float) -> dict[str, float]:
+        out: Counter = Counter()
+        for name, t0, t1 in self.windows:
+            if t0 >= start and t1 <= end and name != "run set-up":
+                out[name] += t1 - t0
+        out["run set-up"] = (end - start) - sum(out.values())
+        return {k: round(v, 3) for k, v in out.items()}
+
+
+def _breakdown(clock: _PhaseClock, reqs: list[dict], trace: list[dict], start: float, end: float) -> dict:
+    phases: dict[str, Counter] = {}
+    for r in reqs:
+        phases.setdefault(clock.phase_at(r["at"]), Counter()).update(_requests([r]))
+    seconds = clock.seconds(start, end)
+    driver = os.getpid()
+    callers: Counter = Counter()
+    for t in trace:
+        if not t["path"].startswith("s3://"):
+            continue
+        where = "executors" if t["pid"] != driver else (t["phase"] or "run set-up")
+        callers[f"{where} | {t['fn']}{'(range)' if t['range'] else ''} | {' < '.join(reversed(t['stack'][-3:]))}"] += 1
+    return {"phases": {p: {"requests": dict(c), "total": sum(c.values()), "s": seconds.get(p)}
+                       for p, c in phases.items()},
+            "callers": dict(callers.most_common())}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--partitions", type=int, default=2)
@@ -62,6 +137,7 @@ def main() -> None:
     ap.add_argument("--writes", type=int, default=6)
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3, help="fresh table pairs compacted, order alternating")
+    ap.add_argument("--trace", metavar="DIR", help="attribute the last S3 compaction's requests (phase, caller)")
     args = ap.parse_args()
 
     from tests.support.s3_server import S3Server
@@ -69,6 +145,13 @@ def main() -> None:
     with S3Server() as s3, tempfile.TemporaryDirectory(prefix="tidemark-bench-s3-") as tmp:
         os.environ.update(s3.env())
         s3.make_bucket("bench")
+        clock = None
+        if args.trace:
+            from bench import s3_trace
+
+            os.environ.update(s3_trace.worker_env(args.trace))   # Spark's workers, started below, trace too
+            s3_trace.install(args.trace)
+            clock = _PhaseClock()
         from engine import Table
         from engine.spark import get_spark
 
@@ -97,38 +180,54 @@ def main() -> None:
         out["log_files"] = logs
         for name, t in planning.items():
             times = []
-            for _ in range(3):
+            for i in range(3):
                 s3.reset_counts()
                 t0 = time.perf_counter()
                 plan = t.plan_compaction(threshold=threshold)
                 times.append(time.perf_counter() - t0)
                 reqs = s3.counts()
+                if name == "s3" and i == 0:   # the first preview reads every log; repeats reuse validated scans
+                    out["plan_requests"] = dict(_requests(reqs))
+                    out["plan_requests_per_log_file"] = round(len(reqs) / logs, 2)
             out[f"plan_{name}_s"] = round(statistics.median(times), 3)
             if name == "s3":
-                out["plan_requests"] = dict(_requests(reqs))
-                out["plan_requests_per_log_file"] = round(len(reqs) / logs, 2)
+                out["plan_repeat_requests"] = dict(_requests(reqs))
+                out["plan_repeat_requests_per_log_file"] = round(len(reqs) / logs, 2)
             out[f"plan_{name}_file_groups"] = len(plan.operations)
 
         # Each round compacts a fresh pair of identical tables, the order alternating between rounds so
         # neither backend always runs on the warmer process; medians over the rounds.
         times: dict[str, list[float]] = {"local": [], "s3": []}
+        server_cpu: list[float] = []
         for r in range(args.rounds):
             tables = {"local": build(os.path.join(tmp, f"c{r}")), "s3": build(f"s3://bench/c{r}")}
             for name in (("local", "s3") if r % 2 == 0 else ("s3", "local")):
                 t = tables[name]
                 s3.reset_counts()
+                if clock is not None:
+                    s3_trace.clear(args.trace)
+                    clock.windows.clear()
+                started, cpu0 = time.time(), _cpu_s(s3.proc.pid)
                 t0 = time.perf_counter()
                 planned = t.schedule_compaction(threshold=threshold, carry_over="copy")
                 result = t.run_compaction(planned.instant)
                 times[name].append(time.perf_counter() - t0)
                 if name == "s3":
+                    server_cpu.append(_cpu_s(s3.proc.pid) - cpu0)
+                if clock is not None and name == "local":
+                    out["compact_local_phases_s"] = clock.seconds(started, time.time())
+                if name == "s3":
                     reqs = s3.counts()
+                    if clock is not None:
+                        b = _breakdown(clock, reqs, s3_trace.records(args.trace), started, time.time())
+                        out["compact_phases"], out["compact_callers"] = b["phases"], b["callers"]
                     out["compact_requests"] = dict(_requests(reqs))
                     out["compact_requests_per_file_group"] = round(len(reqs) / len(planned.operations), 1)
                     out["logs_carried_over"] = result.logs_carried_over
         for name, ts in times.items():
             out[f"compact_{name}_s"] = round(statistics.median(ts), 3)
             out[f"compact_{name}_runs_s"] = [round(x, 3) for x in ts]
+        out["compact_s3_server_cpu_s"] = round(statistics.median(server_cpu), 3)   # moto's CPU, same 2 cores
         out["compact_ratio_s3_over_local"] = round(out["compact_s3_s"] / out["compact_local_s"], 2)
         out["compact_ratio_per_round"] = [round(s / loc, 2) for s, loc in zip(times["s3"], times["local"])]
         emit("bench_s3_storage", out)

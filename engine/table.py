@@ -27,6 +27,7 @@ from engine.config import eventtime
 from engine.config.discovery import FoundTable, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
+from engine.io import storage
 from engine.io.storage import absolute_location
 from engine.lock import TableLock
 from engine.observe.changes import TimelineMark, timeline_mark
@@ -50,14 +51,15 @@ _C = TypeVar("_C", bound=type)
 def _one_operation(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def wrapped(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with layout_memo():
+        with layout_memo(), storage.operation_reads():
             return method(*args, **kwargs)
     return wrapped
 
 
 def _operations_read_the_layout_once(cls: _C) -> _C:
     """Each public method is one operation: inside it the timeline's layout keys are read from hoodie.properties
-    once (a GET each on an object store, which a write used to make 7 times), never across operations."""
+    once (a GET each on an object store, which a write used to make 7 times), and hoodie.properties itself and
+    the timeline's completed instants and plans once each (`storage.operation_reads`), never across operations."""
     for name, value in list(vars(cls).items()):
         if not name.startswith("_") and inspect.isfunction(value):
             setattr(cls, name, _one_operation(value))
@@ -244,7 +246,7 @@ class Table:
                 exact=bool(resolved.exact.value) if resolved else exact, message=planned.message)
         return plan_result(self.path, planned.record, instant=planned.instant,
                            state="preview" if preview else "requested", message=planned.message,
-                           projected_completion_ms=planned.projected_completion_ms)
+                           projected_completion_ms=planned.projected_completion_ms, listings=planned.listings)
 
     def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
                        on_progress: Progress | None = None,

@@ -374,7 +374,10 @@ def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
     """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
     pdir = view.partition_dir(partition)
     if pdir not in listings:
-        listings[pdir] = storage.list_entries(pdir)
+        # on a store, the view's one listing of the table, made once every task had finished (no LIST of its own)
+        view.partitions()
+        listed = view.remote_entries(partition)
+        listings[pdir] = listed if listed is not None else storage.list_entries(pdir)
     logs = []
     for entry in listings[pdir]:
         parsed = parse_log_file_name(entry.name)
@@ -408,8 +411,9 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
     storage.make_dirs(temp_dir)
-    listing = _list_partition(pdir)   # the task's one listing of its partition (one LIST on a store)
     with storage.prefetched(_logs_read_whole(task, pdir)):
+        # the task's one listing of its partition (one LIST on a store), made while the log GETs are in flight
+        listing = _list_partition(pdir)
         logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
         if logs.corrupt:  # folding would supersede the log and lose the block's records for good
             raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
@@ -417,12 +421,13 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
         with logformat.scan_memo():
             following = _following_items(task, pdir, listing)
             scans = logformat.memo_scans()
-    split = split_slice(logs.items, following, _split_spec(task),
-                        base_ordering_reader(task.base_file, task.ordering_field))
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
-    counts, size = _write_base_file(task, split, pdir, temp_dir, name, listing)
-    spill = _write_carry_forward(task, split, pdir, temp_dir, token, listing)
-    fault_point("carry_over", "base_written")
+    with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
+        split = split_slice(logs.items, following, _split_spec(task),
+                            base_ordering_reader(task.base_file, task.ordering_field))
+        counts, size = _write_base_file(task, split, pdir, temp_dir, name, listing)
+        spill = _write_carry_forward(task, split, pdir, temp_dir, token, listing)
+        fault_point("carry_over", "base_written")
     carry = _carry_over(task, pdir, temp_dir, listing)
     fault_point("carry_over", "linked")
     stat = _stat(task, name, size, logs.items, counts)
@@ -642,20 +647,35 @@ def _ordering_values(values: pa.Array) -> list[int | float | str | None]:
     return out
 
 
+@contextlib.contextmanager
+def _remote_copies(task: OpTask, pdir: str, listing: dict[str, int]) -> Iterator[None]:
+    """On an object store, the carried logs' server-side copies run while the block does (the task's merge and
+    base upload): they depend on nothing the merge makes, each appears whole, and all are named by the still
+    pending C, so no reader sees them before the commit. They start only after the folded logs were read and
+    found sound (a refused fold writes nothing); leaving the block waits for every copy (and raises its error).
+    Elsewhere the block just runs: `_carry_over` links or copies afterwards."""
+    if task.carry_mode == "symlink" or not storage.is_remote(pdir) or not task.links:
+        yield
+        return
+    with ThreadPoolExecutor(max_workers=min(len(task.links), REMOTE_COPY_THREADS)) as pool:
+        # sizes from the task's listing, read now (the block's stale-file cleanup edits the listing)
+        copies = [pool.submit(_ensure_remote_copy, storage.join(pdir, target), storage.join(pdir, link),
+                              listing.get(target), listing.get(link)) for link, target in task.links]
+        yield
+        for done in copies:
+            done.result()
+
+
 def _carry_over(task: OpTask, pdir: str, temp_dir: str, listing: dict[str, int]) -> list[dict[str, Any]]:
-    """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept."""
+    """Re-home the remaining logs in slice C, in order; an existing identical link or copy is kept (on an object
+    store the copies were made by `_remote_copies`)."""
     out = []
-    if task.carry_mode != "symlink" and storage.is_remote(pdir) and task.links:
-        # Server-side copies are independent and each appears whole: all in flight at once.
-        with ThreadPoolExecutor(max_workers=min(len(task.links), REMOTE_COPY_THREADS)) as pool:
-            list(pool.map(lambda lt: _ensure_remote_copy(storage.join(pdir, lt[1]), storage.join(pdir, lt[0]),
-                                                         listing.get(lt[1]), listing.get(lt[0])), task.links))
     for link, target in task.links:
         dest = storage.join(pdir, link)
         if task.carry_mode == "symlink":
             _ensure_symlink(dest, target)
         elif storage.is_remote(dest):
-            pass   # copied above
+            pass   # copied while the task merged (_remote_copies)
         else:
             _ensure_copy(os.path.join(pdir, target), dest, os.path.join(temp_dir, link))
         out.append({"partitionPath": task.partition_path, "fileId": task.file_id, "symlink": link,

@@ -133,16 +133,18 @@ def settings_used(plan: CompactionPlanRecord | None) -> dict[str, r.SettingUsed]
 
 
 def plan_result(base_path: str, plan: CompactionPlanRecord, *, instant: str | None, state: str,
-                message: str = "", projected_completion_ms: int | None = None) -> r.CompactionPlan:
+                message: str = "", projected_completion_ms: int | None = None,
+                listings: dict[str, dict[str, int]] | None = None) -> r.CompactionPlan:
     """A plan (scheduled or previewed) as the API reports it; the projected completion time is T unless the
-    planner projected it from the logs the plan leaves."""
+    planner projected it from the logs the plan leaves. `listings`: the planner's own listing of each partition
+    (object stores), for the sizes: nothing is listed again."""
     s = plan.settings
-    listings: Listings = {}
+    known: Listings = dict(listings or {})
     projected = projected_completion_ms if projected_completion_ms is not None else s.threshold_ms
     return r.CompactionPlan(
         instant=instant, state=state, threshold=r.from_ms(s.threshold_ms), strategy=s.strategy,
         carry_over=s.carry_over, exact=s.exact, settings_used=settings_used(plan),
-        operations=[file_group_operation(base_path, op, s.carry_over, listings=listings) for op in plan.operations],
+        operations=[file_group_operation(base_path, op, s.carry_over, listings=known) for op in plan.operations],
         projected_ro_completion_time=r.from_ms(projected) if plan.promises_threshold else None,
         scheduled_at=r.from_ms(instant_to_millis(instant)) if instant else None,
         event_time_sources=dict(s.event_time_sources) if s.event_time_sources is not None else None,

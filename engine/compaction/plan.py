@@ -49,6 +49,9 @@ class ScheduledPlan:
     settings: CompactionSettings | None = None
     threshold_source: str | None = None
     projected_completion_ms: int | None = None   # what an event-time plan's commit will publish (preview)
+    # partition folder -> {file name: size} from the planning listing (object stores; the plan's report then
+    # lists no partition again)
+    listings: dict[str, dict[str, int]] | None = None
 
     @property
     def plan(self) -> dict[str, Any]:
@@ -96,10 +99,12 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
                      preview: bool) -> ScheduledPlan:
     """Trigger check through written plan, under the table lock so no write can slip in between."""
     base_path = cfg.base_path
-    if not preview:
-        rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy: a dead writer never blocks
-    strategy, carry_over, exact = resolved.strategy.value, resolved.carry_over.value, bool(resolved.exact.value)
     timeline = Timeline.load(base_path)
+    # LAZY failed-writes policy: a dead writer never blocks. Under the table lock nothing else changes the
+    # timeline, so it is listed again only when rollbacks did.
+    if not preview and rollback.rollback_expired_writes(base_path, timeline=timeline):
+        timeline = Timeline.load(base_path)
+    strategy, carry_over, exact = resolved.strategy.value, resolved.carry_over.value, bool(resolved.exact.value)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # Serial scheduling for every strategy: the RO guarantees below assume one compaction at a time.
     check_event_time_trigger(timeline, instant)
@@ -118,6 +123,7 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     view = FileSystemView(base_path, timeline)
     view.check_links()
     slices = [s for s in view.latest_slices() if s.log_files]
+    result.listings = view.remote_listings()
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
     candidates = [_candidate(s, times) for s in slices]
     ops = strat.plan(candidates)

@@ -316,9 +316,11 @@ def load_table_config(base_path: str) -> TableConfig:
 def _read_properties(path: str) -> str | None:
     """hoodie.properties' text; on an object store, its backup while an update is between delete and put
     (Hudi's HoodieTableConfig reads the backup the same way). None when there is neither."""
-    data = storage.read_optional(path)
+    # Once per table operation (storage.operation_reads): Table, the pipeline, the rollback of expired writes
+    # and the catalog sync each load the config, which made 3-4 GETs of it per operation on an object store.
+    data = storage.read_shared(path)
     if data is None and storage.is_remote(path):
-        data = storage.read_optional(path + BACKUP_SUFFIX)
+        data = storage.read_shared(path + BACKUP_SUFFIX)
     return None if data is None else data.decode("utf-8")
 
 
@@ -331,7 +333,7 @@ def save_table_config(cfg: TableConfig) -> None:
     path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)
     if storage.is_remote(path):
         backup = path + BACKUP_SUFFIX
-        had = storage.exists(path)
+        had = storage.file_exists(path)
         if had:
             storage.copy(path, backup)
         storage.write_bytes(path, format_properties(cfg.props).encode("utf-8"))

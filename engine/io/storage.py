@@ -13,8 +13,11 @@ store itself arbitrates between racing writers.
 
 Credentials and endpoint of `s3://` come from the standard AWS chain (AWS_ACCESS_KEY_ID,
 AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE, AWS_ENDPOINT_URL /
-AWS_ENDPOINT_URL_S3). Nothing is cached but the client objects: every listing and read goes to the store
-(a task may start its reads early, `prefetched`, and is served each of them once).
+AWS_ENDPOINT_URL_S3). Nothing is cached across operations but the client objects: every listing goes to the
+store, and so does every read (a task may start its reads early, `prefetched`, and is served each of them once),
+except the small metadata files a caller reads with `read_shared` inside one table operation
+(`operation_reads`): hoodie.properties and timeline instants are fetched once per operation, and whatever this
+process writes, copies over or deletes is updated or forgotten there.
 """
 from __future__ import annotations
 
@@ -220,6 +223,7 @@ class Entry:
     size: int
     mtime_ms: int
     is_link: bool = False
+    etag: str = ""   # the object's ETag where the listing gives one (S3 `list_tree`): changes with its bytes
 
 
 def exists(path: str) -> bool:
@@ -227,6 +231,24 @@ def exists(path: str) -> bool:
         return os.path.exists(path)
     fs, p = filesystem(path)
     return bool(fs.get_file_info(p).type != pafs.FileType.NotFound)
+
+
+def file_exists(path: str) -> bool:
+    """Whether a file (an object, on S3) is at `path`: one HEAD on S3, where `exists` — pyarrow's — follows a
+    missing key with a LIST to tell an empty folder, two requests for the usual answer of a timeline check."""
+    if scheme(path) not in ("s3", "s3a"):
+        return exists(path)
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key)
+        return True
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        if code in ("404", "NoSuchKey", "NotFound"):
+            return False
+        raise OSError(f"{path}: {code or exc}") from exc
 
 
 def is_file(path: str) -> bool:
@@ -325,6 +347,8 @@ def list_tree(path: str) -> list[Entry]:
                 rel = relative(os.path.join(root, f), path)
                 out.append(Entry(rel, os.path.join(root, f), False, 0, 0))
         return out
+    if scheme(path) in ("s3", "s3a"):
+        return _s3_tree(path)
     fs, p = filesystem(path)
     prefix = p.rstrip("/") + "/"
     out = []
@@ -333,6 +357,48 @@ def list_tree(path: str) -> list[Entry]:
         mtime = int(i.mtime.timestamp() * 1000) if i.mtime is not None else 0
         out.append(Entry(rel, join(path, rel), i.type == pafs.FileType.Directory, int(i.size or 0), mtime))
     return out
+
+
+def _s3_tree(path: str) -> list[Entry]:
+    """`list_tree` on S3: the same paginated ListObjectsV2 pyarrow makes, read with boto3 for what pyarrow's
+    FileInfo drops — each object's ETag, which validates what an operation derived from its bytes earlier
+    (`listed_etag`). Folders are the keys' parent prefixes and folder markers (keys ending in "/")."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    prefix = key.rstrip("/") + "/" if key else ""
+    files: list[Entry] = []
+    folders: set[str] = set()
+    try:
+        for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for obj in page.get("Contents") or []:
+                rel = obj["Key"][len(prefix):]
+                parts = rel.rstrip("/").split("/")
+                folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+                if rel.endswith("/"):
+                    folders.add(rel.rstrip("/"))
+                elif rel:
+                    files.append(Entry(rel, join(path, rel), False, int(obj["Size"]),
+                                       int(obj["LastModified"].timestamp() * 1000), etag=str(obj.get("ETag", ""))))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code", "") == "NoSuchBucket":
+            return []
+        raise
+    op = _OP_READS.get()
+    if op is not None:
+        op.etags.update((e.path, (e.size, e.etag)) for e in files if e.etag)
+    return files + [Entry(d, join(path, d), True, 0, 0) for d in sorted(folders) if d]
+
+
+def listed_etag(path: str, size: int | None = None) -> str | None:
+    """The ETag this operation's listing (`list_tree` on S3, inside `operation_reads`) gave the object at `path`
+    — None when it listed none, or listed another size than `size`. What was derived from bytes with this ETag
+    is still true of the object as listed."""
+    op = _OP_READS.get()
+    known = op.etags.get(path) if op is not None else None
+    if known is None or (size is not None and known[0] != size):
+        return None
+    return known[1]
 
 
 # ------------------------------------------------------------------------------------------- reading
@@ -360,6 +426,66 @@ def prefetched(paths: Sequence[str], threads: int = 8) -> Iterator[None]:
     finally:
         _PREFETCHED.reset(token)
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class _Operation:
+    """What one table operation shares (`operation_reads`)."""
+
+    reads: dict[str, bytes]                  # path -> bytes of a small metadata file read whole
+    etags: dict[str, tuple[int, str]]        # path -> (size, ETag) as the operation's listing gave them
+
+
+_OP_READS: ContextVar[_Operation | None] = ContextVar("tidemark_operation_reads", default=None)
+
+
+@contextlib.contextmanager
+def operation_reads() -> Iterator[None]:
+    """Inside the block `read_shared` fetches each object-store file once (nested blocks share the outer one).
+
+    One table operation reads hoodie.properties and the same timeline instants from several of its steps (a
+    compaction run read the properties 3 times, its plan 3 times); Hudi's Java reads them once per operation
+    through its meta client too. Writes made through this module inside the block keep it true: a file this
+    process writes is remembered as written, one it deletes, copies over or renames is forgotten. Another
+    process's change during the operation is seen by the next operation, as with a meta client. Nothing
+    outlives the block; local files are always read (a read is cheap there)."""
+    if _OP_READS.get() is not None:
+        yield
+        return
+    token = _OP_READS.set(_Operation({}, {}))
+    try:
+        yield
+    finally:
+        _OP_READS.reset(token)
+
+
+def read_shared(path: str) -> bytes | None:
+    """`read_optional`, served from the operation's earlier read of the same object (see `operation_reads`).
+    A missing file is not remembered: it is asked again."""
+    op = _OP_READS.get()
+    if op is None or not is_remote(path):
+        return read_optional(path)
+    memo = op.reads
+    data = memo.get(path)
+    if data is None:
+        data = read_optional(path)
+        if data is not None:
+            memo[path] = data
+    return data
+
+
+def _wrote(path: str, data: bytes | None = None) -> bool:
+    """Forget the operation's shared read of `path` (this process is removing or replacing it); with `data`
+    (what it wrote there), remember that instead. True when the read had been shared."""
+    op = _OP_READS.get()
+    if op is None:
+        return False
+    op.etags.pop(path, None)
+    memo = op.reads
+    if data is not None:
+        memo[path] = bytes(data)
+        return True
+    return memo.pop(path, None) is not None
 
 
 def read_bytes(path: str) -> bytes:
@@ -391,19 +517,25 @@ def _read_whole(path: str) -> bytes:
 
 
 def _s3_get(path: str, byte_range: str | None = None) -> bytes:
+    return _s3_get_tagged(path, byte_range)[0]
+
+
+def _s3_get_tagged(path: str, byte_range: str | None = None) -> tuple[bytes, str]:
+    """The bytes (all, or `byte_range`) and the ETag of the object they came from ("" for an empty object)."""
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
     try:
         kwargs = {"Range": byte_range} if byte_range else {}
-        body: bytes = s3_client().get_object(Bucket=bucket, Key=key, **kwargs)["Body"].read()
-        return body
+        resp = s3_client().get_object(Bucket=bucket, Key=key, **kwargs)
+        body: bytes = resp["Body"].read()
+        return body, str(resp.get("ETag", ""))
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404", "NotFound"):
             raise FileNotFoundError(path) from None
         if code == "InvalidRange":   # an empty object has no byte 0
-            return b""
+            return b"", ""
         raise OSError(f"{path}: {code or exc}") from exc
 
 
@@ -446,13 +578,16 @@ def write_bytes(path: str, data: bytes) -> None:
         with open(path, "wb") as fh:
             fh.write(data)
         return
+    shared = _wrote(path)   # a failed PUT may still have replaced the object: forget it first
     if scheme(path) in ("s3", "s3a"):   # one PutObject (pyarrow's stream is a 3-request multipart upload)
         bucket, key = _bucket_key(path)
         s3_client().put_object(Bucket=bucket, Key=key, Body=data)
-        return
-    fs, p = filesystem(path)
-    with fs.open_output_stream(p) as out:
-        out.write(data)
+    else:
+        fs, p = filesystem(path)
+        with fs.open_output_stream(p) as out:
+            out.write(data)
+    if shared:   # the next read_shared gets what we just wrote (only for files the operation reads)
+        _wrote(path, data)
 
 
 def write_replace(path: str, data: bytes) -> None:
@@ -477,6 +612,7 @@ def open_output(path: str) -> Iterator[IO[bytes] | Any]:
         with open(path, "wb") as fh:
             yield fh
         return
+    _wrote(path)
     if scheme(path) in ("s3", "s3a"):
         out = S3Upload(path)
         try:
@@ -613,6 +749,7 @@ def create_exclusive(path: str, data: bytes, staging_dir: str | None = None) -> 
             if os.path.exists(tmp):
                 os.unlink(tmp)
         return
+    _wrote(path)
     if scheme(path) in ("s3", "s3a") and conditional_put(path):
         _s3_put_if_absent(path, data)
         return
@@ -689,6 +826,8 @@ def rename(src: str, dst: str) -> None:
     if not is_remote(src):
         os.replace(src, dst)
         return
+    _wrote(src)
+    _wrote(dst)
     fs, s = filesystem(src)
     _, d = filesystem(dst)
     fs.move(s, d)
@@ -701,6 +840,7 @@ def copy(src: str, dst: str) -> None:
 
         shutil.copyfile(src, dst)
         return
+    _wrote(dst)
     fs, s = filesystem(src)
     _, d = filesystem(dst)
     fs.copy_file(s, d)
@@ -712,6 +852,7 @@ def remove(path: str) -> None:
     if not is_remote(path):
         os.unlink(path)
         return
+    _wrote(path)
     if scheme(path) in ("s3", "s3a"):
         # One DELETE (S3's is idempotent; pyarrow would HEAD first and re-create a folder marker after).
         bucket, key = _bucket_key(path)
@@ -738,6 +879,9 @@ def remove_tree(path: str) -> None:
 
         shutil.rmtree(path, ignore_errors=True)
         return
+    op = _OP_READS.get()
+    for known in [k for k in [*op.reads, *op.etags] if is_within(k, path)] if op is not None else []:
+        _wrote(known)
     if scheme(path) in ("s3", "s3a"):
         # One LIST of the keys (folder markers other tools wrote included), then a DELETE per key; pyarrow
         # would HEAD and LIST the prefix twice even when nothing is there.
@@ -771,6 +915,8 @@ class RangeReader:
         self._file: Any = None
         self._data = data
         self._s3: tuple[str, str] | None = None
+        # ETags of the objects the ranged GETs read (one, unless the object was replaced between them)
+        self.etags: set[str] = set()
         if data is not None:   # already read whole (a compaction reads every byte of its logs anyway)
             self.size = len(data)
             return
@@ -796,7 +942,9 @@ class RangeReader:
         if self._fd is not None:
             return os.pread(self._fd, length, offset)
         if self._s3 is not None:
-            return _s3_get(self.path, f"bytes={offset}-{offset + length - 1}")
+            body, etag = _s3_get_tagged(self.path, f"bytes={offset}-{offset + length - 1}")
+            self.etags.add(etag)
+            return body
         return bytes(self._file.read_at(length, offset))
 
     def close(self) -> None:

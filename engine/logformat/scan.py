@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import struct
+import threading
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -97,6 +98,44 @@ def scan_memo(seed: dict[str, LogFileScan] | None = None) -> Iterator[None]:
 # Header scans of an object store's logs in flight at once: each is 1-2 small GETs, all latency.
 REMOTE_SCAN_THREADS = 16
 
+# Scans of object-store logs kept across operations, each with the ETag of the object its bytes came from. One is
+# served only when the current operation's listing gives that object the same ETag and size
+# (`storage.listed_etag`): an ETag changes with the bytes, so the scan is what scanning again would find. It
+# spares the run the re-read of every folded log that planning scanned seconds before (its check for damage
+# that appeared since: an object with other bytes has another ETag and is scanned again), and spares repeated
+# plan previews and metrics samples on a store the same re-reads. Local files are always scanned (a pread is
+# ~free and an mtime is no ETag). Bounded: a scan weighs a few KB (each block's header holds the schema).
+VALIDATED_SCANS = 2048
+_VALIDATED: dict[str, tuple[str, LogFileScan]] = {}
+_VALIDATED_LOCK = threading.Lock()
+
+
+def clear_validated_scans() -> None:
+    """Drop every kept scan (the next scan of each log reads it from the store)."""
+    with _VALIDATED_LOCK:
+        _VALIDATED.clear()
+
+
+def _validated(path: str, size: int | None) -> LogFileScan | None:
+    """The kept scan of `path` if this operation's listing shows the object it was made from."""
+    etag = storage.listed_etag(path, size) if storage.is_remote(path) else None
+    if not etag:
+        return None
+    with _VALIDATED_LOCK:
+        kept = _VALIDATED.get(path)
+    return kept[1] if kept is not None and kept[0] == etag else None
+
+
+def _keep(path: str, scan: LogFileScan, etags: set[str]) -> None:
+    """Keep a scan made from ranged GETs of one object version (its ETag); oldest dropped past the bound."""
+    if len(etags) != 1 or not next(iter(etags)):
+        return
+    with _VALIDATED_LOCK:
+        _VALIDATED.pop(path, None)
+        _VALIDATED[path] = (next(iter(etags)), scan)
+        while len(_VALIDATED) > VALIDATED_SCANS:
+            del _VALIDATED[next(iter(_VALIDATED))]
+
 
 def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFileScan]:
     """path -> scan for each (path, size from a listing or None); the memo is used and filled as by
@@ -105,6 +144,10 @@ def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFile
     todo = dict(items)
     memo = _MEMO.get()
     out = {p: memo[p] for p in todo if memo is not None and p in memo}
+    for p, s in todo.items():   # asked here, in the operation's thread (the scan threads do not see it)
+        kept = _validated(p, s) if p not in out else None
+        if kept is not None:
+            out[p] = kept
     missing = [(p, s) for p, s in todo.items() if p not in out]
     if len(missing) > 1 and storage.is_remote(missing[0][0]):
         with ThreadPoolExecutor(max_workers=min(REMOTE_SCAN_THREADS, len(missing))) as pool:
@@ -134,12 +177,12 @@ def memo_scans() -> dict[str, LogFileScan]:
 
 def scan_log_file(path: str, size: int | None = None) -> LogFileScan:
     memo = _MEMO.get()
-    if memo is not None:
-        hit = memo.get(path)
-        if hit is None:
-            hit = memo[path] = _scan(path, size)
-        return hit
-    return _scan(path, size)
+    hit = memo.get(path) if memo is not None else None
+    if hit is None:
+        hit = _validated(path, size) or _scan(path, size)
+        if memo is not None:
+            memo[path] = hit
+    return hit
 
 
 def _scan(path: str, size: int | None = None, data: bytes | None = None) -> LogFileScan:
@@ -173,7 +216,10 @@ def _scan(path: str, size: int | None = None, data: bytes | None = None) -> LogF
             pos = info.offset + info.size
     finally:
         fd.close()
-    return LogFileScan(path, blocks, corrupt, heads)
+    scan = LogFileScan(path, blocks, corrupt, heads)
+    if fd.etags:
+        _keep(path, scan, fd.etags)
+    return scan
 
 
 def _read_block(win: _Window, path: str, pos: int) -> BlockInfo:

@@ -126,12 +126,14 @@ def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict[str, Any]]]:
             if i.action == ROLLBACK]
 
 
-def rollback_expired_writes(base_path: str, keep: str | None = None) -> list[RollbackResult]:
+def rollback_expired_writes(base_path: str, keep: str | None = None,
+                            timeline: Timeline | None = None) -> list[RollbackResult]:
     """The LAZY failed-writes policy: roll back pending deltacommits whose heartbeat expired (caller holds
-    the table lock), except `keep` (the caller rolls that one back itself). Live writers are left alone."""
+    the table lock), except `keep` (the caller rolls that one back itself). Live writers are left alone.
+    `timeline`: the caller's, loaded under the same lock (else loaded here)."""
     expiry = heartbeat.expiry_ms(load_table_config(base_path))
     out = []
-    timeline = Timeline.load(base_path)
+    timeline = timeline or Timeline.load(base_path)
     writes = [i for i in timeline.pending() if i.action == DELTACOMMIT] + timeline.pending_overwrites()
     for inst in sorted(writes):
         if inst.timestamp != keep and heartbeat.is_expired(base_path, inst.timestamp, expiry):

@@ -104,6 +104,18 @@ class FileSystemView:
     def committed_instants(self) -> set[str]:
         return self._committed
 
+    def remote_listings(self) -> dict[str, dict[str, int]] | None:
+        """partition folder -> {file name: size} from the view's one listing of an object-store table (None
+        locally, or before the view listed)."""
+        if self._remote is None:
+            return None
+        return {self.partition_dir(p): {e.name: e.size for e in entries} for p, entries in self._remote.items()}
+
+    def remote_entries(self, partition: str) -> list[storage.Entry] | None:
+        """The files of `partition` in the view's one listing of an object-store table (None locally, or
+        before the view listed)."""
+        return None if self._remote is None else list(self._remote.get(partition, []))
+
     def partitions(self) -> list[str]:
         if storage.is_remote(self.base_path):
             if self._remote is None:

@@ -196,9 +196,9 @@ def _timeline_keys(hoodie: str) -> dict[str, str] | None:
     if memo is not None and hoodie in memo:
         return memo[hoodie]
     path = storage.join(hoodie, "hoodie.properties")
-    data = storage.read_optional(path)
+    data = storage.read_shared(path)   # the operation's one read of it (engine.config.properties reads it too)
     if data is None and storage.is_remote(path):   # between the delete and the put of Hudi's backup protocol
-        data = storage.read_optional(path + ".backup")
+        data = storage.read_shared(path + ".backup")
     if data is None:
         return None
     keys = _timeline_properties(data.decode("utf-8", "replace"))
@@ -371,7 +371,9 @@ class Timeline:
         if _family(instant.action) not in COMMIT_ACTIONS or instant.state is State.REQUESTED:
             raise TimelineError(f"{instant.file_name}: no JSON commit metadata for {instant.state.value} {instant.action}")
         path = self.instant_path(instant)
-        data = _read_required(path)
+        # A completed instant's file never changes: one read per operation (the schema and the stats are asked
+        # for by several steps). An inflight one may be rewritten: always read.
+        data = _read_required(path, shared=instant.state is State.COMPLETED)
         if not data.strip():
             return {}
         if data.startswith(b"Obj\x01"):   # layout 2: HoodieCommitMetadata as Avro (same field names as the JSON)
@@ -389,7 +391,9 @@ class Timeline:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
         name = instant_file_name(ts, COMPACTION, State.REQUESTED)
         path = storage.join(self.timeline_path, name)
-        data = _read_optional(path)
+        # One read per operation (a run asks for its plan at the start and again at the commit); a plan that
+        # this process rewrites (unschedule) is updated by the storage layer.
+        data = storage.read_shared(path)
         if data is None:
             data = _read_optional(storage.join(self.hoodie_path, ".aux", name))
         if data is None:
@@ -438,8 +442,8 @@ def _read_optional(path: str) -> bytes | None:
     return storage.read_optional(path)
 
 
-def _read_required(path: str) -> bytes:
-    data = _read_optional(path)
+def _read_required(path: str, shared: bool = False) -> bytes:
+    data = storage.read_shared(path) if shared else _read_optional(path)
     if data is None:
         raise TimelineError(f"{path}: instant file does not exist")
     return data
@@ -466,7 +470,7 @@ class _Folder:
                     return storage.join(self.path, name)
             return None
         path = storage.join(self.path, instant_file_name(ts, action, state))
-        return path if storage.exists(path) else None
+        return path if storage.file_exists(path) else None
 
     def named(self, ts: str, action: str, state: State) -> str:
         """The path a pending file of instant `ts` has (and a completed one in layout 1)."""

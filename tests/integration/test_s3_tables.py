@@ -231,6 +231,7 @@ def test_symlink_carry_over_on_s3_is_refused(s3_env, tmp_path, monkeypatch):  # 
     server = s3_env["server"]
     for whole_scan_bytes, most in ((scan.REMOTE_WHOLE_SCAN_BYTES, 1), (0, 2)):
         monkeypatch.setattr(scan, "REMOTE_WHOLE_SCAN_BYTES", whole_scan_bytes)
+        scan.clear_validated_scans()   # what a first planning reads (a repeat reuses the scans: checked below)
         server.reset_counts()
         assert table.plan_compaction(threshold="2024-01-01T12:00:00Z").operations
         per_log: dict[str, list[dict]] = {}
@@ -241,6 +242,10 @@ def test_symlink_carry_over_on_s3_is_refused(s3_env, tmp_path, monkeypatch):  # 
         for requests in per_log.values():
             assert 1 <= len(requests) <= most and all(r["method"] == "GET" and r["range"] for r in requests), \
                 requests
+    # planning again: its listing shows both logs unchanged (same ETags), so their scans are not read again
+    server.reset_counts()
+    assert table.plan_compaction(threshold="2024-01-01T12:00:00Z").operations
+    assert not [r for r in server.counts() if ".log." in r["path"]]
 
 
 def test_properties_update_keeps_hudis_backup_protocol(s3_env, s3_server):  # noqa: F811

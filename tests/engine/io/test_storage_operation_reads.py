@@ -1,0 +1,95 @@
+"""What one table operation shares on S3 (moto server): `read_shared` fetches a metadata file once inside
+`operation_reads` and never across operations, this process's writes keep it true; `list_tree` gives each
+object's ETag (`listed_etag`), forgotten when this process rewrites the object; `file_exists` is one HEAD."""
+from __future__ import annotations
+
+from engine.io import storage
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+
+
+def _requests(server, name: str) -> list[str]:  # type: ignore[no-untyped-def]
+    return [r["method"] for r in server.counts() if r["path"].endswith(name)]
+
+
+def test_a_file_is_read_once_per_operation_and_again_in_the_next(s3_env):  # noqa: F811
+    path = f"{s3_env['bucket_uri']}/t/.hoodie/hoodie.properties"
+    storage.write_bytes(path, b"a=1\n")
+    server = s3_env["server"]
+    server.reset_counts()
+    with storage.operation_reads():
+        assert [storage.read_shared(path) for _ in range(3)] == [b"a=1\n"] * 3
+        with storage.operation_reads():   # a nested operation shares the outer one's reads
+            assert storage.read_shared(path) == b"a=1\n"
+    with storage.operation_reads():
+        assert storage.read_shared(path) == b"a=1\n"
+    assert storage.read_shared(path) == b"a=1\n"   # outside an operation: always the store
+    assert _requests(server, "hoodie.properties") == ["GET", "GET", "GET"]
+
+
+def test_what_this_process_writes_or_deletes_is_what_the_operation_reads_next(s3_env):  # noqa: F811
+    path = f"{s3_env['bucket_uri']}/w/.hoodie/hoodie.properties"
+    storage.write_bytes(path, b"v=1\n")
+    server = s3_env["server"]
+    with storage.operation_reads():
+        assert storage.read_shared(path) == b"v=1\n"
+        server.reset_counts()
+        storage.write_bytes(path, b"v=2\n")
+        assert storage.read_shared(path) == b"v=2\n"    # what we wrote, without a GET
+        assert _requests(server, "hoodie.properties") == ["PUT"]
+        storage.copy(f"{s3_env['bucket_uri']}/w/.hoodie/hoodie.properties", path + ".backup")
+        storage.write_bytes(path + ".backup", b"v=3\n")   # never read in the operation: not remembered
+        storage.remove(path)
+        assert storage.read_shared(path) is None          # deleted: asked again, and gone
+        storage.write_bytes(path, b"v=4\n")
+        assert storage.read_shared(path) == b"v=4\n"
+        storage.remove_tree(f"{s3_env['bucket_uri']}/w/.hoodie")
+        assert storage.read_shared(path) is None
+
+
+def test_a_missing_file_is_asked_again(s3_env):  # noqa: F811
+    path = f"{s3_env['bucket_uri']}/m/later"
+    with storage.operation_reads():
+        assert storage.read_shared(path) is None
+        storage._s3_put_if_absent(path, b"now")   # another writer's PUT would do the same
+        assert storage.read_shared(path) == b"now"
+
+
+def test_local_files_are_always_read(tmp_path):
+    path = tmp_path / "hoodie.properties"
+    path.write_bytes(b"x=1\n")
+    with storage.operation_reads():
+        assert storage.read_shared(str(path)) == b"x=1\n"
+        path.write_bytes(b"x=2\n")
+        assert storage.read_shared(str(path)) == b"x=2\n"
+
+
+def test_the_listing_gives_etags_that_change_with_the_bytes(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/e"
+    log = f"{base}/p1/.f_1.log.1_0"
+    storage.write_bytes(log, b"abcd")
+    storage.write_bytes(f"{base}/p1/sub/", b"")   # a folder marker
+    with storage.operation_reads():
+        entries = {e.name: e for e in storage.list_tree(base)}
+        assert entries["p1/.f_1.log.1_0"].etag and entries["p1/.f_1.log.1_0"].size == 4
+        assert entries["p1"].is_dir and entries["p1/sub"].is_dir and "p1/sub/" not in entries
+        first = storage.listed_etag(log, 4)
+        assert first == entries["p1/.f_1.log.1_0"].etag
+        assert storage.listed_etag(log, 5) is None     # another size than the caller's: not this object
+        storage.write_bytes(log, b"abce")
+        assert storage.listed_etag(log) is None       # rewritten by us: the listing no longer tells
+        storage.list_tree(base)
+        second = storage.listed_etag(log, 4)
+        assert second and second != first             # same size, other bytes: another ETag
+    assert storage.listed_etag(log) is None           # nothing outlives the operation
+    assert storage.list_tree(f"{s3_env['bucket_uri']}/nothing-here") == []
+
+
+def test_file_exists_is_one_head(s3_env):  # noqa: F811
+    there = f"{s3_env['bucket_uri']}/x/.hoodie/1.commit"
+    storage.write_bytes(there, b"{}")
+    server = s3_env["server"]
+    server.reset_counts()
+    assert storage.file_exists(there)
+    assert not storage.file_exists(there + ".missing")
+    assert not storage.file_exists(f"{s3_env['bucket_uri']}/x/.hoodie")   # a folder is no file
+    assert [r["method"] for r in server.counts()] == ["HEAD", "HEAD", "HEAD"]

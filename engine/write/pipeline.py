@@ -6,8 +6,9 @@ file group), open the deltacommit (requested -> inflight), run Spark tasks, comm
 Executors (`engine.write.log_writer`) write each file group's log files with columnar block encoding.
 
 Two ways in, one commit protocol:
-- `write_dataframe`: any Spark DataFrame. Routing columns are computed by Spark, rows are shuffled by
-  (partition, bucket) and handed to Python as Arrow batches (`mapInArrow`).
+- `write_dataframe`: any Spark DataFrame. Routing columns are computed by Spark; a small DataFrame
+  (`engine.placement`) is then collected as Arrow on the driver and written by `engine.write.in_process`,
+  a big one is shuffled by (partition, bucket) and handed to Python tasks as Arrow batches (`mapInArrow`).
 - `write_parquet`: Parquet files. Spark schedules the tasks but the rows never become Spark rows:
   tasks read row groups with pyarrow, route them (`engine.index.routing`), and exchange them through Arrow
   IPC files under the instant's temp folder; then one task per set of file groups writes the logs.
@@ -81,20 +82,33 @@ class WriteError(TidemarkError):
 
 def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
                     settings: Mapping[str, str] | None = None, *, lock: TableLock | None = None,
-                    on_progress: Progress | None = None) -> WriteResult:
-    """Write a Spark DataFrame into the table as one deltacommit."""
+                    on_progress: Progress | None = None, local: bool | None = None) -> WriteResult:
+    """Write a Spark DataFrame into the table as one deltacommit.
+
+    Spark computes the DataFrame either way; `engine.placement` decides who writes it (`local`: the caller's
+    choice): a small one is collected here as Arrow and written by the in-process writer, a big one (or on a
+    cluster) is routed, shuffled and written by Spark tasks."""
     cfg, settings = _open(base_path, operation, settings)
     current = inputs.table_schema(cfg)
     inputs.check_columns(cfg, current, df.columns, operation, "input")
     incoming = keys.arrow_schema_of(df)
     inputs.check_types(current, incoming, "input")
-    return _write_checked_dataframe(cfg, df, incoming, operation, settings, lock, on_progress)
+    return _write_checked_dataframe(cfg, df, incoming, operation, settings, lock, on_progress, local)
 
 
 def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schema, operation: str,
                              settings: dict[str, str], lock: TableLock | None,
-                             on_progress: Progress | None) -> WriteResult:
+                             on_progress: Progress | None, local: bool | None) -> WriteResult:
     """The DataFrame path once the table is open and the input checked (each done once per write)."""
+    if placement.write_dataframe_in_process(_estimated_bytes(df), local):
+        def run_here(job: WriteJob) -> list[dict[str, Any]]:
+            # Routed by the same Spark columns as the tasks' path; collecting skips the shuffle and the
+            # tasks, and the in-process writer writes each file group from one piece of memory.
+            rows = _with_routing(cfg, df).toArrow()
+            log_writer.check_routed_keys(rows)
+            return in_process.write_groups(job, in_process.group_rows([rows]), on_progress)
+
+        return _commit_protocol(cfg, operation, incoming, settings, run_here, lock)
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
     if storage.is_remote(cfg.base_path):
         from engine.spark import ship_storage_env
@@ -137,7 +151,8 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
 
     if not routable:
         df = parquet_dataframe(spark or get_spark(), paths)
-        return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, settings, lock, on_progress)
+        return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, settings, lock, on_progress,
+                                        _asked(local, spark))
     sc = (spark or get_spark()).sparkContext
 
     def run(job: WriteJob) -> list[dict[str, Any]]:
@@ -203,7 +218,8 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
     from engine.spark import get_spark
 
     df = (spark or get_spark()).createDataFrame(rows)
-    return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, checked, lock, on_progress)
+    return _write_checked_dataframe(cfg, df, keys.arrow_schema_of(df), operation, checked, lock, on_progress,
+                                    _asked(local, spark))
 
 
 # ------------------------------------------------------------------------------------------ the protocol
@@ -405,6 +421,18 @@ def _with_routing(cfg: TableConfig, df: DataFrame) -> DataFrame:
     return (df.withColumn(KEY_COL, keys.record_key_column(cfg))
             .withColumn(PART_COL, keys.partition_path_column(cfg))
             .withColumn(BUCKET_COL, keys.bucket_column(F.col(KEY_COL), cfg.num_buckets)))
+
+
+def _estimated_bytes(df: DataFrame) -> int | None:
+    """Spark's size estimate of the DataFrame's optimized plan (no job runs); None where Spark gives none
+    (a Spark Connect DataFrame) or its estimate is its "unknown" default, Long.MaxValue."""
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+    try:
+        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())
+    except (AttributeError, Py4JError, ValueError):
+        return None
+    return None if size >= 2**63 - 1 else size
 
 
 def _task_token() -> str:

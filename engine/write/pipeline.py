@@ -102,11 +102,8 @@ def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schem
     """The DataFrame path once the table is open and the input checked (each done once per write)."""
     if placement.write_dataframe_in_process(_estimated_bytes(df), local):
         def run_here(job: WriteJob) -> list[dict[str, Any]]:
-            # Routed by the same Spark columns as the tasks' path; collecting skips the shuffle and the
-            # tasks, and the in-process writer writes each file group from one piece of memory.
-            rows = _with_routing(cfg, df).toArrow()
-            log_writer.check_routed_keys(rows)
-            return in_process.write_groups(job, in_process.group_rows([rows]), on_progress)
+            return in_process.write_groups(job, in_process.group_rows(_routed_here(cfg, df, incoming)),
+                                           on_progress)
 
         return _commit_protocol(cfg, operation, incoming, settings, run_here, lock)
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
@@ -423,10 +420,72 @@ def _with_routing(cfg: TableConfig, df: DataFrame) -> DataFrame:
             .withColumn(BUCKET_COL, keys.bucket_column(F.col(KEY_COL), cfg.num_buckets)))
 
 
+def _routed_here(cfg: TableConfig, df: DataFrame, incoming: pa.Schema) -> Iterator[pa.Table]:
+    """The DataFrame's rows in this process, routed, in Spark's Arrow types (`incoming`).
+
+    A bare scan of Parquet files whose values pyarrow reads exactly as Spark does is read by pyarrow, in
+    row-group chunks, skipping Spark's row -> Arrow conversion (the dominant cost); anything else is
+    computed by Spark with its routing columns and collected (`toArrow`), which skips the shuffle and tasks."""
+    rt = routing.Routing.of(cfg)
+    files = _scanned_parquet_files(df, incoming) if routing.supports(rt, incoming) else None
+    if files is None:
+        rows = _with_routing(cfg, df).toArrow()
+        log_writer.check_routed_keys(rows)
+        yield rows
+        return
+    chunks, _ = _row_group_chunks(list(files))
+    for chunk in _read_chunks(chunks):
+        rows = routing.route(rt, chunk.cast(incoming))
+        log_writer.check_routed_keys(rows)
+        yield rows
+
+
+def _scanned_parquet_files(df: DataFrame, incoming: pa.Schema) -> tuple[str, ...] | None:
+    """The local Parquet files of a DataFrame that is nothing but Spark's scan of them (no projection, filter,
+    partition columns or reader options), when pyarrow reads them into exactly Spark's values; else None.
+
+    Exact means every file's columns cast to Spark's Arrow types without loss: the same types, or timestamps
+    in s/ms/µs (Spark holds µs; nanosecond INT96 values would be truncated, so those stay on Spark), and
+    no legacy-calendar metadata (Spark would rebase those dates and times)."""
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+
+    try:
+        plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() != "LogicalRelation":
+            return None
+        relation = plan.relation()
+        if relation.getClass().getSimpleName() != "HadoopFsRelation" or relation.fileFormat().toString() != "Parquet" \
+                or relation.partitionSchema().length() or relation.bucketSpec().isDefined() \
+                or relation.options().size() != int(relation.options().contains("path")):
+            return None
+        uris = list(df.inputFiles())
+    except (AttributeError, Py4JError):   # a Spark Connect DataFrame, or a plan of another shape
+        return None
+    if not uris or not all(u.startswith("file:") for u in uris):
+        return None
+    files = tuple(storage.resolve(u) for u in uris)
+    for path in files:
+        meta = pq.read_metadata(path)
+        legacy = {b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96"}
+        if legacy & set(meta.metadata or {}) or not _casts_exactly(meta.schema.to_arrow_schema(), incoming):
+            return None
+    return files
+
+
+def _casts_exactly(source: pa.Schema, spark: pa.Schema) -> bool:
+    if source.names != spark.names:
+        return False
+    for a, b in zip(source.types, spark.types):
+        widened = pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz and a.unit != "ns"
+        if a != b and not widened:
+            return False
+    return True
+
+
 def _estimated_bytes(df: DataFrame) -> int | None:
     """Spark's size estimate of the DataFrame's optimized plan (no job runs); None where Spark gives none
     (a Spark Connect DataFrame) or its estimate is its "unknown" default, Long.MaxValue."""
-    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
+    from py4j.protocol import Py4JError
 
     try:
         size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes())

@@ -6,6 +6,7 @@ import datetime as dt
 import os
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from engine import placement
@@ -15,6 +16,7 @@ from engine.read.query import read_arrow
 from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
 from engine.write import in_process
+from engine.write import pipeline as write_mod
 from engine.write.pipeline import WriteError, write_dataframe
 from tests.support.oracle import hudi_read, rows_by_key
 
@@ -93,6 +95,47 @@ def test_placement_collects_small_dataframes_and_leaves_big_ones_to_spark(spark,
     write_dataframe(path, df, local=True)                      # the caller's choice wins
     assert calls == [1, 1]
     assert len(rows_by_key(hudi_read(path))) == 50
+
+
+@pytest.mark.parametrize("block_format", ["avro", "parquet"])
+def test_bare_parquet_scan_is_read_by_pyarrow_into_the_same_table(spark, tmp_path, monkeypatch, block_format):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(rows(list(range(400)), 1), folder / "a.parquet", row_group_size=64)
+    pq.write_table(rows(list(range(300, 700)), 5), folder / "b.parquet", row_group_size=100)
+    here, there = str(tmp_path / "here"), str(tmp_path / "there")
+    new_table(here, block_format)
+    new_table(there, block_format)
+    write_dataframe(there, spark.read.parquet(str(folder)), local=False)
+    with monkeypatch.context() as m:   # no Spark routing, no collection: the files are read by pyarrow
+        m.setattr(write_mod, "_with_routing", lambda *_: pytest.fail("the DataFrame was collected"))
+        write_dataframe(here, spark.read.parquet(str(folder)), local=True)
+    assert Timeline.load(here).latest_schema() == Timeline.load(there).latest_schema()
+    assert '"timestamp-micros"' in str(Timeline.load(here).latest_schema())   # Spark's type, not the files' ms
+    ours, theirs = hudi_read(here), hudi_read(there)
+    assert ours.schema == theirs.schema and ours.num_rows == 700
+    assert rows_by_key(ours, with_meta=META) == rows_by_key(theirs, with_meta=META)
+    assert layout(here) == layout(there)
+
+
+def test_only_bare_exact_parquet_scans_skip_spark(spark, tmp_path):
+    plain = tmp_path / "plain.parquet"
+    pq.write_table(rows(list(range(10)), 1), plain)
+    int96 = tmp_path / "int96.parquet"
+    pq.write_table(rows(list(range(10)), 1), int96, use_deprecated_int96_timestamps=True)
+    hive = tmp_path / "hive"
+    pq.write_to_dataset(rows(list(range(10)), 1), str(hive), partition_cols=["region"])
+
+    def files(df):
+        return write_mod._scanned_parquet_files(df, write_mod.keys.arrow_schema_of(df))
+
+    df = spark.read.parquet(str(plain))
+    assert files(df) == (str(plain),)
+    assert files(df.filter("seq > 1")) is None and files(df.select("id", "region")) is None
+    assert files(spark.read.option("mergeSchema", "true").parquet(str(plain))) is None
+    assert files(spark.read.parquet(str(int96))) is None          # nanoseconds: Spark truncates them to µs
+    assert files(spark.read.parquet(str(hive))) is None           # partition columns come from folder names
+    assert files(spark.createDataFrame(rows([1], 1))) is None
 
 
 @pytest.mark.parametrize("local", [True, False])

@@ -1,6 +1,6 @@
 """Write throughput end-to-end (Parquet-file and DataFrame paths; Avro and Parquet log blocks) vs the pyarrow floor.
 
-    python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3]
+    python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3] [--stages]
 
 Input: N synthetic records (anchors' schema) staged once as a Parquet file; each timed run writes it into a
 fresh table: `Table.write([input], local=True)` (in-process: pyarrow routing, one thread per core writing
@@ -14,7 +14,8 @@ The floor is `pq.write_table` of the same records with the 5 meta columns on one
 core; ratio = ours / floor. SparkSession start is excluded from the write timings and reported separately, in
 fresh processes, with and without the JVM class-data archive (TIDEMARK_NO_CDS=1). Every variant also reports
 the CPU seconds of this process and every process below it (the Spark JVM and its Python workers): records
-per CPU-second, a figure a busy machine disturbs less than wall time.
+per CPU-second, a figure a busy machine disturbs less than wall time. `--stages` instead times the pieces of a
+DataFrame write alone (scan, Spark's row -> Arrow conversion, the shuffle, collecting, the pyarrow read).
 """
 from __future__ import annotations
 
@@ -99,6 +100,51 @@ def pyarrow_floor(n_table, path: str, repeats: int) -> dict:
             "file_bytes": os.path.getsize(path)}
 
 
+def dataframe_stages(spark, input_path: str, table_path: str, repeats: int) -> dict:
+    """Where a DataFrame write's time goes: its pieces timed alone (wall and process-tree CPU, medians)."""
+    import pyarrow as pa
+
+    from engine.config.properties import load_table_config
+    from engine.index import keys, routing
+    from engine.index.routing import BUCKET_COL, PART_COL
+    from engine.write import pipeline
+
+    new_table(table_path, "avro")
+    cfg = load_table_config(table_path)
+    rt = routing.Routing.of(cfg)
+
+    def drop(batches):
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_arrays([pa.array([], pa.string())], names=["stat"])
+
+    def scan():
+        return spark.read.parquet(input_path)
+
+    incoming = keys.arrow_schema_of(scan())
+    pieces = {
+        "read_parquet_dataframe": scan,
+        "scan_to_noop_sink": lambda: scan().write.format("noop").mode("overwrite").save(),
+        "scan_to_map_in_arrow_dropping": lambda: scan().mapInArrow(drop, "stat string").collect(),
+        "before_routing_shuffle_map_in_arrow_dropping": lambda: pipeline._with_routing(cfg, scan())
+        .repartition(2, PART_COL, BUCKET_COL).mapInArrow(drop, "stat string").collect(),
+        "collect_routing_to_arrow": lambda: pipeline._with_routing(cfg, scan()).toArrow(),
+        "after_pyarrow_read_cast_route": lambda: [
+            routing.route(rt, chunk.cast(incoming))
+            for chunk in pipeline._read_chunks(pipeline._row_group_chunks([input_path])[0])],
+    }
+    out = {}
+    for name, fn in pieces.items():
+        fn()   # warm
+        runs = []
+        for _ in range(max(1, repeats)):
+            cpu, (wall, _) = tree_cpu_s(), timed(fn)
+            runs.append((wall, tree_cpu_s() - cpu))
+        wall, cpu = sorted(runs)[len(runs) // 2]
+        out[name] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -106,6 +152,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--start-repeat", type=int, default=3, help="fresh-process Spark starts per variant (0: skip)")
+    ap.add_argument("--stages", action="store_true", help="only time the DataFrame write's pieces alone")
     args = ap.parse_args()
     n = max(1, int(args.records * args.scale))
     work = scratch_dir("tm-bench-write-")
@@ -119,6 +166,11 @@ def main() -> None:
         from engine.spark import get_spark
 
         session_s, spark = timed(lambda: get_spark(cores=args.cores))
+        if args.stages:
+            emit("bench_write_stages", {"records": n, "load_avg_1m_before": load_before,
+                                        **dataframe_stages(spark, input_path, os.path.join(work, "t_stages"),
+                                                           args.repeat)})
+            return
         from engine.write.in_process import workers
 
         ours = {f"{kind}_{fmt}": engine_write(spark, input_path, os.path.join(work, f"t_{kind}_{fmt}"), fmt, n,

@@ -6,9 +6,10 @@ file group), open the deltacommit (requested -> inflight), run Spark tasks, comm
 Executors (`engine.write.log_writer`) write each file group's log files with columnar block encoding.
 
 Two ways in, one commit protocol:
-- `write_dataframe`: any Spark DataFrame. Routing columns are computed by Spark; a small DataFrame
-  (`engine.placement`) is then collected as Arrow on the driver and written by `engine.write.in_process`,
-  a big one is shuffled by (partition, bucket) and handed to Python tasks as Arrow batches (`mapInArrow`).
+- `write_dataframe`: any Spark DataFrame. A small one (`engine.placement`) is written by `engine.write.in_process`:
+  a bare scan of Parquet files is read by pyarrow (no Spark rows at all), any other is computed by Spark with
+  its routing columns and collected as Arrow (`toArrow`). A big one gets routing columns from Spark, is
+  shuffled by (partition, bucket) and handed to Python tasks as Arrow batches (`mapInArrow`).
 - `write_parquet`: Parquet files. Spark schedules the tasks but the rows never become Spark rows:
   tasks read row groups with pyarrow, route them (`engine.index.routing`), and exchange them through Arrow
   IPC files under the instant's temp folder; then one task per set of file groups writes the logs.
@@ -71,6 +72,8 @@ OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": INSERT_OVERWRITE, "insert_overwrite_table": INSERT_OVERWRITE_TABLE}
 STAT_SCHEMA = "stat string"
 CHUNK_ROWS = 262_144   # rows per routing task of the Parquet path
+# Parquet footer keys of files Spark wrote with hybrid-calendar (pre-Gregorian) dates and times.
+_LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 T = TypeVar("T")
 
 
@@ -446,7 +449,7 @@ def _scanned_parquet_files(df: DataFrame, incoming: pa.Schema) -> tuple[str, ...
 
     Exact means every file's columns cast to Spark's Arrow types without loss: the same types, or timestamps
     in s/ms/µs (Spark holds µs; nanosecond INT96 values would be truncated, so those stay on Spark), and
-    no legacy-calendar metadata (Spark would rebase those dates and times)."""
+    no calendar rebasing by Spark (`_rebased_by_spark`)."""
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
 
     try:
@@ -464,12 +467,23 @@ def _scanned_parquet_files(df: DataFrame, incoming: pa.Schema) -> tuple[str, ...
     if not uris or not all(u.startswith("file:") for u in uris):
         return None
     files = tuple(storage.resolve(u) for u in uris)
+    rebase_mode = str(df.sparkSession.conf.get("spark.sql.parquet.datetimeRebaseModeInRead", "CORRECTED"))
     for path in files:
         meta = pq.read_metadata(path)
-        legacy = {b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96"}
-        if legacy & set(meta.metadata or {}) or not _casts_exactly(meta.schema.to_arrow_schema(), incoming):
+        if _rebased_by_spark(meta.metadata or {}, rebase_mode) or \
+                not _casts_exactly(meta.schema.to_arrow_schema(), incoming):
             return None
     return files
+
+
+def _rebased_by_spark(file_meta: Mapping[bytes, bytes], mode: str) -> bool:
+    """Whether Spark reads this file's dates and times through the hybrid Julian calendar (pyarrow never does):
+    a file Spark before 3.0 or in legacy mode wrote, or — for files of other writers — a rebase mode other
+    than Spark 4's default CORRECTED (DataSourceUtils.datetimeRebaseSpec)."""
+    version = file_meta.get(b"org.apache.spark.version")
+    if version is None:
+        return mode.upper() != "CORRECTED"
+    return version < b"3.0.0" or any(k in file_meta for k in _LEGACY_CALENDAR_KEYS)
 
 
 def _casts_exactly(source: pa.Schema, spark: pa.Schema) -> bool:

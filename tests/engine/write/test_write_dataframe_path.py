@@ -125,6 +125,9 @@ def test_only_bare_exact_parquet_scans_skip_spark(spark, tmp_path):
     pq.write_table(rows(list(range(10)), 1), int96, use_deprecated_int96_timestamps=True)
     hive = tmp_path / "hive"
     pq.write_to_dataset(rows(list(range(10)), 1), str(hive), partition_cols=["region"])
+    spark2 = tmp_path / "spark2.parquet"   # as Spark 2.4 wrote it: Spark 4 rebases its dates from the old calendar
+    old = rows(list(range(10)), 1)
+    pq.write_table(old.replace_schema_metadata({b"org.apache.spark.version": b"2.4.0"}), spark2)
 
     def files(df):
         return write_mod._scanned_parquet_files(df, write_mod.keys.arrow_schema_of(df))
@@ -135,6 +138,13 @@ def test_only_bare_exact_parquet_scans_skip_spark(spark, tmp_path):
     assert files(spark.read.option("mergeSchema", "true").parquet(str(plain))) is None
     assert files(spark.read.parquet(str(int96))) is None          # nanoseconds: Spark truncates them to µs
     assert files(spark.read.parquet(str(hive))) is None           # partition columns come from folder names
+    assert files(spark.read.parquet(str(spark2))) is None
+    spark.conf.set("spark.sql.parquet.datetimeRebaseModeInRead", "LEGACY")
+    try:
+        assert files(spark.read.parquet(str(plain))) is None
+    finally:
+        spark.conf.unset("spark.sql.parquet.datetimeRebaseModeInRead")
+    assert files(spark.read.parquet(str(plain))) == (str(plain),)
     assert files(spark.createDataFrame(rows([1], 1))) is None
 
 

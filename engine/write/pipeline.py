@@ -437,15 +437,16 @@ def _routed_here(cfg: TableConfig, df: DataFrame, incoming: pa.Schema) -> Iterat
         yield rows
         return
     chunks, _ = _row_group_chunks(list(files))
-    for chunk in _read_chunks(chunks):
+    for chunk in _read_chunks(chunks, incoming.names):
         rows = routing.route(rt, chunk.cast(incoming))
         log_writer.check_routed_keys(rows)
         yield rows
 
 
 def _scanned_parquet_files(df: DataFrame, incoming: pa.Schema) -> tuple[str, ...] | None:
-    """The local Parquet files of a DataFrame that is nothing but Spark's scan of them (no projection, filter,
-    partition columns or reader options), when pyarrow reads them into exactly Spark's values; else None.
+    """The local Parquet files of a DataFrame that is nothing but Spark's scan of them, or of some of their
+    columns (no expression, filter, partition columns or reader options), when pyarrow reads them into exactly
+    Spark's values; else None.
 
     Exact means every file's columns cast to Spark's Arrow types without loss: the same types, or timestamps
     in s/ms/µs (Spark holds µs; nanosecond INT96 values would be truncated, so those stay on Spark), and
@@ -454,6 +455,11 @@ def _scanned_parquet_files(df: DataFrame, incoming: pa.Schema) -> tuple[str, ...
 
     try:
         plan = df._jdf.queryExecution().analyzed()
+        if plan.getClass().getSimpleName() == "Project":   # select/drop of columns as they are, nothing computed
+            chosen = plan.projectList()
+            if any(chosen.apply(i).getClass().getSimpleName() != "AttributeReference" for i in range(chosen.size())):
+                return None
+            plan = plan.child()
         if plan.getClass().getSimpleName() != "LogicalRelation":
             return None
         relation = plan.relation()
@@ -487,9 +493,10 @@ def _rebased_by_spark(file_meta: Mapping[bytes, bytes], mode: str) -> bool:
 
 
 def _casts_exactly(source: pa.Schema, spark: pa.Schema) -> bool:
-    if source.names != spark.names:
+    """Whether the file's columns that the DataFrame keeps cast to Spark's types without loss."""
+    if not set(spark.names) <= set(source.names):
         return False
-    for a, b in zip(source.types, spark.types):
+    for a, b in zip([source.field(n).type for n in spark.names], spark.types):
         widened = pa.types.is_timestamp(a) and pa.types.is_timestamp(b) and a.tz == b.tz and a.unit != "ns"
         if a != b and not widened:
             return False
@@ -548,10 +555,10 @@ def _row_group_chunks(paths: list[str]) -> tuple[list[tuple[str, tuple[int, ...]
     return chunks, total
 
 
-def _read_chunks(chunks: list[tuple[str, tuple[int, ...]]]) -> Iterator[pa.Table]:
+def _read_chunks(chunks: list[tuple[str, tuple[int, ...]]], columns: list[str] | None = None) -> Iterator[pa.Table]:
     for path, row_groups in chunks:
         if row_groups:
-            yield pq.ParquetFile(storage.parquet_source(path)).read_row_groups(list(row_groups))
+            yield pq.ParquetFile(storage.parquet_source(path)).read_row_groups(list(row_groups), columns=columns)
 
 
 def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple[int, ...]]],

@@ -106,14 +106,21 @@ def test_bare_parquet_scan_is_read_by_pyarrow_into_the_same_table(spark, tmp_pat
     here, there = str(tmp_path / "here"), str(tmp_path / "there")
     new_table(here, block_format)
     new_table(there, block_format)
-    write_dataframe(there, spark.read.parquet(str(folder)), local=False)
+    later = tmp_path / "later.parquet"
+    pq.write_table(rows(list(range(650, 800)), 9), later)
+
+    def upserts(path, local):   # the scan, then some of a file's columns (v is left out: null in those rows)
+        write_dataframe(path, spark.read.parquet(str(folder)), local=local)
+        write_dataframe(path, spark.read.parquet(str(later)).select("ts", "id", "region", "seq"), local=local)
+
+    upserts(there, False)
     with monkeypatch.context() as m:   # no Spark routing, no collection: the files are read by pyarrow
         m.setattr(write_mod, "_with_routing", lambda *_: pytest.fail("the DataFrame was collected"))
-        write_dataframe(here, spark.read.parquet(str(folder)), local=True)
+        upserts(here, True)
     assert Timeline.load(here).latest_schema() == Timeline.load(there).latest_schema()
     assert '"timestamp-micros"' in str(Timeline.load(here).latest_schema())   # Spark's type, not the files' ms
     ours, theirs = hudi_read(here), hudi_read(there)
-    assert ours.schema == theirs.schema and ours.num_rows == 700
+    assert ours.schema == theirs.schema and ours.num_rows == 800
     assert rows_by_key(ours, with_meta=META) == rows_by_key(theirs, with_meta=META)
     assert layout(here) == layout(there)
 
@@ -134,7 +141,9 @@ def test_only_bare_exact_parquet_scans_skip_spark(spark, tmp_path):
 
     df = spark.read.parquet(str(plain))
     assert files(df) == (str(plain),)
-    assert files(df.filter("seq > 1")) is None and files(df.select("id", "region")) is None
+    assert files(df.select("region", "id")) == (str(plain),) and files(df.drop("v")) == (str(plain),)
+    assert files(df.filter("seq > 1")) is None and files(df.selectExpr("id", "region", "seq + 1 AS seq")) is None
+    assert files(df.withColumnRenamed("v", "w")) is None
     assert files(spark.read.option("mergeSchema", "true").parquet(str(plain))) is None
     assert files(spark.read.parquet(str(int96))) is None          # nanoseconds: Spark truncates them to µs
     assert files(spark.read.parquet(str(hive))) is None           # partition columns come from folder names

@@ -128,7 +128,8 @@ def dataframe_stages(spark, input_path: str, table_path: str, repeats: int) -> d
         "scan_to_map_in_arrow_dropping": lambda: scan().mapInArrow(drop, "stat string").collect(),
         "before_routing_shuffle_map_in_arrow_dropping": lambda: pipeline._with_routing(cfg, scan())
         .repartition(2, PART_COL, BUCKET_COL).mapInArrow(drop, "stat string").collect(),
-        "collect_routing_to_arrow": lambda: pipeline._with_routing(cfg, scan()).toArrow(),
+        "collect_spark_routing_to_arrow": lambda: pipeline._with_routing(cfg, scan()).toArrow(),
+        "collect_to_arrow_pyarrow_routing": lambda: routing.route(rt, scan().toArrow()),
         "after_pyarrow_read_cast_route": lambda: [
             routing.route(rt, chunk.cast(incoming))
             for chunk in pipeline._read_chunks(pipeline._row_group_chunks([input_path])[0])],

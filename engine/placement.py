@@ -12,10 +12,11 @@ starts only when
 
 An in-process write holds its routed input in memory (about the input's Arrow size, twice at peak), hence the
 row limit; an in-process read streams one file slice at a time, so its limit is about time, not memory.
-A DataFrame written in-process is still computed by Spark, but collected here as Arrow (`toArrow`) and
-written by this process's threads instead of being shuffled to Spark tasks; its limit is Spark's own size
-estimate of the DataFrame's plan (a Parquet scan: its files' size on disk, ~30 MB per million rows of the
-benchmarks' six columns), since its row count is unknown before it runs.
+A DataFrame written in-process is collected here as Arrow (`toArrow`; a plain Parquet scan is read by
+pyarrow instead) and written by this process's threads instead of being shuffled to Spark tasks — the same
+table as Spark's tasks write (schema, file groups, rows), with other task tokens in seqnos and log names. Its
+limit is Spark's own size estimate of the DataFrame's plan (a Parquet scan: its files' size on disk, ~30 MB per
+million rows of the benchmarks' six columns), since its row count is unknown before it runs.
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""A Spark DataFrame written in-process (collected as Arrow, `engine.write.in_process`) makes the same table as
-one written by Spark tasks (routing, shuffle, mapInArrow), and `engine.placement` picks between them."""
+"""A Spark DataFrame written in-process (`engine.write.in_process`: collected as Arrow, or a plain Parquet scan
+read by pyarrow) makes the same table as one written by Spark tasks (routing, shuffle, mapInArrow), and
+`engine.placement` picks between them."""
 from __future__ import annotations
 
 import datetime as dt

@@ -1,16 +1,21 @@
 """Write throughput end-to-end (Parquet-file and DataFrame paths; Avro and Parquet log blocks) vs the pyarrow floor.
 
-    python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3]
+    python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3] [--stages]
 
 Input: N synthetic records (anchors' schema) staged once as a Parquet file; each timed run writes it into a
 fresh table: `Table.write([input], local=True)` (in-process: pyarrow routing, one thread per core writing
 file groups — the default for inputs up to TIDEMARK_LOCAL_MAX_ROWS), the same on Spark local[CORES]
-(`local=False`: pyarrow routing in tasks + Arrow IPC exchange), and `write(spark.read.parquet(input))`
-(Spark routing + shuffle + Arrow transfer), each through block encoding, log files and commit. The floor is `pq.write_table` of the same
-records with the 5 meta columns on one thread. Rates are records/s per core; ratio = ours / floor.
-SparkSession start is excluded from the write timings and reported separately, in fresh processes,
-with and without the JVM class-data archive (TIDEMARK_NO_CDS=1). The in-process variant also reports this
-process's CPU seconds (all threads): records per CPU-second, a figure a busy machine disturbs less than wall time.
+(`local=False`: pyarrow routing in tasks + Arrow IPC exchange), `write(spark.read.parquet(input))` as placed by
+default (a DataFrame up to TIDEMARK_LOCAL_MAX_DATAFRAME_MB is written in-process: a bare Parquet scan read by
+pyarrow, anything else collected with `toArrow`), the same DataFrame filtered by Spark (`seq >= 0`, keeps every
+row; not a bare scan, so collected by `toArrow`), and the DataFrame with `local=False` (Spark routing + shuffle +
+Arrow transfer to write tasks: the DataFrame path before), each through block encoding, log files and commit.
+The floor is `pq.write_table` of the same records with the 5 meta columns on one thread. Rates are records/s per
+core; ratio = ours / floor. SparkSession start is excluded from the write timings and reported separately, in
+fresh processes, with and without the JVM class-data archive (TIDEMARK_NO_CDS=1). Every variant also reports
+the CPU seconds of this process and every process below it (the Spark JVM and its Python workers): records
+per CPU-second, a figure a busy machine disturbs less than wall time. `--stages` instead times the pieces of a
+DataFrame write alone (scan, Spark's row -> Arrow conversion, the shuffle, collecting, the pyarrow read).
 """
 from __future__ import annotations
 
@@ -19,13 +24,13 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pyarrow.parquet as pq
 
-from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, with_meta_columns
+from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, tree_cpu_s, with_meta_columns
 
 TARGET_PER_CORE = 500_000
+DATAFRAME_TARGET_PER_CORE = 300_000   # a Spark DataFrame input (Tidemark issue 18)
 SETTINGS = {"hoodie.bucket.index.num.buckets": "4"}
 START_SNIPPET = ("import time; t = time.perf_counter(); from engine.spark import get_spark; "
                  "get_spark(cores={cores}); print(time.perf_counter() - t)")
@@ -67,12 +72,14 @@ def engine_write(spark, input_path: str, table_path: str, block_format: str, n: 
 
     def run() -> None:
         table = Table.open(table_path)
-        start = time.process_time()
-        if path_kind == "dataframe":
-            result = table.write(spark.read.parquet(input_path), "upsert")
+        start = tree_cpu_s()
+        if path_kind.startswith("dataframe"):
+            df = spark.read.parquet(input_path)
+            df = df.filter("seq >= 0") if path_kind == "dataframe_filtered" else df
+            result = table.write(df, "upsert", local=False if path_kind == "dataframe_spark_tasks" else None)
         else:
             result = table.write([input_path], "upsert", local=path_kind == "in_process")
-        cpu.append(time.process_time() - start)
+        cpu.append(tree_cpu_s() - start)
         assert result.records_written == n, (result.records_written, n)
 
     warm = timed(lambda: (new_table(table_path, block_format), run()))[0]  # python workers, JIT; not counted
@@ -81,9 +88,8 @@ def engine_write(spark, input_path: str, table_path: str, block_format: str, n: 
     size = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(table_path) for f in fs)
     out = {**t, "warmup_s": round(warm, 3), "records_per_s_per_core": round(rate(n, t["median_s"], cores)),
            "table_bytes": size}
-    if path_kind == "in_process":   # Spark's work is in its JVM and workers, not in this process's CPU time
-        cpu_s = sorted(cpu)[len(cpu) // 2]
-        out.update(cpu_s=round(cpu_s, 3), records_per_cpu_s=round(n / cpu_s))
+    cpu_s = sorted(cpu)[len(cpu) // 2]
+    out.update(cpu_s=round(cpu_s, 3), records_per_cpu_s=round(n / cpu_s))
     return out
 
 
@@ -94,6 +100,52 @@ def pyarrow_floor(n_table, path: str, repeats: int) -> dict:
             "file_bytes": os.path.getsize(path)}
 
 
+def dataframe_stages(spark, input_path: str, table_path: str, repeats: int) -> dict:
+    """Where a DataFrame write's time goes: its pieces timed alone (wall and process-tree CPU, medians)."""
+    import pyarrow as pa
+
+    from engine.config.properties import load_table_config
+    from engine.index import keys, routing
+    from engine.index.routing import BUCKET_COL, PART_COL
+    from engine.write import pipeline
+
+    new_table(table_path, "avro")
+    cfg = load_table_config(table_path)
+    rt = routing.Routing.of(cfg)
+
+    def drop(batches):
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_arrays([pa.array([], pa.string())], names=["stat"])
+
+    def scan():
+        return spark.read.parquet(input_path)
+
+    incoming = keys.arrow_schema_of(scan())
+    pieces = {
+        "read_parquet_dataframe": scan,
+        "scan_to_noop_sink": lambda: scan().write.format("noop").mode("overwrite").save(),
+        "scan_to_map_in_arrow_dropping": lambda: scan().mapInArrow(drop, "stat string").collect(),
+        "before_routing_shuffle_map_in_arrow_dropping": lambda: pipeline._with_routing(cfg, scan())
+        .repartition(2, PART_COL, BUCKET_COL).mapInArrow(drop, "stat string").collect(),
+        "collect_spark_routing_to_arrow": lambda: pipeline._with_routing(cfg, scan()).toArrow(),
+        "collect_to_arrow_pyarrow_routing": lambda: routing.route(rt, scan().toArrow()),
+        "after_pyarrow_read_cast_route": lambda: [
+            routing.route(rt, chunk.cast(incoming))
+            for chunk in pipeline._read_chunks(pipeline._row_group_chunks([input_path])[0])],
+    }
+    out = {}
+    for name, fn in pieces.items():
+        fn()   # warm
+        runs = []
+        for _ in range(max(1, repeats)):
+            cpu, (wall, _) = tree_cpu_s(), timed(fn)
+            runs.append((wall, tree_cpu_s() - cpu))
+        wall, cpu = sorted(runs)[len(runs) // 2]
+        out[name] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -101,6 +153,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--start-repeat", type=int, default=3, help="fresh-process Spark starts per variant (0: skip)")
+    ap.add_argument("--stages", action="store_true", help="only time the DataFrame write's pieces alone")
     args = ap.parse_args()
     n = max(1, int(args.records * args.scale))
     work = scratch_dir("tm-bench-write-")
@@ -114,18 +167,27 @@ def main() -> None:
         from engine.spark import get_spark
 
         session_s, spark = timed(lambda: get_spark(cores=args.cores))
+        if args.stages:
+            emit("bench_write_stages", {"records": n, "load_avg_1m_before": load_before,
+                                        **dataframe_stages(spark, input_path, os.path.join(work, "t_stages"),
+                                                           args.repeat)})
+            return
         from engine.write.in_process import workers
 
         ours = {f"{kind}_{fmt}": engine_write(spark, input_path, os.path.join(work, f"t_{kind}_{fmt}"), fmt, n,
                                               workers() if kind == "in_process" else args.cores, args.repeat, kind)
-                for kind in ("in_process", "parquet_input", "dataframe") for fmt in ("avro", "parquet")}
+                for kind in ("in_process", "parquet_input", "dataframe", "dataframe_filtered", "dataframe_spark_tasks")
+                for fmt in ("avro", "parquet")}
         emit("bench_write", {
             "records": n, "cores": args.cores, "load_avg_1m_before": load_before, "operation": "upsert", "repeat": args.repeat, **ours,
             "pyarrow_floor": floor,
             **{f"ratio_{k}_vs_floor": round(v["records_per_s_per_core"] / floor["records_per_s_per_core"], 3)
                for k, v in ours.items()},
             "target_records_per_s_per_core": TARGET_PER_CORE,
-            "meets_target": {f: ours[f]["records_per_s_per_core"] >= TARGET_PER_CORE for f in ours},
+            "target_dataframe_records_per_s_per_core": DATAFRAME_TARGET_PER_CORE,
+            "meets_target": {f: ours[f]["records_per_s_per_core"] >= (DATAFRAME_TARGET_PER_CORE if
+                                                                      f.startswith("dataframe") else TARGET_PER_CORE)
+                             for f in ours},
             "spark_session_start_in_process_s": round(session_s, 3), "spark_session_start_fresh": start,
         })
     finally:

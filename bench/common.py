@@ -204,3 +204,18 @@ def descendants(root: int) -> list[int]:
         out.append(pid)
         todo.extend(kids.get(pid, []))
     return out
+
+
+def tree_cpu_s(root: int | None = None) -> float:
+    """CPU seconds (user + system, with reaped children's) of `root` (default: this process) and every process
+    below it — for a Spark run the driver JVM and its Python workers too."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in descendants(os.getpid() if root is None else root):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        total += sum(int(x) for x in stat[stat.rindex(b")") + 2:].split()[11:15])
+    return total / ticks

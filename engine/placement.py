@@ -6,11 +6,17 @@ starts only when
 - the caller asks for it (`local=False`; the CLI's `--spark`), or
 - `SPARK_MASTER` names a cluster (anything but `local…`): whoever set it wants the cluster's executors, or
 - the work is big: a write of more than `TIDEMARK_LOCAL_MAX_ROWS` input rows (default 2,000,000), a read
-  of more than `TIDEMARK_LOCAL_MAX_MB` MB of base and log files (default 2048).
+  of more than `TIDEMARK_LOCAL_MAX_MB` MB of base and log files (default 2048), a Spark DataFrame whose size
+  Spark estimates above `TIDEMARK_LOCAL_MAX_DATAFRAME_MB` MB (default 128) or cannot estimate.
 `local=True` (the CLI's `--local`) always runs in-process. Both ways write the same files (tests compare them).
 
 An in-process write holds its routed input in memory (about the input's Arrow size, twice at peak), hence the
 row limit; an in-process read streams one file slice at a time, so its limit is about time, not memory.
+A DataFrame written in-process is collected here as Arrow (`toArrow`; a plain Parquet scan is read by
+pyarrow instead) and written by this process's threads instead of being shuffled to Spark tasks — the same
+table as Spark's tasks write (schema, file groups, rows), with other task tokens in seqnos and log names. Its
+limit is Spark's own size estimate of the DataFrame's plan (a Parquet scan: its files' size on disk, ~30 MB per
+million rows of the benchmarks' six columns), since its row count is unknown before it runs.
 """
 from __future__ import annotations
 
@@ -20,8 +26,10 @@ from engine.errors import ConfigError
 
 MAX_ROWS_ENV = "TIDEMARK_LOCAL_MAX_ROWS"
 MAX_MB_ENV = "TIDEMARK_LOCAL_MAX_MB"
+MAX_DATAFRAME_MB_ENV = "TIDEMARK_LOCAL_MAX_DATAFRAME_MB"
 DEFAULT_MAX_ROWS = 2_000_000
 DEFAULT_MAX_MB = 2048
+DEFAULT_MAX_DATAFRAME_MB = 128
 
 
 def cluster_master() -> bool:
@@ -51,6 +59,10 @@ def max_local_bytes() -> int:
     return _limit(MAX_MB_ENV, DEFAULT_MAX_MB) * 2**20
 
 
+def max_local_dataframe_bytes() -> int:
+    return _limit(MAX_DATAFRAME_MB_ENV, DEFAULT_MAX_DATAFRAME_MB) * 2**20
+
+
 def _decide(local: bool | None, big: bool) -> bool:
     if local is not None:
         return local
@@ -65,3 +77,9 @@ def write_in_process(rows: int, local: bool | None = None) -> bool:
 def read_in_process(size_bytes: int, local: bool | None = None) -> bool:
     """Whether a read of `size_bytes` of base and log files runs in-process."""
     return _decide(local, size_bytes > max_local_bytes())
+
+
+def write_dataframe_in_process(estimated_bytes: int | None, local: bool | None = None) -> bool:
+    """Whether a Spark DataFrame's write is collected and written in-process (`estimated_bytes`: Spark's size
+    estimate of the DataFrame, None when it has none — then Spark writes it unless `local` says otherwise)."""
+    return _decide(local, estimated_bytes is None or estimated_bytes > max_local_dataframe_bytes())

@@ -153,7 +153,9 @@ class Table:
 
         Files run in this process or on Spark as `engine.placement` decides: `local=True` in-process,
         False on Spark, None (default) in-process unless the input is big or SPARK_MASTER names a cluster.
-        Either way the same files are written. A DataFrame is always written by Spark.
+        Either way the same files are written. A DataFrame is always computed by Spark; `local` and
+        `engine.placement` decide whether it is collected and written here (small ones by default) or
+        written by Spark tasks.
 
         `operation` "insert_overwrite" replaces every file group of the partitions `source` has rows in,
         "insert_overwrite_table" every file group of the table (Hudi's backfill operations): one
@@ -172,7 +174,7 @@ class Table:
                                          lock=lock, on_progress=on_progress, local=local)
         elif _is_dataframe(source):
             out = pipeline.write_dataframe(self.path, source, operation, settings, lock=lock,
-                                           on_progress=on_progress)
+                                           on_progress=on_progress, local=local)
         else:
             raise ConfigError(f"cannot write a {type(source).__name__}: pass a file path, a list of Parquet "
                               "paths or a Spark DataFrame")

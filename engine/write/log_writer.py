@@ -31,15 +31,22 @@ from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob, group_file_
 
 def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write every (partition, bucket) group of routed rows; returns their write stats."""
-    keys = table.column(KEY_COL)
-    if keys.null_count or pc.any(pc.equal(keys, "")).as_py():
-        # Files are checked on the driver (engine.write.inputs); a DataFrame's rows are first seen here.
-        raise ValueError("a record key is null or empty for some input rows; Java Hudi refuses null or empty "
-                         "record keys")
+    check_routed_keys(table)
     stats: list[dict[str, Any]] = []
     for (partition, bucket), rows in groups(table):
         stats += write_group(job, partition, bucket, rows, token)
     return stats
+
+
+def check_routed_keys(table: pa.Table) -> None:
+    """Refuse null or empty record keys in routed rows.
+
+    Files are checked on the driver before a write opens its instant (engine.write.inputs); a DataFrame's rows
+    are first seen by the task (or the in-process writer) that writes them, so they are checked there."""
+    keys = table.column(KEY_COL)
+    if keys.null_count or pc.any(pc.equal(keys, "")).as_py():
+        raise ValueError("a record key is null or empty for some input rows; Java Hudi refuses null or empty "
+                         "record keys")
 
 
 def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:

@@ -76,6 +76,20 @@ def test_placement_rule(monkeypatch):
         placement.read_in_process(1)
 
 
+def test_dataframe_placement_rule(monkeypatch):
+    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    monkeypatch.delenv(placement.MAX_DATAFRAME_MB_ENV, raising=False)
+    limit = placement.DEFAULT_MAX_DATAFRAME_MB * 2**20
+    assert placement.write_dataframe_in_process(limit) and not placement.write_dataframe_in_process(limit + 1)
+    assert not placement.write_dataframe_in_process(None)         # no size estimate: Spark writes it
+    assert placement.write_dataframe_in_process(None, local=True)
+    assert not placement.write_dataframe_in_process(1, local=False)
+    monkeypatch.setenv(placement.MAX_DATAFRAME_MB_ENV, "1")
+    assert placement.write_dataframe_in_process(2**20) and not placement.write_dataframe_in_process(2**20 + 1)
+    monkeypatch.setenv("SPARK_MASTER", "spark://master:7077")
+    assert not placement.write_dataframe_in_process(1)
+
+
 def test_spark_slices_match_parallelize(spark):
     for n_items in (1, 3, 7, 8, 10, 33, 2500):
         for n in (1, 2, 3, 4, 8):

@@ -204,3 +204,26 @@ def descendants(root: int) -> list[int]:
         out.append(pid)
         todo.extend(kids.get(pid, []))
     return out
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_split() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process ("self"), the JVMs below it ("jvm") and its other
+    descendants ("workers": Spark's Python daemon and workers), from /proc. Differences over a timed call are what
+    the machine spent on it whatever else runs (processes that exit in between are not counted)."""
+    me = os.getpid()
+    out = {"self": 0.0, "jvm": 0.0, "workers": 0.0}
+    for pid in descendants(me):
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                stat = fh.read()
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
+                comm = fh.read().strip()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(b")") + 2:].split()
+        seconds = (int(fields[11]) + int(fields[12])) / _TICKS
+        out["self" if pid == me else "jvm" if comm == "java" else "workers"] += seconds
+    return out

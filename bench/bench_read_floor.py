@@ -21,7 +21,9 @@ medians reported; the Spark session is started and every case run once beforehan
 - snapshot_in_process: ours, `Table.open(p).read("snapshot")`
 - hudi_snapshot:     hudi 0.5.0's snapshot read into Arrow
 Ratios: ro_spark / spark_parquet (target <= 1.2), ro_in_process / pyarrow_dataset (<= 1.2),
-snapshot_spark / hudi_snapshot (<= 0.5). Row counts are checked equal (RO = base rows, snapshot = hudi's).
+snapshot_spark / hudi_snapshot (<= 0.5). Each case also reports the median CPU seconds it cost this process
+("self": the driver, or the whole in-process read), the Spark JVM and the Python workers (bench.common.cpu_split):
+on a shared machine those move far less with the load than wall time. Row counts are checked equal (RO = base rows, snapshot = hudi's).
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 
 from bench.bench_snapshot_read import build_table, hudi_snapshot
-from bench.common import emit, log, scratch_dir, table_layout, timed
+from bench.common import cpu_split, emit, log, scratch_dir, table_layout, timed
 
 TARGETS = {"ro_spark_vs_spark_parquet": 1.2, "ro_in_process_vs_pyarrow_dataset": 1.2,
            "snapshot_spark_vs_hudi": 0.5}
@@ -98,11 +100,16 @@ def measure(named: dict[str, Callable[[], int | None]], repeats: int) -> dict[st
     for fn in named.values():   # warm-up: page cache, JIT, Python workers
         fn()
     runs: dict[str, list[float]] = {k: [] for k in named}
+    cpu: dict[str, list[dict[str, float]]] = {k: [] for k in named}
     for r in range(repeats):
         for k, fn in named.items():
+            before = cpu_split()
             runs[k].append(timed(fn)[0])
+            after = cpu_split()
+            cpu[k].append({part: after[part] - before[part] for part in after})
         log(f"  round {r + 1}: " + ", ".join(f"{k} {v[-1]:.3f}" for k, v in runs.items()))
-    return {k: {"median_s": round(statistics.median(v), 4), "runs_s": [round(x, 4) for x in v]}
+    return {k: {"median_s": round(statistics.median(v), 4), "runs_s": [round(x, 4) for x in v],
+                "cpu_s": {part: round(statistics.median(c[part] for c in cpu[k]), 3) for part in cpu[k][0]}}
             for k, v in runs.items()}
 
 
@@ -110,12 +117,18 @@ def ratios(t: dict[str, dict[str, Any]]) -> dict[str, float]:
     def r(a: str, b: str) -> float:
         return round(t[a]["median_s"] / t[b]["median_s"], 3)
 
+    def cpu_ratio(a: str, b: str) -> float:
+        """CPU seconds of every process involved (hudi runs in this one)."""
+        return round(sum(t[a]["cpu_s"].values()) / sum(t[b]["cpu_s"].values()), 3)
+
     return {"ro_spark_vs_spark_parquet": r("ro_spark", "spark_parquet"),
             "ro_spark_datasource_vs_spark_parquet": r("ro_spark_datasource", "spark_parquet"),
             "ro_in_process_vs_pyarrow_dataset": r("ro_in_process", "pyarrow_dataset"),
             "snapshot_spark_vs_hudi": r("snapshot_spark", "hudi_snapshot"),
             "snapshot_spark_datasource_vs_hudi": r("snapshot_spark_datasource", "hudi_snapshot"),
-            "snapshot_in_process_vs_hudi": r("snapshot_in_process", "hudi_snapshot")}
+            "snapshot_in_process_vs_hudi": r("snapshot_in_process", "hudi_snapshot"),
+            "snapshot_spark_vs_hudi_cpu": cpu_ratio("snapshot_spark", "hudi_snapshot"),
+            "snapshot_spark_datasource_vs_hudi_cpu": cpu_ratio("snapshot_spark_datasource", "hudi_snapshot")}
 
 
 def main() -> None:

@@ -206,16 +206,44 @@ def descendants(root: int) -> list[int]:
     return out
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of /proc/<pid>/stat after the command name (None once the process is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    return stat[stat.rindex(b")") + 2:].split()
+
+
 def tree_cpu_s(root: int | None = None) -> float:
     """CPU seconds (user + system, with reaped children's) of `root` (default: this process) and every process
     below it — for a Spark run the driver JVM and its Python workers too."""
-    ticks = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in descendants(os.getpid() if root is None else root):
+        fields = _stat_fields(pid)
+        total += sum(int(x) for x in fields[11:15]) if fields else 0
+    return total / _TICKS
+
+
+def cpu_split() -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process ("self"), the JVMs below it ("jvm") and its other
+    descendants ("workers": Spark's Python daemon and workers), from /proc. Differences over a timed call are what
+    the machine spent on it whatever else runs (processes that exit in between are not counted)."""
+    me = os.getpid()
+    out = {"self": 0.0, "jvm": 0.0, "workers": 0.0}
+    for pid in descendants(me):
+        fields = _stat_fields(pid)
         try:
-            with open(f"/proc/{pid}/stat", "rb") as fh:
-                stat = fh.read()
+            with open(f"/proc/{pid}/comm", encoding="utf-8") as fh:
+                comm = fh.read().strip()
         except OSError:
             continue
-        total += sum(int(x) for x in stat[stat.rindex(b")") + 2:].split()[11:15])
-    return total / ticks
+        if fields is None:
+            continue
+        seconds = (int(fields[11]) + int(fields[12])) / _TICKS
+        out["self" if pid == me else "jvm" if comm == "java" else "workers"] += seconds
+    return out

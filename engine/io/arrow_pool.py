@@ -6,6 +6,13 @@ jemalloc gives the pages back: measured on a 4 x 1M-row base, peak RSS 860 MB ->
 `pa.set_memory_pool` only reaches allocations pyarrow makes for Python; Arrow's C++ code (the Parquet
 reader's decoding among it) keeps the process default, which only `ARROW_DEFAULT_MEMORY_POOL` set before
 pyarrow loads can change: executors get it from their environment (`executor_pool_env`).
+
+That bound costs time where memory is allocated and freed over and over: jemalloc, as Arrow configures it, hands
+freed pages back at once, so every new buffer faults its pages in again (reading the 8 base files of
+bench_read_floor: ~120,000 minor faults and ~0.25 s of kernel time per pass, against ~3,000 with mimalloc). A
+snapshot read task holds one slice's log winners and one base batch at a time, so it takes its pyarrow
+allocations from mimalloc, which keeps and reuses freed pages, and hands them back after each slice
+(`reusing_pool`). Python workers are reused across tasks, so each kind of task selects its pool when it starts.
 """
 from __future__ import annotations
 
@@ -30,11 +37,22 @@ def executor_pool_env() -> dict[str, str]:
     return {POOL_ENV: "jemalloc"}
 
 
-@functools.cache
 def use_returning_pool() -> str:
-    """Switch this process to jemalloc when the wheel has it (idempotent); returns the pool in use."""
+    """Switch this process's pyarrow allocations to jemalloc when the wheel has it; returns the pool in use. Called
+    at the start of every task that needs the bound: a reused worker may have run a read (mimalloc) before."""
     try:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, AttributeError):  # a pyarrow built without jemalloc keeps its default
         pass
     return str(pa.default_memory_pool().backend_name)
+
+
+def reusing_pool() -> pa.MemoryPool:
+    """Switch this process's pyarrow allocations to mimalloc (freed pages are kept and reused) and return it, for
+    work whose live memory stays bounded on its own; the caller hands the kept pages back with
+    `pool.release_unused()` when a unit of work ends. Wheels without mimalloc keep the current pool."""
+    try:
+        pa.set_memory_pool(pa.mimalloc_memory_pool())
+    except (NotImplementedError, AttributeError):
+        pass
+    return pa.default_memory_pool()

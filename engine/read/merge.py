@@ -135,13 +135,19 @@ def merge_log_items(items: Iterable[LogItem], merge_mode: str, ordering_field: s
     is_del = np.concatenate(dels)
     is_hard = np.concatenate(hard)
     seq = np.arange(len(all_keys))
-    key_codes = pc.dictionary_encode(all_keys).indices.to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(all_keys)
+    # Every key once in the logs (upserts of distinct keys, the common case): each entry is its key's only
+    # candidate, so it wins under either rule, and a processing-time delete among them kills the base row.
+    # The fold's sorts (ordering ranks, lexsort by key) would find exactly that.
+    distinct = len(encoded.dictionary) == len(all_keys)
+    key_codes = encoded.indices.to_numpy(zero_copy_only=False)
     if merge_mode == EVENT_TIME_ORDERING:
         order_arr = _concat(ords)
-        winner, kills = _event_time_winners(key_codes, seq, order_arr, is_hard, is_del)
+        winner, kills = ((seq, is_hard.copy()) if distinct
+                         else _event_time_winners(key_codes, seq, order_arr, is_hard, is_del))
         ordering = _take(order_arr, winner)
     else:
-        winner = _last_per_key(key_codes, seq)
+        winner = seq if distinct else _last_per_key(key_codes, seq)
         kills = np.zeros(len(winner), bool)
         ordering = None
     data = pa.concat_tables([conform_to_schema(t, schema) for t in tables]) if tables else schema.empty_table()

@@ -51,7 +51,7 @@ from engine.config.properties import (
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
 from engine.io import storage
-from engine.io.arrow_pool import use_returning_pool
+from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
@@ -406,7 +406,7 @@ def _str(v: int | None) -> str:
 
 def execute_operation(task: OpTask) -> dict[str, Any]:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
-    use_returning_pool()
+    use_streaming_pool()
     token = _task_token()
     pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 import pyarrow as pa
 import pytest
 
-from engine.io.arrow_pool import reusing_pool, use_returning_pool
+from engine.io.arrow_pool import reusing_pool, use_streaming_pool
 
 
 @pytest.fixture(autouse=True)
@@ -28,9 +28,9 @@ def _has(factory: str) -> bool:
 def test_a_compaction_after_a_read_gets_jemalloc_back() -> None:
     assert reusing_pool().backend_name == "mimalloc"
     assert pa.default_memory_pool().backend_name == "mimalloc"
-    assert use_returning_pool() == "jemalloc"
+    assert use_streaming_pool() == "jemalloc"
     assert reusing_pool().backend_name == "mimalloc"
-    assert use_returning_pool() == "jemalloc"
+    assert use_streaming_pool() == "jemalloc"
 
 
 def _rss_mb() -> float:
@@ -48,3 +48,54 @@ def test_reusing_pool_keeps_freed_pages_until_released() -> None:
     kept = _rss_mb()
     pool.release_unused()
     assert _rss_mb() < kept - 64   # the 128 MB freed above were kept by the pool, and now are handed back
+
+
+def test_executors_get_jemalloc_keeping_freed_pages_unless_the_user_chose(monkeypatch) -> None:
+    from engine.io import arrow_pool
+
+    for name in (arrow_pool.POOL_ENV, arrow_pool.JEMALLOC_CONF_ENV):
+        monkeypatch.delenv(name, raising=False)
+    arrow_pool.executor_pool_env.cache_clear()
+    try:
+        env = arrow_pool.executor_pool_env()
+        if _has("jemalloc_memory_pool"):
+            assert env == {arrow_pool.POOL_ENV: "jemalloc", arrow_pool.JEMALLOC_CONF_ENV: arrow_pool.KEEP_FREED_PAGES}
+        monkeypatch.setenv(arrow_pool.POOL_ENV, "system")
+        monkeypatch.setenv(arrow_pool.JEMALLOC_CONF_ENV, "dirty_decay_ms:0")
+        arrow_pool.executor_pool_env.cache_clear()
+        assert arrow_pool.executor_pool_env() == {arrow_pool.POOL_ENV: "system",
+                                                  arrow_pool.JEMALLOC_CONF_ENV: "dirty_decay_ms:0"}
+    finally:
+        arrow_pool.executor_pool_env.cache_clear()
+
+
+_FREE_AND_MEASURE = """
+import pyarrow as pa
+def rss():
+    with open("/proc/self/status") as fh:
+        return next(int(l.split()[1]) for l in fh if l.startswith("VmRSS:")) // 1024
+pool = pa.jemalloc_memory_pool()
+buffers = [pa.allocate_buffer(16 << 20, memory_pool=pool) for _ in range(8)]
+for b in buffers:
+    memoryview(b).cast("B")[::4096] = b"\\x01" * len(range(0, b.size, 4096))
+held = rss()
+del buffers
+print(held - rss())
+"""
+
+
+@pytest.mark.skipif(not _has("jemalloc_memory_pool"), reason="wheel lacks jemalloc")
+@pytest.mark.parametrize("conf, kept", [(None, True), ("dirty_decay_ms:0,muzzy_decay_ms:0", False)])
+def test_the_executor_setting_keeps_freed_pages_in_the_process(conf: str | None, kept: bool) -> None:
+    """What executors get: 128 MB freed through jemalloc stay in the process for reuse; with Arrow's own decay
+    of 0 they are handed back at once (the setting reaches jemalloc through the environment)."""
+    import os
+    import subprocess
+    import sys
+
+    from engine.io import arrow_pool
+
+    env = {**os.environ, arrow_pool.JEMALLOC_CONF_ENV: conf or arrow_pool.KEEP_FREED_PAGES}
+    returned_mb = int(subprocess.run([sys.executable, "-c", _FREE_AND_MEASURE], env=env, check=True,
+                                     capture_output=True, text=True).stdout)
+    assert (returned_mb < 16) if kept else (returned_mb > 96), returned_mb

@@ -2,25 +2,21 @@
 
 pyarrow's default pool (mimalloc) keeps freed pages, so a task streaming a 1 GB base file row group by
 row group sees its RSS climb with every group even though Arrow holds only ~one group at a time.
-jemalloc gives the pages back: measured on a 4 x 1M-row base, peak RSS 860 MB -> 550 MB.
+jemalloc's does not: measured on a 4 x 1M-row base, peak RSS 860 MB -> 550 MB.
 `pa.set_memory_pool` only reaches allocations pyarrow makes for Python; Arrow's C++ code (the Parquet
 reader's decoding among it) keeps the process default, which only `ARROW_DEFAULT_MEMORY_POOL` set before
 pyarrow loads can change: executors get it from their environment (`executor_pool_env`).
 
-That bound costs time where memory is allocated and freed over and over: jemalloc, as Arrow configures it, hands
-freed pages back at once, so every new buffer faults its pages in again (reading the 8 base files of
-bench_read_floor: ~120,000 minor faults and ~0.25 s of kernel time per pass, against ~3,000 with mimalloc). A
-snapshot read task holds one slice's log winners and one base batch at a time, so it takes its pyarrow
-allocations from mimalloc, which keeps and reuses freed pages, and hands them back after each slice
-(`reusing_pool`). Python workers are reused across tasks, so each kind of task selects its pool when it starts.
-
-Which freed pages jemalloc hands back is its decay setting, and executors keep them (`JE_ARROW_MALLOC_CONF`
-with no decay): a compaction task frees and allocates buffers of the same sizes batch after batch, so kept pages
-are reused instead of faulted in again. Measured on bench_compaction_throughput's 8 file groups: the workers'
-CPU per compaction 3.6 -> 3.0 s on one core, and two workers at once no longer cost each other 13-18 % more CPU
-(page faults contend on the shared address-space locks of the kernel); peak RSS on a 1 GB base 411 -> 438 MB,
-still about the live data, since streaming reuses what it freed. An idle worker keeps what it holds until Spark
-stops it (idle Python workers are stopped after a minute).
+Which freed pages jemalloc hands back is its decay setting. As Arrow configures it (decay 0) it hands them back
+at once, so every new buffer faults its pages in again: ~120,000 minor faults and ~0.25 s of kernel time per
+pass over bench_read_floor's 8 base files, and two workers faulting at once slow each other further (the
+kernel's address-space locks). Executors therefore keep freed pages (`JE_ARROW_MALLOC_CONF` without decay):
+compaction and snapshot-read tasks free and allocate buffers of the same sizes batch after batch, so kept pages
+are reused and RSS stays about the live data. Measured side by side: a compaction of a 1 GB base 21.4 -> 11.6 s
+at 333 -> 408 MB peak RSS; the workers' CPU per 8-file-group compaction 3.6 -> 3.0 s on one core, and per
+snapshot read 2.6 -> 1.9 s. An idle worker keeps what it holds until Spark stops it (idle Python workers are
+stopped after a minute). Python workers are reused across tasks, and a task may have switched pyarrow's pool
+for Python allocations, so each executor task selects jemalloc when it starts (`use_streaming_pool`).
 """
 from __future__ import annotations
 
@@ -50,20 +46,10 @@ def executor_pool_env() -> dict[str, str]:
 
 def use_streaming_pool() -> str:
     """Switch this process's pyarrow allocations to jemalloc when the wheel has it; returns the pool in use. Called
-    at the start of every task that streams large files: a reused worker may have run a read (mimalloc) before."""
+    at the start of every executor task that streams large files (compaction, snapshot reads): a reused worker
+    may have had its pool switched by an earlier task."""
     try:
         pa.set_memory_pool(pa.jemalloc_memory_pool())
     except (NotImplementedError, AttributeError):  # a pyarrow built without jemalloc keeps its default
         pass
     return str(pa.default_memory_pool().backend_name)
-
-
-def reusing_pool() -> pa.MemoryPool:
-    """Switch this process's pyarrow allocations to mimalloc (freed pages are kept and reused) and return it, for
-    work whose live memory stays bounded on its own; the caller hands the kept pages back with
-    `pool.release_unused()` when a unit of work ends. Wheels without mimalloc keep the current pool."""
-    try:
-        pa.set_memory_pool(pa.mimalloc_memory_pool())
-    except (NotImplementedError, AttributeError):
-        pass
-    return pa.default_memory_pool()

@@ -105,17 +105,14 @@ class TidemarkReader(DataSourceReader):
     def read(self, partition: SlicePartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]  # ours only
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from engine.io.arrow_pool import reusing_pool
+        from engine.io.arrow_pool import use_streaming_pool
         from engine.read.slice_reader import read_slice
 
-        # A task holds one slice's log winners and one base batch at a time: kept pages are reused instead of
-        # faulted in again for every buffer (engine.io.arrow_pool), and handed back after each slice.
-        pool = reusing_pool()
+        use_streaming_pool()   # jemalloc keeping freed pages: each batch reuses the last one's (engine.io.arrow_pool)
         target = to_arrow_schema(self.schema, timezone="UTC")
         for ref in partition.refs:
             for table in read_slice(ref, partition.context, partition.query):
                 yield from table.cast(target).to_batches()
-            pool.release_unused()
 
 
 class TidemarkDataSource(DataSource):

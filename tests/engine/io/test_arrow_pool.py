@@ -16,15 +16,6 @@ def _restore_pool() -> Iterator[None]:
     pa.set_memory_pool(before)
 
 
-def _has(factory: str) -> bool:
-    try:
-        getattr(pa, factory)()
-    except (NotImplementedError, AttributeError):
-        return False
-    return True
-
-
-@pytest.mark.skipif(not (_has("jemalloc_memory_pool") and _has("mimalloc_memory_pool")), reason="wheel lacks a pool")
 def test_a_task_gets_jemalloc_back_whatever_a_task_before_chose() -> None:
     pa.set_memory_pool(pa.mimalloc_memory_pool())
     assert use_streaming_pool() == "jemalloc"
@@ -39,8 +30,7 @@ def test_executors_get_jemalloc_keeping_freed_pages_unless_the_user_chose(monkey
     arrow_pool.executor_pool_env.cache_clear()
     try:
         env = arrow_pool.executor_pool_env()
-        if _has("jemalloc_memory_pool"):
-            assert env == {arrow_pool.POOL_ENV: "jemalloc", arrow_pool.JEMALLOC_CONF_ENV: arrow_pool.KEEP_FREED_PAGES}
+        assert env == {arrow_pool.POOL_ENV: "jemalloc", arrow_pool.JEMALLOC_CONF_ENV: arrow_pool.KEEP_FREED_PAGES}
         monkeypatch.setenv(arrow_pool.POOL_ENV, "system")
         monkeypatch.setenv(arrow_pool.JEMALLOC_CONF_ENV, "dirty_decay_ms:0")
         arrow_pool.executor_pool_env.cache_clear()
@@ -65,7 +55,6 @@ print(held - rss())
 """
 
 
-@pytest.mark.skipif(not _has("jemalloc_memory_pool"), reason="wheel lacks jemalloc")
 @pytest.mark.parametrize("conf, kept", [(None, True), ("dirty_decay_ms:0,muzzy_decay_ms:0", False)])
 def test_the_executor_setting_keeps_freed_pages_in_the_process(conf: str | None, kept: bool) -> None:
     """What executors get: 128 MB freed through jemalloc stay in the process for reuse; with Arrow's own decay

@@ -248,9 +248,38 @@ def _jvm_stderr_filtered() -> Iterator[None]:
 
 def _forward_lines(read_end: int, target: int) -> None:
     with os.fdopen(read_end, "rb") as source:
-        for line in iter(source.readline, b""):
-            if not line.startswith(_JVM_NOISE):
-                os.write(target, line)
+        for chunk in forwarded(iter(source.readline, b"")):
+            os.write(target, chunk)
+
+
+# A Python worker whose task failed may still be flushing when the JVM, already done with it, closes the
+# socket: pyspark's daemon then prints the worker's BrokenPipeError (or ConnectionResetError) trace. The task's
+# real error reaches the caller on its own; this trace is only the echo of the JVM hanging up.
+_HANG_UP = (b"BrokenPipeError:", b"ConnectionResetError:")
+_DAEMON_FRAME = re.compile(rb'^  File ".*pyspark[/\\]daemon\.py", line \d+, in \w+$|^    \S')
+
+
+def forwarded(lines: Iterator[bytes]) -> Iterator[bytes]:
+    """The JVM's stderr lines a user should see: without start-up noise and the daemon's hang-up traces.
+
+    A trace is held back until its last line shows what it is, and forwarded whole unless every frame is
+    pyspark's daemon and it ends in a hang-up; any other trace, and everything outside traces, passes as is.
+    """
+    held: list[bytes] = []
+    for line in lines:
+        if held:
+            held.append(line)
+            if _DAEMON_FRAME.match(line.rstrip(b"\n")):
+                continue
+            if not line.startswith(_HANG_UP):
+                yield b"".join(held)
+            held = []
+        elif line.startswith(b"Traceback (most recent call last):"):
+            held = [line]
+        elif not line.startswith(_JVM_NOISE):
+            yield line
+    if held:
+        yield b"".join(held)
 
 
 _TRACE_START = re.compile(r"(An exception was thrown from the Python worker:\s*)?Traceback \(most recent call last\):")

@@ -1,7 +1,7 @@
 """`engine.spark.error_line`: Spark worker tracebacks and JVM stacks become one line naming the cause."""
 from __future__ import annotations
 
-from engine.spark import error_line
+from engine.spark import error_line, forwarded
 
 WORKER = """compaction 1 failed (An exception was thrown from the Python worker: Traceback (most recent call last):
   File "/venv/pyspark/worker.py", line 4327, in invoke_udf
@@ -46,3 +46,23 @@ def test_raw_bytes_in_a_message_are_escaped():
 
 def test_a_plain_message_starting_with_a_file_name_keeps_it():
     assert error_line("in.jsonl: column(s) id appear more than once") == "in.jsonl: column(s) id appear more than once"
+
+
+HANG_UP = [b"Traceback (most recent call last):\n",
+           b'  File "/v/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 264, in manager\n',
+           b'  File "/v/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 95, in worker\n',
+           b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+
+
+def test_the_daemon_s_hang_up_trace_is_dropped_and_the_rest_forwarded():
+    lines = [b"WARNING: Using incubator modules: jdk.incubator.vector\n", b"before\n", *HANG_UP, b"after\n"]
+    assert list(forwarded(iter(lines))) == [b"before\n", b"after\n"]
+
+
+def test_any_other_trace_is_forwarded_whole():
+    other = [b"Traceback (most recent call last):\n", b'  File "/repo/engine/x.py", line 3, in f\n',
+             b"    g()\n", b"ValueError: bad\n"]
+    daemon_but_not_hang_up = [*HANG_UP[:3], b"MemoryError\n"]
+    assert b"".join(forwarded(iter(other))) == b"".join(other)
+    assert b"".join(forwarded(iter(daemon_but_not_hang_up))) == b"".join(daemon_but_not_hang_up)
+    assert b"".join(forwarded(iter(HANG_UP[:2]))) == b"".join(HANG_UP[:2])   # cut short: nothing is lost

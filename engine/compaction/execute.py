@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +54,7 @@ from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
+from engine.io.threads import requests_pool, settle
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
@@ -73,7 +73,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 FILE_NAME_COL = "_hoodie_file_name"
-REMOTE_COPY_THREADS = 8
 
 
 class CompactionError(TidemarkError):
@@ -657,13 +656,16 @@ def _remote_copies(task: OpTask, pdir: str, listing: dict[str, int]) -> Iterator
     if task.carry_mode == "symlink" or not storage.is_remote(pdir) or not task.links:
         yield
         return
-    with ThreadPoolExecutor(max_workers=min(len(task.links), REMOTE_COPY_THREADS)) as pool:
-        # sizes from the task's listing, read now (the block's stale-file cleanup edits the listing)
-        copies = [pool.submit(_ensure_remote_copy, storage.join(pdir, target), storage.join(pdir, link),
-                              listing.get(target), listing.get(link)) for link, target in task.links]
+    pool = requests_pool()
+    # sizes from the task's listing, read now (the block's stale-file cleanup edits the listing)
+    copies = [pool.submit(_ensure_remote_copy, storage.join(pdir, target), storage.join(pdir, link),
+                          listing.get(target), listing.get(link)) for link, target in task.links]
+    try:
         yield
-        for done in copies:
-            done.result()
+    finally:
+        settle(copies)
+    for done in copies:
+        done.result()
 
 
 def _carry_over(task: OpTask, pdir: str, temp_dir: str, listing: dict[str, int]) -> list[dict[str, Any]]:

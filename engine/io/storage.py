@@ -28,7 +28,7 @@ import re
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import IO, Any
@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from engine.errors import ConfigError, TidemarkError
+from engine.io.threads import REQUEST_THREADS, requests_pool, settle
 
 _SCHEME_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 # Env vars whose values decide how a store is reached: a change makes a new client (tests switch endpoints).
@@ -409,7 +410,7 @@ _PREFETCHED: ContextVar[dict[str, Future[bytes]] | None] = ContextVar("tidemark_
 
 
 @contextlib.contextmanager
-def prefetched(paths: Sequence[str], threads: int = 8) -> Iterator[None]:
+def prefetched(paths: Sequence[str]) -> Iterator[None]:
     """Start the GETs of the object-store files among `paths` at once; inside the block `read_bytes` of one of
     them waits for its GET instead of making another. A compaction task reads its logs one after another, so
     on a store it would otherwise wait one round trip per log; now about one for all. Each is served once and
@@ -419,13 +420,14 @@ def prefetched(paths: Sequence[str], threads: int = 8) -> Iterator[None]:
     if not remote:
         yield
         return
-    pool = ThreadPoolExecutor(max_workers=min(threads, len(remote)))
-    token = _PREFETCHED.set({p: pool.submit(_read_whole, p) for p in remote})
+    pool = requests_pool()
+    futures = {p: pool.submit(_read_whole, p) for p in remote}
+    token = _PREFETCHED.set(dict(futures))
     try:
         yield
     finally:
         _PREFETCHED.reset(token)
-        pool.shutdown(wait=True, cancel_futures=True)
+        settle(futures.values())
 
 
 @dataclass
@@ -644,7 +646,6 @@ class S3Upload:
         self._upload_id: str | None = None
         self._parts: list[dict[str, Any]] = []
         self._pending: Any = None   # the part being uploaded
-        self._pool: Any = None
         self.closed = False
 
     def writable(self) -> bool:
@@ -673,16 +674,13 @@ class S3Upload:
         return len(view)
 
     def _send_part(self) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
         client = s3_client()
         if self._upload_id is None:
             self._upload_id = client.create_multipart_upload(Bucket=self._bucket, Key=self._key)["UploadId"]
-            self._pool = ThreadPoolExecutor(max_workers=1)
         self._wait_part()   # at most one part in flight: memory stays ~2 parts
         body, number = bytes(self._buf), len(self._parts) + 1
         self._buf = bytearray()
-        self._pending = self._pool.submit(client.upload_part, Bucket=self._bucket, Key=self._key,
+        self._pending = requests_pool().submit(client.upload_part, Bucket=self._bucket, Key=self._key,
                                           UploadId=self._upload_id, PartNumber=number, Body=body)
         self._parts.append({"PartNumber": number})
 
@@ -724,8 +722,6 @@ class S3Upload:
     def _finish(self) -> None:
         self.closed = True
         self._buf = bytearray()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False)
 
 
 def create_exclusive(path: str, data: bytes, staging_dir: str | None = None) -> None:
@@ -784,9 +780,9 @@ def s3_client() -> Any:
         if client is None:
             from botocore.config import Config
 
-            # Header scans run on up to 16 threads (engine.logformat.scan): a pool that large, no queueing.
+            # As many connections as the process has request threads (engine.io.threads): no queueing.
             client = boto3.session.Session().client("s3", endpoint_url=endpoint_url(), region_name=region(),
-                                                    config=Config(max_pool_connections=32))
+                                                    config=Config(max_pool_connections=REQUEST_THREADS))
             _S3_CLIENTS[key] = client
     return client
 

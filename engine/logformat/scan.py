@@ -14,9 +14,9 @@ import contextvars
 import struct
 import threading
 from collections.abc import Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 from engine.io import storage
+from engine.io.threads import requests_pool
 from engine.logformat.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -95,9 +95,6 @@ def scan_memo(seed: dict[str, LogFileScan] | None = None) -> Iterator[None]:
         _MEMO.reset(token)
 
 
-# Header scans of an object store's logs in flight at once: each is 1-2 small GETs, all latency.
-REMOTE_SCAN_THREADS = 16
-
 # Scans of object-store logs kept across operations, each with the ETag of the object its bytes came from. One is
 # served only when the current operation's listing gives that object the same ETag and size
 # (`storage.listed_etag`): an ETag changes with the bytes, so the scan is what scanning again would find. It
@@ -139,8 +136,9 @@ def _keep(path: str, scan: LogFileScan, etags: set[str]) -> None:
 
 def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFileScan]:
     """path -> scan for each (path, size from a listing or None); the memo is used and filled as by
-    `scan_log_file`. On an object store the scans run on a few threads, so a planning pass waits for about
-    one request round trip per REMOTE_SCAN_THREADS logs instead of one per log (same requests, same results)."""
+    `scan_log_file`. On an object store the scans run on the process's request threads (engine.io.threads), so a
+    planning pass waits for about one request round trip per REQUEST_THREADS logs instead of one per log (same
+    requests, same results)."""
     todo = dict(items)
     memo = _MEMO.get()
     out = {p: memo[p] for p in todo if memo is not None and p in memo}
@@ -150,8 +148,7 @@ def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFile
             out[p] = kept
     missing = [(p, s) for p, s in todo.items() if p not in out]
     if len(missing) > 1 and storage.is_remote(missing[0][0]):
-        with ThreadPoolExecutor(max_workers=min(REMOTE_SCAN_THREADS, len(missing))) as pool:
-            scans = list(pool.map(lambda ps: _scan(*ps), missing))
+        scans = list(requests_pool().map(lambda ps: _scan(*ps), missing))
     else:
         scans = [_scan(p, s) for p, s in missing]
     for (path, _), scan in zip(missing, scans):

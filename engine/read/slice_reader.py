@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextvars
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 from engine import logformat
 from engine.errors import TidemarkError
 from engine.io import storage
+from engine.io.threads import decode_pool, settle
 from engine.logformat import integrity
 from engine.read.merge import DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items, merge_with_winners
 from engine.read.window import InstantWindow
@@ -124,8 +126,19 @@ def _decode_all(paths: Sequence[str]) -> list[logformat.LogFileContents]:
         return [logformat.read_log_file(p) for p in paths]
     # Each read runs in a copy of this context, so a scan memo open here (logformat.scan_memo) sees its scans.
     contexts = [contextvars.copy_context() for _ in paths]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return list(pool.map(lambda cp: cp[0].run(logformat.read_log_file, cp[1]), zip(contexts, paths)))
+    # Two in flight at a time: beyond that the codec's loops would fight over the GIL.
+    jobs = iter(zip(contexts, paths))
+    running: deque[Future[logformat.LogFileContents]] = deque()
+    out: list[logformat.LogFileContents] = []
+    try:
+        for ctx, path in jobs:
+            running.append(decode_pool().submit(ctx.run, logformat.read_log_file, path))
+            if len(running) == 2:
+                out.append(running.popleft().result())
+        out.extend(f.result() for f in running)
+    finally:
+        settle(running)
+    return out
 
 
 def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:

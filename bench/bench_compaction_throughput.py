@@ -161,6 +161,9 @@ def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, in
     path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
     table = Table.open(path)
     plan = table.schedule_compaction(strategy="unbounded")
+    # The copy's dirty pages go to disk now, not during the timed run: the kernel's writeback would take CPU
+    # from a 2-core run's workers while a 1-core run has a spare core to absorb it.
+    os.sync()
     before = _worker_cpu()
     seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
     spent = sorted((round(v - before.get(pid, 0.0), 2) for pid, v in _worker_cpu().items()), reverse=True)

@@ -67,6 +67,7 @@ from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
+from engine.worker_gc import task_finished
 
 if TYPE_CHECKING:
     from pyspark import Accumulator, SparkContext
@@ -224,6 +225,7 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
         def one(task: OpTask) -> dict[str, Any]:
             out = execute_operation(task)
             acc.add(1)
+            task_finished()
             return out
 
         outs: list[dict[str, Any]] = sc.parallelize([tasks[i] for i in order], len(tasks)).map(one).collect()

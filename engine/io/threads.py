@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
-from typing import Any
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from typing import Any
 
-# Enough for one operation's widest fan-out (header scans on 16 threads) plus a concurrent one's; idle threads
+# A planning pass scans this many log headers at once, a compaction task overlaps its GETs and copies; idle threads
 # cost a stack each and nothing else.
 REQUEST_THREADS = 32
 DECODE_THREADS = 4

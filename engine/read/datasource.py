@@ -107,12 +107,14 @@ class TidemarkReader(DataSourceReader):
 
         from engine.io.arrow_pool import use_streaming_pool
         from engine.read.slice_reader import read_slice
+        from engine.worker_gc import task_finished
 
         use_streaming_pool()   # jemalloc keeping freed pages: each batch reuses the last one's (engine.io.arrow_pool)
         target = to_arrow_schema(self.schema, timezone="UTC")
         for ref in partition.refs:
             for table in read_slice(ref, partition.context, partition.query):
                 yield from table.cast(target).to_batches()
+        task_finished()
 
 
 class TidemarkDataSource(DataSource):

@@ -61,6 +61,7 @@ from engine.timeline.instants import (
     transition_to_inflight,
 )
 from engine.timeline.metadata import INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata, inflight_commit_json
+from engine.worker_gc import task_finished
 from engine.write import in_process, inputs, log_writer
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob
 
@@ -532,6 +533,7 @@ def _dataframe_task(job: WriteJob, batches: Iterator[pa.RecordBatch]) -> Iterato
         if table.num_rows:
             stats = log_writer.write_routed(job, table, _task_token())
     yield pa.RecordBatch.from_arrays([pa.array([json.dumps(s) for s in stats], pa.string())], names=["stat"])
+    task_finished()
 
 
 # ------------------------------------------------------------------------------------------ Parquet path
@@ -577,6 +579,7 @@ def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple
         for batch_no, ((partition, bucket), rows) in enumerate(log_writer.groups(table)):
             writer.write_table(rows.combine_chunks(), max_chunksize=rows.num_rows or None)
             pieces.append((partition, bucket, target, batch_no, index))
+    task_finished()
     return pieces
 
 
@@ -602,6 +605,7 @@ def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str
         batches = [readers.setdefault(path, _exchange_reader(path)).get_batch(no) for path, no in refs]
         rows = pa.Table.from_batches(batches)
         yield from log_writer.write_group(job, partition, bucket, rows, token)
+    task_finished()
 
 
 # ------------------------------------------------------------------------------------------ inputs

@@ -2,12 +2,16 @@
 
     python -m bench.bench_compaction_throughput [--scale 1.0] [--base 2000000] [--upserts 1000000]
                                                 [--variants 1,8] [--cores 1,2] [--repeat 3] [--keep DIR]
-    python -m bench.bench_compaction_throughput --interleave ROUNDS [--table DIR/table-8fg]
+    python -m bench.bench_compaction_throughput --interleave ROUNDS [--warm-runs N] [--table DIR/table-8fg]
 
 `--interleave`: 1 vs 2 cores only, on the 8-file-group table: a local[1] and a local[2] session alive side by
 side, runs alternating 1, 2, 1, 2, ... (median of each), and every round a pure-Python control loop in 1 vs 2
 processes, which says how much parallelism the (shared) machine gave at that moment; and the CPU seconds of
 each Python worker per run (from /proc): the busiest worker's is the run's critical path on an idle machine.
+`--warm-runs N`: each driver first makes N untimed compactions. A fresh driver JVM spends ~0.5-1 CPU-s per run
+JIT-compiling Spark's task path over its first ~10 runs; a 1-core run leaves that to the idle second core, a
+2-core run pays it from its workers' time. The control plane's workers keep their session for life, so their
+compactions meet a warm JVM; the JVM's CPU per run is reported either way.
 
 Tables (built with Spark, excluded from timings): `--base` records written with write_dataframe and turned
 into base files by an unbounded compaction, then `--upserts` updates of existing keys written in 4
@@ -39,7 +43,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from bench.common import descendants, emit, log, median_time, rate, records, scratch_dir, stage_parquet, table_layout, timed, upsert_keys
+from bench.common import (
+    cpu_split,
+    descendants,
+    emit,
+    log,
+    median_time,
+    rate,
+    records,
+    scratch_dir,
+    stage_parquet,
+    table_layout,
+    timed,
+    upsert_keys,
+)
 
 TARGET_RATIO = 1.5
 UPSERT_WRITES = 4
@@ -154,8 +171,13 @@ def _worker_cpu() -> dict[int, float]:
     return out
 
 
-def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, int, list[float]]:
-    """One timed run; also the CPU seconds each Python worker spent in it (busiest first)."""
+def _jvm_cpu() -> float:
+    """CPU seconds of the driver JVM below this process (its JIT compiler threads among them)."""
+    return cpu_split()["jvm"]
+
+
+def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, int, list[float], float]:
+    """One timed run; also the CPU seconds each Python worker spent in it (busiest first) and the JVM's."""
     from engine import Table
 
     path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
@@ -164,16 +186,18 @@ def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, in
     # The copy's dirty pages go to disk now, not during the timed run: the kernel's writeback would take CPU
     # from a 2-core run's workers while a 1-core run has a spare core to absorb it.
     os.sync()
-    before = _worker_cpu()
+    before, jvm = _worker_cpu(), _jvm_cpu()
     seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
     spent = sorted((round(v - before.get(pid, 0.0), 2) for pid, v in _worker_cpu().items()), reverse=True)
+    jvm = _jvm_cpu() - jvm
     shutil.rmtree(path, ignore_errors=True)
-    return round(seconds, 4), result.records_written, [c for c in spent if c > 0.05]
+    return round(seconds, 4), result.records_written, [c for c in spent if c > 0.05], round(jvm, 2)
 
 
-def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = False) -> None:
+def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = False, warm_runs: int = 0) -> None:
     """Subprocess: start Spark with `cores`, then time run_compaction on fresh copies of the table.
-    `serve`: after the warm-up, one run per "run" line on stdin (one JSON line back each), until EOF."""
+    `serve`: after the warm-up (and `warm_runs` untimed compactions), one run per "run" line on stdin (one JSON
+    line back each), until EOF."""
     from engine.spark import get_spark
 
     start_s, spark = timed(lambda: get_spark(cores=cores))
@@ -181,19 +205,21 @@ def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = F
     warm_s = timed(lambda: spark.sparkContext.parallelize(range(cores), cores)
                    .map(lambda _: __import__("engine.compaction.execute").__name__).collect())[0]
     if serve:
+        for r in range(warm_runs):
+            _one_run(pristine, scratch, cores, -1 - r)
         print(json.dumps({"ready": True, "spark_start_s": round(start_s, 2), "warmup_s": round(warm_s, 2)}),
               flush=True)
         for r, line in enumerate(sys.stdin):
             if line.strip() != "run":
                 break
-            seconds, n, cpu = _one_run(pristine, scratch, cores, r)
-            print(json.dumps({"s": seconds, "records_written": n, "worker_cpu_s": cpu,
+            seconds, n, cpu, jvm = _one_run(pristine, scratch, cores, r)
+            print(json.dumps({"s": seconds, "records_written": n, "worker_cpu_s": cpu, "jvm_cpu_s": jvm,
                               "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
         spark.stop()
         return
     runs, written = [], []
     for r in range(repeat):
-        seconds, n, _ = _one_run(pristine, scratch, cores, r)
+        seconds, n, _, _ = _one_run(pristine, scratch, cores, r)
         runs.append(seconds)
         written.append(n)
     spark.stop()
@@ -227,20 +253,22 @@ def control_speedup(pool1: ProcessPoolExecutor, pool2: ProcessPoolExecutor, n: i
     return {"1p_s": round(t1, 3), "2p_s": round(t2, 3), "speedup": round(t1 / t2, 3)}
 
 
-def interleaved(pristine: str, work: str, rounds: int) -> dict:
+def interleaved(pristine: str, work: str, rounds: int, warm_runs: int = 0) -> dict:
     """local[1] and local[2] alive side by side (two driver processes, warmed up), runs alternating
-    1, 2, 1, 2, ...; each round also times the control loop in 1 vs 2 processes."""
+    1, 2, 1, 2, ...; each round also times the control loop in 1 vs 2 processes. `warm_runs`: untimed
+    compactions each driver makes first (a long-lived driver's JVM has finished compiling Spark's task path)."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     procs = {}
     for n in (1, 2):
         cmd = [sys.executable, "-m", "bench.bench_compaction_throughput", "--worker", pristine, "--scratch", work,
-               "--worker-cores", str(n), "--serve"]
+               "--worker-cores", str(n), "--serve", "--warm-runs", str(warm_runs)]
         procs[n] = subprocess.Popen(cmd, cwd=here, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True)
         ready = _json_line(procs[n])
         log(f"  local[{n}] ready: {ready}")
     runs: dict[int, list[float]] = {1: [], 2: []}
     cpus: dict[int, list[list[float]]] = {1: [], 2: []}
+    jvms: dict[int, list[float]] = {1: [], 2: []}
     written, loads, controls = set(), [], []
     try:
         with ProcessPoolExecutor(1) as pool1, ProcessPoolExecutor(2) as pool2:
@@ -253,11 +281,12 @@ def interleaved(pristine: str, work: str, rounds: int) -> dict:
                     out = _json_line(procs[n])
                     runs[n].append(out["s"])
                     cpus[n].append(out["worker_cpu_s"])
+                    jvms[n].append(out["jvm_cpu_s"])
                     written.add(out["records_written"])
                     loads.append(out["load_avg_1m"])
                 controls.append(control_speedup(pool1, pool2))
                 log(f"  round {r}: 1 core {runs[1][-1]} s, 2 cores {runs[2][-1]} s, workers' CPU s {cpus[1][-1]} / "
-                    f"{cpus[2][-1]}, control {controls[-1]}")
+                    f"{cpus[2][-1]}, JVM CPU s {jvms[1][-1]} / {jvms[2][-1]}, control {controls[-1]}")
     finally:
         for p in procs.values():
             p.stdin.close()
@@ -266,7 +295,8 @@ def interleaved(pristine: str, work: str, rounds: int) -> dict:
     # Load-proof view: the busiest worker's CPU seconds are the run's critical path on an otherwise idle machine.
     c1 = statistics.median(sum(c) for c in cpus[1])
     c2 = statistics.median(max(c, default=0.0) for c in cpus[2])
-    return {"worker_cpu_1core_s": cpus[1], "worker_cpu_2core_s": cpus[2],
+    return {"warm_runs": warm_runs, "worker_cpu_1core_s": cpus[1], "worker_cpu_2core_s": cpus[2],
+            "jvm_cpu_1core_s": jvms[1], "jvm_cpu_2core_s": jvms[2],
             "cpu_critical_path_speedup": round(c1 / c2, 3) if c2 else None,
             "cpu_total_2core_vs_1core": round(statistics.median(sum(c) for c in cpus[2]) / c1, 3) if c1 else None,
             "runs_1core_s": runs[1], "runs_2core_s": runs[2], "median_1core_s": m1, "median_2core_s": m2,
@@ -335,6 +365,9 @@ def main() -> None:
     ap.add_argument("--interleave", type=int, default=0, metavar="ROUNDS",
                     help="only 1 vs 2 cores on the 8-file-group table: ROUNDS alternating runs in two live "
                          "sessions, plus a control loop each round (no floor)")
+    ap.add_argument("--warm-runs", type=int, default=0, metavar="N",
+                    help="--interleave: N untimed compactions in each driver before the timed rounds (a "
+                         "long-lived driver, as the control plane's workers keep theirs)")
     ap.add_argument("--table", help="reuse this 8-file-group table (from --keep DIR: DIR/table-8fg) unchanged")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -342,7 +375,7 @@ def main() -> None:
     ap.add_argument("--worker-cores", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.scratch, args.worker_cores, args.repeat, args.serve)
+        worker(args.worker, args.scratch, args.worker_cores, args.repeat, args.serve, args.warm_runs)
         return
     if args.interleave:
         args.variants = "8"
@@ -373,7 +406,7 @@ def main() -> None:
             log(f"bench_compaction_throughput: measuring {fg} file group(s)")
             if args.interleave:
                 result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1),
-                                     **interleaved(path, work, args.interleave)}
+                                     **interleaved(path, work, args.interleave, args.warm_runs)}
                 continue
             m = measure(path, work, n_base + n_up, n_base, cores, args.repeat, fg)
             result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1), **m}

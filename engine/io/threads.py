@@ -23,7 +23,8 @@ from typing import Any
 # A planning pass scans this many log headers at once, a compaction task overlaps its GETs and copies; idle threads
 # cost a stack each and nothing else.
 REQUEST_THREADS = 32
-DECODE_THREADS = 4
+# Each slice decodes two logs at a time, and an in-process read decodes one slice per core at once.
+DECODE_THREADS = 2 * (os.cpu_count() or 1)
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()

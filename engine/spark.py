@@ -256,7 +256,7 @@ def _forward_lines(read_end: int, target: int) -> None:
 # socket: pyspark's daemon then prints the worker's BrokenPipeError (or ConnectionResetError) trace. The task's
 # real error reaches the caller on its own; this trace is only the echo of the JVM hanging up.
 _HANG_UP = (b"BrokenPipeError:", b"ConnectionResetError:")
-_DAEMON_FRAME = re.compile(rb'^  File ".*pyspark[/\\]daemon\.py", line \d+, in \w+$|^    \S')
+_DAEMON_FRAME = re.compile(rb'^  File ".*pyspark[/\\]daemon\.py", line \d+, in \w+$|^    \S|^ {4,}[\^~]+$')
 
 
 def forwarded(lines: Iterator[bytes]) -> Iterator[bytes]:

@@ -6,8 +6,9 @@ classes, caches) and 24–47 ms per collection on this machine type, a pause bet
 (8 file groups on one core: the gap between tasks was 42 ms, 18 ms with the freeze; ~5 % of the run). What
 survives a worker's first task is nearly all the worker's for life, so it is frozen once (`gc.freeze`): later
 collections walk only what came after (~100 objects, 0.1 ms). Frozen objects are still freed by reference
-counting; only cycles among them would outlive their use, and a collection just before the freeze leaves none of
-the first task's behind.
+counting; only cycles among them would outlive their use: the collection just before the freeze clears what is
+already garbage, and what the first task still holds then (its command, its iterators) is a bounded, one-off
+leak at worst.
 """
 from __future__ import annotations
 

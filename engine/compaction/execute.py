@@ -664,8 +664,9 @@ def _remote_copies(task: OpTask, pdir: str, listing: dict[str, int]) -> Iterator
                           listing.get(target), listing.get(link)) for link, target in task.links]
     try:
         yield
-    finally:
-        settle(copies)
+    except BaseException:
+        settle(copies)   # the task failed: copies not yet started are dropped, running ones finish
+        raise
     for done in copies:
         done.result()
 

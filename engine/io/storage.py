@@ -38,7 +38,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from engine.errors import ConfigError, TidemarkError
-from engine.io.threads import REQUEST_THREADS, requests_pool, settle
+from engine.io.threads import DECODE_THREADS, REQUEST_THREADS, UPLOAD_THREADS, requests_pool, settle, uploads_pool
 
 _SCHEME_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 # Env vars whose values decide how a store is reached: a change makes a new client (tests switch endpoints).
@@ -680,7 +680,7 @@ class S3Upload:
         self._wait_part()   # at most one part in flight: memory stays ~2 parts
         body, number = bytes(self._buf), len(self._parts) + 1
         self._buf = bytearray()
-        self._pending = requests_pool().submit(client.upload_part, Bucket=self._bucket, Key=self._key,
+        self._pending = uploads_pool().submit(client.upload_part, Bucket=self._bucket, Key=self._key,
                                           UploadId=self._upload_id, PartNumber=number, Body=body)
         self._parts.append({"PartNumber": number})
 
@@ -770,6 +770,18 @@ def link_no_clobber(tmp: str, dest: str) -> None:
 _S3_CLIENTS: dict[tuple[str | None, ...], Any] = {}
 
 
+def _forget_clients_after_fork() -> None:
+    # A forked child (a Celery pool process, a Spark worker) must not share the parent's sockets, nor the AWS SDK's
+    # threads a pyarrow S3 file system holds, nor a lock some parent thread held at the fork: it makes its own.
+    global _LOCK
+    _LOCK = threading.Lock()
+    _S3_CLIENTS.clear()
+    _FILESYSTEMS.clear()
+
+
+os.register_at_fork(after_in_child=_forget_clients_after_fork)
+
+
 def s3_client() -> Any:
     """A boto3 S3 client from the same AWS chain as pyarrow's (for what pyarrow.fs cannot say: If-None-Match)."""
     import boto3  # only object-store tables need it
@@ -780,9 +792,11 @@ def s3_client() -> Any:
         if client is None:
             from botocore.config import Config
 
-            # As many connections as the process has request threads (engine.io.threads): no queueing.
+            # A connection for each thread that may ask at once (engine.io.threads' pools, plus a few callers'
+            # own): past the pool's size urllib3 discards connections with a warning on stderr.
+            connections = REQUEST_THREADS + UPLOAD_THREADS + DECODE_THREADS + 8
             client = boto3.session.Session().client("s3", endpoint_url=endpoint_url(), region_name=region(),
-                                                    config=Config(max_pool_connections=REQUEST_THREADS))
+                                                    config=Config(max_pool_connections=connections))
             _S3_CLIENTS[key] = client
     return client
 

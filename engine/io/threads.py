@@ -8,8 +8,9 @@ Spark reuses its Python workers, so threads kept here serve every later task of 
 operation of a driver or a control-plane worker.
 
 One rule keeps a bounded pool from deadlocking: work running on a pool never waits for other work queued on the
-same pool. Hence one pool per kind of work: `requests` runs single store requests (a GET, a ranged header read,
-a CopyObject, an upload part), which wait for nothing; `decode` runs log decodes, which may wait for a
+same pool. Hence one pool per kind of work: `requests` runs a few store requests each, made directly (a GET, a
+log's header scan, a CopyObject), which wait for no pool; `uploads` runs a multipart upload's parts, apart so a
+base file's upload never queues behind a task's copies; `decode` runs log decodes, which may wait for a
 `requests` GET.
 """
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 # A planning pass scans this many log headers at once, a compaction task overlaps its GETs and copies; idle threads
 # cost a stack each and nothing else.
 REQUEST_THREADS = 32
+UPLOAD_THREADS = 4
 # Each slice decodes two logs at a time, and an in-process read decodes one slice per core at once.
 DECODE_THREADS = 2 * (os.cpu_count() or 1)
 
@@ -39,8 +41,13 @@ def _pool(name: str, size: int) -> ThreadPoolExecutor:
 
 
 def requests_pool() -> ThreadPoolExecutor:
-    """For single store requests, which never wait on this pool's other work."""
+    """For store requests made directly (no pool waited on)."""
     return _pool("requests", REQUEST_THREADS)
+
+
+def uploads_pool() -> ThreadPoolExecutor:
+    """For the parts of multipart uploads."""
+    return _pool("uploads", UPLOAD_THREADS)
 
 
 def decode_pool() -> ThreadPoolExecutor:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Iterable, Iterator
 
 from engine.io import storage
-from engine.io.threads import requests_pool
+from engine.io.threads import requests_pool, settle
 from engine.logformat.blocks import (
     LOG_FORMAT_VERSION,
     MAGIC,
@@ -148,7 +148,11 @@ def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFile
             out[p] = kept
     missing = [(p, s) for p, s in todo.items() if p not in out]
     if len(missing) > 1 and storage.is_remote(missing[0][0]):
-        scans = list(requests_pool().map(lambda ps: _scan(*ps), missing))
+        pending = [requests_pool().submit(_scan, p, s) for p, s in missing]
+        try:
+            scans = [f.result() for f in pending]
+        finally:
+            settle(pending)
     else:
         scans = [_scan(p, s) for p, s in missing]
     for (path, _), scan in zip(missing, scans):

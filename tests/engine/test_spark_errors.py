@@ -66,3 +66,13 @@ def test_any_other_trace_is_forwarded_whole():
     assert b"".join(forwarded(iter(other))) == b"".join(other)
     assert b"".join(forwarded(iter(daemon_but_not_hang_up))) == b"".join(daemon_but_not_hang_up)
     assert b"".join(forwarded(iter(HANG_UP[:2]))) == b"".join(HANG_UP[:2])   # cut short: nothing is lost
+
+
+def test_a_hang_up_trace_with_source_lines_and_carets_is_dropped_too():
+    """pyspark run from source (not its zip) prints each frame's line and Python 3.11's carets under it."""
+    trace = [b"Traceback (most recent call last):\n",
+             b'  File "/v/site-packages/pyspark/daemon.py", line 264, in manager\n',
+             b"    code = worker(sock, authenticated)\n",
+             b"           ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n",
+             b"BrokenPipeError: [Errno 32] Broken pipe\n"]
+    assert list(forwarded(iter([*trace, b"next\n"]))) == [b"next\n"]

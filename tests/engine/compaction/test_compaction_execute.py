@@ -225,3 +225,51 @@ def test_heaviest_operations_start_first_and_outputs_keep_the_plan_order(spark, 
     assert [tuple(p.rsplit("/", 1)[0:1]) + (p.rsplit("/", 1)[1].split("_")[0],) for p in result.base_files] == groups
     ours, theirs = snapshots(path)
     assert ours == theirs
+
+
+def test_every_remote_copy_finishes_when_more_are_queued_than_the_pool_has_threads(monkeypatch):
+    """A task carrying more logs than the request threads leaves its copies block with some still queued: the
+    block waits for them all (none is cancelled), as when each task had its own pool."""
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from engine.compaction import execute
+    from engine.io.threads import REQUEST_THREADS
+
+    done, lock = [], threading.Lock()
+
+    def copy(src, dest, src_size, dest_size):
+        time.sleep(0.02)
+        with lock:
+            done.append(dest)
+
+    monkeypatch.setattr(execute, "_ensure_remote_copy", copy)
+    links = tuple((f"link-{i}", f"target-{i}") for i in range(REQUEST_THREADS + 8))
+    task = SimpleNamespace(carry_mode="copy", links=links)
+    with execute._remote_copies(task, "s3://bucket/t/p", {}):
+        pass   # the merge and upload finished at once: most copies have not started
+    assert sorted(done) == sorted(f"s3://bucket/t/p/{link}" for link, _ in links)
+
+
+def test_a_failed_task_drops_its_copies_not_yet_started(monkeypatch):
+    import threading
+    from types import SimpleNamespace
+
+    from engine.compaction import execute
+    from engine.io.threads import REQUEST_THREADS
+
+    release, started = threading.Event(), []
+
+    def copy(src, dest, src_size, dest_size):
+        started.append(dest)
+        release.wait(5)
+
+    monkeypatch.setattr(execute, "_ensure_remote_copy", copy)
+    links = tuple((f"link-{i}", f"target-{i}") for i in range(REQUEST_THREADS + 8))
+    task = SimpleNamespace(carry_mode="copy", links=links)
+    threading.Timer(0.3, release.set).start()
+    with pytest.raises(RuntimeError, match="merge failed"):
+        with execute._remote_copies(task, "s3://bucket/t/p", {}):
+            raise RuntimeError("merge failed")
+    assert len(started) <= REQUEST_THREADS   # the queued ones never ran; the running ones were waited for

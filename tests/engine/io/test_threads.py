@@ -12,9 +12,15 @@ def test_one_pool_per_kind_reused_by_every_caller():
     assert threads.requests_pool() is threads.requests_pool()
     assert threads.decode_pool() is threads.decode_pool()
     assert threads.requests_pool() is not threads.decode_pool()
-    first = threads.requests_pool().submit(threading.get_ident).result()
-    again = {threads.requests_pool().submit(threading.get_ident).result() for _ in range(20)}
-    assert again == {first}   # one request at a time: the idle thread serves each, none is started
+    threads.requests_pool().submit(int).result()
+
+    def started() -> int:
+        return sum(t.name.startswith("tidemark-requests") for t in threading.enumerate())
+
+    before = started()
+    for _ in range(20):   # one request at a time: an idle thread serves each, none is started
+        threads.requests_pool().submit(int).result()
+    assert started() == before <= threads.REQUEST_THREADS
 
 
 def test_settle_cancels_what_is_queued_and_waits_for_what_runs():
@@ -39,3 +45,20 @@ def test_a_forked_child_starts_its_own_threads():
             os._exit(0 if ok else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_forked_child_makes_its_own_store_clients():
+    """The storage layer's S3 clients and file systems hold sockets and SDK threads: a child never inherits them."""
+    from engine.io import storage
+
+    storage._S3_CLIENTS[("inherited",)] = object()
+    storage._FILESYSTEMS[("s3", ("inherited",))] = object()   # type: ignore[assignment]
+    try:
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if not storage._S3_CLIENTS and not storage._FILESYSTEMS and not storage._LOCK.locked() else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        storage._S3_CLIENTS.pop(("inherited",), None)
+        storage._FILESYSTEMS.pop(("s3", ("inherited",)), None)

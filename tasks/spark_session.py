@@ -26,11 +26,13 @@ def warm_enabled() -> bool:
 
 
 def start_session() -> None:
-    """Create (or reuse) this process's SparkSession and run one trivial job to load its classes."""
-    from engine.spark import get_spark
+    """Create (or reuse) this process's SparkSession, run one trivial job to load its classes, and start its Python
+    workers with the engine imported (the first compaction would otherwise pay that: 1.8 s instead of 0.5 s)."""
+    from engine.spark import get_spark, warm_python_workers
 
     spark = get_spark(app_name=f"tidemark-worker-{os.getpid()}")
     spark.range(1).count()
+    warm_python_workers(spark)
     log.info("warm SparkSession ready in worker process %s (%s)", os.getpid(), spark.sparkContext.master)
 
 

@@ -64,3 +64,10 @@ def test_spark_paths_name_the_local_filesystem_explicitly(tmp_path, monkeypatch)
 def test_only_cluster_masters_get_the_zip(monkeypatch):
     assert factory.is_local("local[*]") and factory.is_local("local[2]")
     assert not factory.is_local("spark://127.0.0.1:7077") and not factory.is_local("yarn")
+
+
+def test_warming_starts_every_python_worker_with_the_engine_imported(spark):
+    from engine.spark import warm_python_workers
+
+    # one task per core, each importing the compaction task's modules (an import error would fail the job)
+    assert warm_python_workers(spark) == spark.sparkContext.defaultParallelism

@@ -125,14 +125,12 @@ def _decode_all(paths: Sequence[str]) -> list[logformat.LogFileContents]:
                           and sum(os.path.getsize(p) for p in paths) < PARALLEL_DECODE_BYTES):
         return [logformat.read_log_file(p) for p in paths]
     # Each read runs in a copy of this context, so a scan memo open here (logformat.scan_memo) sees its scans.
-    contexts = [contextvars.copy_context() for _ in paths]
     # Two in flight at a time: beyond that the codec's loops would fight over the GIL.
-    jobs = iter(zip(contexts, paths))
     running: deque[Future[logformat.LogFileContents]] = deque()
     out: list[logformat.LogFileContents] = []
     try:
-        for ctx, path in jobs:
-            running.append(decode_pool().submit(ctx.run, logformat.read_log_file, path))
+        for path in paths:
+            running.append(decode_pool().submit(contextvars.copy_context().run, logformat.read_log_file, path))
             if len(running) == 2:
                 out.append(running.popleft().result())
         out.extend(f.result() for f in running)

@@ -687,17 +687,25 @@ class _Piece:
 
 
 def _zigzag_varints(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Avro varint bytes (rows, up to 10 wide) and byte counts for int64 values."""
+    """Avro varint bytes (rows, up to 10 wide) and byte counts for int64 values.
+
+    The width comes from the largest value, so short varints (string lengths, small ints: one byte) cost one
+    pass instead of ten; each byte's continuation bit is whether the value still left is >= 0x80."""
     v = values.astype(np.int64, copy=False)
     raw = ((v << 1) ^ (v >> 63)).view(_U64)
+    top = int(raw.max()) if raw.size else 0
+    width = max(1, (top.bit_length() + 6) // 7)
     sizes = np.ones(raw.shape, dtype=np.int64)
-    for k in range(1, 10):
-        sizes += raw >= _U64(1) << _U64(7 * k)
-    width = int(sizes.max()) if sizes.size else 1
     matrix = np.empty((raw.size, width), dtype=np.uint8)
+    rest = raw
     for k in range(width):
-        group = ((raw >> _U64(7 * k)) & _U64(0x7F)).astype(np.uint8)
-        matrix[:, k] = group | np.where(sizes > k + 1, 0x80, 0).astype(np.uint8)
+        group = (rest & _U64(0x7F)).astype(np.uint8)
+        if k + 1 < width:
+            more = rest >= _U64(0x80)
+            sizes += more
+            group |= more.view(np.uint8) << np.uint8(7)
+            rest = rest >> _U64(7)
+        matrix[:, k] = group
     return matrix, sizes
 
 
@@ -706,14 +714,20 @@ def _numpy_values(array: pa.Array, dtype: Any) -> np.ndarray:
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=array.offset + len(array))[array.offset :]
 
 
-def _valid_mask(array: pa.Array) -> np.ndarray:
+def _valid_mask(array: pa.Array) -> np.ndarray | None:
+    """Which rows hold a value; None when all do (the usual case: no mask to apply)."""
     if array.null_count == 0:
-        return np.ones(len(array), dtype=bool)
+        return None
     mask: np.ndarray = array.is_valid().to_numpy(zero_copy_only=False)
     return mask
 
 
-def _decimal_pieces(array: pa.Array, valid: np.ndarray) -> list[_Piece]:
+def _where_valid(lengths: np.ndarray, valid: np.ndarray | None) -> np.ndarray:
+    """Byte counts with null rows' set to 0 (a null writes no value bytes)."""
+    return lengths if valid is None else lengths * valid
+
+
+def _decimal_pieces(array: pa.Array, valid: np.ndarray | None) -> list[_Piece]:
     """fastavro's decimal bytes: (|unscaled|.bit_length() + 8) // 8 big-endian two's-complement bytes."""
     little = _numpy_values(array, np.dtype((np.uint8, 16)))
     negative = little[:, 15] >= 0x80
@@ -731,31 +745,31 @@ def _decimal_pieces(array: pa.Array, valid: np.ndarray) -> list[_Piece]:
     sizes = (bit_length + 8) // 8
     big = np.take_along_axis(little, np.clip(sizes[:, None] - 1 - np.arange(16), 0, 15), axis=1)
     header, header_sizes = _zigzag_varints(sizes)
-    return [_Piece(header_sizes * valid, matrix=header), _Piece(sizes * valid, matrix=big)]
+    return [_Piece(_where_valid(header_sizes, valid), matrix=header), _Piece(_where_valid(sizes, valid), matrix=big)]
 
 
 _BIT_LENGTH = np.array([int(i).bit_length() for i in range(256)], dtype=np.int64)
 
 
-def _value_pieces(array: pa.Array, plan: _FieldPlan, valid: np.ndarray) -> list[_Piece]:
+def _value_pieces(array: pa.Array, plan: _FieldPlan, valid: np.ndarray | None) -> list[_Piece]:
     n = len(array)
     if plan.kind in ("string", "bytes"):
         offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=array.offset + n + 1)[array.offset :]
-        lengths = np.diff(offsets).astype(np.int64) * valid
+        lengths = _where_valid(np.diff(offsets).astype(np.int64), valid)
         header, header_sizes = _zigzag_varints(lengths)
-        return [_Piece(header_sizes * valid, matrix=header),
+        return [_Piece(_where_valid(header_sizes, valid), matrix=header),
                 _Piece(lengths, values=array.cast(pa.large_binary()))]
     if plan.kind in ("int", "long"):
         matrix, sizes = _zigzag_varints(_numpy_values(array, np.int32 if plan.kind == "int" else np.int64))
-        return [_Piece(sizes * valid, matrix=matrix)]
+        return [_Piece(_where_valid(sizes, valid), matrix=matrix)]
     if plan.kind in ("float", "double"):
         dtype = "<f4" if plan.kind == "float" else "<f8"
         matrix = np.ascontiguousarray(_numpy_values(array, dtype)).view(np.uint8).reshape(n, -1)
-        return [_Piece(matrix.shape[1] * valid.astype(np.int64), matrix=matrix)]
+        return [_Piece(_where_valid(np.full(n, matrix.shape[1], dtype=np.int64), valid), matrix=matrix)]
     if plan.kind == "boolean":
         bits = np.unpackbits(np.frombuffer(array.buffers()[1], dtype=np.uint8), bitorder="little")
         matrix = bits[array.offset : array.offset + n].reshape(n, 1)
-        return [_Piece(valid.astype(np.int64), matrix=matrix)]
+        return [_Piece(_where_valid(np.ones(n, dtype=np.int64), valid), matrix=matrix)]
     return _decimal_pieces(array, valid)
 
 
@@ -763,7 +777,8 @@ def _field_pieces(array: pa.Array, plan: _FieldPlan) -> list[_Piece]:
     valid = _valid_mask(array)
     pieces = []
     if plan.null_code is not None:
-        codes = np.where(valid, plan.value_code, plan.null_code).astype(np.uint8).reshape(-1, 1)
+        codes = (np.full(len(array), plan.value_code, dtype=np.uint8) if valid is None
+                 else np.where(valid, plan.value_code, plan.null_code).astype(np.uint8)).reshape(-1, 1)
         pieces.append(_Piece(np.ones(len(array), dtype=np.int64), matrix=codes))
     return pieces + _value_pieces(array, plan, valid)
 
@@ -774,11 +789,16 @@ def _compact(pieces: list[_Piece]) -> pa.Array:
     for p in pieces:
         assert p.matrix is not None, "_compact joins matrix pieces only (_segments groups them so)"
         matrices.append(p.matrix)
-    matrix = np.hstack(matrices)
-    used = np.hstack([np.arange(m.shape[1]) < p.lengths[:, None] for m, p in zip(matrices, pieces)])
-    data = matrix[used]
+    matrix = np.hstack(matrices) if len(matrices) > 1 else matrices[0]
     offsets = np.zeros(matrix.shape[0] + 1, dtype=np.int64)
-    np.cumsum(sum(p.lengths for p in pieces), out=offsets[1:])
+    if all(int(p.lengths.min(initial=m.shape[1])) == m.shape[1] for m, p in zip(matrices, pieces)):
+        # every byte of every row is used (codes, doubles, one-byte lengths, no nulls): no mask to apply
+        data = np.ascontiguousarray(matrix).reshape(-1)
+        offsets[1:] = np.arange(1, matrix.shape[0] + 1, dtype=np.int64) * matrix.shape[1]
+    else:
+        used = np.hstack([np.arange(m.shape[1]) < p.lengths[:, None] for m, p in zip(matrices, pieces)])
+        data = matrix[used]
+        np.cumsum(sum(p.lengths for p in pieces), out=offsets[1:])
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), matrix.shape[0],
                                             [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
@@ -799,37 +819,31 @@ def _segments(pieces: list[_Piece]) -> list[pa.Array]:
     return segments
 
 
-def _join_records(segments: list[pa.Array]) -> bytes:
+def _join_records(segments: list[pa.Array]) -> memoryview:
     """For each record, its element of every segment in order, all records back to back.
 
     binary_join_element_wise with an empty separator concatenates row-wise in one C++ pass, so the
-    result's data buffer is already the block content (null strings count as empty).
+    result's data buffer is already the records' bytes (null strings count as empty); returned as a view of
+    that buffer, not copied.
     """
     separator = pa.scalar(b"", pa.large_binary())
     joined = pc.binary_join_element_wise(*segments, separator, null_handling="replace", null_replacement="")
     offsets = np.frombuffer(joined.buffers()[1], dtype=np.int64, count=len(joined) + 1)
-    content: bytes = joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes()
-    return content
+    return memoryview(joined.buffers()[2].slice(int(offsets[0]), int(offsets[-1] - offsets[0])))
 
 
-def _prefix_piece(head: bytes, record_lengths: np.ndarray) -> _Piece:
-    """The int32 BE length before each datum; record 0 also carries the 8-byte block header, so the
-    joined bytes are the whole content without another copy."""
+def _prefix_piece(record_lengths: np.ndarray) -> _Piece:
+    """The int32 BE length before each datum."""
     n = record_lengths.size
-    matrix = np.zeros((n, 12), dtype=np.uint8)
-    matrix[:, :4] = record_lengths.astype(">i4").view(np.uint8).reshape(n, 4)
-    matrix[0, 8:] = matrix[0, :4]
-    matrix[0, :8] = np.frombuffer(head, dtype=np.uint8)
-    lengths = np.full(n, 4, dtype=np.int64)
-    lengths[0] = 12
-    return _Piece(lengths, matrix=matrix)
+    matrix = np.ascontiguousarray(record_lengths.astype(">i4").view(np.uint8).reshape(n, 4))
+    return _Piece(np.full(n, 4, dtype=np.int64), matrix=matrix)
 
 
-def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> bytes:
+def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> list[bytes | memoryview]:
     n = table.num_rows
     head = _HEADER.pack(BLOCK_CONTENT_VERSION, n)
     if n == 0:
-        return head
+        return [head]
     pieces = []
     for plan in plans:
         pieces.extend(_field_pieces(table.column(plan.name).combine_chunks(), plan))
@@ -838,8 +852,8 @@ def _encode_vectorized(table: pa.Table, plans: list[_FieldPlan]) -> bytes:
         record_lengths += p.lengths
     if record_lengths.max() >= 2**31:
         raise AvroCodecError("an Avro record exceeds 2 GiB")
-    pieces.insert(0, _prefix_piece(head, record_lengths))
-    return _join_records(_segments(pieces))
+    pieces.insert(0, _prefix_piece(record_lengths))
+    return [head, _join_records(_segments(pieces))]
 
 
 # --------------------------------------------------------------------------- public codec
@@ -862,15 +876,21 @@ def _conform(table: pa.Table, target: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=target)
 
 
-def encode_data_block_content(table: pa.Table, avro_schema: dict[str, Any]) -> bytes:
-    """Full AVRO_DATA_BLOCK content: version 3, record count, length-prefixed Avro datums."""
+def encode_data_block_parts(table: pa.Table, avro_schema: dict[str, Any]) -> list[bytes | memoryview]:
+    """AVRO_DATA_BLOCK content as consecutive pieces (version 3, record count, length-prefixed Avro datums),
+    uncopied: the block's framing joins them with its own bytes in one copy."""
     avro_schema = _as_schema_dict(avro_schema)
     target = avro_to_arrow_schema(avro_schema)
     table = _conform(table, target)
     plans = _vector_plan(avro_schema, target)
     if plans is None:
-        return _encode_fastavro(table, avro_schema)
+        return [_encode_fastavro(table, avro_schema)]
     return _encode_vectorized(table, plans)
+
+
+def encode_data_block_content(table: pa.Table, avro_schema: dict[str, Any]) -> bytes:
+    """Full AVRO_DATA_BLOCK content as one bytes object."""
+    return b"".join(encode_data_block_parts(table, avro_schema))
 
 
 def decode_data_block_content(content: bytes | memoryview, avro_schema: dict[str, Any]) -> pa.Table:

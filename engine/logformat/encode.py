@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from engine.errors import TidemarkError
-from engine.logformat.avro_codec import encode_data_block_content
+from engine.logformat.avro_codec import encode_data_block_parts
 from engine.logformat.blocks import (
     EVENT_TIMES_ATTR,
     LOG_FORMAT_VERSION,
@@ -40,19 +40,23 @@ def encode_metadata_map(entries: Mapping[int, str]) -> bytes:
     return b"".join(parts)
 
 
-def frame_block(block_type: BlockType, headers: Mapping[int, str], content: bytes) -> bytes:
-    """Wrap content in MAGIC, blockLength, version, type, headers, content, empty footer and the size trailer."""
+def frame_block(block_type: BlockType, headers: Mapping[int, str],
+                content: bytes | Sequence[bytes | memoryview]) -> bytes:
+    """Wrap content (bytes, or its consecutive pieces) in MAGIC, blockLength, version, type, headers, content,
+    empty footer and the size trailer."""
+    parts = [content] if isinstance(content, bytes) else list(content)
+    content_length = sum(len(p) for p in parts)
     header_bytes = encode_metadata_map(headers)
     footer_bytes = encode_metadata_map({})  # FooterMetadataType is empty: any entry would break Java readers
-    block_length = 4 + 4 + len(header_bytes) + 8 + len(content) + len(footer_bytes) + 8
+    block_length = 4 + 4 + len(header_bytes) + 8 + content_length + len(footer_bytes) + 8
     return b"".join(
         (
             MAGIC,
             _LONG.pack(block_length),
             struct.pack(">ii", LOG_FORMAT_VERSION, int(block_type)),
             header_bytes,
-            _LONG.pack(len(content)),
-            content,
+            _LONG.pack(content_length),
+            *parts,
             footer_bytes,
             _LONG.pack(block_length + len(MAGIC)),  # reverse pointer: total size up to (not incl.) this field
         )
@@ -90,7 +94,7 @@ def encode_data_block(
         HeaderKey.SCHEMA: schema_header(avro_schema, min_event_time, max_event_time),
     }
     if fmt == "avro":
-        return frame_block(BlockType.AVRO_DATA, headers, encode_data_block_content(table, avro_schema))
+        return frame_block(BlockType.AVRO_DATA, headers, encode_data_block_parts(table, avro_schema))
     if fmt == "parquet":
         return frame_block(BlockType.PARQUET_DATA, headers, _parquet_bytes(table))
     raise TidemarkError(f"unknown data block format {fmt!r}: expected 'avro' or 'parquet'")

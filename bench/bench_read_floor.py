@@ -8,7 +8,7 @@ files, then `--upserts` updates of existing keys in 32 Avro log files), so the R
 the snapshot merges them with 1 M log records. With `--keep DIR` the table is built there once and reused by
 later runs (a table already at DIR/table is read, not rebuilt).
 
-Timed, each case once per round, rounds repeated `--repeat` times (so load changes hit every case alike),
+Timed, each case once per round (forward order on even rounds, backward on odd), rounds repeated `--repeat` times (so load changes hit every case alike),
 medians reported; the Spark session is started and every case run once beforehand, untimed:
 - ro_spark:          ours, `load_table(spark, p, "read_optimized")` + noop write (what Table/CLI reads use)
 - ro_spark_datasource: ours, `format("tidemark").option("query", "read_optimized")` + noop write
@@ -102,7 +102,10 @@ def measure(named: dict[str, Callable[[], int | None]], repeats: int) -> dict[st
     runs: dict[str, list[float]] = {k: [] for k in named}
     cpu: dict[str, list[dict[str, float]]] = {k: [] for k in named}
     for r in range(repeats):
-        for k, fn in named.items():
+        # Forward on even rounds, backward on odd ones: each case follows a different one in turn, so none is
+        # always timed just after a Spark query whose JVM is still collecting garbage on the same 2 cores.
+        order = list(named.items()) if r % 2 == 0 else list(reversed(named.items()))
+        for k, fn in order:
             before = cpu_split()
             runs[k].append(timed(fn)[0])
             after = cpu_split()

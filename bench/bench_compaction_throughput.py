@@ -12,6 +12,9 @@ each Python worker per run (from /proc): the busiest worker's is the run's criti
 JIT-compiling Spark's task path over its first ~10 runs; a 1-core run leaves that to the idle second core, a
 2-core run pays it from its workers' time. The control plane's workers keep their session for life, so their
 compactions meet a warm JVM; the JVM's CPU per run is reported either way.
+`--pin`: each driver's whole process tree on as many CPUs as its Spark cores (sched_setaffinity, inherited by
+the JVM and its Python workers). Without it "1 core" is one Spark task slot on a 2-CPU machine, whose JIT
+compiler, garbage collector and driver run on the other CPU for free; with it, both runs pay for them.
 
 Tables (built with Spark, excluded from timings): `--base` records written with write_dataframe and turned
 into base files by an unbounded compaction, then `--upserts` updates of existing keys written in 4
@@ -194,11 +197,16 @@ def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, in
     return round(seconds, 4), result.records_written, [c for c in spent if c > 0.05], round(jvm, 2)
 
 
-def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = False, warm_runs: int = 0) -> None:
+def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = False, warm_runs: int = 0,
+           pin: bool = False) -> None:
     """Subprocess: start Spark with `cores`, then time run_compaction on fresh copies of the table.
     `serve`: after the warm-up (and `warm_runs` untimed compactions), one run per "run" line on stdin (one JSON
-    line back each), until EOF."""
+    line back each), until EOF. `pin`: this process and everything it starts (the JVM, its Python workers)
+    run on the first `cores` CPUs only."""
     from engine.spark import get_spark
+
+    if pin:
+        os.sched_setaffinity(0, set(sorted(os.sched_getaffinity(0))[:cores]))
 
     start_s, spark = timed(lambda: get_spark(cores=cores))
     # Warm-up: start the Python workers and import the compaction code there (excluded, like session start).
@@ -253,15 +261,16 @@ def control_speedup(pool1: ProcessPoolExecutor, pool2: ProcessPoolExecutor, n: i
     return {"1p_s": round(t1, 3), "2p_s": round(t2, 3), "speedup": round(t1 / t2, 3)}
 
 
-def interleaved(pristine: str, work: str, rounds: int, warm_runs: int = 0) -> dict:
+def interleaved(pristine: str, work: str, rounds: int, warm_runs: int = 0, pin: bool = False) -> dict:
     """local[1] and local[2] alive side by side (two driver processes, warmed up), runs alternating
     1, 2, 1, 2, ...; each round also times the control loop in 1 vs 2 processes. `warm_runs`: untimed
-    compactions each driver makes first (a long-lived driver's JVM has finished compiling Spark's task path)."""
+    compactions each driver makes first (a long-lived driver's JVM has finished compiling Spark's task path).
+    `pin`: each driver's whole process tree confined to as many CPUs as its Spark cores."""
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     procs = {}
     for n in (1, 2):
         cmd = [sys.executable, "-m", "bench.bench_compaction_throughput", "--worker", pristine, "--scratch", work,
-               "--worker-cores", str(n), "--serve", "--warm-runs", str(warm_runs)]
+               "--worker-cores", str(n), "--serve", "--warm-runs", str(warm_runs)] + (["--pin"] if pin else [])
         procs[n] = subprocess.Popen(cmd, cwd=here, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.DEVNULL, text=True)
         ready = _json_line(procs[n])
@@ -295,7 +304,7 @@ def interleaved(pristine: str, work: str, rounds: int, warm_runs: int = 0) -> di
     # Load-proof view: the busiest worker's CPU seconds are the run's critical path on an otherwise idle machine.
     c1 = statistics.median(sum(c) for c in cpus[1])
     c2 = statistics.median(max(c, default=0.0) for c in cpus[2])
-    return {"warm_runs": warm_runs, "worker_cpu_1core_s": cpus[1], "worker_cpu_2core_s": cpus[2],
+    return {"warm_runs": warm_runs, "pinned": pin, "worker_cpu_1core_s": cpus[1], "worker_cpu_2core_s": cpus[2],
             "jvm_cpu_1core_s": jvms[1], "jvm_cpu_2core_s": jvms[2],
             "cpu_critical_path_speedup": round(c1 / c2, 3) if c2 else None,
             "cpu_total_2core_vs_1core": round(statistics.median(sum(c) for c in cpus[2]) / c1, 3) if c1 else None,
@@ -368,6 +377,9 @@ def main() -> None:
     ap.add_argument("--warm-runs", type=int, default=0, metavar="N",
                     help="--interleave: N untimed compactions in each driver before the timed rounds (a "
                          "long-lived driver, as the control plane's workers keep theirs)")
+    ap.add_argument("--pin", action="store_true",
+                    help="--interleave: confine each driver's process tree (JVM, Python workers) to as many CPUs "
+                         "as its Spark cores, so '1 core' is one CPU for everything, JIT and GC included")
     ap.add_argument("--table", help="reuse this 8-file-group table (from --keep DIR: DIR/table-8fg) unchanged")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
@@ -375,7 +387,7 @@ def main() -> None:
     ap.add_argument("--worker-cores", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
-        worker(args.worker, args.scratch, args.worker_cores, args.repeat, args.serve, args.warm_runs)
+        worker(args.worker, args.scratch, args.worker_cores, args.repeat, args.serve, args.warm_runs, args.pin)
         return
     if args.interleave:
         args.variants = "8"
@@ -406,7 +418,7 @@ def main() -> None:
             log(f"bench_compaction_throughput: measuring {fg} file group(s)")
             if args.interleave:
                 result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1),
-                                     **interleaved(path, work, args.interleave, args.warm_runs)}
+                                     **interleaved(path, work, args.interleave, args.warm_runs, args.pin)}
                 continue
             m = measure(path, work, n_base + n_up, n_base, cores, args.repeat, fg)
             result[f"fg{fg}"] = {"table": lay, "build_s": round(build_s, 1), **m}

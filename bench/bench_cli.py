@@ -7,7 +7,9 @@ Input: `--batches` Parquet files of `--batch` new records each (anchors' schema)
 after the first is timed (the first warms the OS cache). Table S gets `--repeat` + 1 batches
 with `tidemark write --spark` (the behaviour before engine.placement: every write started a Spark JVM).
 Then `tidemark read H --output` in-process (default) and with `--spark`, against hudi 0.5.0 reading the same
-table into a Parquet file in a fresh process (import, read, write). Every time is a whole process's wall time.
+table into a Parquet file in a fresh process (import, read, write). Then `tidemark compaction run` of the whole of
+H (planned `--strategy unbounded` on a fresh copy each time, untimed) in-process (default) and with `--spark`.
+Every time is a whole process's wall time.
 The JVM class-data archive is built beforehand, so Spark starts at its best.
 """
 from __future__ import annotations
@@ -81,6 +83,21 @@ def hudi_reads(path: str, out: str, repeats: int) -> tuple[list[float], list[flo
     return times, CPU[-repeats:]
 
 
+def compactions(path: str, work: str, repeats: int, flags: list[str]) -> tuple[list[float], list[float]]:
+    """`compaction run` on fresh copies of `path`, each planned first (`--strategy unbounded`, untimed)."""
+    times, cpu = [], []
+    for i in range(repeats):
+        copy = os.path.join(work, f"compact-{'spark' if flags else 'here'}-{i}")
+        shutil.copytree(path, copy, symlinks=True)
+        tidemark("compaction", "schedule", copy, "--strategy", "unbounded")
+        os.sync()   # the copy's dirty pages go to disk now, not during the timed run
+        times.append(tidemark("compaction", "run", copy, *flags))
+        cpu.append(CPU[-1])
+        log(f"bench_cli: compaction run {' '.join(flags) or '(default)'} {times[-1]:.2f}s ({cpu[-1]:.2f} CPU-s)")
+        shutil.rmtree(copy, ignore_errors=True)
+    return times, cpu
+
+
 def _r(values: list[float]) -> list[float]:
     return [round(v, 3) for v in values]
 
@@ -110,6 +127,8 @@ def main() -> None:
         read_here = reads(here, out, args.repeat, [])
         read_spark = reads(here, out, args.repeat, ["--spark"])
         hudi = hudi_reads(here, os.path.join(work, "hudi.parquet"), args.repeat)
+        compact_here = compactions(here, work, args.repeat, [])
+        compact_spark = compactions(here, work, args.repeat, ["--spark"])
         w_here, w_spark = median(in_process), median(on_spark)
         r_here, r_spark, r_hudi = median(read_here[0]), median(read_spark[0]), median(hudi[0])
         emit("bench_cli", {
@@ -124,6 +143,11 @@ def main() -> None:
             "read_runs_s": {"in_process": _r(read_here[0]), "spark": _r(read_spark[0]), "hudi": _r(hudi[0])},
             "ratio_read_in_process_vs_hudi": round(r_here / r_hudi, 3),
             "ratio_read_spark_vs_hudi": round(r_spark / r_hudi, 3),
+            "compaction_run_in_process_s": round(median(compact_here[0]), 3),
+            "compaction_run_spark_s": round(median(compact_spark[0]), 3),
+            "compaction_run_cpu_s": {"in_process": round(median(compact_here[1]), 3),
+                                     "spark": round(median(compact_spark[1]), 3)},
+            "compaction_run_runs_s": {"in_process": _r(compact_here[0]), "spark": _r(compact_spark[0])},
             "target_write_s": TARGET_WRITE_S, "meets_write_target": w_here <= TARGET_WRITE_S,
             "meets_read_target": r_here <= r_hudi,
         })

@@ -8,7 +8,8 @@ files, then `--upserts` updates of existing keys in 32 Avro log files), so the R
 the snapshot merges them with 1 M log records. With `--keep DIR` the table is built there once and reused by
 later runs (a table already at DIR/table is read, not rebuilt).
 
-Timed, each case once per round (forward order on even rounds, backward on odd), rounds repeated `--repeat` times (so load changes hit every case alike),
+Timed, each case once per round (forward order on even rounds, backward on odd), rounds repeated `--repeat`
+times (so load changes hit every case alike),
 medians reported; the Spark session is started and every case run once beforehand, untimed:
 - ro_spark:          ours, `load_table(spark, p, "read_optimized")` + noop write (what Table/CLI reads use)
 - ro_spark_datasource: ours, `format("tidemark").option("query", "read_optimized")` + noop write

@@ -252,8 +252,10 @@ class Table:
 
     def run_compaction(self, instant: str | None = None, *, lock: TableLock | None = None,
                        on_progress: Progress | None = None,
-                       should_stop: Callable[[], bool] | None = None) -> r.CompactionResult:
-        """Execute the pending compaction (or `instant`) on Spark and commit it.
+                       should_stop: Callable[[], bool] | None = None,
+                       local: bool | None = None) -> r.CompactionResult:
+        """Execute the pending compaction (or `instant`) and commit it: on Spark, or in this process when the
+        plan is small and no Spark runs here (`engine.placement`; `local` forces either way).
 
         One run per table at a time (the compaction lock, never waited for); writers go on meanwhile.
         `lock`, when given, is held in addition for the whole run. `should_stop` is polled while file
@@ -263,7 +265,8 @@ class Table:
         from engine.compaction.execute import run_compaction
 
         self._reload()
-        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop)
+        out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop,
+                             local=local)
         out.catalog_sync = _sync_after(self.path, "compaction")
         return out
 

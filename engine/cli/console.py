@@ -105,7 +105,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     t = Table.open(args.path)
     with output.progress_bar("compacting") as on_progress:
-        result = t.run_compaction(args.instant, on_progress=on_progress)
+        result = t.run_compaction(args.instant, on_progress=on_progress, local=args.local)
     output.emit(result, args.json, output.run)
     return EXIT_OK
 
@@ -206,7 +206,8 @@ def _add_placement(p: argparse.ArgumentParser, verb: str) -> None:
                    help=f"{verb} in this process on pyarrow (default for small work: up to "
                         f"${placement.MAX_ROWS_ENV} input rows ({placement.DEFAULT_MAX_ROWS:,}) for a write, "
                         f"${placement.MAX_MB_ENV} MB of files ({placement.DEFAULT_MAX_MB}) for a read, "
-                        "unless SPARK_MASTER names a cluster)")
+                        f"${placement.MAX_COMPACTION_MB_ENV} MB ({placement.DEFAULT_MAX_COMPACTION_MB}) for a "
+                        "compaction run, unless SPARK_MASTER names a cluster)")
     g.add_argument("--spark", dest="local", action="store_const", const=False, help=f"{verb} on Spark")
 
 
@@ -238,7 +239,9 @@ def _compaction_parsers(sub: Any) -> None:
     x.add_argument("--no-exact", dest="exact", action="store_const", const=False)
     p.add_argument("--dry-run", action="store_true", help="show the plan without writing it")
     _add_config(p)
-    _command(csub, "run", cmd_run, "execute the pending compaction").add_argument("--instant")
+    p = _command(csub, "run", cmd_run, "execute the pending compaction")
+    p.add_argument("--instant")
+    _add_placement(p, "run it")
     _command(csub, "show", cmd_compaction_show, "one compaction in detail").add_argument("--instant", required=True)
     _command(csub, "rollback", cmd_rollback, "alias of `tidemark rollback`").add_argument("--instant", required=True)
     _command(csub, "validate", cmd_validate, "check every file a pending plan names (exit 1 when a file group "

@@ -30,7 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from engine import logformat
+from engine import logformat, placement
+from engine.compaction import in_process
 from engine.compaction.base_stream import stream_base
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
@@ -122,19 +123,22 @@ class OpTask:
 def run_compaction(base_path: str, instant: str | None = None, spark: SparkSession | None = None,
                    lock: TableLock | None = None,
                    on_progress: Progress | None = None,
-                   should_stop: Callable[[], bool] | None = None) -> CompactionResult:
+                   should_stop: Callable[[], bool] | None = None,
+                   local: bool | None = None) -> CompactionResult:
     """Execute the single pending compaction (or `instant`) and commit it.
 
     One run at a time per table (the compaction lock): two runs of one plan would delete each other's
-    base files. Writers are not blocked: they go to slice C meanwhile.
+    base files. Writers are not blocked: they go to slice C meanwhile. The file groups run on `spark` when
+    given, else where `engine.placement.compaction_in_process` says (`local`: the caller's choice).
     """
     with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE), \
             (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
-        return _run_locked(base_path, instant, spark, on_progress, should_stop, lock)
+        return _run_locked(base_path, instant, spark, on_progress, should_stop, lock, local)
 
 
 def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None, on_progress: Progress | None,
-                should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None) -> CompactionResult:
+                should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None,
+                local: bool | None = None) -> CompactionResult:
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
@@ -148,12 +152,18 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
     if pending.state is State.REQUESTED:
         transition_to_inflight(base_path, c, COMPACTION)
     fault_point("execute", "inflight")
-    if spark is None:
+    here = spark is None and placement.compaction_in_process(sum(t.weight for t in tasks), local,
+                                                                 placement.spark_running())
+    if spark is None and not here:
         from engine.spark import get_spark
 
         spark = get_spark()
     try:
-        outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
+        if spark is None:
+            outs = in_process.run_here(tasks, balanced_order(tasks), _execute_task, on_progress, should_stop,
+                                       "file groups")
+        else:
+            outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
     except Stopped as stopped:
         _roll_back_cancelled(base_path, c, lock)
         raise Cancelled(c, f"compaction {c} cancelled after {stopped.done} of {len(tasks)} file groups; its plan "
@@ -223,9 +233,8 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
 
     def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
         def one(task: OpTask) -> dict[str, Any]:
-            out = execute_operation(task)
+            out = _execute_task(task)
             acc.add(1)
-            task_finished()
             return out
 
         outs: list[dict[str, Any]] = sc.parallelize([tasks[i] for i in order], len(tasks)).map(one).collect()
@@ -458,7 +467,17 @@ def _carried_scans(task: OpTask, pdir: str, scans: dict[str, logformat.LogFileSc
     return out
 
 
+def _execute_task(task: OpTask) -> dict[str, Any]:
+    """One file group, in a Spark task or on an in-process thread."""
+    out = execute_operation(task)
+    task_finished()
+    return out
+
+
 def _task_token() -> str:
+    own = in_process.write_token()
+    if own is not None:
+        return own
     from pyspark import TaskContext
 
     ctx = TaskContext.get()

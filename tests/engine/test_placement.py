@@ -1,5 +1,5 @@
-"""Where the CLI's writes and reads run (engine.placement): small work in-process, big work or a cluster on
-Spark, and the same files on disk either way."""
+"""Where the CLI's writes, reads and compaction runs go (engine.placement): small work in-process, big work or
+a cluster on Spark, and the same files on disk either way."""
 from __future__ import annotations
 
 import os
@@ -90,6 +90,30 @@ def test_dataframe_placement_rule(monkeypatch):
     assert not placement.write_dataframe_in_process(1)
 
 
+def test_compaction_placement_rule(monkeypatch):
+    monkeypatch.delenv("SPARK_MASTER", raising=False)
+    monkeypatch.delenv(placement.MAX_COMPACTION_MB_ENV, raising=False)
+    limit = placement.DEFAULT_MAX_COMPACTION_MB * 2**20
+    assert placement.compaction_in_process(limit) and not placement.compaction_in_process(limit + 1)
+    # a session already up in this process (a control-plane worker's warm one) is used ...
+    assert not placement.compaction_in_process(1, spark_running=True)
+    # ... unless the caller says otherwise
+    assert placement.compaction_in_process(1, local=True, spark_running=True)
+    assert placement.compaction_in_process(limit + 1, local=True)
+    assert not placement.compaction_in_process(1, local=False)
+    monkeypatch.setenv(placement.MAX_COMPACTION_MB_ENV, "1")
+    assert placement.compaction_in_process(2**20) and not placement.compaction_in_process(2**20 + 1)
+    monkeypatch.setenv("SPARK_MASTER", "spark://master:7077")
+    assert not placement.compaction_in_process(1)
+    monkeypatch.setenv(placement.MAX_COMPACTION_MB_ENV, "-3")
+    with pytest.raises(ConfigError, match=placement.MAX_COMPACTION_MB_ENV):
+        placement.compaction_in_process(1)
+
+
+def test_spark_running_is_this_process_context(spark):
+    assert placement.spark_running()
+
+
 def test_spark_slices_match_parallelize(spark):
     for n_items in (1, 3, 7, 8, 10, 33, 2500):
         for n in (1, 2, 3, 4, 8):
@@ -115,8 +139,11 @@ def test_cli_small_work_runs_in_process(tmp_path, spark_calls, monkeypatch):
     for command in ("show", "metrics", "freshness", "timeline"):
         _cli(command, str(path))
     _cli("compaction", "schedule", str(path), "--strategy", "unbounded")
+    monkeypatch.setattr(placement, "spark_running", lambda: False)   # as in a fresh `tidemark` process
+    _cli("compaction", "run", str(path))
     assert spark_calls == []
     assert pq.read_table(tmp_path / "out.parquet").num_rows == 500
+    assert rows_by_key(hudi_read(path, "read_optimized")) == rows_by_key(hudi_read(path, "snapshot"))
 
 
 @pytest.mark.parametrize("why", ["rows", "cluster", "flag"])
@@ -126,6 +153,7 @@ def test_cli_big_or_cluster_work_runs_on_spark(tmp_path, spark_calls, monkeypatc
     if why == "rows":
         monkeypatch.setenv(placement.MAX_ROWS_ENV, "100")
         monkeypatch.setenv(placement.MAX_MB_ENV, "0")
+        monkeypatch.setenv(placement.MAX_COMPACTION_MB_ENV, "0")
     elif why == "cluster":
         monkeypatch.setenv("SPARK_MASTER", "spark://cluster.example:7077")   # get_spark is the test's session
     else:
@@ -138,6 +166,11 @@ def test_cli_big_or_cluster_work_runs_on_spark(tmp_path, spark_calls, monkeypatc
     _cli("read", str(path), "--output", str(tmp_path / "out.parquet"), *flag)
     assert len(spark_calls) == 2
     assert rows_by_key(pq.read_table(tmp_path / "out.parquet")) == rows_by_key(hudi_read(path))
+    _cli("compaction", "schedule", str(path), "--strategy", "unbounded")
+    monkeypatch.setattr(placement, "spark_running", lambda: False)   # the size, cluster or flag decides
+    _cli("compaction", "run", str(path), *flag)
+    assert len(spark_calls) == 3
+    assert rows_by_key(hudi_read(path, "read_optimized")) == rows_by_key(hudi_read(path, "snapshot"))
 
 
 def test_local_refused_where_only_spark_routes(tmp_path, monkeypatch):

@@ -10,11 +10,11 @@ from engine.read.query import read_arrow
 from tests.support.oracle import hudi_read, rows_by_key
 
 
-@pytest.fixture(scope="module")
-def demo_path(tmp_path_factory, spark):
+@pytest.fixture
+def demo_path(tmp_path, spark):
     from engine.demo import run_demo
 
-    path = tmp_path_factory.mktemp("cancel-demo") / "flights"
+    path = tmp_path / "flights"
     run_demo(str(path), spark, batches=2)
     return path
 
@@ -27,7 +27,8 @@ def views(path) -> tuple[dict, dict]:
     return snapshot, ro
 
 
-def test_a_cancelled_compaction_rolls_back_and_the_table_compacts_again(demo_path, spark):
+@pytest.mark.parametrize("local", [False, True], ids=["spark", "in_process"])
+def test_a_cancelled_compaction_rolls_back_and_the_table_compacts_again(demo_path, spark, local):
     table = Table.open(str(demo_path))
     before = views(demo_path)
     timeline_before = [(i.instant, i.action, i.state) for i in table.timeline()]
@@ -39,7 +40,7 @@ def test_a_cancelled_compaction_rolls_back_and_the_table_compacts_again(demo_pat
         return True
 
     with pytest.raises(Cancelled) as cancelled:
-        table.run_compaction(plan.instant, should_stop=stop)
+        table.run_compaction(plan.instant, should_stop=stop, local=local)
     assert asked and cancelled.value.instant == plan.instant
     assert "rolled back and nothing was committed" in str(cancelled.value)
     assert [c for c in table.compactions() if c.instant == plan.instant] == []
@@ -48,6 +49,6 @@ def test_a_cancelled_compaction_rolls_back_and_the_table_compacts_again(demo_pat
     assert after == timeline_before, "only the rollback instant was added"
 
     again = table.schedule_compaction(data_latency="0s")
-    result = table.run_compaction(again.instant, should_stop=lambda: False)
+    result = table.run_compaction(again.instant, should_stop=lambda: False, local=local)
     assert result.instant == again.instant and result.base_files
     assert views(demo_path)[0] == before[0]

@@ -1,0 +1,94 @@
+"""A compaction run's file groups on this process's threads, when no Spark is needed (`engine.placement`).
+
+The same contract as the Spark job (`execute._execute_all` through `progress.counted`): the heaviest file groups
+start first, one per CPU at a time; each finished one counts towards the progress; once `should_stop` says so,
+no further one starts, the running ones finish and `Stopped` is raised. The first failure also stops further
+starts and is raised once the running ones have ended. Either way, when this returns or raises, no thread of it
+is still writing: the caller may roll back or commit at once.
+
+Each file group gets its own write token, `<slot>-0-0` (a Spark task's is `<partition>-<stage>-<attempt>`; slot
+is the group's place in the start order, as a Spark partition's is), so base files and carried logs are named as
+a Spark run names them, up to the stage number.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextvars import ContextVar
+from typing import TypeVar
+
+from engine.progress import POLL_S, Progress, Reporter, Stopped
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_TOKEN: ContextVar[str | None] = ContextVar("tidemark_in_process_token", default=None)
+
+
+def write_token() -> str | None:
+    """The write token of the in-process file group running on this thread (None outside one)."""
+    return _TOKEN.get()
+
+
+@contextlib.contextmanager
+def _token(slot: int) -> Iterator[None]:
+    reset = _TOKEN.set(f"{slot}-0-0")
+    try:
+        yield
+    finally:
+        _TOKEN.reset(reset)
+
+
+def cpus() -> int:
+    """CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def run_here(items: Sequence[T], order: Sequence[int], work: Callable[[T], R], on_progress: Progress | None,
+             should_stop: Callable[[], bool] | None, unit: str) -> list[R]:
+    """`work(items[i])` for each i, started in `order`, on up to `cpus()` threads; results in `items`' order."""
+    if not items:
+        return []
+    reporter = Reporter(on_progress, len(items), unit)
+    if should_stop is not None and should_stop():   # asked before the first unit started
+        raise Stopped(0)
+    reporter.update(0)
+
+    def one(slot: int, item: T) -> R:
+        with _token(slot):
+            return work(item)
+
+    waiting = list(enumerate(order))[::-1]   # popped from the end: start order
+    running: dict[Future[R], int] = {}
+    results: dict[int, R] = {}
+    failure: BaseException | None = None
+    stopping = False
+    workers = max(1, min(cpus(), len(items)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tidemark-compaction") as pool:
+        while waiting or running:
+            while waiting and not stopping and failure is None and len(running) < workers:
+                slot, i = waiting.pop()
+                running[pool.submit(one, slot, items[i])] = i
+            if not running:
+                break
+            finished, _ = wait(running, timeout=POLL_S, return_when=FIRST_COMPLETED)
+            for future in finished:
+                i = running.pop(future)
+                try:
+                    results[i] = future.result()
+                except BaseException as exc:  # noqa: BLE001 - raised below, once nothing runs any more
+                    failure = failure or exc
+            reporter.update(len(results))
+            if should_stop is not None and not stopping and should_stop():
+                stopping = True
+    if failure is not None:
+        raise failure
+    if len(results) < len(items):
+        raise Stopped(len(results))
+    reporter.finish()
+    return [results[i] for i in range(len(items))]

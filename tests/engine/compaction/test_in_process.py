@@ -1,0 +1,123 @@
+"""A compaction run's file groups on this process's threads (engine.compaction.in_process): the Spark job's
+contract — start order, results in plan order, a write token per file group, progress, stop and failure leave
+nothing running — and the same table as a run on Spark."""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine import Table
+from engine.compaction import in_process
+from engine.compaction import plan as planning
+from engine.progress import Stopped
+from engine.write import pipeline
+from tests.engine.test_placement import INSTANTS, new_table, rows
+from tests.support.oracle import hudi_read, rows_by_key
+
+
+@pytest.fixture
+def two_cpus(monkeypatch):
+    monkeypatch.setattr(in_process, "cpus", lambda: 2)
+
+
+def test_results_in_item_order_with_a_token_per_start_slot(two_cpus):
+    items = list("abcde")
+    order = [4, 2, 0, 1, 3]
+    seen: list[tuple[int, int, str]] = []
+
+    def work(item: str) -> tuple[str, str | None]:
+        time.sleep(0.01)
+        return item, in_process.write_token()
+
+    out = in_process.run_here(items, order, work, lambda d, t, u: seen.append((d, t, u)), None, "file groups")
+    assert [item for item, _ in out] == items
+    assert {item: token for item, token in out} == {items[i]: f"{slot}-0-0" for slot, i in enumerate(order)}
+    assert in_process.write_token() is None
+    assert seen[0] == (0, 5, "file groups") and seen[-1] == (5, 5, "file groups")
+    assert [d for d, _, _ in seen] == sorted({d for d, _, _ in seen})
+
+
+def test_a_stop_starts_nothing_more_and_waits_for_the_running(two_cpus):
+    started: list[str] = []
+    finished: list[str] = []
+    lock = threading.Lock()
+
+    def work(item: str) -> str:
+        with lock:
+            started.append(item)
+        time.sleep(0.05)
+        with lock:
+            finished.append(item)
+        return item
+
+    with pytest.raises(Stopped) as stopped:
+        in_process.run_here(list("abcdef"), range(6), work, None, lambda: bool(finished), "file groups")
+    assert sorted(started) == sorted(finished), "nothing still running when Stopped is raised"
+    assert 1 <= stopped.value.done == len(finished) < 6
+    assert len(started) <= 3, "at most the two running and one started as the first finished"
+
+
+def test_a_failure_is_raised_once_the_running_have_ended(two_cpus):
+    ended: list[str] = []
+
+    def work(item: str) -> str:
+        if item == "a":
+            raise ValueError("group a is damaged")
+        time.sleep(0.1)
+        ended.append(item)
+        return item
+
+    with pytest.raises(ValueError, match="group a is damaged"):
+        in_process.run_here(list("abcdef"), range(6), work, None, None, "file groups")
+    assert ended == ["b"], "b was running and finished; nothing started after the failure"
+
+
+def test_stop_before_the_first_start():
+    with pytest.raises(Stopped) as stopped:
+        in_process.run_here(["a"], [0], lambda item: item, None, lambda: True, "file groups")
+    assert stopped.value.done == 0
+
+
+# ------------------------------------------------------------------------------------------ same table
+
+_STAGE = re.compile(r"(_\d+)-\d+-(\d+)([_.])")   # a write token <slot>-<stage>-<attempt> in a file name
+
+
+def _compacted(path: Path, tmp: Path, local: bool, monkeypatch) -> Table:
+    table = new_table(path)
+    instants = iter(INSTANTS)
+    monkeypatch.setattr(pipeline, "new_instant_time", lambda after=None: next(instants))
+    monkeypatch.setattr(planning, "new_instant_time", lambda after=None: "20260101000300000")
+    for i, batch in enumerate((rows(range(2000), 1), rows(range(0, 2000, 3), 2))):
+        source = tmp / f"in{i}.parquet"
+        pq.write_table(batch, source)
+        table.write(str(source), local=True)
+    plan = table.schedule_compaction(strategy="unbounded")
+    table.run_compaction(plan.instant, local=local)
+    return table
+
+
+def _base_files(root: Path) -> dict[str, dict]:
+    out = {}
+    for f in sorted(root.rglob("*.parquet")):
+        table = pq.read_table(f)
+        names = {_STAGE.sub(r"\1-S-\2\3", n) for n in table.column("_hoodie_file_name").to_pylist()}
+        out[_STAGE.sub(r"\1-S-\2\3", f.relative_to(root).as_posix())] = {
+            "rows": rows_by_key(table.drop_columns(["_hoodie_file_name"])), "file_names": names}
+    return out
+
+
+def test_in_process_and_spark_runs_write_the_same_table(tmp_path, spark, monkeypatch):
+    here = _compacted(tmp_path / "here", tmp_path, True, monkeypatch)
+    there = _compacted(tmp_path / "there", tmp_path, False, monkeypatch)
+    ours, theirs = _base_files(Path(here.path)), _base_files(Path(there.path))
+    assert len(ours) == 8 and sorted(ours) == sorted(theirs)   # 2 partitions x 4 buckets
+    assert ours == theirs
+    for query in ("snapshot", "read_optimized"):
+        assert rows_by_key(hudi_read(here.path, query)) == rows_by_key(hudi_read(there.path, query))
+    assert rows_by_key(hudi_read(here.path, "read_optimized")) == rows_by_key(hudi_read(here.path, "snapshot"))

@@ -7,7 +7,10 @@ and event-time schedule + runs on fresh identical table pairs after a warm-up co
 alternating per round (requests per compacted file group, median time ratio).
 
     .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 3]
-        [--trace DIR]
+        [--trace DIR] [--pin-store]
+
+`--pin-store` runs the S3 server on a CPU of its own and the compaction (local and S3 alike) on the others: a
+remote store's CPU is not the client's, and here the emulator's would otherwise take the compaction's cores.
 
 `--trace DIR` also attributes every request of the last S3 schedule + run to a phase (schedule, run set-up,
 run pre-check, executors, commit, post-commit sync: the server's log split at the driver's phase boundaries,
@@ -53,6 +56,17 @@ def _cpu_s(pid: int) -> float:
     with open(f"/proc/{pid}/stat") as fh:
         fields = fh.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _pin_store(server_pid: int) -> None:
+    """The server (and the threads it starts) on the last CPU; this process, the JVM and Python workers it starts,
+    on the rest, with as many Spark cores."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit("--pin-store needs at least 2 CPUs")
+    os.sched_setaffinity(server_pid, {cpus[-1]})
+    os.sched_setaffinity(0, set(cpus[:-1]))
+    os.environ["SPARK_MASTER"] = f"local[{len(cpus) - 1}]"
 
 
 def _requests(log: list[dict]) -> Counter:
@@ -138,12 +152,17 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3, help="fresh table pairs compacted, order alternating")
     ap.add_argument("--trace", metavar="DIR", help="attribute the last S3 compaction's requests (phase, caller)")
+    ap.add_argument("--pin-store", action="store_true",
+                    help="the S3 server on the last CPU, this process and its Spark (local[CPUs - 1]) on the others: "
+                         "the store's CPU stops competing with the compaction, as a remote store's would")
     args = ap.parse_args()
 
     from tests.support.s3_server import S3Server
 
     with S3Server() as s3, tempfile.TemporaryDirectory(prefix="tidemark-bench-s3-") as tmp:
         os.environ.update(s3.env())
+        if args.pin_store:
+            _pin_store(s3.proc.pid)
         s3.make_bucket("bench")
         clock = None
         if args.trace:

@@ -7,7 +7,10 @@ and event-time schedule + runs on fresh identical table pairs after a warm-up co
 alternating per round (requests per compacted file group, median time ratio).
 
     .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 3]
-        [--trace DIR] [--pin-store]
+        [--trace DIR] [--pin-store] [--in-process]
+
+`--in-process` runs the compactions on this process's threads (what `tidemark compaction run` does with a small
+plan) instead of Spark tasks, on both backends.
 
 `--pin-store` runs the S3 server on a CPU of its own and the compaction (local and S3 alike) on the others: a
 remote store's CPU is not the client's, and here the emulator's would otherwise take the compaction's cores.
@@ -152,6 +155,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3, help="fresh table pairs compacted, order alternating")
     ap.add_argument("--trace", metavar="DIR", help="attribute the last S3 compaction's requests (phase, caller)")
+    ap.add_argument("--in-process", action="store_const", const=True, default=False,
+                    help="compaction runs on this process's threads (what `tidemark compaction run` does with a "
+                         "small plan) instead of Spark tasks, on both backends")
     ap.add_argument("--pin-store", action="store_true",
                     help="the S3 server on the last CPU, this process and its Spark (local[CPUs - 1]) on the others: "
                          "the store's CPU stops competing with the compaction, as a remote store's would")
@@ -190,7 +196,8 @@ def main() -> None:
         # workers, JIT and (on S3) each worker's boto3 client set-up, which would otherwise be charged to
         # whichever backend happened to run first. Long-lived workers pay them once.
         for warm in (build(os.path.join(tmp, "warm")), build("s3://bench/warm")):
-            warm.run_compaction(warm.schedule_compaction(threshold=threshold, carry_over="copy").instant)
+            warm.run_compaction(warm.schedule_compaction(threshold=threshold, carry_over="copy").instant,
+                                local=args.in_process)
 
         out: dict = {"params": vars(args)}
         planning = {"local": build(os.path.join(tmp, "plan")), "s3": build("s3://bench/plan")}
@@ -229,7 +236,7 @@ def main() -> None:
                 started, cpu0 = time.time(), _cpu_s(s3.proc.pid)
                 t0 = time.perf_counter()
                 planned = t.schedule_compaction(threshold=threshold, carry_over="copy")
-                result = t.run_compaction(planned.instant)
+                result = t.run_compaction(planned.instant, local=args.in_process)
                 times[name].append(time.perf_counter() - t0)
                 if name == "s3":
                     server_cpu.append(_cpu_s(s3.proc.pid) - cpu0)

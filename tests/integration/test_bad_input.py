@@ -248,8 +248,10 @@ def test_a_good_command_prints_nothing_on_stderr(table, tmp_path):
     assert result.returncode == 0 and result.stderr == ""
 
 
-def test_a_failure_inside_spark_is_one_line(table, tmp_path):
-    """A base file whose footer is intact but whose pages are not fails on an executor: still one line."""
+@pytest.mark.parametrize("where", [[], ["--spark"]], ids=["in_process", "spark"])
+def test_a_failure_inside_spark_is_one_line(table, tmp_path, where):
+    """A base file whose footer is intact but whose pages are not fails on an executor (or an in-process
+    compaction thread): still one line."""
     result = tidemark("compaction", "schedule", table, "--threshold", "2024-01-03T00:00:00Z")
     assert result.returncode == 0, result.stderr
     base = next(p for p in sorted(table.rglob("*.parquet")) if ".hoodie" not in p.parts)
@@ -257,5 +259,5 @@ def test_a_failure_inside_spark_is_one_line(table, tmp_path):
     data[4:64] = b"\xff" * 60      # the first column chunk's page header; the footer stays readable
     base.write_bytes(bytes(data))
     pq.read_metadata(base)
-    line = assert_one_error_line(tidemark("compaction", "run", table), (base.name, "unreadable"))
+    line = assert_one_error_line(tidemark("compaction", "run", table, *where), (base.name, "unreadable"))
     assert "Traceback" not in line and line.isprintable()

@@ -28,8 +28,9 @@ After every step: our snapshot == the model's, our RO == the model's base rows, 
 gone into a pending compaction's slice (hudi 0.5.0 does not read those until the compaction completes) —
 hudi 0.5.0's snapshot and RO equal ours.
 
-Parquet writes and compaction runs use the in-process stand-in for Spark's scheduler (tests/support/inline_spark.py);
-CSV/JSONL writes need the real session (their rows become a DataFrame). Profiles (tests/conftest.py):
+Parquet writes use the in-process stand-in for Spark's scheduler (tests/support/inline_spark.py), compaction runs
+the in-process runner (file groups on threads, as `tidemark compaction run` runs a small plan); CSV/JSONL writes
+need the real session (their rows become a DataFrame). Profiles (tests/conftest.py):
 `ci` (default; derandomized, a fixed number of sequences) and `soak` (TIDEMARK_MODEL_EXAMPLES sequences,
 random), which bench/bench_model_sequences.py runs.
 """
@@ -264,7 +265,7 @@ class TableSequences(RuleBasedStateMachine):
     def run(self):
         instant = self.model.pending.instant
         threshold, exact = self.model.pending.threshold, self.model.pending.exact
-        result = run_compaction(self.path, instant, spark=InlineSpark())
+        result = run_compaction(self.path, instant, local=True)
         carried = self.model.run(instant)
         self.as_of[instant] = self.planned_view.pop(instant)   # writes after C are not "as of C"
         # What the RO view claims: never less than T (exact mode: and the base gained nothing after T, checked
@@ -441,7 +442,7 @@ class TableSequences(RuleBasedStateMachine):
             else:   # damage only a decode sees: the run fails and rolls its own plan back
                 assert plan.instant is not None
                 with pytest.raises(CorruptLogBlockError, match=f"{name}.*was rolled back"):
-                    run_compaction(self.path, plan.instant, spark=InlineSpark())
+                    run_compaction(self.path, plan.instant, local=True)
                 assert not Timeline.load(self.path).get(plan.instant)
                 OUTCOMES["damage: run failed, plan rolled back"] += 1
         if clean:

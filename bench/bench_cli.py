@@ -8,8 +8,8 @@ after the first is timed (the first warms the OS cache). Table S gets `--repeat`
 with `tidemark write --spark` (the behaviour before engine.placement: every write started a Spark JVM).
 Then `tidemark read H --output` in-process (default) and with `--spark`, against hudi 0.5.0 reading the same
 table into a Parquet file in a fresh process (import, read, write). Then `tidemark compaction run` of the whole of
-H (planned `--strategy unbounded` on a fresh copy each time, untimed) in-process (default) and with `--spark`.
-Every time is a whole process's wall time.
+H (planned `--strategy unbounded` on a fresh copy each time, untimed) with `--local` (what the default picks for
+it) and with `--spark`. Every time is a whole process's wall time.
 The JVM class-data archive is built beforehand, so Spark starts at its best.
 """
 from __future__ import annotations
@@ -84,16 +84,17 @@ def hudi_reads(path: str, out: str, repeats: int) -> tuple[list[float], list[flo
 
 
 def compactions(path: str, work: str, repeats: int, flags: list[str]) -> tuple[list[float], list[float]]:
-    """`compaction run` on fresh copies of `path`, each planned first (`--strategy unbounded`, untimed)."""
+    """`compaction run` on fresh copies of `path`, each planned first (`--strategy unbounded`, untimed); `flags`
+    --local (what the default picks for a plan this size) or --spark."""
     times, cpu = [], []
     for i in range(repeats):
-        copy = os.path.join(work, f"compact-{'spark' if flags else 'here'}-{i}")
+        copy = os.path.join(work, f"compact-{flags[0].lstrip('-')}-{i}")
         shutil.copytree(path, copy, symlinks=True)
         tidemark("compaction", "schedule", copy, "--strategy", "unbounded")
         os.sync()   # the copy's dirty pages go to disk now, not during the timed run
         times.append(tidemark("compaction", "run", copy, *flags))
         cpu.append(CPU[-1])
-        log(f"bench_cli: compaction run {' '.join(flags) or '(default)'} {times[-1]:.2f}s ({cpu[-1]:.2f} CPU-s)")
+        log(f"bench_cli: compaction run {' '.join(flags)} {times[-1]:.2f}s ({cpu[-1]:.2f} CPU-s)")
         shutil.rmtree(copy, ignore_errors=True)
     return times, cpu
 
@@ -127,7 +128,7 @@ def main() -> None:
         read_here = reads(here, out, args.repeat, [])
         read_spark = reads(here, out, args.repeat, ["--spark"])
         hudi = hudi_reads(here, os.path.join(work, "hudi.parquet"), args.repeat)
-        compact_here = compactions(here, work, args.repeat, [])
+        compact_here = compactions(here, work, args.repeat, ["--local"])
         compact_spark = compactions(here, work, args.repeat, ["--spark"])
         w_here, w_spark = median(in_process), median(on_spark)
         r_here, r_spark, r_hudi = median(read_here[0]), median(read_spark[0]), median(hudi[0])

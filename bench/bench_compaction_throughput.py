@@ -389,6 +389,8 @@ def main() -> None:
     if args.worker:
         worker(args.worker, args.scratch, args.worker_cores, args.repeat, args.serve, args.warm_runs, args.pin)
         return
+    if args.pin and not args.interleave:
+        ap.error("--pin applies to --interleave runs only")
     if args.interleave:
         args.variants = "8"
     n_base, n_up = int(args.base * args.scale), int(args.upserts * args.scale)

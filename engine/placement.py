@@ -49,8 +49,9 @@ def cluster_master() -> bool:
 
 def spark_running() -> bool:
     """Whether a SparkContext is up in this process (pyspark is not imported to find out)."""
-    pyspark = sys.modules.get("pyspark")
-    return pyspark is not None and getattr(pyspark.SparkContext, "_active_spark_context", None) is not None
+    # pyspark may be half-imported (another thread) or a Spark Connect client without SparkContext
+    context = getattr(sys.modules.get("pyspark"), "SparkContext", None)
+    return getattr(context, "_active_spark_context", None) is not None
 
 
 def _limit(name: str, default: int) -> int:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine import Cancelled, CompactionPlan, Refused, Table, TableLock
+from tasks.spark_session import warm_enabled
 from webapp.tables.models import Run
 
 Progress = Callable[[int, int, str], None]
@@ -66,9 +67,15 @@ class CancelCheck:
         return self._answer
 
 
+def _placement() -> bool | None:
+    """A worker that keeps a warm Spark session runs every compaction on it (waiting for it while it starts);
+    one without (`TIDEMARK_WARM_SPARK=0`) leaves the choice to the engine: small plans in-process."""
+    return False if warm_enabled() else None
+
+
 def execute(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
     result = table.run_compaction(run.instant or None, lock=lock, on_progress=progress,
-                                  should_stop=CancelCheck(run.pk))
+                                  should_stop=CancelCheck(run.pk), local=_placement())
     plan = table.compaction(result.instant)
     return Outcome(instant=result.instant, plan=plan.to_dict(), result=_with_stats(table, result.to_dict()))
 
@@ -80,7 +87,7 @@ def schedule_execute(table: Table, run: Run, lock: TableLock, progress: Progress
     # A cancel asked while planning is honoured by the engine before the first file group starts.
     try:
         result = table.run_compaction(planned.instant, lock=lock, on_progress=progress,
-                                      should_stop=CancelCheck(run.pk))
+                                      should_stop=CancelCheck(run.pk), local=_placement())
     except (Refused, Cancelled):
         raise   # lease lost, table moved on, or cancelled (the engine rolled its plan back): nothing to undo here
     except Exception:

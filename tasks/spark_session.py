@@ -6,7 +6,9 @@ through the engine's own factory) in a background thread, so the process is read
 once and a task that needs Spark meanwhile simply waits for the same session (the factory is locked).
 Before each run `ensure_alive` checks the JVM answers and starts a new session when it does not (and a run
 that fails on a Py4J error discards a dead session at once), so a killed JVM never poisons the worker.
-`TIDEMARK_WARM_SPARK=0` turns warming off (a worker that only samples metrics, or a low-memory host).
+`TIDEMARK_WARM_SPARK=0` turns warming off (a worker that only samples metrics, or a low-memory host); such a
+worker's compaction runs then go where the engine places them (a small plan in-process, without a JVM), while a
+warming worker runs every compaction on its session (`tasks.operations`).
 """
 from __future__ import annotations
 

@@ -149,18 +149,19 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         _check_logs(c, tasks)
     except CorruptLogBlockError as exc:
         raise _give_up(base_path, c, lock, f"compaction {c} not run: {exc}", pending.state.value) from None
+    # Decided before the plan goes inflight: a bad size limit setting refuses the run with nothing changed.
+    here = spark is None and placement.compaction_in_process(sum(t.weight for t in tasks), local,
+                                                                 placement.spark_running())
     if pending.state is State.REQUESTED:
         transition_to_inflight(base_path, c, COMPACTION)
     fault_point("execute", "inflight")
-    here = spark is None and placement.compaction_in_process(sum(t.weight for t in tasks), local,
-                                                                 placement.spark_running())
     if spark is None and not here:
         from engine.spark import get_spark
 
         spark = get_spark()
     try:
         if spark is None:
-            outs = in_process.run_here(tasks, balanced_order(tasks), _execute_task, on_progress, should_stop,
+            outs = in_process.run_here(tasks, balanced_order(tasks), execute_operation, on_progress, should_stop,
                                        "file groups")
         else:
             outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
@@ -233,8 +234,9 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
 
     def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
         def one(task: OpTask) -> dict[str, Any]:
-            out = _execute_task(task)
+            out = execute_operation(task)
             acc.add(1)
+            task_finished()
             return out
 
         outs: list[dict[str, Any]] = sc.parallelize([tasks[i] for i in order], len(tasks)).map(one).collect()
@@ -416,7 +418,8 @@ def _str(v: int | None) -> str:
 
 def execute_operation(task: OpTask) -> dict[str, Any]:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
-    use_streaming_pool()
+    if in_process.write_token() is None:   # a Spark worker's pool; an in-process run keeps its caller's
+        use_streaming_pool()
     token = _task_token()
     pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
@@ -464,13 +467,6 @@ def _carried_scans(task: OpTask, pdir: str, scans: dict[str, logformat.LogFileSc
         scan = scans.get(storage.join(pdir, target))
         if scan is not None and not scan.corrupt:
             out[storage.join(pdir, link)] = scan
-    return out
-
-
-def _execute_task(task: OpTask) -> dict[str, Any]:
-    """One file group, in a Spark task or on an in-process thread."""
-    out = execute_operation(task)
-    task_finished()
     return out
 
 

@@ -2,8 +2,9 @@
 
 The same contract as the Spark job (`execute._execute_all` through `progress.counted`): the heaviest file groups
 start first, one per CPU at a time; each finished one counts towards the progress; once `should_stop` says so,
-no further one starts, the running ones finish and `Stopped` is raised. The first failure also stops further
-starts and is raised once the running ones have ended. Either way, when this returns or raises, no thread of it
+no further one starts, the running ones finish and `Stopped` is raised (also when one of them failed meanwhile,
+as a cancelled Spark job group's failing task does). The first failure also stops further starts and is raised
+once the running ones have ended. Either way, when this returns or raises, no thread of it
 is still writing: the caller may roll back or commit at once.
 
 Each file group gets its own write token, `<slot>-0-0` (a Spark task's is `<partition>-<stage>-<attempt>`; slot
@@ -86,9 +87,9 @@ def run_here(items: Sequence[T], order: Sequence[int], work: Callable[[T], R], o
             reporter.update(len(results))
             if should_stop is not None and not stopping and should_stop():
                 stopping = True
-    if failure is not None:
+    if failure is not None and not (stopping and isinstance(failure, Exception)):
         raise failure
-    if len(results) < len(items):
+    if len(results) < len(items):   # stopped (a group that failed after the stop was asked counts as cancelled)
         raise Stopped(len(results))
     reporter.finish()
     return [results[i] for i in range(len(items))]

@@ -12,6 +12,7 @@ them, so the tests can walk all of them; naming an unknown point is a programmin
 from __future__ import annotations
 
 import os
+import threading
 
 from engine.errors import TidemarkError
 
@@ -38,6 +39,7 @@ class InjectedAbort(BaseException):
 
 
 _crossings: dict[str, int] = {}   # spec -> crossings of its point so far in this process
+_crossings_lock = threading.Lock()   # an in-process compaction crosses its executor points on several threads
 
 
 def reset_crossings() -> None:
@@ -57,10 +59,11 @@ def fault_point(operation: str, step: str) -> None:
     st, _, nth = st.partition("@")
     if (op, st) != (operation, step):
         return
-    _crossings[spec] = _crossings.get(spec, 0) + 1
-    if _crossings[spec] < int(nth or 1):
-        return
-    _crossings.pop(spec)
+    with _crossings_lock:
+        _crossings[spec] = _crossings.get(spec, 0) + 1
+        if _crossings[spec] < int(nth or 1):
+            return
+        _crossings.pop(spec)
     if mode == "raise":
         raise InjectedFault(f"injected fault at {operation}:{step}")
     if mode == "abort":

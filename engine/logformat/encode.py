@@ -44,7 +44,7 @@ def frame_block(block_type: BlockType, headers: Mapping[int, str],
                 content: bytes | Sequence[bytes | memoryview]) -> bytes:
     """Wrap content (bytes, or its consecutive pieces) in MAGIC, blockLength, version, type, headers, content,
     empty footer and the size trailer."""
-    parts = [content] if isinstance(content, bytes) else list(content)
+    parts = [content] if isinstance(content, (bytes, bytearray, memoryview)) else list(content)
     content_length = sum(len(p) for p in parts)
     header_bytes = encode_metadata_map(headers)
     footer_bytes = encode_metadata_map({})  # FooterMetadataType is empty: any entry would break Java readers

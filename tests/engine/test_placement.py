@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -110,8 +112,17 @@ def test_compaction_placement_rule(monkeypatch):
         placement.compaction_in_process(1)
 
 
-def test_spark_running_is_this_process_context(spark):
+def test_spark_running_is_this_process_context(spark, monkeypatch):
     assert placement.spark_running()
+    import pyspark
+
+    monkeypatch.setattr(pyspark.SparkContext, "_active_spark_context", None)
+    assert not placement.spark_running()
+    # pyspark half-imported by another thread, or a Spark Connect client: no SparkContext attribute yet
+    monkeypatch.setitem(sys.modules, "pyspark", types.ModuleType("pyspark"))
+    assert not placement.spark_running()
+    monkeypatch.delitem(sys.modules, "pyspark")
+    assert not placement.spark_running()
 
 
 def test_spark_slices_match_parallelize(spark):

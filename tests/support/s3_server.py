@@ -64,9 +64,6 @@ def serve() -> None:
     # werkzeug formats and writes a log line per request (to a discarded stderr): ~7 % of the server's CPU.
     MotoRequestHandler.log_request = lambda *args, **kwargs: None  # type: ignore[method-assign]
 
-    # werkzeug formats and writes a log line per request (to a discarded stderr): ~7 % of the server's CPU.
-    MotoRequestHandler.log_request = lambda *args, **kwargs: None  # type: ignore[method-assign]
-
     app = CountingApp(DomainDispatcherApplication(create_backend_app))
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
     print(f"PORT {server.server_address[1]}", flush=True)

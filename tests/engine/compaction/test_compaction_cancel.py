@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine import Cancelled, Table
+from engine.compaction import in_process
 from engine.read.query import read_arrow
 from tests.support.oracle import hudi_read, rows_by_key
 
@@ -52,3 +53,19 @@ def test_a_cancelled_compaction_rolls_back_and_the_table_compacts_again(demo_pat
     result = table.run_compaction(again.instant, should_stop=lambda: False, local=local)
     assert result.instant == again.instant and result.base_files
     assert views(demo_path)[0] == before[0]
+
+
+def test_an_in_process_run_stopped_between_file_groups_rolls_back_what_it_wrote(demo_path, spark, monkeypatch):
+    monkeypatch.setattr(in_process, "cpus", lambda: 1)   # one group at a time: the stop comes after the first
+    table = Table.open(str(demo_path))
+    before = views(demo_path)
+    plan = table.schedule_compaction(data_latency="0s")
+    assert len(plan.operations) > 1
+    finished: list[int] = []
+    with pytest.raises(Cancelled) as cancelled:
+        table.run_compaction(plan.instant, on_progress=lambda done, total, unit: finished.append(done),
+                             should_stop=lambda: bool(finished) and finished[-1] >= 1, local=True)
+    assert f"cancelled after 1 of {len(plan.operations)} file groups" in str(cancelled.value)
+    assert not [p for p in demo_path.rglob(f"*{plan.instant}*") if ".hoodie" not in p.parts], \
+        "the finished group's base file and carried logs were rolled back"
+    assert views(demo_path) == before

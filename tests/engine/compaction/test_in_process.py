@@ -8,13 +8,16 @@ import threading
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine import Table
+from engine import Table, placement
 from engine.compaction import in_process
 from engine.compaction import plan as planning
+from engine.errors import ConfigError
 from engine.progress import Stopped
+from engine.read.query import read_arrow
 from engine.write import pipeline
 from tests.engine.test_placement import INSTANTS, new_table, rows
 from tests.support.oracle import hudi_read, rows_by_key
@@ -58,8 +61,7 @@ def test_a_stop_starts_nothing_more_and_waits_for_the_running(two_cpus):
     with pytest.raises(Stopped) as stopped:
         in_process.run_here(list("abcdef"), range(6), work, None, lambda: bool(finished), "file groups")
     assert sorted(started) == sorted(finished), "nothing still running when Stopped is raised"
-    assert 1 <= stopped.value.done == len(finished) < 6
-    assert len(started) <= 3, "at most the two running and one started as the first finished"
+    assert stopped.value.done == len(finished) == len(started) == 2, "the two running finished, none started after"
 
 
 def test_a_failure_is_raised_once_the_running_have_ended(two_cpus):
@@ -77,6 +79,22 @@ def test_a_failure_is_raised_once_the_running_have_ended(two_cpus):
     assert ended == ["b"], "b was running and finished; nothing started after the failure"
 
 
+def test_a_failure_after_a_stop_counts_as_stopped(two_cpus):
+    """As a cancelled Spark job group: a group failing once the stop was asked ends the run as Stopped."""
+    asked = threading.Event()
+
+    def work(item: str) -> str:
+        if item == "b":
+            asked.wait(2)
+            raise OSError("interrupted")
+        asked.set()
+        return item
+
+    with pytest.raises(Stopped) as stopped:
+        in_process.run_here(list("abcd"), range(4), work, None, asked.is_set, "file groups")
+    assert stopped.value.done == 1
+
+
 def test_stop_before_the_first_start():
     with pytest.raises(Stopped) as stopped:
         in_process.run_here(["a"], [0], lambda item: item, None, lambda: True, "file groups")
@@ -85,21 +103,43 @@ def test_stop_before_the_first_start():
 
 # ------------------------------------------------------------------------------------------ same table
 
-_STAGE = re.compile(r"(_\d+)-\d+-(\d+)([_.])")   # a write token <slot>-<stage>-<attempt> in a file name
+_STAGE = re.compile(r"(_\d+)-\d+-(\d+)([_.]|$)")   # a write token <slot>-<stage>-<attempt> in a file name
+
+
+DAY = 86_400_000
+
+
+def _batch(keys: range, seq: int, day: int) -> pa.Table:
+    """rows(keys, seq) with event times moved `day` days on."""
+    t = rows(keys, seq)
+    ts = pa.array(t.column("ts").cast(pa.int64()).to_numpy() + day * DAY).cast(t.schema.field("ts").type)
+    return t.set_column(t.schema.get_field_index("ts"), "ts", ts)
 
 
 def _compacted(path: Path, tmp: Path, local: bool, monkeypatch) -> Table:
+    """Three writes, then an exact event-time compaction with copy carry-over and T half a day on: every group
+    folds its first two logs (the second brings late records of day 0), spills the second's records of day 1 (where
+    it has any) into a carry-forward log and carries its third log (day 2) over."""
     table = new_table(path)
     instants = iter(INSTANTS)
     monkeypatch.setattr(pipeline, "new_instant_time", lambda after=None: next(instants))
     monkeypatch.setattr(planning, "new_instant_time", lambda after=None: "20260101000300000")
-    for i, batch in enumerate((rows(range(2000), 1), rows(range(0, 2000, 3), 2))):
+    batches = (_batch(range(2000), 1, 0),
+               pa.concat_tables([_batch(range(0, 2000, 3), 2, 1), _batch(range(1, 2000, 5), 3, 0)]),
+               _batch(range(0, 2000, 7), 4, 2))
+    for i, batch in enumerate(batches):
         source = tmp / f"in{i}.parquet"
         pq.write_table(batch, source)
         table.write(str(source), local=True)
-    plan = table.schedule_compaction(strategy="unbounded")
+    plan = table.schedule_compaction(threshold=1_700_000_000_000 + DAY // 2, carry_over="copy", exact=True)
+    assert plan.instant is not None
     table.run_compaction(plan.instant, local=local)
     return table
+
+
+def _data_files(root: Path) -> list[str]:
+    return sorted(_STAGE.sub(r"\1-S-\2\3", f.relative_to(root).as_posix()) for f in root.rglob("*")
+                  if f.is_file() and ".hoodie" not in f.parts and not f.name.startswith(".hoodie_partition"))
 
 
 def _base_files(root: Path) -> dict[str, dict]:
@@ -118,6 +158,24 @@ def test_in_process_and_spark_runs_write_the_same_table(tmp_path, spark, monkeyp
     ours, theirs = _base_files(Path(here.path)), _base_files(Path(there.path))
     assert len(ours) == 8 and sorted(ours) == sorted(theirs)   # 2 partitions x 4 buckets
     assert ours == theirs
+    names = _data_files(Path(here.path))
+    assert names == _data_files(Path(there.path))
+    # the day-1 records have keys divisible by 3: all in region us, a carry-forward log in each of its 4 groups
+    assert len([n for n in names if "_20260101000300000.log.1_" in n]) == 4
+    assert len([n for n in names if "_20260101000300000.log.2_" in n]) == 8, "a carried log per group"
+    for query in ("snapshot", "read_optimized"):
+        assert rows_by_key(read_arrow(here.path, query)) == rows_by_key(read_arrow(there.path, query))
     for query in ("snapshot", "read_optimized"):
         assert rows_by_key(hudi_read(here.path, query)) == rows_by_key(hudi_read(there.path, query))
-    assert rows_by_key(hudi_read(here.path, "read_optimized")) == rows_by_key(hudi_read(here.path, "snapshot"))
+
+
+def test_a_bad_size_limit_refuses_the_run_before_the_plan_goes_inflight(tmp_path, monkeypatch):
+    table = new_table(tmp_path / "t")
+    pq.write_table(rows(range(100), 1), tmp_path / "in.parquet")
+    table.write(str(tmp_path / "in.parquet"), local=True)
+    plan = table.schedule_compaction(strategy="unbounded")
+    monkeypatch.setattr(placement, "spark_running", lambda: False)
+    monkeypatch.setenv(placement.MAX_COMPACTION_MB_ENV, "lots")
+    with pytest.raises(ConfigError, match=placement.MAX_COMPACTION_MB_ENV):
+        table.run_compaction(plan.instant)
+    assert [c.state for c in table.compactions() if c.instant == plan.instant] == ["requested"]

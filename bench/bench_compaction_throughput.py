@@ -27,6 +27,8 @@ Timed, medians of `--repeat`, on a fresh copy of the pristine table each time (c
   logs (engine.logformat.avro_codec vectorized decode), pyarrow/numpy merge (latest seq per key wins, base rows of
   updated keys dropped), pq.write_table (snappy). `floor_1p`: file groups one after another; `floor_2p`:
   two worker processes (variant 8 only).
+- ours in-process: the same runs with `run_compaction(local=True)` in this process (threads, one per CPU; what
+  `tidemark compaction run` does below TIDEMARK_LOCAL_MAX_COMPACTION_MB), after one untimed warm-up.
 Ratio = ours / floor (target <= 1.5 for 1 core vs floor_1p).
 """
 from __future__ import annotations
@@ -236,6 +238,25 @@ def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = F
                       "load_avg_1m": round(os.getloadavg()[0], 2)}), flush=True)
 
 
+def in_process_runs(pristine: str, scratch: str, repeat: int) -> dict:
+    """run_compaction(local=True) in this process (no Spark here): the file groups on one thread per CPU, as
+    `tidemark compaction run` runs a plan under TIDEMARK_LOCAL_MAX_COMPACTION_MB."""
+    from engine import Table
+
+    runs, written = [], set()
+    for r in range(repeat + 1):   # the first is a warm-up (imports, page cache)
+        path = fresh_copy(pristine, os.path.join(scratch, f"run-here-{r}"))
+        table = Table.open(path)
+        plan = table.schedule_compaction(strategy="unbounded")
+        os.sync()
+        seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c, local=True))
+        if r:
+            runs.append(round(seconds, 4))
+            written.add(result.records_written)
+        shutil.rmtree(path, ignore_errors=True)
+    return {"median_s": statistics.median(runs), "runs_s": runs, "records_written": sorted(written)}
+
+
 def run_worker(pristine: str, scratch: str, cores: int, repeat: int) -> dict:
     cmd = [sys.executable, "-m", "bench.bench_compaction_throughput", "--worker", pristine, "--scratch", scratch,
            "--worker-cores", str(cores), "--repeat", str(repeat)]
@@ -346,6 +367,8 @@ def measure(pristine: str, work: str, n_in: int, n_out_expected: int, cores: lis
     for n in cores:
         res[f"ours_{n}core"] = run_worker(pristine, work, n, repeat)
         log(f"  ours {n} core(s): {res[f'ours_{n}core']}")
+    res["ours_in_process"] = in_process_runs(pristine, work, repeat)
+    log(f"  ours in-process: {res['ours_in_process']}")
     f1 = res["floor_1p"]["median_s"]
     res["floor_rows"] = rows
     res["rows_match"] = all(res[f"ours_{n}core"].get("records_written") == rows for n in cores)
@@ -356,6 +379,8 @@ def measure(pristine: str, work: str, n_in: int, n_out_expected: int, cores: lis
             res[f"input_rec_per_s_ours_{n}core"] = round(rate(n_in, ours))
             if "floor_2p" in res:
                 res[f"ratio_ours_{n}core_vs_floor_2p"] = round(ours / res["floor_2p"]["median_s"], 3)
+    if res.get("ours_2core", {}).get("median_s"):
+        res["ratio_in_process_vs_ours_2core"] = round(res["ours_in_process"]["median_s"] / res["ours_2core"]["median_s"], 3)
     if 1 in cores and 2 in cores and res["ours_1core"].get("median_s") and res["ours_2core"].get("median_s"):
         res["speedup_2_vs_1_core"] = round(res["ours_1core"]["median_s"] / res["ours_2core"]["median_s"], 3)
     res["input_rec_per_s_floor_1p"] = round(rate(n_in, f1))

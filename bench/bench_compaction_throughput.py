@@ -181,8 +181,10 @@ def _jvm_cpu() -> float:
     return cpu_split()["jvm"]
 
 
-def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, int, list[float], float]:
-    """One timed run; also the CPU seconds each Python worker spent in it (busiest first) and the JVM's."""
+def _one_run(pristine: str, scratch: str, cores: int, r: int,
+             local: bool | None = None) -> tuple[float, int, list[float], float]:
+    """One timed run; also the CPU seconds each Python worker spent in it (busiest first) and the JVM's.
+    `local=True`: on this process's threads (cores 0 names the run's copy)."""
     from engine import Table
 
     path = fresh_copy(pristine, os.path.join(scratch, f"run-{cores}-{r}"))
@@ -192,7 +194,7 @@ def _one_run(pristine: str, scratch: str, cores: int, r: int) -> tuple[float, in
     # from a 2-core run's workers while a 1-core run has a spare core to absorb it.
     os.sync()
     before, jvm = _worker_cpu(), _jvm_cpu()
-    seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c))
+    seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c, local=local))
     spent = sorted((round(v - before.get(pid, 0.0), 2) for pid, v in _worker_cpu().items()), reverse=True)
     jvm = _jvm_cpu() - jvm
     shutil.rmtree(path, ignore_errors=True)
@@ -241,20 +243,10 @@ def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = F
 def in_process_runs(pristine: str, scratch: str, repeat: int) -> dict:
     """run_compaction(local=True) in this process (no Spark here): the file groups on one thread per CPU, as
     `tidemark compaction run` runs a plan under TIDEMARK_LOCAL_MAX_COMPACTION_MB."""
-    from engine import Table
-
-    runs, written = [], set()
-    for r in range(repeat + 1):   # the first is a warm-up (imports, page cache)
-        path = fresh_copy(pristine, os.path.join(scratch, f"run-here-{r}"))
-        table = Table.open(path)
-        plan = table.schedule_compaction(strategy="unbounded")
-        os.sync()
-        seconds, result = timed(lambda t=table, c=plan.instant: t.run_compaction(c, local=True))
-        if r:
-            runs.append(round(seconds, 4))
-            written.add(result.records_written)
-        shutil.rmtree(path, ignore_errors=True)
-    return {"median_s": statistics.median(runs), "runs_s": runs, "records_written": sorted(written)}
+    _one_run(pristine, scratch, 0, -1, local=True)   # warm-up: imports, page cache
+    runs = [_one_run(pristine, scratch, 0, r, local=True)[:2] for r in range(repeat)]
+    return {"median_s": statistics.median(s for s, _ in runs), "runs_s": [s for s, _ in runs],
+            "records_written": sorted({n for _, n in runs})}
 
 
 def run_worker(pristine: str, scratch: str, cores: int, repeat: int) -> dict:

@@ -155,7 +155,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=3, help="fresh table pairs compacted, order alternating")
     ap.add_argument("--trace", metavar="DIR", help="attribute the last S3 compaction's requests (phase, caller)")
-    ap.add_argument("--in-process", action="store_const", const=True, default=False,
+    ap.add_argument("--in-process", action="store_true",
                     help="compaction runs on this process's threads (what `tidemark compaction run` does with a "
                          "small plan) instead of Spark tasks, on both backends")
     ap.add_argument("--pin-store", action="store_true",

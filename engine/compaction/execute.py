@@ -234,6 +234,7 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
 
     def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
         def one(task: OpTask) -> dict[str, Any]:
+            use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
             out = execute_operation(task)
             acc.add(1)
             task_finished()
@@ -418,8 +419,6 @@ def _str(v: int | None) -> str:
 
 def execute_operation(task: OpTask) -> dict[str, Any]:
     """Merge one slice's base with its chosen logs into a new base, then carry over the remaining logs."""
-    if in_process.write_token() is None:   # a Spark worker's pool; an in-process run keeps its caller's
-        use_streaming_pool()
     token = _task_token()
     pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)

@@ -169,7 +169,6 @@ def main() -> None:
         os.environ.update(s3.env())
         if args.pin_store:
             _pin_store(s3.proc.pid)
-        s3.make_bucket("bench")
         clock = None
         if args.trace:
             from bench import s3_trace
@@ -185,6 +184,11 @@ def main() -> None:
         threshold = T0_MS + (args.writes // 2) * 86_400_000   # the first half of the writes compacted
 
         def build(location: str) -> Table:
+            if location.startswith("s3://"):
+                # A bucket per table: moto answers a LIST by walking every key of the bucket, where S3's cost
+                # follows what the listing returns; with all tables in one bucket each round's LISTs would
+                # grow with the tables made before it.
+                s3.make_bucket(location.split("/")[2])
             t = Table.create(location, name="b", record_keys=["id"], ordering_field="seq",
                              event_time_field="ts", partition_fields=["region"],
                              settings={"hoodie.bucket.index.num.buckets": str(args.buckets)})
@@ -195,12 +199,12 @@ def main() -> None:
         # A throwaway compaction on each backend first: the first one in a process pays Spark's Python
         # workers, JIT and (on S3) each worker's boto3 client set-up, which would otherwise be charged to
         # whichever backend happened to run first. Long-lived workers pay them once.
-        for warm in (build(os.path.join(tmp, "warm")), build("s3://bench/warm")):
+        for warm in (build(os.path.join(tmp, "warm")), build("s3://bench-warm/t")):
             warm.run_compaction(warm.schedule_compaction(threshold=threshold, carry_over="copy").instant,
                                 local=args.in_process)
 
         out: dict = {"params": vars(args)}
-        planning = {"local": build(os.path.join(tmp, "plan")), "s3": build("s3://bench/plan")}
+        planning = {"local": build(os.path.join(tmp, "plan")), "s3": build("s3://bench-plan/t")}
         logs = sum(len(s["log_files"]) for g in planning["s3"].describe().to_dict()["file_groups"]
                    for s in g["slices"])
         out["log_files"] = logs
@@ -226,7 +230,7 @@ def main() -> None:
         times: dict[str, list[float]] = {"local": [], "s3": []}
         server_cpu: list[float] = []
         for r in range(args.rounds):
-            tables = {"local": build(os.path.join(tmp, f"c{r}")), "s3": build(f"s3://bench/c{r}")}
+            tables = {"local": build(os.path.join(tmp, f"c{r}")), "s3": build(f"s3://bench-c{r}/t")}
             for name in (("local", "s3") if r % 2 == 0 else ("s3", "local")):
                 t = tables[name]
                 s3.reset_counts()

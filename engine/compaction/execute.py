@@ -21,7 +21,7 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from engine.compaction import in_process
 from engine.compaction.base_stream import stream_base
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
-from engine.compaction.log_event_times import event_time_column, resolve_log_event_times
+from engine.compaction.log_event_times import LogEventTime, event_time_column, resolve_log_event_times
 from engine.compaction.plan import previous_ro_times
 from engine.config import eventtime
 from engine.config.properties import (
@@ -59,7 +59,7 @@ from engine.io.threads import requests_pool, settle
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.read.merge import DataItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
+from engine.read.merge import DataItem, DeleteItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
 from engine.read.slice_reader import read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
@@ -111,6 +111,7 @@ class OpTask:
     # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
     completed: frozenset[str] = frozenset()
     base_size: int = 0                   # bytes of the old base, from the listing (task balancing)
+    carried_may_delete: bool = True      # the plan's word on its carried logs (CompactionOperation)
 
     @property
     def weight(self) -> int:
@@ -300,7 +301,8 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
-            extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0))
+            extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0,
+            carried_may_delete=op.carried_may_delete))
     return out
 
 
@@ -335,8 +337,7 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
     previous = previous_ro_times(cfg)
     # A carry-forward log is judged by what its executor carried, not by its blocks: the deletes it
     # replays are already in the base, only its late records (and withheld winners) are not.
-    seed = {path: scan for o in outs for path, scan in (o.get("carried_scans") or {}).items()}
-    remaining = _remaining_log_mins(cfg, timeline, c, tasks, seed) + [o["carry_min"] for o in outs
+    remaining = _remaining_log_mins(cfg, timeline, c, tasks, plan) + [o["carry_min"] for o in outs
                                                                  if o.get("spill") and o.get("carry_min") is not None]
     # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
     # table's data latency) may leave older data in logs of slices it did not pick.
@@ -366,19 +367,28 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
 
 
 def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: list[OpTask],
-                        seed: dict[str, logformat.LogFileScan] | None = None) -> list[int | None]:
-    """Min event times of the logs left in the latest slices once C completes (`seed`: scans of carried copies
-    the executors made from bytes they read anyway)."""
+                        plan: CompactionPlanRecord) -> list[int | None]:
+    """Min event times of the logs left in the latest slices once C completes. Carried logs are not read when
+    the plan recorded their times (from their headers, when planning: a copy has the same blocks)."""
     view = FileSystemView(cfg.base_path, timeline)
     compacted = {(t.partition_path, t.file_id) for t in tasks}
     slices = [s for s in view.latest_slices() if (s.partition_path, s.file_id) not in compacted and s.log_files]
     aliases = {}
     listings: dict[str, list[storage.Entry]] = {}   # one listing per partition, not one per file group
+    planned = {(op.partition_path, link): lo_hi for op in plan.operations
+               for link, lo_hi in op.carried_event_times.items()}
+    given = {}
     for t in tasks:
-        slices.append(_slice_c_logs(view, t.partition_path, t.file_id, c, listings))
+        sl = _slice_c_logs(view, t.partition_path, t.file_id, c, listings)
+        slices.append(sl)
         aliases.update({(t.partition_path, link): target for link, target in t.links})
-    with logformat.scan_memo(seed):
-        times = resolve_log_event_times(view, timeline, slices, cfg=cfg, extra_committed={c}, aliases=aliases)
+        for lf in sl.log_files:
+            if (t.partition_path, lf.name) in planned:
+                lo, hi = planned[(t.partition_path, lf.name)]
+                given[lf.path] = LogEventTime(lo, hi, "plan")
+    with logformat.scan_memo():
+        times = resolve_log_event_times(view, timeline, slices, cfg=cfg, extra_committed={c}, aliases=aliases,
+                                        given=given)
     return [t.min_ms for t in times.values()]
 
 
@@ -430,9 +440,7 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
         if logs.corrupt:  # folding would supersede the log and lose the block's records for good
             raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
                                           "Folding them would lose these records for good; nothing was written.")
-        with logformat.scan_memo():
-            following = _following_items(task, pdir, listing)
-            scans = logformat.memo_scans()
+        following = _following_items(task, pdir, listing, logs.items)
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
     with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
         split = split_slice(logs.items, following, _split_spec(task),
@@ -443,30 +451,15 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     carry = _carry_over(task, pdir, temp_dir, listing)
     fault_point("carry_over", "linked")
     stat = _stat(task, name, size, logs.items, counts)
-    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms,
-            "carried_scans": _carried_scans(task, pdir, scans)}
+    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms}
 
 
 def _logs_read_whole(task: OpTask, pdir: str) -> list[str]:
-    """The logs this task reads whole, in the order it reads them: its folded logs, then (event-time ordering
-    only) the carried ones, which order the carry-forward log's records against theirs."""
+    """The logs this task reads whole, in the order it reads them: its folded logs, then the carried ones when
+    they are likely to be needed (`_following_items`)."""
     carried = [storage.join(pdir, target) for _, target in task.links] \
-        if task.merge_mode == EVENT_TIME_ORDERING else []
+        if task.merge_mode == EVENT_TIME_ORDERING and task.carried_may_delete else []
     return [*task.log_paths, *carried]
-
-
-def _carried_scans(task: OpTask, pdir: str, scans: dict[str, logformat.LogFileScan]) -> dict[str, logformat.LogFileScan]:
-    """Header scans of the carried copies, from the bytes of their sources this task already read whole (a
-    server-side copy has the same bytes): the driver's RO bookkeeping then reads none of them again. Only
-    for object stores (locally a scan is cheap) and only clean scans (a damaged log is rescanned there)."""
-    if not storage.is_remote(pdir):
-        return {}
-    out = {}
-    for link, target in task.links:
-        scan = scans.get(storage.join(pdir, target))
-        if scan is not None and not scan.corrupt:
-            out[storage.join(pdir, link)] = scan
-    return out
 
 
 def _task_token() -> str:
@@ -494,9 +487,13 @@ def _list_partition(pdir: str) -> dict[str, int]:
     return dict.fromkeys(storage.list_names(pdir), -1)
 
 
-def _following_items(task: OpTask, pdir: str, listing: dict[str, int]) -> list[LogItem]:
+def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: Sequence[LogItem]) -> list[LogItem]:
     """Items of the logs that follow the carry-forward log in slice C: the carried logs, then logs written
-    into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win)."""
+    into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win), and
+    only when a delete is involved: a following record changes what the base must hold only after a delete
+    among the folded records or among its own logs (carry_forward._carry_decisions). So when the plan
+    recorded that no carried log holds a delete, none was written into slice C and no folded record is a
+    delete, they are not read at all — on a store, the carried logs' GETs are saved."""
     if task.merge_mode != EVENT_TIME_ORDERING:
         return []
     carried = [storage.join(pdir, target) for _, target in task.links]
@@ -506,6 +503,8 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int]) -> list[L
         parsed = parse_log_file_name(n)
         if parsed is not None and n not in planned and _written_into_slice_c(task, parsed):
             written.append((parsed.base_instant, parsed.version, parsed.write_token, storage.join(pdir, n)))
+    if not written and not task.carried_may_delete and not any(isinstance(i, DeleteItem) for i in folded):
+        return []
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
                  if written or not task.completed else task.completed)

@@ -16,6 +16,7 @@ Only blocks of committed instants count: blocks of failed writes are invisible t
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -39,7 +40,10 @@ _DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
 class LogEventTime:
     min_ms: int | None
     max_ms: int | None
-    source: str  # one of SOURCES
+    source: str  # one of SOURCES ("plan" at a commit: what the plan recorded for a carried log)
+    # Whether a committed block of the log is a delete (True when unknown: a damaged log). A compaction task
+    # reads the logs it carries over only when some delete could make their records matter to its base.
+    deletes: bool = True
 
 
 # (partition, log name) -> (min, max, complete) event times from the write stats naming the log.
@@ -98,14 +102,17 @@ def _max(a: int | None, b: int | None) -> int | None:
 
 def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: Iterable[FileSlice], *,
                             cfg: TableConfig | None = None, extra_committed: Iterable[str] = (),
-                            aliases: Mapping[tuple[str, str], str] | None = None) -> dict[str, LogEventTime]:
+                            aliases: Mapping[tuple[str, str], str] | None = None,
+                            given: Mapping[str, LogEventTime] | None = None) -> dict[str, LogEventTime]:
     """log path -> LogEventTime for every log of `slices`.
 
     `extra_committed` adds instants to treat as committed (the compaction about to commit, whose exact-mode
     spill log carries its instant); `aliases` maps a carried-over log (partition, name) to the name of the
     log it copies, so its write stats are found under the original name (added to those the completed
-    compactions recorded).
+    compactions recorded); `given` holds logs whose times are known already (carried logs, from the plan):
+    they are not read.
     """
+    given = given or {}
     cfg = cfg or load_table_config(view.base_path)
     committed = frozenset(view.committed_instants) | frozenset(extra_committed)
     stats: StatTimes | None = None
@@ -113,9 +120,13 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     out: dict[str, LogEventTime] = {}
     slices = list(slices)
     # Every log's header scan, fetched together (in parallel on an object store), then used in order.
-    scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files)
+    scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files
+                                     if lf.path not in given)
     for sl in slices:
         for lf in sl.log_files:
+            if lf.path in given:
+                out[lf.path] = given[lf.path]
+                continue
             found = _from_header(scans[lf.path], committed)
             if found is None and _stats_bound(scans[lf.path], committed):
                 if stats is None or known is None:
@@ -124,8 +135,13 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
                 found = _from_stats(stats, sl.partition_path, lf.name, lf.path, known)
             if found is None:
                 found = _from_content(lf.path, committed, event_time_column(cfg))
-            out[lf.path] = found
+            out[lf.path] = dataclasses.replace(found, deletes=_has_deletes(scans[lf.path], committed))
     return out
+
+
+def _has_deletes(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool:
+    """A committed delete block in the log, or damage hiding what its blocks are."""
+    return bool(scan.corrupt) or any(b.block_type is BlockType.DELETE for b in _committed_blocks(scan, committed))
 
 
 def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) -> list[logformat.BlockInfo]:

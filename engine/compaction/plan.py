@@ -206,7 +206,8 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
 
 def _candidate(sl: FileSlice, times: Mapping[str, LogEventTime]) -> SliceCandidate:
     logs = tuple(LogCandidate(lf.name, lf.path, lf.version, lf.write_token, lf.size, times[lf.path].min_ms,
-                              times[lf.path].max_ms, times[lf.path].source) for lf in sl.log_files)
+                              times[lf.path].max_ms, times[lf.path].source, times[lf.path].deletes)
+                 for lf in sl.log_files)
     base = sl.base_file
     return SliceCandidate(sl.partition_path, sl.file_id, sl.base_instant, base.name if base else None,
                           base.path if base else None, base.size if base else 0, logs)
@@ -229,9 +230,13 @@ def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_v
     sl = op.slice
     links = tuple(SymlinkOperation(LogFileName(sl.file_id, instant, first_version + i, lf.write_token).name,
                                    carry_target(view, sl.partition_path, lf)) for i, lf in enumerate(op.to_remain))
+    # What planning read of the carried logs' headers, so the run need not read them again: their tasks read
+    # them only when a delete could matter (execute._following_items), the commit takes their event times.
+    carried = CompactionOperation.carried_metrics(any(lf.has_deletes for lf in op.to_remain),
+                                                  [(lf.min_event_time, lf.max_event_time) for lf in op.to_remain])
     return CompactionOperation(partition_path=sl.partition_path, file_id=sl.file_id, base_instant=sl.base_instant,
                                data_file=sl.base_file_name, delta_files=tuple(lf.name for lf in op.to_compact),
-                               carried=links, metrics=dict(op.metrics or {}))
+                               carried=links, metrics={**(op.metrics or {}), **(carried if links else {})})
 
 
 def _plan_record(operations: list[CompactionOperation], strat: CompactionStrategy, threshold: int | None,

@@ -27,6 +27,7 @@ class LogCandidate:
     min_event_time: int | None   # None: unknown (delete-only, no stats) -> treated as "must compact"
     max_event_time: int | None
     source: str
+    has_deletes: bool = True     # a committed delete block (True: unknown)
 
 
 @dataclass(frozen=True)

@@ -83,12 +83,11 @@ _MEMO: contextvars.ContextVar[dict[str, LogFileScan] | None] = contextvars.Conte
 
 
 @contextlib.contextmanager
-def scan_memo(seed: dict[str, LogFileScan] | None = None) -> Iterator[None]:
+def scan_memo() -> Iterator[None]:
     """Scan each log file at most once inside the block (one planning pass under the table lock, where the
     committed logs it reads cannot change): the event-time resolution and the integrity check share scans.
-    `seed`: scans already made of exactly these files (e.g. by the executor that just read them whole).
     Nothing outlives the block, so nothing stale is ever served."""
-    token = _MEMO.set(dict(seed or {}))
+    token = _MEMO.set({})
     try:
         yield
     finally:
@@ -169,11 +168,6 @@ def scan_log_bytes(path: str, data: bytes) -> LogFileScan:
     if memo is not None:
         memo[path] = scan
     return scan
-
-
-def memo_scans() -> dict[str, LogFileScan]:
-    """The scans the open memo holds ({} without one)."""
-    return dict(_MEMO.get() or {})
 
 
 def scan_log_file(path: str, size: int | None = None) -> LogFileScan:

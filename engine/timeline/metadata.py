@@ -38,6 +38,13 @@ INSERT_OVERWRITE = "INSERT_OVERWRITE"
 INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
 CLUSTER_OPERATION = "cluster"   # WriteOperationType.CLUSTER.value() in the requested metadata
 CARRY_OVER_MODES = ("symlink", "copy")
+# Operation metrics (map<string, double>) a Tidemark plan adds about the logs it carries over, known when
+# planning from their headers: whether any may hold a delete (0 or 1), and each one's event times (epoch ms)
+# by its position in symlinkOperations. A plan without them (older, or Java's) says nothing: assume deletes,
+# read the times.
+CARRIED_DELETES = "tidemark.carriedMayDelete"
+CARRIED_MIN = "tidemark.carriedMinEventTime."
+CARRIED_MAX = "tidemark.carriedMaxEventTime."
 
 
 def _millis(value: object) -> int | None:
@@ -88,6 +95,30 @@ class CompactionOperation:
     @property
     def key(self) -> tuple[str, str]:
         return (self.partition_path, self.file_id)
+
+    @property
+    def carried_may_delete(self) -> bool:
+        """Whether a carried log may hold a delete (True unless the plan recorded that none does)."""
+        return self.metrics.get(CARRIED_DELETES, 1.0) != 0.0
+
+    @property
+    def carried_event_times(self) -> dict[str, tuple[int, int]]:
+        """Carried log's name in slice C -> (min, max) event time, for those the plan recorded."""
+        out = {}
+        for i, s in enumerate(self.carried):
+            lo, hi = self.metrics.get(f"{CARRIED_MIN}{i}"), self.metrics.get(f"{CARRIED_MAX}{i}")
+            if lo is not None and hi is not None:
+                out[s.symlink] = (int(lo), int(hi))
+        return out
+
+    @staticmethod
+    def carried_metrics(may_delete: bool, times: list[tuple[int | None, int | None]]) -> dict[str, float]:
+        """The metrics recording what the plan knows of its carried logs (`times` in carried order)."""
+        out = {CARRIED_DELETES: 1.0 if may_delete else 0.0}
+        for i, (lo, hi) in enumerate(times):
+            if lo is not None and hi is not None:
+                out[f"{CARRIED_MIN}{i}"], out[f"{CARRIED_MAX}{i}"] = float(lo), float(hi)
+        return out
 
     @classmethod
     def from_avro(cls, op: Mapping[str, Any]) -> CompactionOperation:

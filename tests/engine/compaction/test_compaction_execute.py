@@ -273,3 +273,103 @@ def test_a_failed_task_drops_its_copies_not_yet_started(monkeypatch):
         with execute._remote_copies(task, "s3://bucket/t/p", {}):
             raise RuntimeError("merge failed")
     assert len(started) <= REQUEST_THREADS   # the queued ones never ran; the running ones were waited for
+
+
+# ------------------------------------------------- carried logs: read only when a delete could make them matter
+
+DAY_MS = 86_400_000
+DAY0 = 1_767_225_600_000   # 2026-01-01T00:00:00Z
+
+
+def _day_rows(keys: range, day: int, seq: int):
+    import numpy as np
+    import pyarrow as pa
+
+    ks = np.asarray(list(keys))
+    return pa.table({"id": [f"k{k:04d}" for k in ks], "region": ["eu" if k % 2 else "us" for k in ks],
+                     "seq": pa.array(np.full(len(ks), seq), pa.int64()),
+                     "ts": pa.array(DAY0 + day * DAY_MS + ks * 1000, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+                     "v": pa.array(ks * 0.5 + seq)})
+
+
+def _days_table(path, carried_delete: bool):
+    """Days 1-2 folded by a threshold at the end of day 2; days 3-4 carried over (day 4 a delete, if asked)."""
+    from engine import Table
+
+    t = Table.create(str(path), name="t", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+                     event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "2"})
+    batches = [(range(0, 200), 1, "upsert"), (range(0, 100), 2, "upsert"), (range(50, 150), 3, "upsert"),
+               (range(100, 130), 4, "delete" if carried_delete else "upsert")]
+    for i, (keys, day, op) in enumerate(batches):
+        source = path.parent / f"{path.name}-in{i}.parquet"
+        pq.write_table(_day_rows(keys, day, i + 1), source)
+        t.write(str(source), op, local=True)
+    return t
+
+
+@pytest.fixture
+def logs_read(monkeypatch):
+    """Every log a compaction task reads whole (folded and following alike), by name."""
+    from engine.compaction import execute
+
+    seen: list[str] = []
+    real = execute.read_slice_logs
+
+    def spy(paths, *args, **kwargs):
+        seen.extend(os.path.basename(p) for p in paths)
+        return real(paths, *args, **kwargs)
+
+    monkeypatch.setattr(execute, "read_slice_logs", spy)
+    return seen
+
+
+def test_carried_logs_without_deletes_are_not_read_and_give_the_same_table(tmp_path, logs_read, monkeypatch):
+    from engine.timeline.metadata import CompactionOperation
+
+    threshold = DAY0 + 3 * DAY_MS - 1
+    ours, old = _days_table(tmp_path / "ours", False), _days_table(tmp_path / "old", False)
+    plans = {name: t.schedule_compaction(threshold=threshold, carry_over="copy")
+             for name, t in (("ours", ours), ("old", old))}
+    carried_ops = [op for op in Timeline.load(ours.path).compaction_plan(plans["ours"].instant).operations if op.carried]
+    assert carried_ops, "the history carries logs over"
+    view = FileSystemView(ours.path)
+    for op in carried_ops:
+        assert not op.carried_may_delete
+        # the recorded times are the carried logs' header times
+        for link in op.carried:
+            scan = logformat.scan_log_file(os.path.join(view.partition_dir(op.partition_path), link.target))
+            mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None]
+            maxes = [b.max_event_time for b in scan.blocks if b.max_event_time is not None]
+            assert op.carried_event_times[link.symlink] == (min(mins), max(maxes))
+
+    result = ours.run_compaction(plans["ours"].instant, local=True)
+    carried = {link.target for op in carried_ops for link in op.carried}
+    assert logs_read and not carried & set(logs_read), "no carried log was read"
+
+    # The same plan run as before this change (a plan that records nothing: read them, scan them at the commit).
+    monkeypatch.setattr(CompactionOperation, "carried_may_delete", property(lambda self: True))
+    monkeypatch.setattr(CompactionOperation, "carried_event_times", property(lambda self: {}))
+    logs_read.clear()
+    before = old.run_compaction(plans["old"].instant, local=True)
+    old_ops = Timeline.load(old.path).compaction_plan(plans["old"].instant).operations
+    assert {link.target for op in old_ops for link in op.carried} <= set(logs_read)
+    assert (result.ro_completion_time, result.ro_freshness_time, result.records_written) == \
+           (before.ro_completion_time, before.ro_freshness_time, before.records_written)
+    for query in ("snapshot", "read_optimized"):
+        ours_rows = rows_by_key(read_arrow(ours.path, query), with_meta=("_hoodie_record_key",))
+        assert ours_rows == rows_by_key(read_arrow(old.path, query), with_meta=("_hoodie_record_key",))
+        assert ours_rows == rows_by_key(hudi_read(ours.path, query), with_meta=("_hoodie_record_key",))
+
+
+def test_carried_logs_with_a_delete_are_read(tmp_path, logs_read):
+    t = _days_table(tmp_path / "t", True)
+    before = rows_by_key(read_arrow(t.path, "snapshot"), with_meta=("_hoodie_record_key",))
+    plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="copy")
+    record = Timeline.load(t.path).compaction_plan(plan.instant)
+    deleting = [op for op in record.operations if op.carried_may_delete]
+    assert deleting, "day 4's delete is carried over"
+    t.run_compaction(plan.instant, local=True)
+    assert {link.target for op in deleting for link in op.carried} <= set(logs_read)
+    assert rows_by_key(read_arrow(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == before
+    assert rows_by_key(hudi_read(t.path, "read_optimized"), with_meta=("_hoodie_record_key",)) == \
+           rows_by_key(read_arrow(t.path, "read_optimized"), with_meta=("_hoodie_record_key",))

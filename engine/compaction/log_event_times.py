@@ -1,5 +1,9 @@
 """Min/max event time of each log file, as cheaply as the file allows.
 
+On an object store, a log whose bytes the completed deltacommits' write stats account for exactly is taken from
+those stats without reading it, when that costs fewer requests than scanning (``_from_covering_stats``): the
+same answer as its headers, since our writer derives both from the same blocks.
+
 Sources, tried in order per log (docs/HUDI-FORMAT.md §1.7, §5.4):
 1. ``header``: the tidemark event-time attributes in the SCHEMA header of every committed data block,
    read by a header-only scan (no content decoded). Tidemark-written logs always have them.
@@ -29,7 +33,7 @@ from engine.config.properties import TableConfig, load_table_config
 from engine.io import storage
 from engine.logformat import EVENT_TIMES_ATTR, BlockType
 from engine.slices.fsview import FileSystemView
-from engine.slices.groups import FileSlice
+from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 
 SOURCES = ("header", "write_stats", "decoded", "none")
@@ -112,16 +116,17 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     compactions recorded); `given` holds logs whose times are known already (carried logs, from the plan):
     they are not read.
     """
-    given = given or {}
+    given = dict(given or {})
     cfg = cfg or load_table_config(view.base_path)
     committed = frozenset(view.committed_instants) | frozenset(extra_committed)
     stats: StatTimes | None = None
     known: dict[tuple[str, str], str] | None = None
     out: dict[str, LogEventTime] = {}
     slices = list(slices)
-    # Every log's header scan, fetched together (in parallel on an object store), then used in order.
-    scans = logformat.scan_log_files((lf.path, lf.size) for sl in slices for lf in sl.log_files
-                                     if lf.path not in given)
+    todo = [(sl.partition_path, lf) for sl in slices for lf in sl.log_files if lf.path not in given]
+    given.update(_from_covering_stats(timeline, todo, aliases or {}))
+    # Every other log's header scan, fetched together (in parallel on an object store), then used in order.
+    scans = logformat.scan_log_files((lf.path, lf.size) for _, lf in todo if lf.path not in given)
     for sl in slices:
         for lf in sl.log_files:
             if lf.path in given:
@@ -142,6 +147,74 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
 def _has_deletes(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool:
     """A committed delete block in the log, or damage hiding what its blocks are."""
     return bool(scan.corrupt) or any(b.block_type is BlockType.DELETE for b in _committed_blocks(scan, committed))
+
+
+@dataclass(frozen=True)
+class _Append:
+    """One completed deltacommit's append to a log: its bytes [start, end) and its write stat's facts."""
+
+    start: int
+    end: int
+    min_ms: int | None
+    max_ms: int | None
+    deletes: int
+
+
+def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
+                         aliases: Mapping[tuple[str, str], str]) -> dict[str, LogEventTime]:
+    """log path -> event times from the write stats, for the object-store logs they account for exactly; {} when
+    reading the stats would cost as many requests as scanning the logs (or the logs are local: a scan is a pread).
+
+    A log is accounted for when the extents of the completed deltacommits' appends to it (`logOffset`,
+    `fileSizeInBytes`; through carry-over copies, the log it copies) tile [0, its listed size) with nothing
+    left over: then every byte of it is a committed block of one of those writes — no failed write's block, no
+    rollback command, no damage that changed its size — and its times are theirs. Every append must carry event
+    times and no deletes (Java's stats do not count deletes' event times; ours carry them only in the header).
+    """
+    remote = [(part, lf) for part, lf in logs if storage.is_remote(lf.path)]
+    if not remote:
+        return {}
+    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
+    if len(completed) >= logformat.reads_needed((lf.path, lf.size) for _, lf in remote):
+        return {}
+    timeline.read_ahead(completed)
+    appends: dict[tuple[str, str], list[_Append]] = {}
+    for inst in completed:
+        if inst.action != DELTACOMMIT:
+            continue
+        for stat in timeline.commit_metadata(inst).write_stats:
+            extent = stat.committed_extent
+            if extent is not None:
+                appends.setdefault((stat.partition_path, stat.file_name), []).append(
+                    _Append(extent[0], extent[1], stat.min_event_time, stat.max_event_time, stat.num_deletes))
+    copies = {**carried_aliases(timeline), **aliases}
+    out = {}
+    for part, lf in remote:
+        found = _tiled(appends, copies, part, lf.name, lf.size)
+        if found is not None:
+            out[lf.path] = found
+    return out
+
+
+def _tiled(appends: Mapping[tuple[str, str], list[_Append]], copies: Mapping[tuple[str, str], str], partition: str,
+           name: str, size: int) -> LogEventTime | None:
+    seen = set()
+    while (partition, name) not in appends:
+        if (partition, name) not in copies or name in seen:
+            return None
+        seen.add(name)
+        name = copies[(partition, name)]
+    pos = 0
+    for a in sorted(appends[(partition, name)], key=lambda a: a.start):
+        if a.start != pos or a.end <= a.start or a.min_ms is None or a.deletes:
+            return None
+        pos = a.end
+    if pos != size:
+        return None
+    parts = appends[(partition, name)]
+    lo = min(a.min_ms for a in parts if a.min_ms is not None)
+    hi = max(a.max_ms if a.max_ms is not None else a.min_ms for a in parts if a.min_ms is not None)
+    return LogEventTime(lo, hi, "write_stats", deletes=False)
 
 
 def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) -> list[logformat.BlockInfo]:

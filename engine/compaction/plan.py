@@ -133,9 +133,8 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
     # write does not (engine.logformat.integrity). Execution catches what only a decode finds.
-    folded = [lf.path for op in ops for lf in op.to_compact]
-    integrity.refuse_to_compact(folded, view.committed_instants,
-                                CommittedExtents(base_path, timeline))
+    folded = {lf.path: lf.size for op in ops for lf in op.to_compact}   # sized by the listing: no HEAD on a store
+    integrity.refuse_to_compact(folded, view.committed_instants, CommittedExtents(base_path, timeline), folded)
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)
     if carry_over == "symlink" and any(op.to_remain for op in ops) and not preview \

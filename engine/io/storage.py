@@ -476,6 +476,24 @@ def read_shared(path: str) -> bytes | None:
     return data
 
 
+def read_shared_all(paths: Sequence[str]) -> None:
+    """Fetch into the operation's shared reads, in parallel, those of `paths` it does not hold yet (object-store
+    files only; missing ones are skipped): the `read_shared` calls that follow are then answered from memory.
+    Without an operation, or locally, nothing is read ahead."""
+    op = _OP_READS.get()
+    todo = [p for p in dict.fromkeys(paths) if op is not None and is_remote(p) and p not in op.reads]
+    if op is None or len(todo) < 2:
+        return
+    futures = {p: requests_pool().submit(read_optional, p) for p in todo}
+    try:
+        for p, f in futures.items():
+            data = f.result()
+            if data is not None:
+                op.reads[p] = data
+    finally:
+        settle(futures.values())
+
+
 def _wrote(path: str, data: bytes | None = None) -> bool:
     """Forget the operation's shared read of `path` (this process is removing or replacing it); with `data`
     (what it wrote there), remember that instead. True when the read had been shared."""

@@ -22,7 +22,7 @@ from engine.logformat.blocks import (
 from engine.logformat.content_check import content_faults
 from engine.logformat.encode import append_blocks, encode_data_block, encode_delete_block, encode_rollback_block
 from engine.logformat.read import read_log_file
-from engine.logformat.scan import scan_log_bytes, scan_log_file, scan_log_files, scan_memo
+from engine.logformat.scan import reads_needed, scan_log_bytes, scan_log_file, scan_log_files, scan_memo
 
 __all__ = [
     "EVENT_TIME_COLUMN",
@@ -44,6 +44,7 @@ __all__ = [
     "encode_delete_block",
     "encode_rollback_block",
     "read_log_file",
+    "reads_needed",
     "scan_log_bytes",
     "scan_log_file",
     "scan_log_files",

@@ -164,8 +164,8 @@ def corrupt_error(blocks: Sequence[CorruptBlock], doing: str, remedy: str) -> Co
 
 
 def refuse_to_compact(paths: Iterable[str], committed: AbstractSet[str],
-                      extents: Extents | None = None) -> None:
-    bad = scan_corruption(paths, committed, extents).committed
+                      extents: Extents | None = None, sizes: Mapping[str, int] | None = None) -> None:
+    bad = scan_corruption(paths, committed, extents, sizes).committed
     if bad:
         raise corrupt_error(bad, "refusing to compact", "Folding their logs would lose their records for good; "
                             "repair or remove the blocks, then schedule again.")

@@ -133,6 +133,13 @@ def _keep(path: str, scan: LogFileScan, etags: set[str]) -> None:
             del _VALIDATED[next(iter(_VALIDATED))]
 
 
+def reads_needed(items: Iterable[tuple[str, int | None]]) -> int:
+    """How many of (path, listed size) `scan_log_files` would read from a store: those neither in the open memo
+    nor kept with the ETag this operation's listing shows (local files cost no request)."""
+    memo = _MEMO.get() or {}
+    return sum(1 for p, s in items if storage.is_remote(p) and p not in memo and _validated(p, s) is None)
+
+
 def scan_log_files(items: Iterable[tuple[str, int | None]]) -> dict[str, LogFileScan]:
     """path -> scan for each (path, size from a listing or None); the memo is used and filled as by
     `scan_log_file`. On an object store the scans run on the process's request threads (engine.io.threads), so a

@@ -20,7 +20,7 @@ import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
@@ -386,6 +386,11 @@ class Timeline:
         except (ValueError, UnicodeDecodeError) as exc:
             raise TimelineError(f"{path}: invalid commit metadata JSON: {exc}") from exc
         return doc
+
+    def read_ahead(self, instants: Iterable[Instant]) -> None:
+        """Fetch the metadata files of completed `instants` together (on a store, in parallel) for the
+        operation's reads of them that follow (`storage.read_shared_all`); nothing is read ahead locally."""
+        storage.read_shared_all([self.instant_path(i) for i in instants if i.state is State.COMPLETED])
 
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""

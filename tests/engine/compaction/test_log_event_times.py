@@ -1,0 +1,94 @@
+"""Event times of logs from the write stats that account for every byte of them (engine.compaction.log_event_times):
+on an object store, the same answer as the headers, for fewer requests."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from engine import Table
+from engine.compaction import log_event_times as let
+from engine.compaction.log_event_times import LogEventTime, _Append, _tiled
+from engine.io import storage
+from engine.logformat.scan import clear_validated_scans
+from engine.slices.fsview import FileSystemView
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+
+APPENDS = {("p", "a"): [_Append(0, 100, 5, 9, 0)],
+           ("p", "b"): [_Append(100, 150, 3, 4, 0), _Append(0, 100, 7, 8, 0)]}
+
+
+def test_appends_that_tile_the_log_give_its_times():
+    assert _tiled(APPENDS, {}, "p", "a", 100) == LogEventTime(5, 9, "write_stats", deletes=False)
+    assert _tiled(APPENDS, {}, "p", "b", 150) == LogEventTime(3, 8, "write_stats", deletes=False)
+
+
+@pytest.mark.parametrize("appends,size,why", [
+    ([_Append(0, 100, 5, 9, 0)], 120, "bytes no completed write accounts for (a failed write, a rollback block)"),
+    ([_Append(0, 100, 5, 9, 0)], 90, "a log shorter than its writes (truncated)"),
+    ([_Append(0, 50, 5, 9, 0), _Append(60, 100, 5, 9, 0)], 100, "a gap"),
+    ([_Append(0, 60, 5, 9, 0), _Append(50, 100, 5, 9, 0)], 100, "an overlap"),
+    ([_Append(0, 100, None, None, 0)], 100, "a write without event times"),
+    ([_Append(0, 100, 5, 9, 3)], 100, "deletes (Java's stats do not bound them)"),
+])
+def test_anything_short_of_an_exact_tiling_is_left_to_the_headers(appends, size, why):
+    assert _tiled({("p", "x"): appends}, {}, "p", "x", size) is None, why
+
+
+def test_a_carried_copy_has_the_appends_of_the_log_it_copies():
+    copies = {("p", "copy2"): "copy1", ("p", "copy1"): "a"}
+    assert _tiled(APPENDS, copies, "p", "copy2", 100) == LogEventTime(5, 9, "write_stats", deletes=False)
+    assert _tiled(APPENDS, {("p", "c"): "a"}, "q", "c", 100) is None            # another partition's alias
+    assert _tiled(APPENDS, {("p", "x"): "y", ("p", "y"): "x"}, "p", "x", 100) is None   # a loop ends
+
+
+def _batch(tmp, i: int, keys: range, day: int) -> str:
+    t = pa.table({"id": [f"k{k:03d}" for k in keys], "p": ["a" if k % 2 else "b" for k in keys],
+                  "seq": pa.array([i] * len(keys), pa.int64()),
+                  "ts": pa.array([1_767_225_600_000 + day * 86_400_000 + k for k in keys], pa.int64()).cast(
+                      pa.timestamp("ms", tz="UTC"))})
+    path = str(tmp / f"b{i}.parquet")
+    pq.write_table(t, path)
+    return path
+
+
+def _times(table: Table, stats: bool, monkeypatch) -> dict[str, LogEventTime]:
+    clear_validated_scans()   # each way reads what it needs
+    with monkeypatch.context() as m, storage.operation_reads():
+        if not stats:
+            m.setattr(let, "_from_covering_stats", lambda *a: {})
+        view = FileSystemView(table.path)
+        return let.resolve_log_event_times(view, view.timeline, view.latest_slices())
+
+
+def test_on_s3_the_stats_answer_as_the_headers_do_with_fewer_requests(s3_env, tmp_path, monkeypatch):  # noqa: F811
+    t = Table.create(f"{s3_env['bucket_uri']}/t", name="t", record_keys=["id"], partition_fields=["p"],
+                     ordering_field="seq", event_time_field="ts",
+                     settings={"hoodie.bucket.index.num.buckets": "2"})
+    t.write(_batch(tmp_path, 1, range(0, 40), 1))
+    t.write(_batch(tmp_path, 2, range(0, 20), 2))
+    t.write(_batch(tmp_path, 3, range(30, 60), 3))
+    t.write(_batch(tmp_path, 4, range(5, 10), 4), "delete")
+    t.run_compaction(t.schedule_compaction(threshold="2026-01-03T00:00:00Z", carry_over="copy").instant,
+                     local=True)
+    t.write(_batch(tmp_path, 5, range(0, 60, 3), 5))
+    server = s3_env["server"]
+
+    server.reset_counts()
+    by_stats = _times(t, True, monkeypatch)
+    stats_reads = server.counts()
+    server.reset_counts()
+    by_headers = _times(t, False, monkeypatch)
+    header_reads = server.counts()
+
+    assert by_stats.keys() == by_headers.keys() and len(by_stats) >= 6
+    for path, found in by_stats.items():
+        expected = by_headers[path]
+        assert (found.min_ms, found.max_ms, found.deletes) == (expected.min_ms, expected.max_ms, expected.deletes), path
+    sources = {path: found.source for path, found in by_stats.items()}
+    carried = [p for p in sources if "_" + t.compactions()[-1].instant + ".log." in p]
+    assert carried and all(sources[p] == "write_stats" for p in carried), "carried copies: the original's stats"
+    # only the logs holding deletes were read (their headers), where the header path read every log
+    deleting = {p.split("://", 1)[1] for p, found in by_headers.items() if found.deletes}
+    assert deleting and {r["path"].lstrip("/") for r in stats_reads if r["range"]} == deleting
+    assert len({r["path"] for r in header_reads if r["range"]}) == len(by_stats)

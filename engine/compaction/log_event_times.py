@@ -177,6 +177,13 @@ def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
     completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
     if len(completed) >= logformat.reads_needed((lf.path, lf.size) for _, lf in remote):
         return {}
+    return covering_stats(timeline, remote, aliases)
+
+
+def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
+                   aliases: Mapping[tuple[str, str], str]) -> dict[str, LogEventTime]:
+    """`_from_covering_stats` for every log of `logs` (partition, log), wherever it lives."""
+    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
     timeline.read_ahead(completed)
     appends: dict[tuple[str, str], list[_Append]] = {}
     for inst in completed:
@@ -189,7 +196,7 @@ def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
                     _Append(extent[0], extent[1], stat.min_event_time, stat.max_event_time, stat.num_deletes))
     copies = {**carried_aliases(timeline), **aliases}
     out = {}
-    for part, lf in remote:
+    for part, lf in logs:
         found = _tiled(appends, copies, part, lf.name, lf.size)
         if found is not None:
             out[lf.path] = found

@@ -92,3 +92,28 @@ def test_on_s3_the_stats_answer_as_the_headers_do_with_fewer_requests(s3_env, tm
     deleting = {p.split("://", 1)[1] for p, found in by_headers.items() if found.deletes}
     assert deleting and {r["path"].lstrip("/") for r in stats_reads if r["range"]} == deleting
     assert len({r["path"] for r in header_reads if r["range"]}) == len(by_stats)
+
+
+@pytest.mark.parametrize("carry", ["symlink", "copy"])
+def test_every_log_the_stats_account_for_has_its_header_times(tmp_path, carry):
+    """The stats' answer, taken for every log they tile (here on local disk), equals the headers' over a history
+    with deletes, a rolled-back write, a compaction's carried logs and writes into the new slice."""
+    t = Table.create(str(tmp_path / "t"), name="t", record_keys=["id"], partition_fields=["p"], ordering_field="seq",
+                     event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "2"})
+    t.write(_batch(tmp_path, 1, range(0, 40), 1), local=True)
+    t.write(_batch(tmp_path, 2, range(0, 20), 2), local=True)
+    t.write(_batch(tmp_path, 3, range(30, 60), 3), local=True)
+    t.write(_batch(tmp_path, 4, range(5, 10), 4), "delete", local=True)
+    gone = t.write(_batch(tmp_path, 5, range(0, 60, 7), 5), local=True)
+    t.rollback(gone.instant)
+    t.run_compaction(t.schedule_compaction(threshold="2026-01-03T00:00:00Z", carry_over=carry).instant, local=True)
+    t.write(_batch(tmp_path, 6, range(0, 60, 3), 6), local=True)
+    view = FileSystemView(t.path)
+    slices = view.latest_slices()
+    by_stats = let.covering_stats(view.timeline, [(sl.partition_path, lf) for sl in slices for lf in sl.log_files], {})
+    by_headers = let.resolve_log_event_times(view, view.timeline, slices)   # local: every log scanned
+    assert len(by_stats) >= 4, "the untouched writes and the carried logs are accounted for"
+    for path, found in by_stats.items():
+        expected = by_headers[path]
+        assert (found.min_ms, found.max_ms, found.deletes) == (expected.min_ms, expected.max_ms, expected.deletes), path
+    assert not [p for p in by_stats if by_headers[p].deletes], "logs with deletes are left to the headers"

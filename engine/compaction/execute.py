@@ -112,11 +112,13 @@ class OpTask:
     completed: frozenset[str] = frozenset()
     base_size: int = 0                   # bytes of the old base, from the listing (task balancing)
     carried_may_delete: bool = True      # the plan's word on its carried logs (CompactionOperation)
+    carried_read: int = 0                # bytes of the carried logs the task will read whole (_logs_read_whole)
 
     @property
     def weight(self) -> int:
-        """Bytes this operation reads: what its run time follows, to start the longest first."""
-        return self.base_size + sum(self.log_sizes)
+        """Bytes this operation reads: what its run time follows, to start the longest first (and, summed, what
+        decides whether a run fits in this process)."""
+        return self.base_size + sum(self.log_sizes) + self.carried_read
 
 
 # ------------------------------------------------------------------------------------------- driver
@@ -302,7 +304,9 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0,
-            carried_may_delete=op.carried_may_delete))
+            carried_may_delete=op.carried_may_delete,
+            carried_read=sum(sizes.get(storage.join(pdir, s.target), 0) for s in op.carried)
+            if cfg.merge_mode == EVENT_TIME_ORDERING and op.carried_may_delete else 0))
     return out
 
 

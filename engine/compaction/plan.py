@@ -129,7 +129,8 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     ops = strat.plan(candidates)
     if not ops:
         result.instant = None
-        result.message = f"nothing to compact with strategy {strategy} (threshold {threshold}); no plan written"
+        bound = f"threshold {eventtime.iso(threshold)}" if threshold is not None else "no threshold"
+        result.message = f"nothing to compact with strategy {strategy} ({bound}); no plan written"
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
     # write does not (engine.logformat.integrity). Execution catches what only a decode finds.

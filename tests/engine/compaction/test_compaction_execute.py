@@ -368,6 +368,12 @@ def test_carried_logs_with_a_delete_are_read(tmp_path, logs_read):
     record = Timeline.load(t.path).compaction_plan(plan.instant)
     deleting = [op for op in record.operations if op.carried_may_delete]
     assert deleting, "day 4's delete is carried over"
+    # the bytes a task will read include those carried logs (placement and balancing weigh them)
+    tasks = {task.file_id: task for task in _tasks(load_table_config(t.path), Timeline.load(t.path), plan.instant,
+                                                   record)}
+    for op in record.operations:
+        carried = sum(os.path.getsize(os.path.join(t.path, op.partition_path, s.target)) for s in op.carried)
+        assert tasks[op.file_id].carried_read == (carried if op.carried_may_delete else 0)
     t.run_compaction(plan.instant, local=True)
     assert {link.target for op in deleting for link in op.carried} <= set(logs_read)
     assert rows_by_key(read_arrow(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == before

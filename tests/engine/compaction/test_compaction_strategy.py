@@ -20,6 +20,7 @@ from engine.compaction import (
     strategy_for,
 )
 from engine.compaction import plan as plan_mod
+from engine.config import eventtime
 from engine.config.layout import create_table
 from engine.errors import ConfigError, TidemarkError
 from engine.io.naming import instant_to_millis
@@ -164,6 +165,7 @@ def test_schedule_writes_a_plan_with_metrics_and_metadata(trips):
 def test_nothing_to_compact_writes_no_plan(trips):
     sp = schedule_compaction(trips, threshold_ms=LOG_TS - 1)
     assert not sp.written and sp.operations == [] and sp.instant is None and "no plan written" in sp.message
+    assert f"threshold {eventtime.iso(LOG_TS - 1)})" in sp.message   # a time a person reads, not epoch millis
     assert Timeline.load(trips).pending_compactions() == []
 
 

@@ -175,7 +175,8 @@ def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
     if not remote:
         return {}
     completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
-    if len(completed) >= logformat.reads_needed((lf.path, lf.size) for _, lf in remote):
+    stats_cost = storage.immutable_reads_needed([timeline.instant_path(i) for i in completed])
+    if stats_cost and stats_cost >= logformat.reads_needed((lf.path, lf.size) for _, lf in remote):
         return {}
     return covering_stats(timeline, remote, aliases)
 

@@ -27,6 +27,7 @@ import posixpath
 import re
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from contextvars import ContextVar
@@ -476,12 +477,71 @@ def read_shared(path: str) -> bytes | None:
     return data
 
 
-def read_shared_all(paths: Sequence[str]) -> None:
+# Files whose bytes never change once they exist under their name — completed timeline instants: Hudi creates them
+# once (create-if-absent) and only ever deletes them (rollback, archival) — kept across operations, most recently
+# used last, up to IMMUTABLE_BYTES. The caller vouches that its current listing still shows the file (a Timeline
+# serves only the instants its own listing found), so a deleted one is never served; a file this process deletes or
+# replaces is forgotten at once. Object stores only (a local read is cheap).
+IMMUTABLE_BYTES = 64 * 1024 * 1024
+_IMMUTABLE: OrderedDict[str, bytes] = OrderedDict()
+_IMMUTABLE_LOCK = threading.Lock()
+
+
+def read_immutable(path: str) -> bytes | None:
+    """`read_shared` of a file that never changes once it exists (see IMMUTABLE_BYTES): an object-store file read
+    before, by any operation of this process, is not read again."""
+    if not is_remote(path):
+        return read_shared(path)
+    with _IMMUTABLE_LOCK:
+        data = _IMMUTABLE.get(path)
+        if data is not None:
+            _IMMUTABLE.move_to_end(path)
+            return data
+    data = read_shared(path)
+    if data is not None:
+        _keep_immutable(path, data)
+    return data
+
+
+def immutable_reads_needed(paths: Sequence[str]) -> int:
+    """How many of `paths` `read_immutable` would fetch from a store now."""
+    op = _OP_READS.get()
+    with _IMMUTABLE_LOCK:
+        return sum(1 for p in paths if is_remote(p) and p not in _IMMUTABLE and (op is None or p not in op.reads))
+
+
+def _keep_immutable(path: str, data: bytes) -> None:
+    global _IMMUTABLE_SIZE
+    with _IMMUTABLE_LOCK:
+        old = _IMMUTABLE.pop(path, None)
+        _IMMUTABLE_SIZE -= len(old) if old is not None else 0
+        if len(data) > IMMUTABLE_BYTES // 16:   # a huge commit would push out everything else
+            return
+        _IMMUTABLE[path] = data
+        _IMMUTABLE_SIZE += len(data)
+        while _IMMUTABLE_SIZE > IMMUTABLE_BYTES:
+            _IMMUTABLE_SIZE -= len(_IMMUTABLE.popitem(last=False)[1])
+
+
+def _forget_immutable(path: str) -> None:
+    global _IMMUTABLE_SIZE
+    with _IMMUTABLE_LOCK:
+        old = _IMMUTABLE.pop(path, None)
+        _IMMUTABLE_SIZE -= len(old) if old is not None else 0
+
+
+_IMMUTABLE_SIZE = 0
+
+
+def read_shared_all(paths: Sequence[str], immutable: bool = False) -> None:
     """Fetch into the operation's shared reads, in parallel, those of `paths` it does not hold yet (object-store
-    files only; missing ones are skipped): the `read_shared` calls that follow are then answered from memory.
-    Without an operation, or locally, nothing is read ahead."""
+    files only; missing ones are skipped): the `read_shared` (`read_immutable`) calls that follow are then
+    answered from memory. Without an operation, or locally, nothing is read ahead."""
     op = _OP_READS.get()
     todo = [p for p in dict.fromkeys(paths) if op is not None and is_remote(p) and p not in op.reads]
+    if immutable:
+        with _IMMUTABLE_LOCK:
+            todo = [p for p in todo if p not in _IMMUTABLE]
     if op is None or len(todo) < 2:
         return
     futures = {p: requests_pool().submit(read_optional, p) for p in todo}
@@ -490,6 +550,8 @@ def read_shared_all(paths: Sequence[str]) -> None:
             data = f.result()
             if data is not None:
                 op.reads[p] = data
+                if immutable:
+                    _keep_immutable(p, data)
     finally:
         settle(futures.values())
 
@@ -497,6 +559,7 @@ def read_shared_all(paths: Sequence[str]) -> None:
 def _wrote(path: str, data: bytes | None = None) -> bool:
     """Forget the operation's shared read of `path` (this process is removing or replacing it); with `data`
     (what it wrote there), remember that instead. True when the read had been shared."""
+    _forget_immutable(path)
     op = _OP_READS.get()
     if op is None:
         return False
@@ -910,6 +973,10 @@ def remove_tree(path: str) -> None:
     op = _OP_READS.get()
     for known in [k for k in [*op.reads, *op.etags] if is_within(k, path)] if op is not None else []:
         _wrote(known)
+    with _IMMUTABLE_LOCK:
+        kept = [k for k in _IMMUTABLE if is_within(k, path)]
+    for known in kept:
+        _forget_immutable(known)
     if scheme(path) in ("s3", "s3a"):
         # One LIST of the keys (folder markers other tools wrote included), then a DELETE per key; pyarrow
         # would HEAD and LIST the prefix twice even when nothing is there.

@@ -371,9 +371,9 @@ class Timeline:
         if _family(instant.action) not in COMMIT_ACTIONS or instant.state is State.REQUESTED:
             raise TimelineError(f"{instant.file_name}: no JSON commit metadata for {instant.state.value} {instant.action}")
         path = self.instant_path(instant)
-        # A completed instant's file never changes: one read per operation (the schema and the stats are asked
-        # for by several steps). An inflight one may be rewritten: always read.
-        data = _read_required(path, shared=instant.state is State.COMPLETED)
+        # A completed instant's file never changes once it exists: read once by the process (this timeline's
+        # listing found it: a deleted one is not asked for). An inflight one may be rewritten: always read.
+        data = _read_required(path, immutable=instant.state is State.COMPLETED)
         if not data.strip():
             return {}
         if data.startswith(b"Obj\x01"):   # layout 2: HoodieCommitMetadata as Avro (same field names as the JSON)
@@ -390,7 +390,8 @@ class Timeline:
     def read_ahead(self, instants: Iterable[Instant]) -> None:
         """Fetch the metadata files of completed `instants` together (on a store, in parallel) for the
         operation's reads of them that follow (`storage.read_shared_all`); nothing is read ahead locally."""
-        storage.read_shared_all([self.instant_path(i) for i in instants if i.state is State.COMPLETED])
+        storage.read_shared_all([self.instant_path(i) for i in instants if i.state is State.COMPLETED],
+                                immutable=True)
 
     def read_compaction_plan(self, ts: str) -> dict[str, Any]:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
@@ -447,8 +448,8 @@ def _read_optional(path: str) -> bytes | None:
     return storage.read_optional(path)
 
 
-def _read_required(path: str, shared: bool = False) -> bytes:
-    data = storage.read_shared(path) if shared else _read_optional(path)
+def _read_required(path: str, immutable: bool = False) -> bytes:
+    data = storage.read_immutable(path) if immutable else _read_optional(path)
     if data is None:
         raise TimelineError(f"{path}: instant file does not exist")
     return data

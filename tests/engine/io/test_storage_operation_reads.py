@@ -1,5 +1,6 @@
 """What one table operation shares on S3 (moto server): `read_shared` fetches a metadata file once inside
-`operation_reads` and never across operations, this process's writes keep it true; `list_tree` gives each
+`operation_reads` and never across operations (`read_immutable`: a file that never changes, once per process),
+this process's writes keep it true; `list_tree` gives each
 object's ETag (`listed_etag`), forgotten when this process rewrites the object; `file_exists` is one HEAD."""
 from __future__ import annotations
 
@@ -44,6 +45,26 @@ def test_what_this_process_writes_or_deletes_is_what_the_operation_reads_next(s3
         assert storage.read_shared(path) == b"v=4\n"
         storage.remove_tree(f"{s3_env['bucket_uri']}/w/.hoodie")
         assert storage.read_shared(path) is None
+
+
+def test_an_immutable_file_is_read_once_by_the_process_until_it_deletes_it(s3_env):  # noqa: F811
+    timeline = f"{s3_env['bucket_uri']}/i/.hoodie"
+    done = [f"{timeline}/2026010100000000{i}.deltacommit" for i in range(3)]
+    for i, path in enumerate(done):
+        storage.write_bytes(path, b"{}" + bytes([48 + i]))
+    server = s3_env["server"]
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.read_shared_all(done, immutable=True)            # three GETs, in parallel
+        assert [storage.read_immutable(p) for p in done] == [b"{}0", b"{}1", b"{}2"]
+    with storage.operation_reads():                              # another operation: nothing read again
+        storage.read_shared_all(done, immutable=True)
+        assert storage.read_immutable(done[0]) == b"{}0"
+    assert [r["method"] for r in server.counts()] == ["GET"] * 3
+    storage.remove(done[0])                                      # this process deletes one: forgotten
+    assert storage.read_immutable(done[0]) is None
+    storage.remove_tree(timeline)                                # and a folder: everything under it
+    assert storage.read_immutable(done[1]) is None
 
 
 def test_a_missing_file_is_asked_again(s3_env):  # noqa: F811

@@ -113,6 +113,7 @@ class OpTask:
     base_size: int = 0                   # bytes of the old base, from the listing (task balancing)
     carried_may_delete: bool = True      # the plan's word on its carried logs (CompactionOperation)
     carried_read: int = 0                # bytes of the carried logs the task will read whole (_logs_read_whole)
+    partition_files: int = 0             # files in the partition, by the driver's listing (0: unknown)
 
     @property
     def weight(self) -> int:
@@ -304,7 +305,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0,
-            carried_may_delete=op.carried_may_delete,
+            carried_may_delete=op.carried_may_delete, partition_files=len(view.remote_entries(part) or ()),
             carried_read=sum(sizes.get(storage.join(pdir, s.target), 0) for s in op.carried)
             if cfg.merge_mode == EVENT_TIME_ORDERING and op.carried_may_delete else 0))
     return out
@@ -439,7 +440,7 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     storage.make_dirs(temp_dir)
     with storage.prefetched(_logs_read_whole(task, pdir)):
         # the task's one listing of its partition (one LIST on a store), made while the log GETs are in flight
-        listing = _list_partition(pdir)
+        listing = _list_partition(task, pdir)
         logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
         if logs.corrupt:  # folding would supersede the log and lose the block's records for good
             raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
@@ -482,13 +483,24 @@ def _split_spec(task: OpTask) -> SplitSpec:
                      task.threshold_ms if task.exact else None, bounds)
 
 
-def _list_partition(pdir: str) -> dict[str, int]:
-    """name -> size of the files in the task's partition, listed once per task and shared by every step that
-    asks (stale attempts, logs written into slice C, copies already made); local sizes are not needed (-1).
-    Only this task writes the names it later looks for (the plan's), so the listing cannot go stale for them."""
-    if storage.is_remote(pdir):
-        return {e.name: e.size for e in storage.list_entries(pdir) if not e.is_dir}
-    return dict.fromkeys(storage.list_names(pdir), -1)
+# Keys one S3 LIST returns: a partition holding more files than this takes several pages per task.
+LIST_PAGE = 1000
+
+
+def _list_partition(task: OpTask, pdir: str) -> dict[str, int]:
+    """name -> size of the files of the task's group in its partition, listed once per task and shared by every
+    step that asks (stale attempts, logs written into slice C, copies already made); local sizes are not needed
+    (-1). Only this task writes the names it later looks for (the plan's), so the listing cannot go stale for them.
+
+    Every name a step asks about is the group's own: its base files (`<fid>_...`) and logs (`.<fid>_...`). On a
+    store, a partition of more than a listing page is listed by those two prefixes instead (two LISTs of a few
+    keys each, not pages of every group's files in every task); a smaller one in one LIST."""
+    if not storage.is_remote(pdir):
+        return dict.fromkeys(storage.list_names(pdir), -1)
+    if task.partition_files > LIST_PAGE:
+        return {e.name: e.size for prefix in (f"{task.file_id}_", f".{task.file_id}_")
+                for e in storage.list_starting_with(pdir, prefix)}
+    return {e.name: e.size for e in storage.list_entries(pdir) if not e.is_dir}
 
 
 def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: Sequence[LogItem]) -> list[LogItem]:

@@ -328,6 +328,25 @@ def list_names(path: str) -> list[str]:
     return [e.name for e in list_entries(path)]
 
 
+def list_starting_with(path: str, name_prefix: str) -> list[Entry]:
+    """The folder's direct children whose names start with `name_prefix` ([] when none, or no folder). On S3 one
+    LIST of that prefix: what it returns, not the whole folder."""
+    if not is_remote(path) or scheme(path) not in ("s3", "s3a"):
+        try:
+            return [e for e in list_entries(path) if e.name.startswith(name_prefix)]
+        except FileNotFoundError:
+            return []
+    bucket, key = _bucket_key(path)
+    prefix = (key.rstrip("/") + "/" if key else "") + name_prefix
+    out = []
+    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
+        for obj in page.get("Contents") or []:
+            name = obj["Key"].rsplit("/", 1)[-1]
+            out.append(Entry(name, join(path, name), False, int(obj["Size"]),
+                             int(obj["LastModified"].timestamp() * 1000), etag=str(obj.get("ETag", ""))))
+    return out
+
+
 def list_names_if_dir(path: str) -> list[str]:
     """Names in a folder, [] when there is no such folder (one request on S3)."""
     if not is_remote(path):

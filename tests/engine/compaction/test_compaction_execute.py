@@ -21,6 +21,7 @@ from engine.services.rollback import rollback
 from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import COMPACTION, Timeline, transition_to_inflight
 from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 from tests.support.spark_history import HISTORY, E, T, as_of, assert_ro_guarantee, region, ts_by_key, write
 
 
@@ -379,3 +380,44 @@ def test_carried_logs_with_a_delete_are_read(tmp_path, logs_read):
     assert rows_by_key(read_arrow(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == before
     assert rows_by_key(hudi_read(t.path, "read_optimized"), with_meta=("_hoodie_record_key",)) == \
            rows_by_key(read_arrow(t.path, "read_optimized"), with_meta=("_hoodie_record_key",))
+
+
+def test_tasks_list_their_group_by_prefix_in_a_partition_of_several_pages(s3_env, tmp_path, monkeypatch):  # noqa: F811
+    """Above a listing page of files a task lists only its group's names (two prefix LISTs), and compacts the same."""
+    from engine import Table
+    from engine.compaction import execute
+
+    def build(name: str):
+        t = Table.create(f"{s3_env['bucket_uri']}/{name}", name="t", record_keys=["id"], partition_fields=["region"],
+                         ordering_field="seq", event_time_field="ts",
+                         settings={"hoodie.bucket.index.num.buckets": "2"})
+        for i, (keys, day) in enumerate([(range(0, 200), 1), (range(0, 100), 2), (range(50, 150), 3)]):
+            source = tmp_path / f"{name}-in{i}.parquet"
+            pq.write_table(_day_rows(keys, day, i + 1), source)
+            t.write(str(source), local=True)
+        return t
+
+    whole, grouped = build("whole"), build("grouped")
+    server = s3_env["server"]
+    lists = {}
+    for t, page in ((whole, execute.LIST_PAGE), (grouped, 0)):
+        monkeypatch.setattr(execute, "LIST_PAGE", page)   # grouped: every partition counts as several pages
+        plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="copy")
+        server.reset_counts()
+        t.run_compaction(plan.instant, local=True)
+        lists[t.path.rsplit("/", 1)[-1]] = [r["query"] for r in server.counts()
+                                            if r["method"] == "GET" and "list-type=2" in r["query"]]
+    from urllib.parse import parse_qs
+
+    def prefixes(queries: list[str]) -> list[str]:
+        return [parse_qs(q)["prefix"][0] for q in queries if "prefix" in parse_qs(q)]
+
+    fids = {g.file_id for g in FileSystemView(grouped.path).all_file_groups()}
+    by_group = [p for p in prefixes(lists["grouped"]) if p.rsplit("/", 1)[-1].lstrip(".")[:-1] in fids]
+    assert len(by_group) == 2 * len(fids), prefixes(lists["grouped"])   # `<fid>_` and `.<fid>_` per task
+    partitions = {"grouped/eu/", "grouped/us/"}
+    assert not partitions & set(prefixes(lists["grouped"])), "no task listed its whole partition"
+    assert {p.replace("whole/", "grouped/") for p in prefixes(lists["whole"])} >= partitions
+    for query in ("snapshot", "read_optimized"):
+        expected = rows_by_key(read_arrow(whole.path, query), with_meta=("_hoodie_record_key",))
+        assert rows_by_key(read_arrow(grouped.path, query), with_meta=("_hoodie_record_key",)) == expected

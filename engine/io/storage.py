@@ -873,8 +873,9 @@ _S3_CLIENTS: dict[tuple[str | None, ...], Any] = {}
 def _forget_clients_after_fork() -> None:
     # A forked child (a Celery pool process, a Spark worker) must not share the parent's sockets, nor the AWS SDK's
     # threads a pyarrow S3 file system holds, nor a lock some parent thread held at the fork: it makes its own.
-    global _LOCK
+    global _LOCK, _IMMUTABLE_LOCK
     _LOCK = threading.Lock()
+    _IMMUTABLE_LOCK = threading.Lock()   # the kept immutable files stay: their bytes are true in the child too
     _S3_CLIENTS.clear()
     _FILESYSTEMS.clear()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import struct
 import threading
 from collections.abc import Iterable, Iterator
@@ -104,6 +105,15 @@ def scan_memo() -> Iterator[None]:
 VALIDATED_SCANS = 2048
 _VALIDATED: dict[str, tuple[str, LogFileScan]] = {}
 _VALIDATED_LOCK = threading.Lock()
+
+
+def _new_lock_after_fork() -> None:
+    # a lock some parent thread held at the fork would never be released in the child
+    global _VALIDATED_LOCK
+    _VALIDATED_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock_after_fork)
 
 
 def clear_validated_scans() -> None:

@@ -503,6 +503,7 @@ def read_shared(path: str) -> bytes | None:
 # replaces is forgotten at once. Object stores only (a local read is cheap).
 IMMUTABLE_BYTES = 64 * 1024 * 1024
 _IMMUTABLE: OrderedDict[str, bytes] = OrderedDict()
+_IMMUTABLE_SIZE = 0
 _IMMUTABLE_LOCK = threading.Lock()
 
 
@@ -547,9 +548,6 @@ def _forget_immutable(path: str) -> None:
     with _IMMUTABLE_LOCK:
         old = _IMMUTABLE.pop(path, None)
         _IMMUTABLE_SIZE -= len(old) if old is not None else 0
-
-
-_IMMUTABLE_SIZE = 0
 
 
 def read_shared_all(paths: Sequence[str], immutable: bool = False) -> None:

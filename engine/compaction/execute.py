@@ -111,7 +111,7 @@ class OpTask:
     # plans over pending writes), so only logs written into slice C since make a task reload the timeline.
     completed: frozenset[str] = frozenset()
     base_size: int = 0                   # bytes of the old base, from the listing (task balancing)
-    carried_may_delete: bool = True      # the plan's word on its carried logs (CompactionOperation)
+    carried_needed: bool = True          # the plan's word on its carried logs (CompactionOperation)
     carried_read: int = 0                # bytes of the carried logs the task will read whole (_logs_read_whole)
     partition_files: int = 0             # files in the partition, by the driver's listing (0: unknown)
 
@@ -305,9 +305,9 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0,
-            carried_may_delete=op.carried_may_delete, partition_files=len(view.remote_entries(part) or ()),
+            carried_needed=op.carried_needed, partition_files=len(view.remote_entries(part) or ()),
             carried_read=sum(sizes.get(storage.join(pdir, s.target), 0) for s in op.carried)
-            if cfg.merge_mode == EVENT_TIME_ORDERING and op.carried_may_delete else 0))
+            if cfg.merge_mode == EVENT_TIME_ORDERING and op.carried_needed else 0))
     return out
 
 
@@ -463,7 +463,7 @@ def _logs_read_whole(task: OpTask, pdir: str) -> list[str]:
     """The logs this task reads whole, in the order it reads them: its folded logs, then the carried ones when
     they are likely to be needed (`_following_items`)."""
     carried = [storage.join(pdir, target) for _, target in task.links] \
-        if task.merge_mode == EVENT_TIME_ORDERING and task.carried_may_delete else []
+        if task.merge_mode == EVENT_TIME_ORDERING and task.carried_needed else []
     return [*task.log_paths, *carried]
 
 
@@ -498,8 +498,7 @@ def _list_partition(task: OpTask, pdir: str) -> dict[str, int]:
     if not storage.is_remote(pdir):
         return dict.fromkeys(storage.list_names(pdir), -1)
     if task.partition_files > LIST_PAGE:
-        return {e.name: e.size for prefix in (f"{task.file_id}_", f".{task.file_id}_")
-                for e in storage.list_starting_with(pdir, prefix)}
+        return {e.name: e.size for e in storage.list_starting_with(pdir, (f"{task.file_id}_", f".{task.file_id}_"))}
     return {e.name: e.size for e in storage.list_entries(pdir) if not e.is_dir}
 
 
@@ -508,8 +507,9 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: S
     into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win), and
     only when a delete is involved: a following record changes what the base must hold only after a delete
     among the folded records or among its own logs (carry_forward._carry_decisions). So when the plan
-    recorded that no carried log holds a delete, none was written into slice C and no folded record is a
-    delete, they are not read at all — on a store, the carried logs' GETs are saved."""
+    recorded that no log of the operation holds a delete and none was written into slice C, they are not read
+    at all — on a store, the carried logs' GETs are saved. (A folded delete the plan did not know of still
+    makes them read.)"""
     if task.merge_mode != EVENT_TIME_ORDERING:
         return []
     carried = [storage.join(pdir, target) for _, target in task.links]
@@ -519,7 +519,7 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: S
         parsed = parse_log_file_name(n)
         if parsed is not None and n not in planned and _written_into_slice_c(task, parsed):
             written.append((parsed.base_instant, parsed.version, parsed.write_token, storage.join(pdir, n)))
-    if not written and not task.carried_may_delete and not any(isinstance(i, DeleteItem) for i in folded):
+    if not written and not task.carried_needed and not any(isinstance(i, DeleteItem) for i in folded):
         return []
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())

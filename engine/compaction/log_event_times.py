@@ -187,14 +187,21 @@ def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
     completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
     timeline.read_ahead(completed)
     appends: dict[tuple[str, str], list[_Append]] = {}
+    shared: set[tuple[str, str]] = set()
     for inst in completed:
         if inst.action != DELTACOMMIT:
             continue
         for stat in timeline.commit_metadata(inst).write_stats:
+            if stat.names != {stat.file_name}:
+                # Java names every log of the slice in `logFiles` and gives them all the append's times (what the
+                # header path's stats fallback reads): not an account of one log's bytes; left to that path.
+                shared.update((stat.partition_path, n) for n in stat.names)
             extent = stat.committed_extent
             if extent is not None:
                 appends.setdefault((stat.partition_path, stat.file_name), []).append(
                     _Append(extent[0], extent[1], stat.min_event_time, stat.max_event_time, stat.num_deletes))
+    for key in shared:
+        appends[key] = [_Append(-1, -1, None, None, 0)]   # tiles nothing
     copies = {**carried_aliases(timeline), **aliases}
     out = {}
     for part, lf in logs:

@@ -230,9 +230,10 @@ def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_v
     sl = op.slice
     links = tuple(SymlinkOperation(LogFileName(sl.file_id, instant, first_version + i, lf.write_token).name,
                                    carry_target(view, sl.partition_path, lf)) for i, lf in enumerate(op.to_remain))
-    # What planning read of the carried logs' headers, so the run need not read them again: their tasks read
-    # them only when a delete could matter (execute._following_items), the commit takes their event times.
-    carried = CompactionOperation.carried_metrics(any(lf.has_deletes for lf in op.to_remain),
+    # What planning read of the logs' headers, so the run need not read the carried ones again: their records
+    # matter only when a delete is among the operation's logs (execute._following_items), and the commit takes
+    # their event times from here.
+    carried = CompactionOperation.carried_metrics(any(lf.has_deletes for lf in (*op.to_compact, *op.to_remain)),
                                                   [(lf.min_event_time, lf.max_event_time) for lf in op.to_remain])
     return CompactionOperation(partition_path=sl.partition_path, file_id=sl.file_id, base_instant=sl.base_instant,
                                data_file=sl.base_file_name, delta_files=tuple(lf.name for lf in op.to_compact),

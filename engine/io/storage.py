@@ -328,23 +328,53 @@ def list_names(path: str) -> list[str]:
     return [e.name for e in list_entries(path)]
 
 
-def list_starting_with(path: str, name_prefix: str) -> list[Entry]:
-    """The folder's direct children whose names start with `name_prefix` ([] when none, or no folder). On S3 one
-    LIST of that prefix: what it returns, not the whole folder."""
+def list_starting_with(path: str, name_prefixes: Sequence[str]) -> list[Entry]:
+    """The folder's direct children (files) whose names start with one of `name_prefixes` ([] when none, or no
+    folder). On S3 one LIST per prefix: what it returns, not the whole folder; elsewhere one listing, filtered."""
     if not is_remote(path) or scheme(path) not in ("s3", "s3a"):
         try:
-            return [e for e in list_entries(path) if e.name.startswith(name_prefix)]
+            return [e for e in list_entries(path) if not e.is_dir and e.name.startswith(tuple(name_prefixes))]
         except FileNotFoundError:
             return []
+    return [e for prefix in name_prefixes for e in _s3_children(path, prefix) if not e.is_dir]
+
+
+def _s3_children(path: str, name_prefix: str = "") -> list[Entry]:
+    """The direct children of an S3 folder whose names start with `name_prefix`: files with their ETags (kept for
+    the operation, `listed_etag`) and sub-folders. One paginated LIST."""
+    from botocore.exceptions import ClientError
+
     bucket, key = _bucket_key(path)
     prefix = (key.rstrip("/") + "/" if key else "") + name_prefix
+    folder = prefix[:len(prefix) - len(name_prefix)]
     out = []
-    for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix, Delimiter="/"):
-        for obj in page.get("Contents") or []:
-            name = obj["Key"].rsplit("/", 1)[-1]
-            out.append(Entry(name, join(path, name), False, int(obj["Size"]),
-                             int(obj["LastModified"].timestamp() * 1000), etag=str(obj.get("ETag", ""))))
+    try:
+        for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
+                                                                          Delimiter="/"):
+            for obj in page.get("Contents") or []:
+                name = obj["Key"][len(folder):]
+                if name:   # not a folder marker
+                    out.append(Entry(name, join(path, name), False, int(obj["Size"]),
+                                     int(obj["LastModified"].timestamp() * 1000), etag=str(obj.get("ETag", ""))))
+            for sub in page.get("CommonPrefixes") or []:
+                name = sub["Prefix"][len(folder):].rstrip("/")
+                out.append(Entry(name, join(path, name), True, 0, 0))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code", "") == "NoSuchBucket":
+            return []
+        raise
+    op = _OP_READS.get()
+    if op is not None:
+        op.etags.update((e.path, (e.size, e.etag)) for e in out if e.etag)
     return out
+
+
+def list_names_validated(path: str) -> list[str]:
+    """`list_names_if_dir`, and on S3 each file's ETag kept for the operation (`listed_etag`): what a timeline
+    lists, so its completed instants' kept bytes are served only while the store still holds those objects."""
+    if is_remote(path) and scheme(path) in ("s3", "s3a"):
+        return [e.name for e in _s3_children(path)]
+    return list_names_if_dir(path)
 
 
 def list_names_if_dir(path: str) -> list[str]:
@@ -497,57 +527,81 @@ def read_shared(path: str) -> bytes | None:
 
 
 # Files whose bytes never change once they exist under their name — completed timeline instants: Hudi creates them
-# once (create-if-absent) and only ever deletes them (rollback, archival) — kept across operations, most recently
-# used last, up to IMMUTABLE_BYTES. The caller vouches that its current listing still shows the file (a Timeline
-# serves only the instants its own listing found), so a deleted one is never served; a file this process deletes or
-# replaces is forgotten at once. Object stores only (a local read is cheap).
+# once (create-if-absent) and otherwise only deletes them (rollback, archival) — kept across operations with the
+# ETag of the object they came from, most recently used last, up to IMMUTABLE_BYTES. One is served only when the
+# current operation's listing gives that object the same ETag (`list_names_validated`): an instant re-created at the
+# same path (a compaction re-run after a crashed rollback removed its commit) is another object, read again. S3
+# only (its listing gives ETags; a local read is cheap).
 IMMUTABLE_BYTES = 64 * 1024 * 1024
-_IMMUTABLE: OrderedDict[str, bytes] = OrderedDict()
+_IMMUTABLE: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
 _IMMUTABLE_SIZE = 0
 _IMMUTABLE_LOCK = threading.Lock()
 
 
-def read_immutable(path: str) -> bytes | None:
-    """`read_shared` of a file that never changes once it exists (see IMMUTABLE_BYTES): an object-store file read
-    before, by any operation of this process, is not read again."""
-    if not is_remote(path):
-        return read_shared(path)
+def _kept_immutable(path: str) -> bytes | None:
+    """The kept bytes of `path` if this operation's listing shows the object they came from."""
+    etag = listed_etag(path)
+    if not etag:
+        return None
     with _IMMUTABLE_LOCK:
-        data = _IMMUTABLE.get(path)
-        if data is not None:
-            _IMMUTABLE.move_to_end(path)
-            return data
-    data = read_shared(path)
-    if data is not None:
-        _keep_immutable(path, data)
+        kept = _IMMUTABLE.get(path)
+        if kept is None or kept[0] != etag:
+            return None
+        _IMMUTABLE.move_to_end(path)
+        return kept[1]
+
+
+def read_immutable(path: str) -> bytes | None:
+    """`read_shared` of a file that never changes once it exists (see IMMUTABLE_BYTES): an S3 object this process
+    read before, by any operation, is not read again while the operation's listing shows it unchanged."""
+    if not is_remote(path) or scheme(path) not in ("s3", "s3a"):
+        return read_shared(path)
+    kept = _kept_immutable(path)
+    if kept is not None:
+        return kept
+    op = _OP_READS.get()
+    if op is not None and path in op.reads:
+        return op.reads[path]
+    return _fetch_immutable(path)
+
+
+def _fetch_immutable(path: str) -> bytes | None:
+    try:
+        data, etag = _s3_get_tagged(path)
+    except FileNotFoundError:
+        return None
+    op = _OP_READS.get()
+    if op is not None:
+        op.reads[path] = data
+    if etag:
+        _keep_immutable(path, etag, data)
     return data
 
 
 def immutable_reads_needed(paths: Sequence[str]) -> int:
     """How many of `paths` `read_immutable` would fetch from a store now."""
     op = _OP_READS.get()
-    with _IMMUTABLE_LOCK:
-        return sum(1 for p in paths if is_remote(p) and p not in _IMMUTABLE and (op is None or p not in op.reads))
+    return sum(1 for p in paths if is_remote(p) and (op is None or p not in op.reads) and _kept_immutable(p) is None)
 
 
-def _keep_immutable(path: str, data: bytes) -> None:
+def _keep_immutable(path: str, etag: str, data: bytes) -> None:
     global _IMMUTABLE_SIZE
     with _IMMUTABLE_LOCK:
         old = _IMMUTABLE.pop(path, None)
-        _IMMUTABLE_SIZE -= len(old) if old is not None else 0
+        _IMMUTABLE_SIZE -= len(old[1]) if old is not None else 0
         if len(data) > IMMUTABLE_BYTES // 16:   # a huge commit would push out everything else
             return
-        _IMMUTABLE[path] = data
+        _IMMUTABLE[path] = (etag, data)
         _IMMUTABLE_SIZE += len(data)
         while _IMMUTABLE_SIZE > IMMUTABLE_BYTES:
-            _IMMUTABLE_SIZE -= len(_IMMUTABLE.popitem(last=False)[1])
+            _IMMUTABLE_SIZE -= len(_IMMUTABLE.popitem(last=False)[1][1])
 
 
 def _forget_immutable(path: str) -> None:
     global _IMMUTABLE_SIZE
     with _IMMUTABLE_LOCK:
         old = _IMMUTABLE.pop(path, None)
-        _IMMUTABLE_SIZE -= len(old) if old is not None else 0
+        _IMMUTABLE_SIZE -= len(old[1]) if old is not None else 0
 
 
 def read_shared_all(paths: Sequence[str], immutable: bool = False) -> None:
@@ -557,18 +611,16 @@ def read_shared_all(paths: Sequence[str], immutable: bool = False) -> None:
     op = _OP_READS.get()
     todo = [p for p in dict.fromkeys(paths) if op is not None and is_remote(p) and p not in op.reads]
     if immutable:
-        with _IMMUTABLE_LOCK:
-            todo = [p for p in todo if p not in _IMMUTABLE]
+        todo = [p for p in todo if _kept_immutable(p) is None]
     if op is None or len(todo) < 2:
         return
-    futures = {p: requests_pool().submit(read_optional, p) for p in todo}
+    fetch = _fetch_immutable if immutable and scheme(todo[0]) in ("s3", "s3a") else read_optional
+    futures = {p: requests_pool().submit(fetch, p) for p in todo}
     try:
         for p, f in futures.items():
             data = f.result()
             if data is not None:
                 op.reads[p] = data
-                if immutable:
-                    _keep_immutable(p, data)
     finally:
         settle(futures.values())
 

@@ -232,7 +232,7 @@ class Timeline:
         hoodie = storage.join(base_path, HOODIE_DIR)
         props = storage.join(hoodie, "hoodie.properties")
         # One listing of .hoodie/ tells both whether the table exists and its instants (one LIST on S3).
-        names = storage.list_names_if_dir(hoodie)
+        names = storage.list_names_validated(hoodie)
         if "hoodie.properties" not in names and not (storage.is_remote(hoodie)
                                                      and "hoodie.properties.backup" in names):
             raise TableNotFoundError(f"no Hudi table at {base_path}: {props} does not exist")
@@ -240,7 +240,7 @@ class Timeline:
         layout = _read_layout_version(keys)
         if layout == layout_v8.LAYOUT_VERSION:
             folder = layout_v8.timeline_dir(hoodie, keys)
-            found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_if_dir(folder))
+            found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_validated(folder))
                      if inst is not None]
             return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys))
         if layout is not None and layout != 1:

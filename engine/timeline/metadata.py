@@ -39,10 +39,10 @@ INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
 CLUSTER_OPERATION = "cluster"   # WriteOperationType.CLUSTER.value() in the requested metadata
 CARRY_OVER_MODES = ("symlink", "copy")
 # Operation metrics (map<string, double>) a Tidemark plan adds about the logs it carries over, known when
-# planning from their headers: whether any may hold a delete (0 or 1), and each one's event times (epoch ms)
-# by its position in symlinkOperations. A plan without them (older, or Java's) says nothing: assume deletes,
-# read the times.
-CARRIED_DELETES = "tidemark.carriedMayDelete"
+# planning from their headers: whether the run needs their records (1: a delete may be among the operation's
+# logs, folded or carried; 0: none is), and each one's event times (epoch ms) by its position in
+# symlinkOperations. A plan without them (older, or Java's) says nothing: read them.
+CARRIED_NEEDED = "tidemark.carriedLogsNeeded"
 CARRIED_MIN = "tidemark.carriedMinEventTime."
 CARRIED_MAX = "tidemark.carriedMaxEventTime."
 
@@ -97,9 +97,10 @@ class CompactionOperation:
         return (self.partition_path, self.file_id)
 
     @property
-    def carried_may_delete(self) -> bool:
-        """Whether a carried log may hold a delete (True unless the plan recorded that none does)."""
-        return self.metrics.get(CARRIED_DELETES, 1.0) != 0.0
+    def carried_needed(self) -> bool:
+        """Whether the run needs the carried logs' records: a delete may be among the operation's logs (True
+        unless the plan recorded that none is)."""
+        return self.metrics.get(CARRIED_NEEDED, 1.0) != 0.0
 
     @property
     def carried_event_times(self) -> dict[str, tuple[int, int]]:
@@ -112,9 +113,9 @@ class CompactionOperation:
         return out
 
     @staticmethod
-    def carried_metrics(may_delete: bool, times: list[tuple[int | None, int | None]]) -> dict[str, float]:
+    def carried_metrics(needed: bool, times: list[tuple[int | None, int | None]]) -> dict[str, float]:
         """The metrics recording what the plan knows of its carried logs (`times` in carried order)."""
-        out = {CARRIED_DELETES: 1.0 if may_delete else 0.0}
+        out = {CARRIED_NEEDED: 1.0 if needed else 0.0}
         for i, (lo, hi) in enumerate(times):
             if lo is not None and hi is not None:
                 out[f"{CARRIED_MIN}{i}"], out[f"{CARRIED_MAX}{i}"] = float(lo), float(hi)

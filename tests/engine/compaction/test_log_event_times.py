@@ -117,3 +117,27 @@ def test_every_log_the_stats_account_for_has_its_header_times(tmp_path, carry):
         expected = by_headers[path]
         assert (found.min_ms, found.max_ms, found.deletes) == (expected.min_ms, expected.max_ms, expected.deletes), path
     assert not [p for p in by_stats if by_headers[p].deletes], "logs with deletes are left to the headers"
+
+
+def test_java_stats_naming_several_logs_are_left_to_the_header_path(tmp_path):
+    """Java's append stat names every log of the slice in `logFiles`: no account of one log's bytes."""
+    import json
+
+    from engine.timeline.instants import Timeline
+
+    t = Table.create(str(tmp_path / "t"), name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                     settings={"hoodie.bucket.index.num.buckets": "1"})
+    for i in range(3):
+        t.write(_batch(tmp_path, i, range(0, 10), i + 1), local=True)
+    view = FileSystemView(t.path)
+    logs = [(sl.partition_path, lf) for sl in view.latest_slices() for lf in sl.log_files]
+    assert len(let.covering_stats(view.timeline, logs, {})) == 3
+    timeline = Timeline.load(t.path)
+    last = timeline.completed()[-1]
+    doc = timeline.read_commit_metadata(last)
+    (stat,) = [s for stats in doc["partitionToWriteStats"].values() for s in stats]
+    stat["logFiles"] = [lf.name for _, lf in logs]   # as Java's append handle records it
+    with open(timeline.instant_path(last), "w") as fh:
+        json.dump(doc, fh)
+    view = FileSystemView(t.path)
+    assert let.covering_stats(view.timeline, logs, {}) == {}

@@ -342,31 +342,40 @@ def list_starting_with(path: str, name_prefixes: Sequence[str]) -> list[Entry]:
 def _s3_children(path: str, name_prefix: str = "") -> list[Entry]:
     """The direct children of an S3 folder whose names start with `name_prefix`: files with their ETags (kept for
     the operation, `listed_etag`) and sub-folders. One paginated LIST."""
-    from botocore.exceptions import ClientError
-
     bucket, key = _bucket_key(path)
     prefix = (key.rstrip("/") + "/" if key else "") + name_prefix
     folder = prefix[:len(prefix) - len(name_prefix)]
-    out = []
+    files, folders = [], []
+    for page in _s3_pages(bucket, prefix, "/"):
+        files += [_listed_object(path, obj["Key"][len(folder):], obj) for obj in page.get("Contents") or []
+                  if obj["Key"] != folder]   # not a folder marker
+        folders += [sub["Prefix"][len(folder):].rstrip("/") for sub in page.get("CommonPrefixes") or []]
+    _remember_etags(files)
+    return files + [Entry(d, join(path, d), True, 0, 0) for d in folders]
+
+
+def _s3_pages(bucket: str, prefix: str, delimiter: str | None = None) -> Iterator[dict[str, Any]]:
+    """The ListObjectsV2 pages of `prefix` (none for a bucket that does not exist)."""
+    from botocore.exceptions import ClientError
+
+    kwargs = {"Bucket": bucket, "Prefix": prefix, **({"Delimiter": delimiter} if delimiter else {})}
     try:
-        for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix,
-                                                                          Delimiter="/"):
-            for obj in page.get("Contents") or []:
-                name = obj["Key"][len(folder):]
-                if name:   # not a folder marker
-                    out.append(Entry(name, join(path, name), False, int(obj["Size"]),
-                                     int(obj["LastModified"].timestamp() * 1000), etag=str(obj.get("ETag", ""))))
-            for sub in page.get("CommonPrefixes") or []:
-                name = sub["Prefix"][len(folder):].rstrip("/")
-                out.append(Entry(name, join(path, name), True, 0, 0))
+        yield from s3_client().get_paginator("list_objects_v2").paginate(**kwargs)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code", "") == "NoSuchBucket":
-            return []
-        raise
+        if exc.response.get("Error", {}).get("Code", "") != "NoSuchBucket":
+            raise
+
+
+def _listed_object(path: str, rel: str, obj: dict[str, Any]) -> Entry:
+    return Entry(rel, join(path, rel), False, int(obj["Size"]), int(obj["LastModified"].timestamp() * 1000),
+                 etag=str(obj.get("ETag", "")))
+
+
+def _remember_etags(files: list[Entry]) -> None:
+    """Keep the listed objects' ETags for the operation (`listed_etag`)."""
     op = _OP_READS.get()
     if op is not None:
-        op.etags.update((e.path, (e.size, e.etag)) for e in out if e.etag)
-    return out
+        op.etags.update((e.path, (e.size, e.etag)) for e in files if e.etag)
 
 
 def list_names_validated(path: str) -> list[str]:
@@ -414,30 +423,20 @@ def _s3_tree(path: str) -> list[Entry]:
     """`list_tree` on S3: the same paginated ListObjectsV2 pyarrow makes, read with boto3 for what pyarrow's
     FileInfo drops — each object's ETag, which validates what an operation derived from its bytes earlier
     (`listed_etag`). Folders are the keys' parent prefixes and folder markers (keys ending in "/")."""
-    from botocore.exceptions import ClientError
-
     bucket, key = _bucket_key(path)
     prefix = key.rstrip("/") + "/" if key else ""
     files: list[Entry] = []
     folders: set[str] = set()
-    try:
-        for page in s3_client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for obj in page.get("Contents") or []:
-                rel = obj["Key"][len(prefix):]
-                parts = rel.rstrip("/").split("/")
-                folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
-                if rel.endswith("/"):
-                    folders.add(rel.rstrip("/"))
-                elif rel:
-                    files.append(Entry(rel, join(path, rel), False, int(obj["Size"]),
-                                       int(obj["LastModified"].timestamp() * 1000), etag=str(obj.get("ETag", ""))))
-    except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code", "") == "NoSuchBucket":
-            return []
-        raise
-    op = _OP_READS.get()
-    if op is not None:
-        op.etags.update((e.path, (e.size, e.etag)) for e in files if e.etag)
+    for page in _s3_pages(bucket, prefix):
+        for obj in page.get("Contents") or []:
+            rel = obj["Key"][len(prefix):]
+            parts = rel.rstrip("/").split("/")
+            folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+            if rel.endswith("/"):
+                folders.add(rel.rstrip("/"))
+            elif rel:
+                files.append(_listed_object(path, rel, obj))
+    _remember_etags(files)
     return files + [Entry(d, join(path, d), True, 0, 0) for d in sorted(folders) if d]
 
 

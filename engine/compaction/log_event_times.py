@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -200,25 +201,25 @@ def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
             if extent is not None:
                 appends.setdefault((stat.partition_path, stat.file_name), []).append(
                     _Append(extent[0], extent[1], stat.min_event_time, stat.max_event_time, stat.num_deletes))
-    for key in shared:
-        appends[key] = [_Append(-1, -1, None, None, 0)]   # tiles nothing
     copies = {**carried_aliases(timeline), **aliases}
     out = {}
     for part, lf in logs:
-        found = _tiled(appends, copies, part, lf.name, lf.size)
+        found = _tiled(appends, shared, copies, part, lf.name, lf.size)
         if found is not None:
             out[lf.path] = found
     return out
 
 
-def _tiled(appends: Mapping[tuple[str, str], list[_Append]], copies: Mapping[tuple[str, str], str], partition: str,
-           name: str, size: int) -> LogEventTime | None:
+def _tiled(appends: Mapping[tuple[str, str], list[_Append]], shared: AbstractSet[tuple[str, str]],
+           copies: Mapping[tuple[str, str], str], partition: str, name: str, size: int) -> LogEventTime | None:
     seen = set()
     while (partition, name) not in appends:
-        if (partition, name) not in copies or name in seen:
+        if (partition, name) in shared or (partition, name) not in copies or name in seen:
             return None
         seen.add(name)
         name = copies[(partition, name)]
+    if (partition, name) in shared:
+        return None
     pos = 0
     for a in sorted(appends[(partition, name)], key=lambda a: a.start):
         if a.start != pos or a.end <= a.start or a.min_ms is None or a.deletes:

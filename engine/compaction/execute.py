@@ -186,12 +186,16 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
 
 def _check_logs(c: str, tasks: list[OpTask]) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
-    changes (the plan is not even moved to inflight)."""
+    changes (the plan is not even moved to inflight). Local logs only: an object-store log is replaced only
+    whole, never edited in place, and the tasks read every block of the logs they fold before anything is
+    committed (a damaged one makes the run give up, `_give_up`) — scanning them here would GET each twice."""
+    if not tasks or storage.is_remote(tasks[0].base_path):
+        return
     with logformat.scan_memo():
-        # every task's logs scanned together (in parallel on a store), then judged task by task
+        # every task's logs scanned together, then judged task by task
         logformat.scan_log_files((p, s) for t in tasks for p, s in itertools.zip_longest(t.log_paths, t.log_sizes))
         for task in tasks:
-            sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
+            sizes = dict(zip(task.log_paths, task.log_sizes))
             bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents, sizes).committed
             if bad:
                 raise integrity.corrupt_error(bad, "refusing to fold", "")

@@ -49,6 +49,9 @@ class LogEventTime:
     # Whether a committed block of the log is a delete (True when unknown: a damaged log). A compaction task
     # reads the logs it carries over only when some delete could make their records matter to its base.
     deletes: bool = True
+    # Whether the write stats account for every byte of the log (`_tiled`), so that it was not read: each byte is
+    # a committed block of a completed write. Planning then leaves its damage check to the executors' read.
+    accounted: bool = False
 
 
 # (partition, log name) -> (min, max, complete) event times from the write stats naming the log.
@@ -230,7 +233,7 @@ def _tiled(appends: Mapping[tuple[str, str], list[_Append]], shared: AbstractSet
     parts = appends[(partition, name)]
     lo = min(a.min_ms for a in parts if a.min_ms is not None)
     hi = max(a.max_ms if a.max_ms is not None else a.min_ms for a in parts if a.min_ms is not None)
-    return LogEventTime(lo, hi, "write_stats", deletes=False)
+    return LogEventTime(lo, hi, "write_stats", deletes=False, accounted=True)
 
 
 def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) -> list[logformat.BlockInfo]:

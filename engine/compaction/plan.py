@@ -133,8 +133,13 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         result.message = f"nothing to compact with strategy {strategy} ({bound}); no plan written"
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
-    # write does not (engine.logformat.integrity). Execution catches what only a decode finds.
-    folded = {lf.path: lf.size for op in ops for lf in op.to_compact}   # sized by the listing: no HEAD on a store
+    # write does not (engine.logformat.integrity). Execution catches what only a decode finds. A log the write
+    # stats account for byte for byte (on an object store: `LogEventTime.accounted`) is not read to plan, and
+    # not read here either: the task that folds it reads every block of it before anything is committed, and a
+    # damaged one makes the run give up and roll its plan back (execute._give_up). Reading it here too would
+    # fetch each folded object twice.
+    folded = {lf.path: lf.size for op in ops for lf in op.to_compact   # sized by the listing: no HEAD on a store
+              if not times[lf.path].accounted}
     integrity.refuse_to_compact(folded, view.committed_instants, CommittedExtents(base_path, timeline), folded)
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)

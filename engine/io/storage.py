@@ -530,7 +530,8 @@ def read_shared(path: str) -> bytes | None:
 # ETag of the object they came from, most recently used last, up to IMMUTABLE_BYTES. One is served only when the
 # current operation's listing gives that object the same ETag (`list_names_validated`): an instant re-created at the
 # same path (a compaction re-run after a crashed rollback removed its commit) is another object, read again. S3
-# only (its listing gives ETags; a local read is cheap).
+# only (its listing gives ETags; a local read is cheap). Since the ETag is checked, the same holds for any timeline
+# file read this way — a compaction plan — and for those this process published (`create_exclusive(keep=True)`).
 IMMUTABLE_BYTES = 64 * 1024 * 1024
 _IMMUTABLE: OrderedDict[str, tuple[str, bytes]] = OrderedDict()
 _IMMUTABLE_SIZE = 0
@@ -873,13 +874,16 @@ class S3Upload:
         self._buf = bytearray()
 
 
-def create_exclusive(path: str, data: bytes, staging_dir: str | None = None) -> None:
+def create_exclusive(path: str, data: bytes, staging_dir: str | None = None, keep: bool = False) -> None:
     """Create `path` holding `data`, all at once, only if no file is there (PublishConflict otherwise).
 
     Local: write `staging_dir`/<uuid> (default: a dot-temp beside `path`), fsync, hard-link it into place
     (the link refuses an existing name), unlink the temp. S3: one PutObject with `If-None-Match: *`; the
     store refuses the second of two racing writers (412). Other stores cannot do this: callers must hold a
     lock outside the store (see `engine.timeline.instants`); here they get a check-then-write.
+    `keep`: on S3, keep `data` as `read_immutable` keeps what it reads, with the ETag the store gave the new
+    object — this process's later operations then read what it published (a plan it scheduled, a commit it
+    completed) without a GET, while their listings show that same object.
     """
     if not is_remote(path):
         directory = staging_dir or os.path.dirname(path)
@@ -896,7 +900,9 @@ def create_exclusive(path: str, data: bytes, staging_dir: str | None = None) -> 
         return
     _wrote(path)
     if scheme(path) in ("s3", "s3a") and conditional_put(path):
-        _s3_put_if_absent(path, data)
+        etag = _s3_put_if_absent(path, data)
+        if keep and etag:
+            _keep_immutable(path, etag, data)
         return
     if exists(path):
         raise PublishConflict(f"{path} already exists")
@@ -956,12 +962,13 @@ def _bucket_key(path: str) -> tuple[str, str]:
     return parts.netloc, parts.path.lstrip("/")
 
 
-def _s3_put_if_absent(path: str, data: bytes) -> None:
+def _s3_put_if_absent(path: str, data: bytes) -> str:
+    """PutObject with `If-None-Match: *`; the new object's ETag."""
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
     try:
-        s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*")
+        return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*").get("ETag", ""))
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")

@@ -397,9 +397,11 @@ class Timeline:
         """The HoodieCompactionPlan of compaction `ts` (Hudi < 0.14 may keep it in `.aux/` only)."""
         name = instant_file_name(ts, COMPACTION, State.REQUESTED)
         path = storage.join(self.timeline_path, name)
-        # One read per operation (a run asks for its plan at the start and again at the commit); a plan that
-        # this process rewrites (unschedule) is updated by the storage layer.
-        data = storage.read_shared(path)
+        # Read as a completed instant is (`storage.read_immutable`): once per operation (a run asks for its plan
+        # at the start and again at the commit), and on S3 not at all when this process scheduled it or read it
+        # before and the timeline's listing shows that same object (a rewritten plan is another object: its
+        # ETag differs; one this process rewrites, unschedule's, is updated by the storage layer).
+        data = storage.read_immutable(path)
         if data is None:
             data = _read_optional(storage.join(self.hoodie_path, ".aux", name))
         if data is None:
@@ -536,7 +538,7 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
         if fault_step is not None:
             fault_point("commit", fault_step)
         try:
-            storage.create_exclusive(path, content)
+            storage.create_exclusive(path, content, keep=True)
         except storage.PublishConflict:
             raise InstantExistsError(f"{path}: instant file already exists (another writer published it first)") \
                 from None

@@ -44,11 +44,16 @@ class CountingApp:
                 body = json.dumps(self.log).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        entry = {"method": environ.get("REQUEST_METHOD", ""), "path": environ.get("PATH_INFO", ""),
+                 "query": environ.get("QUERY_STRING", ""), "range": environ.get("HTTP_RANGE", ""),
+                 "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", ""), "at": time.time()}
         with self.lock:
-            self.log.append({"method": environ.get("REQUEST_METHOD", ""), "path": environ.get("PATH_INFO", ""),
-                             "query": environ.get("QUERY_STRING", ""), "range": environ.get("HTTP_RANGE", ""),
-                             "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", ""), "at": time.time()})
-        return self.app(environ, start_response)
+            self.log.append(entry)
+        t0 = time.thread_time()
+        try:
+            return self.app(environ, start_response)
+        finally:
+            entry["cpu_ms"] = round((time.thread_time() - t0) * 1000, 3)   # the app's CPU on this request's thread
 
 
 def serve() -> None:

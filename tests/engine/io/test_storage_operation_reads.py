@@ -79,6 +79,26 @@ def test_an_immutable_file_is_read_once_while_the_listing_shows_the_same_object(
         assert storage.read_immutable(done[0]) is None
 
 
+def test_what_this_process_publishes_is_not_read_back_while_the_listing_shows_it(s3_env):  # noqa: F811
+    timeline = f"{s3_env['bucket_uri']}/p/.hoodie"
+    plan, lock = f"{timeline}/20260101000000000.compaction.requested", f"{s3_env['bucket_uri']}/p/lock"
+    storage.create_exclusive(plan, b"plan-1", keep=True)         # a conditional PUT: its response gives the ETag
+    storage.create_exclusive(lock, b"owner")                      # not kept unless asked
+    server = s3_env["server"]
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.list_names_validated(timeline)
+        assert storage.read_immutable(plan) == b"plan-1"
+    assert not [r for r in server.counts() if r["method"] == "GET" and "list-type" not in r["query"]]
+    # Another process replaces it (unscheduled, then a new plan at the same instant): another ETag, read again.
+    bucket, key = plan.split("://", 1)[1].split("/", 1)
+    server.client().delete_object(Bucket=bucket, Key=key)
+    server.client().put_object(Bucket=bucket, Key=key, Body=b"plan-2")
+    with storage.operation_reads():
+        storage.list_names_validated(timeline)
+        assert storage.read_immutable(plan) == b"plan-2"
+
+
 def test_a_missing_file_is_asked_again(s3_env):  # noqa: F811
     path = f"{s3_env['bucket_uri']}/m/later"
     with storage.operation_reads():

@@ -31,6 +31,7 @@ from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFo
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import new_instant_time
+from engine.io.threads import requests_pool
 from engine.timeline import avro_models, layout_v8, metadata_table
 from engine.timeline.metadata import CleanPlanRecord, CommitMetadata, CompactionPlanRecord, RequestedReplaceMetadata, RollbackRecord
 
@@ -561,14 +562,30 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
 
 
 def _require(folder: _Folder, ts: str, action: str, state: State) -> None:
-    if folder.file(ts, action, state) is None:
+    _judge_required(folder, ts, action, state, folder.file(ts, action, state))
+
+
+def _judge_required(folder: _Folder, ts: str, action: str, state: State, found: str | None) -> None:
+    if found is None:
         raise TimelineError(f"{folder.named(ts, action, state)}: expected {state.value} {action} instant {ts} is missing")
 
 
 def _refuse_if_completed(folder: _Folder, ts: str, action: str) -> None:
-    path = folder.file(ts, action, State.COMPLETED)
-    if path is not None:
-        raise TimelineError(f"{path}: {action} instant {ts} is already completed")
+    _judge_completed(ts, action, folder.file(ts, action, State.COMPLETED))
+
+
+def _judge_completed(ts: str, action: str, found: str | None) -> None:
+    if found is not None:
+        raise TimelineError(f"{found}: {action} instant {ts} is already completed")
+
+
+def _files(folder: _Folder, ts: str, action: str, states: tuple[State, ...]) -> list[str | None]:
+    """`_Folder.file` of each state; on an object store asked at once (one round trip for the HEADs, not one
+    per state: publishing an instant checks two of its states first)."""
+    if not storage.is_remote(folder.path):
+        return [folder.file(ts, action, state) for state in states]
+    pool = requests_pool()
+    return [f.result() for f in [pool.submit(folder.file, ts, action, state) for state in states]]
 
 
 def create_requested(base_path: str, instant_ts: str, action: str, content: bytes = b"") -> str:
@@ -577,8 +594,7 @@ def create_requested(base_path: str, instant_ts: str, action: str, content: byte
     folder = _folder(base_path)
     if folder.layout == layout_v8.LAYOUT_VERSION:
         metadata_table.disable(base_path)
-    for state in (State.INFLIGHT, State.COMPLETED):
-        other = folder.file(instant_ts, action, state)
+    for other in _files(folder, instant_ts, action, (State.INFLIGHT, State.COMPLETED)):
         if other is not None:
             raise InstantExistsError(f"{other}: instant {instant_ts} already exists")
     path = folder.named(instant_ts, action, State.REQUESTED)
@@ -590,8 +606,9 @@ def transition_to_inflight(base_path: str, ts: str, action: str, content: bytes 
     """requested -> inflight (the requested file stays, as Java leaves it)."""
     _check_action(action)
     folder = _folder(base_path)
-    _require(folder, ts, action, State.REQUESTED)
-    _refuse_if_completed(folder, ts, action)
+    requested, completed = _files(folder, ts, action, (State.REQUESTED, State.COMPLETED))
+    _judge_required(folder, ts, action, State.REQUESTED, requested)
+    _judge_completed(ts, action, completed)
     path = folder.named(ts, action, State.INFLIGHT)
     _atomic_create(path, _layout_content(folder, action, content))
     return path

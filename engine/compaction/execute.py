@@ -442,13 +442,14 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     pdir = storage.join(task.base_path, task.partition_path) if task.partition_path else task.base_path
     temp_dir = storage.join(task.base_path, ".hoodie", ".temp", task.instant)
     storage.make_dirs(temp_dir)
-    with storage.prefetched(_logs_read_whole(task, pdir)):
-        # the task's one listing of its partition (one LIST on a store), made while the log GETs are in flight
-        listing = _list_partition(task, pdir)
+    with storage.prefetched(_logs_read_whole(task, pdir)), _listing_ahead(task, pdir) as listed:
+        # the task's one listing of its partition (one LIST on a store) is in flight with the log GETs, and
+        # waited for only once the folded logs are decoded: its round trip overlaps theirs and the decode
         logs = read_slice_logs(task.log_paths, task.committed, extents=task.extents)
         if logs.corrupt:  # folding would supersede the log and lose the block's records for good
             raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
                                           "Folding them would lose these records for good; nothing was written.")
+        listing = listed()
         following = _following_items(task, pdir, listing, logs.items)
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
     with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
@@ -504,6 +505,20 @@ def _list_partition(task: OpTask, pdir: str) -> dict[str, int]:
     if task.partition_files > LIST_PAGE:
         return {e.name: e.size for e in storage.list_starting_with(pdir, (f"{task.file_id}_", f".{task.file_id}_"))}
     return {e.name: e.size for e in storage.list_entries(pdir) if not e.is_dir}
+
+
+@contextlib.contextmanager
+def _listing_ahead(task: OpTask, pdir: str) -> Iterator[Callable[[], dict[str, int]]]:
+    """`_list_partition`, started now on an object store (in the request pool) and answered when asked; locally
+    it is made when asked (a directory read). Leaving the block waits for a listing still in flight."""
+    if not storage.is_remote(pdir):
+        yield lambda: _list_partition(task, pdir)
+        return
+    ahead = requests_pool().submit(_list_partition, task, pdir)
+    try:
+        yield ahead.result
+    finally:
+        settle([ahead])
 
 
 def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: Sequence[LogItem]) -> list[LogItem]:

@@ -254,6 +254,11 @@ def main() -> None:
                         b = _breakdown(clock, reqs, s3_trace.records(args.trace), started, time.time())
                         out["compact_phases"], out["compact_callers"] = b["phases"], b["callers"]
                     out["compact_requests"] = dict(_requests(reqs))
+                    # the emulator's CPU per kind of request (ms, this compaction): where its time goes
+                    cpu_by_kind: Counter = Counter()
+                    for q in reqs:
+                        cpu_by_kind[next(iter(_requests([q])))] += q.get("cpu_ms", 0)
+                    out["compact_server_cpu_ms_by_kind"] = {k: round(v, 1) for k, v in cpu_by_kind.most_common()}
                     out["compact_requests_per_file_group"] = round(len(reqs) / len(planned.operations), 1)
                     out["logs_carried_over"] = result.logs_carried_over
         for name, ts in times.items():

@@ -2,7 +2,8 @@
 
 The same table (P partitions x B buckets, W writes, one log per file group per write) is built locally and on
 S3 through `Table`; then, on each: a planning preview (median of 3; requests counted at the S3 server per
-planned log file, for the first preview and for a repeat, which reuses the log scans its listing validates)
+planned log file, for the first preview as a process that has read nothing of the table — kept instants and
+scans dropped — and for a repeat, which reuses what its listing validates)
 and event-time schedule + runs on fresh identical table pairs after a warm-up compaction, the order
 alternating per round (requests per compacted file group, median time ratio).
 
@@ -210,13 +211,21 @@ def main() -> None:
         out["log_files"] = logs
         for name, t in planning.items():
             times = []
+            if name == "s3":
+                # The first preview as a process that has read nothing of the table (this one wrote it, and kept
+                # what it published): every completed instant and log scan comes from the store.
+                from engine.io import storage
+                from engine.logformat import scan
+
+                storage.clear_kept_immutable()
+                scan.clear_validated_scans()
             for i in range(3):
                 s3.reset_counts()
                 t0 = time.perf_counter()
                 plan = t.plan_compaction(threshold=threshold)
                 times.append(time.perf_counter() - t0)
                 reqs = s3.counts()
-                if name == "s3" and i == 0:   # the first preview reads every log; repeats reuse validated scans
+                if name == "s3" and i == 0:   # the first preview reads what it needs; repeats reuse what it read
                     out["plan_requests"] = dict(_requests(reqs))
                     out["plan_requests_per_log_file"] = round(len(reqs) / logs, 2)
             out[f"plan_{name}_s"] = round(statistics.median(times), 3)

@@ -35,7 +35,12 @@ from engine.compaction import in_process
 from engine.compaction.base_stream import stream_base
 from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
 from engine.compaction.freshness_math import compute_ro_times
-from engine.compaction.log_event_times import LogEventTime, event_time_column, resolve_log_event_times
+from engine.compaction.log_event_times import (
+    LogEventTime,
+    event_time_column,
+    resolve_log_event_times,
+    unchanged_since_written,
+)
 from engine.compaction.plan import previous_ro_times
 from engine.config import eventtime
 from engine.config.properties import (
@@ -150,7 +155,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
     plan = timeline.compaction_plan(c)
     tasks = _tasks(cfg, timeline, c, plan)
     try:
-        _check_logs(c, tasks)
+        _check_logs(timeline, tasks)
     except CorruptLogBlockError as exc:
         raise _give_up(base_path, c, lock, f"compaction {c} not run: {exc}", pending.state.value) from None
     # Decided before the plan goes inflight: a bad size limit setting refuses the run with nothing changed.
@@ -184,19 +189,20 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
     return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
 
 
-def _check_logs(c: str, tasks: list[OpTask]) -> None:
+def _check_logs(timeline: Timeline, tasks: list[OpTask]) -> None:
     """Damage to committed blocks that appeared after planning and shows from headers: stop before anything
-    changes (the plan is not even moved to inflight). Local logs only: an object-store log is replaced only
-    whole, never edited in place, and the tasks read every block of the logs they fold before anything is
-    committed (a damaged one makes the run give up, `_give_up`) — scanning them here would GET each twice."""
-    if not tasks or storage.is_remote(tasks[0].base_path):
-        return
+    changes (the plan is not even moved to inflight). An object-store log its listing shows byte for byte as
+    its write committed it (`unchanged_since_written`) has none to show and is not read here."""
+    sized = [(t.partition_path, p, s) for t in tasks for p, s in zip(t.log_paths, t.log_sizes)]
+    unchanged = unchanged_since_written(timeline, sized)
     with logformat.scan_memo():
-        # every task's logs scanned together, then judged task by task
-        logformat.scan_log_files((p, s) for t in tasks for p, s in itertools.zip_longest(t.log_paths, t.log_sizes))
+        # every task's logs scanned together (in parallel on a store), then judged task by task
+        logformat.scan_log_files((p, s) for t in tasks for p, s in itertools.zip_longest(t.log_paths, t.log_sizes)
+                                 if p not in unchanged)
         for task in tasks:
-            sizes = dict(zip(task.log_paths, task.log_sizes))
-            bad = integrity.scan_corruption(task.log_paths, task.committed, task.extents, sizes).committed
+            sizes = dict(zip(task.log_paths, task.log_sizes))   # from the listing: no HEAD per log on a store
+            paths = [p for p in task.log_paths if p not in unchanged]
+            bad = integrity.scan_corruption(paths, task.committed, task.extents, sizes).committed
             if bad:
                 raise integrity.corrupt_error(bad, "refusing to fold", "")
 

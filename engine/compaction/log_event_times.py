@@ -21,6 +21,7 @@ Only blocks of committed instants count: blocks of failed writes are invisible t
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
@@ -36,6 +37,7 @@ from engine.logformat import EVENT_TIMES_ATTR, BlockType
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
+from engine.timeline.metadata import LOG_MD5
 
 SOURCES = ("header", "write_stats", "decoded", "none")
 _DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
@@ -49,9 +51,6 @@ class LogEventTime:
     # Whether a committed block of the log is a delete (True when unknown: a damaged log). A compaction task
     # reads the logs it carries over only when some delete could make their records matter to its base.
     deletes: bool = True
-    # Whether the write stats account for every byte of the log (`_tiled`), so that it was not read: each byte is
-    # a committed block of a completed write. Planning then leaves its damage check to the executors' read.
-    accounted: bool = False
 
 
 # (partition, log name) -> (min, max, complete) event times from the write stats naming the log.
@@ -233,7 +232,52 @@ def _tiled(appends: Mapping[tuple[str, str], list[_Append]], shared: AbstractSet
     parts = appends[(partition, name)]
     lo = min(a.min_ms for a in parts if a.min_ms is not None)
     hi = max(a.max_ms if a.max_ms is not None else a.min_ms for a in parts if a.min_ms is not None)
-    return LogEventTime(lo, hi, "write_stats", deletes=False, accounted=True)
+    return LogEventTime(lo, hi, "write_stats", deletes=False)
+
+
+def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, int]],
+                            aliases: Mapping[tuple[str, str], str] | None = None) -> set[str]:
+    """The paths among `logs` ((partition, path, listed size)) of object-store logs that are byte for byte what a
+    completed write created: this operation's listing gives the object an ETag equal to the MD5 its write recorded
+    (`LOG_MD5`; through carried copies, the log copied — a server-side copy keeps a single-part object's MD5).
+    Nothing has touched such a log since its write committed it, so a damage check need not read it; anything
+    else (no MD5 recorded: Java's logs, rollback and carry-forward logs; another ETag: a replaced object, a
+    multipart or encrypted one) is read as before. Empty when reading the completed instants would cost more
+    requests than scanning the logs."""
+    logs = [(part, path, size) for part, path, size in logs
+            if storage.is_remote(path) and storage.listed_etag(path, size)]
+    if not logs:
+        return set()
+    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
+    cost = storage.immutable_reads_needed([timeline.instant_path(i) for i in completed])
+    if cost and cost >= logformat.reads_needed((path, size) for _, path, size in logs):
+        return set()
+    timeline.read_ahead(completed)
+    md5s: dict[tuple[str, str], str] = {}
+    for inst in completed:
+        if inst.action == DELTACOMMIT:
+            for rel, md5 in _log_md5s(timeline.commit_metadata(inst).extra).items():
+                folder, _, name = rel.rpartition("/")
+                md5s[(folder, name)] = md5
+    copies = {**carried_aliases(timeline), **(aliases or {})}
+    out = set()
+    for part, path, size in logs:
+        name, seen = os.path.basename(path), set()
+        while (part, name) not in md5s and (part, name) in copies and name not in seen:
+            seen.add(name)
+            name = copies[(part, name)]
+        etag = (storage.listed_etag(path, size) or "").strip('"')
+        if etag and md5s.get((part, name)) == etag:
+            out.add(path)
+    return out
+
+
+def _log_md5s(extra: Mapping[str, str]) -> dict[str, str]:
+    try:
+        found = json.loads(extra.get(LOG_MD5) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
 
 
 def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) -> list[logformat.BlockInfo]:

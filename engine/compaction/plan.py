@@ -17,7 +17,7 @@ from typing import Any
 
 from engine import logformat
 from engine.compaction.freshness_math import projected_completion
-from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times
+from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log_event_times, unchanged_since_written
 from engine.compaction.strategy import CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate, strategy_for
 from engine.compaction.trigger import check_event_time_trigger
 from engine.config import eventtime
@@ -133,13 +133,14 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         result.message = f"nothing to compact with strategy {strategy} ({bound}); no plan written"
         return result
     # Framing and content-prefix damage to committed blocks stops the plan here; a torn tail of a failed
-    # write does not (engine.logformat.integrity). Execution catches what only a decode finds. A log the write
-    # stats account for byte for byte (on an object store: `LogEventTime.accounted`) is not read to plan, and
-    # not read here either: the task that folds it reads every block of it before anything is committed, and a
-    # damaged one makes the run give up and roll its plan back (execute._give_up). Reading it here too would
-    # fetch each folded object twice.
+    # write does not (engine.logformat.integrity). Execution catches what only a decode finds. On an object
+    # store a log whose listed ETag is the MD5 its write recorded is byte for byte what that write committed:
+    # not read (`unchanged_since_written`); its event times came from the write stats, so planning reads it not
+    # at all, and the task that folds it reads it once.
+    unchanged = unchanged_since_written(timeline, [(op.slice.partition_path, lf.path, lf.size)
+                                                   for op in ops for lf in op.to_compact])
     folded = {lf.path: lf.size for op in ops for lf in op.to_compact   # sized by the listing: no HEAD on a store
-              if not times[lf.path].accounted}
+              if lf.path not in unchanged}
     integrity.refuse_to_compact(folded, view.committed_instants, CommittedExtents(base_path, timeline), folded)
     if strategy == "event_time":
         result.projected_completion_ms = _projected(cfg, threshold, exact, ops, candidates)

@@ -597,6 +597,14 @@ def _keep_immutable(path: str, etag: str, data: bytes) -> None:
             _IMMUTABLE_SIZE -= len(_IMMUTABLE.popitem(last=False)[1][1])
 
 
+def clear_kept_immutable() -> None:
+    """Drop every kept file: the next read of each is a GET, as in a new process."""
+    global _IMMUTABLE_SIZE
+    with _IMMUTABLE_LOCK:
+        _IMMUTABLE.clear()
+        _IMMUTABLE_SIZE = 0
+
+
 def _forget_immutable(path: str) -> None:
     global _IMMUTABLE_SIZE
     with _IMMUTABLE_LOCK:

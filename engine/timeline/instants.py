@@ -31,7 +31,7 @@ from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFo
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import new_instant_time
-from engine.io.threads import requests_pool
+from engine.io.threads import requests_pool, settle
 from engine.timeline import avro_models, layout_v8, metadata_table
 from engine.timeline.metadata import CleanPlanRecord, CommitMetadata, CompactionPlanRecord, RequestedReplaceMetadata, RollbackRecord
 
@@ -539,7 +539,9 @@ def _atomic_create(path: str, content: bytes, fault_step: str | None = None) -> 
         if fault_step is not None:
             fault_point("commit", fault_step)
         try:
-            storage.create_exclusive(path, content, keep=True)
+            # kept for this process's next operations when they read it back: completed instants, plans
+            storage.create_exclusive(path, content, keep=path.endswith(".compaction.requested")
+                                     or not path.endswith((".requested", ".inflight")))
         except storage.PublishConflict:
             raise InstantExistsError(f"{path}: instant file already exists (another writer published it first)") \
                 from None
@@ -585,7 +587,11 @@ def _files(folder: _Folder, ts: str, action: str, states: tuple[State, ...]) -> 
     if not storage.is_remote(folder.path):
         return [folder.file(ts, action, state) for state in states]
     pool = requests_pool()
-    return [f.result() for f in [pool.submit(folder.file, ts, action, state) for state in states]]
+    asked = [pool.submit(folder.file, ts, action, state) for state in states]
+    try:
+        return [f.result() for f in asked]
+    finally:
+        settle(asked)
 
 
 def create_requested(base_path: str, instant_ts: str, action: str, content: bytes = b"") -> str:

@@ -42,6 +42,12 @@ CARRY_OVER_MODES = ("symlink", "copy")
 # planning from their headers: whether the run needs their records (1: a delete may be among the operation's
 # logs, folded or carried; 0: none is), and each one's event times (epoch ms) by its position in
 # symlinkOperations. A plan without them (older, or Java's) says nothing: read them.
+# A deltacommit's extraMetadata: JSON {"<log path relative to the table>": "<MD5 hex of its bytes>"} for the log
+# objects it created whole on an object store. A single-part object's ETag is that MD5 (a server-side copy keeps
+# it), so a listing shows, with no read, whether a log is still byte for byte what its write committed.
+LOG_MD5 = "tidemark.logMd5"
+# The same, on one write stat while it travels from a write task to the driver (never published).
+STAT_MD5 = "_tidemarkMd5"
 CARRIED_NEEDED = "tidemark.carriedLogsNeeded"
 CARRIED_MIN = "tidemark.carriedMinEventTime."
 CARRIED_MAX = "tidemark.carriedMaxEventTime."

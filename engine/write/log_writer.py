@@ -5,6 +5,7 @@ Arrow tables carrying the routing columns, outputs are HoodieWriteStat dicts, on
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
 from engine.io import storage
 from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import LogFileName
-from engine.timeline.metadata import WriteStat
+from engine.timeline.metadata import STAT_MD5, WriteStat
 from engine.write import base_writer
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob, group_file_id, precombine, with_meta
 
@@ -174,13 +175,16 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
                 else LogFileName(target.file_id, target.base_instant, target.next_version + i, token).name)
         final_rel = f"{partition}/{name}" if partition else name
         final = storage.join(job.base_path, final_rel)
+        stat = _stat(job, partition, target, final_rel, name, file_blocks, counts)
         if storage.is_remote(final):
-            publish_bytes(b"".join(b.data for b in file_blocks), final, temp_dir)
+            data = b"".join(b.data for b in file_blocks)
+            publish_bytes(data, final, temp_dir)
+            stat[STAT_MD5] = hashlib.md5(data, usedforsecurity=False).hexdigest()   # the driver publishes it
         else:
             tmp = os.path.join(temp_dir, name)
             logformat.append_blocks(tmp, [b.data for b in file_blocks])
             publish_no_clobber(tmp, final)
-        stats.append(_stat(job, partition, target, final_rel, name, file_blocks, counts))
+        stats.append(stat)
     return stats
 
 

@@ -60,7 +60,14 @@ from engine.timeline.instants import (
     create_requested,
     transition_to_inflight,
 )
-from engine.timeline.metadata import INSERT_OVERWRITE, INSERT_OVERWRITE_TABLE, RequestedReplaceMetadata, inflight_commit_json
+from engine.timeline.metadata import (
+    INSERT_OVERWRITE,
+    INSERT_OVERWRITE_TABLE,
+    LOG_MD5,
+    STAT_MD5,
+    RequestedReplaceMetadata,
+    inflight_commit_json,
+)
 from engine.worker_gc import task_finished
 from engine.write import in_process, inputs, log_writer
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob
@@ -284,13 +291,15 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
         storage.remove_tree(storage.join(base_path, ".hoodie", ".temp", instant))
     recovery.reconcile_attempts(base_path, stats)
     fault_point("write", "reconciled")
+    md5s = {s["path"]: s.pop(STAT_MD5) for s in stats if STAT_MD5 in s}
     by_partition: dict[str, list[dict[str, Any]]] = {}
     for s in stats:
         by_partition.setdefault(s["partitionPath"], []).append(s)
     replaced = replaced_by_overwrite(FileSystemView(base_path, timeline), operation, set(by_partition)) \
         if overwrite else None
     body = commit_metadata_json(by_partition, schema=schema_json, operation_type=OPERATIONS[operation],
-                                partition_to_replace_file_ids=replaced)
+                                partition_to_replace_file_ids=replaced,
+                                extra={LOG_MD5: json.dumps(md5s, sort_keys=True)} if md5s else None)
     ensure_held(f"committing {instant}")
     complete(base_path, instant, action, body)
     fault_point("write", "completed")

@@ -4,6 +4,7 @@ with Tidemark after every step. Carry-over on S3 is a server-side copy (CopyObje
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -18,6 +19,8 @@ from engine.io import storage
 from engine.logformat import scan
 from engine.logformat.integrity import CorruptLogBlockWarning
 from engine.slices.fsview import FileSystemView
+from engine.timeline.instants import Timeline
+from engine.timeline.metadata import LOG_MD5
 from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
@@ -265,34 +268,46 @@ def _flip_trailer(path: str) -> None:
     storage.write_bytes(path, bytes(data))
 
 
-def test_a_damaged_log_on_s3_is_read_once_and_its_plan_rolled_back(s3_env, tmp_path):  # noqa: F811
-    """A folded log the write stats account for is not read to plan; the task folding it reads every block, finds
-    the damage, and the run gives up before anything is committed: its plan is rolled back, the table reads as
-    before (hudi 0.5.0 too). Damage that changed the log's size is refused by planning itself."""
+def test_a_log_on_s3_is_checked_by_its_etag_and_read_once(s3_env, tmp_path):  # noqa: F811
+    """A write records the MD5 of each log object it creates (a single-part object's ETag). A log whose listed
+    ETag is still that MD5 is byte for byte as committed: neither planning nor the run's pre-check reads it, the
+    task that folds it reads it once. Any other bytes, even of the same size, change the ETag: read, refused."""
     table = Table.create(f"{s3_env['bucket_uri']}/dmg", name="dmg", record_keys=["id"], ordering_field="seq",
                          event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "1"})
     for i, day in enumerate(("01", "02")):
         table.write(_jsonl(tmp_path, f"d{i}", _rows(day, i, range(2))))
     (latest,) = FileSystemView(table.path).latest_slices()
     first = latest.log_files[0].path
-    _flip_trailer(first)
-    with pytest.warns(CorruptLogBlockWarning):
-        before = _data_rows(table.read().table)
-    s3_env["server"].reset_counts()
+    timeline = Timeline.load(table.path)
+    recorded = json.loads(timeline.commit_metadata(timeline.completed()[0]).extra[LOG_MD5])
+    assert recorded == {first.rsplit("/", 1)[1]: hashlib.md5(storage.read_bytes(first)).hexdigest()}
+    server = s3_env["server"]
+
+    def log_gets() -> list[str]:
+        return [r["path"] for r in server.counts() if ".log." in r["path"] and r["method"] == "GET"]
+
+    server.reset_counts()
     planned = table.schedule_compaction(threshold="2024-01-01T12:00:00Z", carry_over="copy")
-    assert planned.instant and not [r for r in s3_env["server"].counts() if ".log." in r["path"]]
-    with pytest.raises(CorruptLogBlockError, match=rf"{first.rsplit('/', 1)[1]}.*rolled back"):
-        table.run_compaction(planned.instant, local=True)
-    assert not table.compactions()
-    with pytest.warns(CorruptLogBlockWarning):
-        assert _data_rows(table.read().table) == before
-    assert rows_by_key(hudi_read(table.path, "snapshot", storage_options=s3_env["storage_options"]),
-                       list(DATA)) == before
-    # a log cut short no longer matches its stats: scanned by planning, which refuses to fold it
-    storage.write_bytes(first, storage.read_bytes(first)[:-10])
+    assert planned.instant and not log_gets()
+    # (this process published the deltacommits; one that has read nothing of the table reads whichever is fewer
+    # requests, the deltacommits' MD5s or the logs' headers)
+    table.run_compaction(planned.instant, local=True)
+    assert log_gets() == ["/" + first.split("://", 1)[1]]   # the folded log, once, by its task
+
+    # the same bytes but one (the first block's trailing length): another ETag, so planning reads and refuses it
+    damaged = Table.create(f"{s3_env['bucket_uri']}/dmg2", name="dmg2", record_keys=["id"], ordering_field="seq",
+                           event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "1"})
+    for i, day in enumerate(("01", "02")):
+        damaged.write(_jsonl(tmp_path, f"e{i}", _rows(day, i, range(2))))
+    (latest,) = FileSystemView(damaged.path).latest_slices()
+    _flip_trailer(latest.log_files[0].path)
     with pytest.raises(CorruptLogBlockError, match="refusing to compact"):
-        table.schedule_compaction(threshold="2024-01-01T12:00:00Z", carry_over="copy")
-    assert not table.compactions()
+        damaged.schedule_compaction(threshold="2024-01-01T12:00:00Z", carry_over="copy")
+    assert not damaged.compactions()
+    with pytest.warns(CorruptLogBlockWarning):
+        ours = _data_rows(damaged.read().table)
+    assert rows_by_key(hudi_read(damaged.path, "snapshot", storage_options=s3_env["storage_options"]),
+                       list(DATA)) == ours
 
 
 def test_properties_update_keeps_hudis_backup_protocol(s3_env, s3_server):  # noqa: F811

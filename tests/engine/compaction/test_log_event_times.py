@@ -19,8 +19,8 @@ APPENDS = {("p", "a"): [_Append(0, 100, 5, 9, 0)],
 
 
 def test_appends_that_tile_the_log_give_its_times():
-    assert _tiled(APPENDS, set(), {}, "p", "a", 100) == LogEventTime(5, 9, "write_stats", deletes=False, accounted=True)
-    assert _tiled(APPENDS, set(), {}, "p", "b", 150) == LogEventTime(3, 8, "write_stats", deletes=False, accounted=True)
+    assert _tiled(APPENDS, set(), {}, "p", "a", 100) == LogEventTime(5, 9, "write_stats", deletes=False)
+    assert _tiled(APPENDS, set(), {}, "p", "b", 150) == LogEventTime(3, 8, "write_stats", deletes=False)
 
 
 @pytest.mark.parametrize("appends,size,why", [
@@ -37,7 +37,7 @@ def test_anything_short_of_an_exact_tiling_is_left_to_the_headers(appends, size,
 
 def test_a_carried_copy_has_the_appends_of_the_log_it_copies():
     copies = {("p", "copy2"): "copy1", ("p", "copy1"): "a"}
-    assert _tiled(APPENDS, set(), copies, "p", "copy2", 100) == LogEventTime(5, 9, "write_stats", deletes=False, accounted=True)
+    assert _tiled(APPENDS, set(), copies, "p", "copy2", 100) == LogEventTime(5, 9, "write_stats", deletes=False)
     assert _tiled(APPENDS, set(), {("p", "c"): "a"}, "q", "c", 100) is None            # another partition's alias
     assert _tiled(APPENDS, set(), {("p", "x"): "y", ("p", "y"): "x"}, "p", "x", 100) is None   # a loop ends
 

@@ -293,6 +293,12 @@ def test_a_log_on_s3_is_checked_by_its_etag_and_read_once(s3_env, tmp_path):  # 
     # requests, the deltacommits' MD5s or the logs' headers)
     table.run_compaction(planned.instant, local=True)
     assert log_gets() == ["/" + first.split("://", 1)[1]]   # the folded log, once, by its task
+    # the carried copy of the other log has its ETag (a server-side copy): folding it, planning reads no log
+    (latest,) = FileSystemView(table.path).latest_slices()
+    assert [lf.name for lf in latest.log_files if planned.instant in lf.name]
+    server.reset_counts()
+    assert table.schedule_compaction(threshold="2024-01-02T12:00:00Z", carry_over="copy").instant
+    assert not log_gets()
 
     # the same bytes but one (the first block's trailing length): another ETag, so planning reads and refuses it
     damaged = Table.create(f"{s3_env['bucket_uri']}/dmg2", name="dmg2", record_keys=["id"], ordering_field="seq",

@@ -235,8 +235,7 @@ def _tiled(appends: Mapping[tuple[str, str], list[_Append]], shared: AbstractSet
     return LogEventTime(lo, hi, "write_stats", deletes=False)
 
 
-def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, int]],
-                            aliases: Mapping[tuple[str, str], str] | None = None) -> set[str]:
+def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, int]]) -> set[str]:
     """The paths among `logs` ((partition, path, listed size)) of object-store logs that are byte for byte what a
     completed write created: this operation's listing gives the object an ETag equal to the MD5 its write recorded
     (`LOG_MD5`; through carried copies, the log copied — a server-side copy keeps a single-part object's MD5).
@@ -259,7 +258,7 @@ def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, i
             for rel, md5 in _log_md5s(timeline.commit_metadata(inst).extra).items():
                 folder, _, name = rel.rpartition("/")
                 md5s[(folder, name)] = md5
-    copies = {**carried_aliases(timeline), **(aliases or {})}
+    copies = carried_aliases(timeline)
     out = set()
     for part, path, size in logs:
         name, seen = os.path.basename(path), set()

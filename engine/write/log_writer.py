@@ -179,7 +179,8 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
         if storage.is_remote(final):
             data = b"".join(b.data for b in file_blocks)
             publish_bytes(data, final, temp_dir)
-            stat[STAT_MD5] = hashlib.md5(data, usedforsecurity=False).hexdigest()   # the driver publishes it
+            if storage.scheme(final) in ("s3", "s3a"):   # where a listing gives it back as the ETag
+                stat[STAT_MD5] = hashlib.md5(data, usedforsecurity=False).hexdigest()   # the driver publishes it
         else:
             tmp = os.path.join(temp_dir, name)
             logformat.append_blocks(tmp, [b.data for b in file_blocks])

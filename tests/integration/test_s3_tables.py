@@ -67,6 +67,24 @@ def _rows(day: str, seq: int, keys: range, p: str = "a") -> list[dict]:
             for k in keys]
 
 
+def _md5s_recorded(table: Table) -> int:
+    """Every log a completed deltacommit wrote is in its `tidemark.logMd5` with the MD5 of the object's bytes
+    (while that log is not rolled back or cleaned); how many were checked."""
+    timeline = Timeline.load(table.path)
+    checked = 0
+    for inst in timeline.completed():
+        if inst.action != "deltacommit":
+            continue
+        meta = timeline.commit_metadata(inst)
+        recorded = json.loads(meta.extra[LOG_MD5])
+        logs = [st.path for st in meta.write_stats if ".log." in st.path]
+        assert sorted(recorded) == sorted(logs), inst
+        for rel, md5 in recorded.items():
+            assert hashlib.md5(storage.read_bytes(storage.join(table.path, rel))).hexdigest() == md5, rel
+            checked += 1
+    return checked
+
+
 class Twins:
     """The same table on local disk and on S3; every step runs on both and is checked."""
 
@@ -122,6 +140,7 @@ def test_a_table_lives_on_s3_as_it_does_locally(twins, s3_server, spark, tmp_pat
                                                 "p": ["a"], "v": ["df"]})))
     twins.write(_jsonl(tmp, "del", [{"id": "k4", "seq": 6, "ts": "2024-01-05T04:00:00Z", "p": "a"}]), "delete")
     assert ("a", "k4") not in twins.check()
+    assert _md5s_recorded(twins.s3) >= 6   # every write path: files, several files, a DataFrame, a delete
 
     # compaction by event time: on S3 the carry-over is a copy (the store has no links), made server-side
     plan_local = twins.local.schedule_compaction(threshold="2024-01-03T12:00:00Z")
@@ -184,6 +203,7 @@ def test_a_version_8_table_lives_on_s3_as_it_does_locally(s3_env, s3_server, tmp
     done = [n for n in timeline if n.endswith(".deltacommit")]
     assert len(done) == 5 and all("_" in n for n in done)                      # <requested>_<completion>
     assert not [n for n in storage.list_names(f"{twins.s3.path}/.hoodie") if n.endswith(".deltacommit")]
+    assert _md5s_recorded(twins.s3) >= 5   # kept in the Avro commit metadata of layout 2
 
     # compaction by event time with copy carry-over (server-side copies, named by the compaction)
     plans = twins.both(lambda t: t.schedule_compaction(threshold="2024-01-02T12:00:00Z", carry_over="copy"))
@@ -297,8 +317,20 @@ def test_a_log_on_s3_is_checked_by_its_etag_and_read_once(s3_env, tmp_path):  # 
     (latest,) = FileSystemView(table.path).latest_slices()
     assert [lf.name for lf in latest.log_files if planned.instant in lf.name]
     server.reset_counts()
-    assert table.schedule_compaction(threshold="2024-01-02T12:00:00Z", carry_over="copy").instant
+    second = table.schedule_compaction(threshold="2024-01-02T12:00:00Z", carry_over="copy")
     assert not log_gets()
+    (op,) = table.compaction(second.instant).operations
+    copies = [n for n in op.logs_compacted if planned.instant in n]
+    assert copies, op   # the carried copy is among the logs it folds
+
+    # damage after planning (the object replaced by other bytes of the same size): the run's pre-check reads it,
+    # since its ETag is no longer the MD5, and refuses before the plan goes inflight; the plan is rolled back
+    _flip_trailer(storage.join(table.path, copies[0]))
+    with pytest.raises(CorruptLogBlockError, match="not run.*rolled back"):
+        table.run_compaction(second.instant, local=True)
+    assert [c.instant for c in table.compactions()] == [planned.instant]
+    with pytest.warns(CorruptLogBlockWarning):
+        assert _data_rows(table.read().table)
 
     # the same bytes but one (the first block's trailing length): another ETag, so planning reads and refuses it
     damaged = Table.create(f"{s3_env['bucket_uri']}/dmg2", name="dmg2", record_keys=["id"], ordering_field="seq",

@@ -7,6 +7,7 @@ instant: in JSON on stdout with --json, else on stderr).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -25,12 +26,20 @@ Command = Callable[[argparse.Namespace], int]
 # ------------------------------------------------------------------------------------------ commands
 
 def cmd_create(args: argparse.Namespace) -> int:
-    t = Table.create(args.path, name=args.name, record_keys=_csv(args.record_key),
+    t = Table.create(args.path, name=args.name or default_table_name(args.path), record_keys=_csv(args.record_key),
                      partition_fields=_csv(args.partition_field), ordering_field=args.ordering_field,
                      event_time_field=args.event_time_field, merge_mode=args.merge_mode or "event_time",
                      hive_style=args.hive_style, settings=_config(args), table_version=args.table_version)
     output.emit(t.describe(), args.json, output.created)
     return EXIT_OK
+
+
+def default_table_name(path: str) -> str:
+    """The path's last segment as a table name a catalog accepts (hoodie.table.name, `<name>_ro`/`_rt`):
+    characters other than letters, digits and underscores become underscores."""
+    last = path.rstrip("/").rsplit("/", 1)[-1] or "table"
+    name = re.sub(r"[^A-Za-z0-9_]", "_", last)
+    return name if not name[0].isdigit() else f"t_{name}"
 
 
 def cmd_write(args: argparse.Namespace) -> int:
@@ -265,7 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = _command(sub, "create", cmd_create, "create an empty Merge-On-Read table (table version 6, or 8)")
-    p.add_argument("--name", required=True)
+    p.add_argument("--name", help="hoodie.table.name (default: the path's last segment, with characters other "
+                   "than letters, digits and _ as _)")
     p.add_argument("--record-key", required=True, help="field or comma-separated fields")
     p.add_argument("--partition-field", help="field or comma-separated fields")
     p.add_argument("--ordering-field", required=True, help="precombine / ordering field")

@@ -46,6 +46,17 @@ def test_create_write_show_read(spark, tmp_path, capsys):
         assert amounts == {"a": 9.5, "b": 2.5}
 
 
+def test_create_names_the_table_after_its_path_unless_told(tmp_path, capsys):
+    for folder, expected in (("flights", "flights"), ("ny-flights.2013", "ny_flights_2013"), ("2013", "t_2013")):
+        code, out, err = run(capsys, "create", str(tmp_path / folder) + "/", "--record-key", "id",
+                             "--ordering-field", "seq", "--event-time-field", "ts", "--json")
+        assert code == 0, err
+        assert json.loads(out)["table"] == expected
+    code, out, err = run(capsys, "create", str(tmp_path / "named"), "--name", "trips", "--record-key", "id",
+                         "--ordering-field", "seq", "--event-time-field", "ts", "--json")
+    assert code == 0 and json.loads(out)["table"] == "trips", err
+
+
 def test_errors_go_to_stderr_with_nonzero_exit(tmp_path, capsys):
     code, out, err = run(capsys, "show", str(tmp_path / "missing"))
     assert code == 1 and out == "" and "no Hudi table" in err

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -175,13 +175,29 @@ def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
     times and no deletes (Java's stats do not count deletes' event times; ours carry them only in the header).
     """
     remote = [(part, lf) for part, lf in logs if storage.is_remote(lf.path)]
-    if not remote:
-        return {}
-    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
-    stats_cost = storage.immutable_reads_needed([timeline.instant_path(i) for i in completed])
-    if stats_cost and stats_cost >= logformat.reads_needed((lf.path, lf.size) for _, lf in remote):
+    if not remote or not _instants_cheaper(timeline, [(lf.path, lf.size) for _, lf in remote]):
         return {}
     return covering_stats(timeline, remote, aliases)
+
+
+def _instants_cheaper(timeline: Timeline, logs: list[tuple[str, int]]) -> bool:
+    """Whether reading the completed instants' metadata (those this process does not hold yet) costs fewer
+    requests than scanning `logs` ((path, size))."""
+    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
+    cost = storage.immutable_reads_needed([timeline.instant_path(i) for i in completed])
+    return not cost or cost < logformat.reads_needed(logs)
+
+
+def _copied_from(copies: Mapping[tuple[str, str], str], partition: str, name: str,
+                 known: Callable[[tuple[str, str]], bool]) -> str | None:
+    """`name`, or the log it carries over (through copies of copies), whichever is first `known`; None."""
+    seen = set()
+    while not known((partition, name)):
+        if (partition, name) not in copies or name in seen:
+            return None
+        seen.add(name)
+        name = copies[(partition, name)]
+    return name
 
 
 def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
@@ -214,14 +230,10 @@ def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
 
 def _tiled(appends: Mapping[tuple[str, str], list[_Append]], shared: AbstractSet[tuple[str, str]],
            copies: Mapping[tuple[str, str], str], partition: str, name: str, size: int) -> LogEventTime | None:
-    seen = set()
-    while (partition, name) not in appends:
-        if (partition, name) in shared or (partition, name) not in copies or name in seen:
-            return None
-        seen.add(name)
-        name = copies[(partition, name)]
-    if (partition, name) in shared:
+    found = _copied_from(copies, partition, name, lambda k: k in appends or k in shared)
+    if found is None or (partition, found) in shared:
         return None
+    name = found
     pos = 0
     for a in sorted(appends[(partition, name)], key=lambda a: a.start):
         if a.start != pos or a.end <= a.start or a.min_ms is None or a.deletes:
@@ -245,28 +257,21 @@ def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, i
     requests than scanning the logs."""
     logs = [(part, path, size) for part, path, size in logs
             if storage.is_remote(path) and storage.listed_etag(path, size)]
-    if not logs:
+    if not logs or not _instants_cheaper(timeline, [(path, size) for _, path, size in logs]):
         return set()
     completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
-    cost = storage.immutable_reads_needed([timeline.instant_path(i) for i in completed])
-    if cost and cost >= logformat.reads_needed((path, size) for _, path, size in logs):
-        return set()
-    timeline.read_ahead(completed)
+    timeline.read_ahead(completed)   # commits too: carried_aliases reads them
     md5s: dict[tuple[str, str], str] = {}
-    for inst in completed:
-        if inst.action == DELTACOMMIT:
-            for rel, md5 in _log_md5s(timeline.commit_metadata(inst).extra).items():
-                folder, _, name = rel.rpartition("/")
-                md5s[(folder, name)] = md5
+    for inst in (i for i in completed if i.action == DELTACOMMIT):
+        for rel, md5 in _log_md5s(timeline.commit_metadata(inst).extra).items():
+            folder, _, name = rel.rpartition("/")
+            md5s[(folder, name)] = md5
     copies = carried_aliases(timeline)
     out = set()
     for part, path, size in logs:
-        name, seen = os.path.basename(path), set()
-        while (part, name) not in md5s and (part, name) in copies and name not in seen:
-            seen.add(name)
-            name = copies[(part, name)]
+        written = _copied_from(copies, part, os.path.basename(path), md5s.__contains__)
         etag = (storage.listed_etag(path, size) or "").strip('"')
-        if etag and md5s.get((part, name)) == etag:
+        if written is not None and etag and md5s[(part, written)] == etag:
             out.add(path)
     return out
 

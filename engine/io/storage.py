@@ -22,6 +22,7 @@ process writes, copies over or deletes is updated or forgotten there.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import posixpath
 import re
@@ -959,10 +960,33 @@ def s3_client() -> Any:
             # A connection for each thread that may ask at once (engine.io.threads' pools, plus a few callers'
             # own): past the pool's size urllib3 discards connections with a warning on stderr.
             connections = REQUEST_THREADS + UPLOAD_THREADS + DECODE_THREADS + 8
-            client = boto3.session.Session().client("s3", endpoint_url=endpoint_url(), region_name=region(),
-                                                    config=Config(max_pool_connections=connections))
+            session = boto3.session.Session(botocore_session=_botocore_session())
+            client = session.client("s3", endpoint_url=endpoint_url(), region_name=region(),
+                                    config=Config(max_pool_connections=connections))
             _S3_CLIENTS[key] = client
     return client
+
+
+def _botocore_session() -> Any:
+    """A botocore session whose responses parse timestamps with `_parse_timestamp`."""
+    import botocore.session
+
+    session = botocore.session.get_session()
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=_parse_timestamp)
+    return session
+
+
+def _parse_timestamp(value: str) -> datetime.datetime:
+    """A response's timestamp. Listings give one ISO-8601 `LastModified` per key, and botocore's default parser
+    (dateutil) spends ~0.2 ms on each: a 1000-key page cost 200 ms of CPU to parse. `fromisoformat` reads S3's
+    form in microseconds; anything else (RFC 1123 headers, epoch numbers) goes to botocore's own parser."""
+    try:
+        parsed = datetime.datetime.fromisoformat(value)
+    except (TypeError, ValueError):
+        from botocore.utils import parse_timestamp
+
+        return parse_timestamp(value)
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
 
 
 def _bucket_key(path: str) -> tuple[str, str]:

@@ -146,3 +146,22 @@ def test_file_exists_is_one_head(s3_env):  # noqa: F811
     assert not storage.file_exists(there + ".missing")
     assert not storage.file_exists(f"{s3_env['bucket_uri']}/x/.hoodie")   # a folder is no file
     assert [r["method"] for r in server.counts()] == ["HEAD", "HEAD", "HEAD"]
+
+
+def test_listed_times_are_the_stores_whatever_form_a_response_gives_them(s3_env):  # noqa: F811
+    import datetime
+
+    from botocore.utils import parse_timestamp
+
+    base = f"{s3_env['bucket_uri']}/t"
+    storage.write_bytes(f"{base}/a", b"x")
+    listed = {e.name: e for e in storage.list_tree(base)}["a"]
+    fs, path = storage.filesystem(f"{base}/a")
+    assert listed.mtime_ms == int(fs.get_file_info(path).mtime.timestamp() * 1000)   # pyarrow's reading of it
+    # the forms S3 responses use: ISO-8601 in listings, RFC 1123 in headers; all UTC, as botocore reads them
+    for value in ("2026-11-27T17:23:40.000Z", "2026-11-27T17:23:40.123+00:00", "Fri, 27 Nov 2026 17:23:40 GMT",
+                  "1795800220"):
+        ours = storage._parse_timestamp(value)
+        assert ours.tzinfo is not None and ours == parse_timestamp(value)
+    assert storage._parse_timestamp("2026-11-27T17:23:40") == datetime.datetime(2026, 11, 27, 17, 23, 40,
+                                                                                tzinfo=datetime.UTC)

@@ -985,7 +985,8 @@ def _parse_timestamp(value: str) -> datetime.datetime:
     except (TypeError, ValueError):
         from botocore.utils import parse_timestamp
 
-        return parse_timestamp(value)
+        fallback: datetime.datetime = parse_timestamp(value)
+        return fallback
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.UTC)
 
 

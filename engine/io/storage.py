@@ -963,8 +963,26 @@ def s3_client() -> Any:
             session = boto3.session.Session(botocore_session=_botocore_session())
             client = session.client("s3", endpoint_url=endpoint_url(), region_name=region(),
                                     config=Config(max_pool_connections=connections))
+            client.meta.events.register("before-call.s3", _send_small_bodies_at_once)
             _S3_CLIENTS[key] = client
     return client
+
+
+# Below this, a PUT sends its body with its headers (the AWS SDK for Go's threshold, 2 MiB).
+EXPECT_CONTINUE_BYTES = 2 << 20
+
+
+def _send_small_bodies_at_once(params: dict[str, Any], **_: Any) -> None:
+    """botocore asks every PUT to wait for "100 Continue" before its body: a round trip more per PUT (a
+    timeline transition, a base file), which pays only when a large body would be refused. Runs after botocore's
+    own handler (registered later on the client)."""
+    from botocore.utils import determine_content_length
+
+    headers = params.get("headers") or {}
+    if headers.get("Expect") == "100-continue":
+        length = determine_content_length(params.get("body"))
+        if length is not None and length < EXPECT_CONTINUE_BYTES:
+            del headers["Expect"]
 
 
 def _botocore_session() -> Any:

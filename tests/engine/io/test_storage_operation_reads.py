@@ -165,3 +165,36 @@ def test_listed_times_are_the_stores_whatever_form_a_response_gives_them(s3_env)
         assert ours.tzinfo is not None and ours == parse_timestamp(value)
     assert storage._parse_timestamp("2026-11-27T17:23:40") == datetime.datetime(2026, 11, 27, 17, 23, 40,
                                                                                 tzinfo=datetime.UTC)
+
+
+def test_small_puts_send_their_body_without_waiting_for_100_continue(monkeypatch):
+    import http.server
+    import threading
+
+    seen: list[tuple[str | None, int]] = []
+
+    class Recorder(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_PUT(self) -> None:  # noqa: N802
+            length = int(self.headers["Content-Length"])
+            seen.append((self.headers.get("Expect"), len(self.rfile.read(length))))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for key, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-east-1",
+                           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.server_address[1]}"}.items():
+            monkeypatch.setenv(key, value)
+        client = storage.s3_client()
+        client.put_object(Bucket="lake", Key="small", Body=b"x" * 1000)
+        client.put_object(Bucket="lake", Key="large", Body=b"y" * storage.EXPECT_CONTINUE_BYTES)
+    finally:
+        server.shutdown()
+    assert seen == [(None, 1000), ("100-continue", storage.EXPECT_CONTINUE_BYTES)]

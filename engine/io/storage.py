@@ -40,7 +40,15 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from engine.errors import ConfigError, TidemarkError
-from engine.io.threads import DECODE_THREADS, REQUEST_THREADS, UPLOAD_THREADS, requests_pool, settle, uploads_pool
+from engine.io.threads import (
+    DECODE_THREADS,
+    REQUEST_THREADS,
+    UPLOAD_THREADS,
+    on_requests_pool,
+    requests_pool,
+    settle,
+    uploads_pool,
+)
 
 _SCHEME_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 # Env vars whose values decide how a store is reached: a change makes a new client (tests switch endpoints).
@@ -355,11 +363,12 @@ def _s3_children(path: str, name_prefix: str = "") -> list[Entry]:
     return files + [Entry(d, join(path, d), True, 0, 0) for d in folders]
 
 
-def _s3_pages(bucket: str, prefix: str, delimiter: str | None = None) -> Iterator[dict[str, Any]]:
-    """The ListObjectsV2 pages of `prefix` (none for a bucket that does not exist)."""
+def _s3_pages(bucket: str, prefix: str, delimiter: str | None = None, **params: Any) -> Iterator[dict[str, Any]]:
+    """The ListObjectsV2 pages of `prefix` (none for a bucket that does not exist); `params`: more of the
+    request's (StartAfter, MaxKeys: the size of each page)."""
     from botocore.exceptions import ClientError
 
-    kwargs = {"Bucket": bucket, "Prefix": prefix, **({"Delimiter": delimiter} if delimiter else {})}
+    kwargs = {"Bucket": bucket, "Prefix": prefix, **({"Delimiter": delimiter} if delimiter else {}), **params}
     try:
         yield from s3_client().get_paginator("list_objects_v2").paginate(**kwargs)
     except ClientError as exc:
@@ -395,12 +404,18 @@ def list_names_if_dir(path: str) -> list[str]:
     return [i.base_name for i in fs.get_file_info(pafs.FileSelector(p, allow_not_found=True))]
 
 
-def list_tree(path: str) -> list[Entry]:
+def list_tree(path: str, skip: str | None = None) -> list[Entry]:
     """Every file and folder below `path`, recursively; `Entry.name` is the path relative to `path`.
-    One paginated listing on S3 (not one per folder)."""
+    One paginated listing on S3 (not one per folder).
+
+    `skip`: a folder directly under `path` left out, with everything in it. On S3 its keys are not even fetched:
+    they are one run of the listing's key order, stepped over (a table's `.hoodie/` — timeline history, archived
+    timeline, metadata table — is most of a Hudi 1.x table's keys)."""
     if not is_remote(path):
         out = []
         for root, dirs, files in os.walk(path):
+            if skip is not None and root == path:
+                dirs[:] = [d for d in dirs if d != skip]
             for d in dirs:
                 rel = relative(os.path.join(root, d), path)
                 out.append(Entry(rel, os.path.join(root, d), True, 0, 0))
@@ -409,18 +424,20 @@ def list_tree(path: str) -> list[Entry]:
                 out.append(Entry(rel, os.path.join(root, f), False, 0, 0))
         return out
     if scheme(path) in ("s3", "s3a"):
-        return _s3_tree(path)
+        return _s3_tree(path, skip)
     fs, p = filesystem(path)
     prefix = p.rstrip("/") + "/"
     out = []
     for i in fs.get_file_info(pafs.FileSelector(p, recursive=True, allow_not_found=True)):
         rel = i.path[len(prefix):] if i.path.startswith(prefix) else i.base_name
+        if skip is not None and (rel == skip or rel.startswith(skip + "/")):
+            continue
         mtime = int(i.mtime.timestamp() * 1000) if i.mtime is not None else 0
         out.append(Entry(rel, join(path, rel), i.type == pafs.FileType.Directory, int(i.size or 0), mtime))
     return out
 
 
-def _s3_tree(path: str) -> list[Entry]:
+def _s3_tree(path: str, skip: str | None = None) -> list[Entry]:
     """`list_tree` on S3: the same paginated ListObjectsV2 pyarrow makes, read with boto3 for what pyarrow's
     FileInfo drops — each object's ETag, which validates what an operation derived from its bytes earlier
     (`listed_etag`). Folders are the keys' parent prefixes and folder markers (keys ending in "/")."""
@@ -428,17 +445,53 @@ def _s3_tree(path: str) -> list[Entry]:
     prefix = key.rstrip("/") + "/" if key else ""
     files: list[Entry] = []
     folders: set[str] = set()
-    for page in _s3_pages(bucket, prefix):
-        for obj in page.get("Contents") or []:
-            rel = obj["Key"][len(prefix):]
-            parts = rel.rstrip("/").split("/")
-            folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
-            if rel.endswith("/"):
-                folders.add(rel.rstrip("/"))
-            elif rel:
-                files.append(_listed_object(path, rel, obj))
+    for obj in _s3_objects(bucket, prefix) if skip is None else _s3_objects_around(bucket, prefix, prefix + skip + "/"):
+        rel = obj["Key"][len(prefix):]
+        parts = rel.rstrip("/").split("/")
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+        if rel.endswith("/"):
+            folders.add(rel.rstrip("/"))
+        elif rel:
+            files.append(_listed_object(path, rel, obj))
     _remember_etags(files)
     return files + [Entry(d, join(path, d), True, 0, 0) for d in sorted(folders) if d]
+
+
+def _s3_objects(bucket: str, prefix: str, **start: Any) -> list[dict[str, Any]]:
+    """The objects under `prefix` (from `StartAfter=` when given), every page."""
+    return [obj for page in _s3_pages(bucket, prefix, **start) for obj in page.get("Contents") or []]
+
+
+# Greater than any key that starts with a folder's "name/": the largest code point (keys are UTF-8).
+_PAST_FOLDER = "\U0010ffff"
+
+
+def _s3_objects_around(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
+    """The objects under `prefix` except those under the folder `fence` ("prefix/name/"), whose keys sort as one
+    run: those after it in one listing that starts past it (StartAfter), those before it (rare: names that sort
+    before the folder's, such as a non-partitioned table's `.<file id>` logs before `.hoodie/`) found by a
+    one-key probe, in flight together, then listed up to the fence."""
+    if on_requests_pool():
+        return _s3_objects_before(bucket, prefix, fence) + _s3_objects(bucket, prefix, StartAfter=fence + _PAST_FOLDER)
+    after = requests_pool().submit(_s3_objects, bucket, prefix, StartAfter=fence + _PAST_FOLDER)
+    try:
+        before = _s3_objects_before(bucket, prefix, fence)
+        return before + after.result()
+    finally:
+        settle([after])
+
+
+def _s3_objects_before(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
+    first = next(_s3_pages(bucket, prefix, MaxKeys=1), {}).get("Contents") or []
+    if not first or first[0]["Key"] >= fence:
+        return []
+    out = list(first)
+    for page in _s3_pages(bucket, prefix, StartAfter=first[0]["Key"]):
+        for obj in page.get("Contents") or []:
+            if obj["Key"] >= fence:   # the pages run on past the fence: what is left is inside or after it
+                return out
+            out.append(obj)
+    return out
 
 
 def listed_etag(path: str, size: int | None = None) -> str | None:

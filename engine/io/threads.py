@@ -55,6 +55,11 @@ def decode_pool() -> ThreadPoolExecutor:
     return _pool("decode", DECODE_THREADS)
 
 
+def on_requests_pool() -> bool:
+    """Is the caller itself work on the `requests` pool (which must then not wait for more of it)?"""
+    return threading.current_thread().name.startswith("tidemark-requests")
+
+
 def settle(futures: Iterable[Future[Any]]) -> None:
     """Cancel what has not started and wait for what has: nothing submitted outlives the caller's block."""
     pending = [f for f in futures if not f.cancel()]

@@ -51,10 +51,11 @@ def list_partitions(base_path: str) -> list[str]:
 
 def _remote_tree(base_path: str) -> dict[str, list[storage.Entry]]:
     """partition -> its files, from ONE recursive listing of the table (object stores list by prefix, so
-    this is a few paginated requests for the whole table, not one per folder); `.hoodie/` left out."""
+    this is a few paginated requests for the whole table, not one per folder); `.hoodie/` left out, not even
+    listed on S3."""
     files: dict[str, list[storage.Entry]] = {}
-    for e in storage.list_tree(base_path):
-        if e.is_dir or e.name.startswith(".hoodie/") or e.name.startswith("__MACOSX"):
+    for e in storage.list_tree(base_path, skip=".hoodie"):
+        if e.is_dir or e.name.startswith("__MACOSX"):
             continue
         folder, _, name = e.name.rpartition("/")
         files.setdefault(folder, []).append(storage.Entry(name, e.path, False, e.size, e.mtime_ms))

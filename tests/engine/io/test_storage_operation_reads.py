@@ -198,3 +198,42 @@ def test_small_puts_send_their_body_without_waiting_for_100_continue(monkeypatch
     finally:
         server.shutdown()
     assert seen == [(None, 1000), ("100-continue", storage.EXPECT_CONTINUE_BYTES)]
+
+
+def _lists(server) -> list[str]:  # type: ignore[no-untyped-def]
+    from urllib.parse import parse_qs
+
+    out = []
+    for r in server.counts():
+        q = {k: v[0] for k, v in parse_qs(r["query"]).items()}
+        if "list-type" in q:
+            out.append("probe" if q.get("max-keys") == "1" else "past .hoodie" if ".hoodie/" in q.get("start-after", "")
+                       else "from " + q["start-after"].rsplit("/", 1)[-1] if "start-after" in q else "whole")
+    return sorted(out)
+
+
+def test_a_tree_listing_steps_over_the_skipped_folder_without_fetching_it(s3_env, tmp_path):  # noqa: F811
+    server = s3_env["server"]
+    for layout, root in (("partitioned", f"{s3_env['bucket_uri']}/p"), ("non-partitioned", f"{s3_env['bucket_uri']}/n")):
+        names = ([".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".hoodie/metadata/files/.f_1.log.1_0",
+                  "-1/.hoodie_partition_metadata", "r0/.hoodie_partition_metadata", "r0/.f1_1.log.1_0", "r0/f1_0_1.parquet"]
+                 if layout == "partitioned" else
+                 [".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".hoodie_partition_metadata", ".hoodie.bak",
+                  ".0a1b_1.log.1_0", ".0a1b_1.log.2_0", "0a1b_0_1.parquet"])
+        for name in names:
+            storage.write_bytes(f"{root}/{name}", b"x")
+            local = tmp_path / layout / name
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(b"x")
+        server.reset_counts()
+        listed = sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir)
+        expected = sorted(n for n in names if not n.startswith(".hoodie/"))
+        assert listed == expected
+        assert sorted(e.name for e in storage.list_tree(str(tmp_path / layout), skip=".hoodie") if not e.is_dir) == expected
+        # partitioned: nothing sorts before `.hoodie/` but "-1", found by the one-key probe; the rest past the folder
+        assert _lists(server) == (["from .hoodie_partition_metadata", "past .hoodie", "probe"] if layout == "partitioned"
+                                  else ["from .0a1b_1.log.1_0", "past .hoodie", "probe"])
+        server.reset_counts()
+        assert len([e for e in storage.list_tree(root) if not e.is_dir]) == len(names)   # no skip: everything
+        assert _lists(server) == ["whole"]
+    assert storage.list_tree(f"{s3_env['bucket_uri']}/none", skip=".hoodie") == []

@@ -462,7 +462,8 @@ def _s3_objects(bucket: str, prefix: str, **start: Any) -> list[dict[str, Any]]:
     return [obj for page in _s3_pages(bucket, prefix, **start) for obj in page.get("Contents") or []]
 
 
-# Greater than any key that starts with a folder's "name/": the largest code point (keys are UTF-8).
+# Past the keys that start with a folder's "name/": the largest code point (S3 orders keys by their UTF-8 bytes,
+# which is code-point order). Stores without ordered listings (S3 Express directory buckets) are not served here.
 _PAST_FOLDER = "\U0010ffff"
 
 
@@ -472,13 +473,19 @@ def _s3_objects_around(bucket: str, prefix: str, fence: str) -> list[dict[str, A
     before the folder's, such as a non-partitioned table's `.<file id>` logs before `.hoodie/`) found by a
     one-key probe, in flight together, then listed up to the fence."""
     if on_requests_pool():
-        return _s3_objects_before(bucket, prefix, fence) + _s3_objects(bucket, prefix, StartAfter=fence + _PAST_FOLDER)
-    after = requests_pool().submit(_s3_objects, bucket, prefix, StartAfter=fence + _PAST_FOLDER)
+        return _s3_objects_before(bucket, prefix, fence) + _s3_objects_after(bucket, prefix, fence)
+    after = requests_pool().submit(_s3_objects_after, bucket, prefix, fence)
     try:
         before = _s3_objects_before(bucket, prefix, fence)
         return before + after.result()
     finally:
         settle([after])
+
+
+def _s3_objects_after(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
+    # StartAfter steps over every key of the folder but one whose next character were U+10FFFF itself
+    return [obj for obj in _s3_objects(bucket, prefix, StartAfter=fence + _PAST_FOLDER)
+            if not obj["Key"].startswith(fence)]
 
 
 def _s3_objects_before(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
@@ -1051,9 +1058,11 @@ def _parse_timestamp(value: str) -> datetime.datetime:
     """A response's timestamp. Listings give one ISO-8601 `LastModified` per key, and botocore's default parser
     (dateutil) spends ~0.2 ms on each: a 1000-key page cost 200 ms of CPU to parse. `fromisoformat` reads S3's
     form in microseconds; anything else (RFC 1123 headers, epoch numbers) goes to botocore's own parser."""
-    try:
-        parsed = datetime.datetime.fromisoformat(value)
-    except (TypeError, ValueError):
+    parsed = None
+    if isinstance(value, str) and value[4:5] == "-":   # "YYYY-…" (a digit string is epoch seconds, not a date)
+        with contextlib.suppress(ValueError):
+            parsed = datetime.datetime.fromisoformat(value)
+    if parsed is None:
         from botocore.utils import parse_timestamp
 
         fallback: datetime.datetime = parse_timestamp(value)

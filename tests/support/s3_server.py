@@ -106,7 +106,10 @@ def serve() -> None:
     # the connection after every response (a TCP set-up and a new thread per request, ~1 ms of CPU each), where
     # S3 and every client here keep connections alive.
     app = CountingApp(DomainDispatcherApplication(create_backend_app))
-    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8, ident="moto")
+    # Connections now stay open: every client a test makes (boto3, pyarrow, hudi-rs) keeps a few until it is
+    # collected, past waitress's default limit of 100 over a test session.
+    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8, ident="moto", connection_limit=1000,
+                                    channel_timeout=60)
     server.channel_class = _waitress_channel()
     print(f"PORT {server.effective_port}", flush=True)
     server.run()

@@ -160,7 +160,7 @@ def test_listed_times_are_the_stores_whatever_form_a_response_gives_them(s3_env)
     assert listed.mtime_ms == int(fs.get_file_info(path).mtime.timestamp() * 1000)   # pyarrow's reading of it
     # the forms S3 responses use: ISO-8601 in listings, RFC 1123 in headers; all UTC, as botocore reads them
     for value in ("2026-11-27T17:23:40.000Z", "2026-11-27T17:23:40.123+00:00", "Fri, 27 Nov 2026 17:23:40 GMT",
-                  "1795800220"):
+                  "1795800220", "20260101"):   # the last: epoch seconds, not a date
         ours = storage._parse_timestamp(value)
         assert ours.tzinfo is not None and ours == parse_timestamp(value)
     assert storage._parse_timestamp("2026-11-27T17:23:40") == datetime.datetime(2026, 11, 27, 17, 23, 40,
@@ -189,6 +189,8 @@ def test_small_puts_send_their_body_without_waiting_for_100_continue(monkeypatch
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Recorder)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
+        for key in ("AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+            monkeypatch.delenv(key, raising=False)
         for key, value in {"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s", "AWS_REGION": "us-east-1",
                            "AWS_ENDPOINT_URL": f"http://127.0.0.1:{server.server_address[1]}"}.items():
             monkeypatch.setenv(key, value)
@@ -214,26 +216,47 @@ def _lists(server) -> list[str]:  # type: ignore[no-untyped-def]
 
 def test_a_tree_listing_steps_over_the_skipped_folder_without_fetching_it(s3_env, tmp_path):  # noqa: F811
     server = s3_env["server"]
-    for layout, root in (("partitioned", f"{s3_env['bucket_uri']}/p"), ("non-partitioned", f"{s3_env['bucket_uri']}/n")):
-        names = ([".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".hoodie/metadata/files/.f_1.log.1_0",
-                  "-1/.hoodie_partition_metadata", "r0/.hoodie_partition_metadata", "r0/.f1_1.log.1_0", "r0/f1_0_1.parquet"]
-                 if layout == "partitioned" else
-                 [".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".hoodie_partition_metadata", ".hoodie.bak",
-                  ".0a1b_1.log.1_0", ".0a1b_1.log.2_0", "0a1b_0_1.parquet"])
+    layouts = {
+        # the usual: nothing sorts before `.hoodie/`
+        "partitioned": [".hoodie/", ".hoodie/hoodie.properties", ".hoodie/1.deltacommit",
+                        ".hoodie/metadata/files/.f_1.log.1_0", "r0/.hoodie_partition_metadata", "r0/.f1_1.log.1_0",
+                        "r0/f1_0_1.parquet"],
+        "odd partition": [".hoodie/hoodie.properties", "-1/.hoodie_partition_metadata", "-1/.f1_1.log.1_0",
+                          "r0/f1_0_1.parquet"],
+        "non-partitioned": [".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".hoodie_partition_metadata",
+                            ".hoodie.bak", ".0a1b_1.log.1_0", ".0a1b_1.log.2_0", "0a1b_0_1.parquet"]}
+    requests = {"partitioned": ["past .hoodie", "probe"],
+                "odd partition": ["from .f1_1.log.1_0", "past .hoodie", "probe"],
+                "non-partitioned": ["from .0a1b_1.log.1_0", "past .hoodie", "probe"]}
+    for layout, names in layouts.items():
+        root = f"{s3_env['bucket_uri']}/{layout.replace(' ', '-')}"
         for name in names:
-            storage.write_bytes(f"{root}/{name}", b"x")
+            storage.write_bytes(f"{root}/{name}", b"" if name.endswith("/") else b"x")   # and a folder marker
             local = tmp_path / layout / name
             local.parent.mkdir(parents=True, exist_ok=True)
-            local.write_bytes(b"x")
+            if not name.endswith("/"):
+                local.write_bytes(b"x")
         server.reset_counts()
         listed = sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir)
         expected = sorted(n for n in names if not n.startswith(".hoodie/"))
         assert listed == expected
         assert sorted(e.name for e in storage.list_tree(str(tmp_path / layout), skip=".hoodie") if not e.is_dir) == expected
-        # partitioned: nothing sorts before `.hoodie/` but "-1", found by the one-key probe; the rest past the folder
-        assert _lists(server) == (["from .hoodie_partition_metadata", "past .hoodie", "probe"] if layout == "partitioned"
-                                  else ["from .0a1b_1.log.1_0", "past .hoodie", "probe"])
+        # the keys past the folder in one LIST that starts after it, those before it (if any) from the probe's key on
+        assert _lists(server) == requests[layout]
         server.reset_counts()
-        assert len([e for e in storage.list_tree(root) if not e.is_dir]) == len(names)   # no skip: everything
+        files = [n for n in names if not n.endswith("/")]
+        assert sorted(e.name for e in storage.list_tree(root) if not e.is_dir) == sorted(files)   # no skip: all
         assert _lists(server) == ["whole"]
     assert storage.list_tree(f"{s3_env['bucket_uri']}/none", skip=".hoodie") == []
+
+
+def test_a_tree_listing_made_on_the_request_threads_asks_no_more_of_them(s3_env):  # noqa: F811
+    from engine.io.threads import requests_pool
+
+    root = f"{s3_env['bucket_uri']}/q"
+    for name in (".hoodie/hoodie.properties", ".0a_1.log.1_0", "r0/f_0_1.parquet"):
+        storage.write_bytes(f"{root}/{name}", b"x")
+    # one listing per request thread at once: a listing that waited for more pool work would never finish
+    listings = [requests_pool().submit(storage.list_tree, root, ".hoodie") for _ in range(40)]
+    for done in listings:
+        assert sorted(e.name for e in done.result(timeout=60) if not e.is_dir) == [".0a_1.log.1_0", "r0/f_0_1.parquet"]

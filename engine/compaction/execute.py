@@ -15,6 +15,7 @@ the plan stays, and the error says why). The error names each damaged file and o
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import filecmp
 import itertools
@@ -60,7 +61,7 @@ from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
-from engine.io.threads import requests_pool, settle
+from engine.io.threads import on_requests_pool, requests_pool, settle
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
@@ -371,10 +372,12 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
     fault_point("execute", "completed")
-    if promised is not None:  # only an event-time compaction sets the table's published guarantee
-        _publish(cfg.base_path, c, promised, completion, freshness)
-    fault_point("execute", "published")
-    storage.remove_tree(storage.join(cfg.base_path, ".hoodie", ".temp", c))
+    # C's temp folder is garbage once C completed: on a store its LIST and DELETEs go while the RO times publish
+    # (hoodie.properties' backup protocol: four requests one after another), not after them.
+    with _removing_ahead(storage.join(cfg.base_path, ".hoodie", ".temp", c)):
+        if promised is not None:  # only an event-time compaction sets the table's published guarantee
+            _publish(cfg.base_path, c, promised, completion, freshness)
+        fault_point("execute", "published")
     return CompactionResult(instant=c, threshold=from_ms(threshold), base_files=[s["path"] for s in stats],
                             records_written=sum(s["numWrites"] for s in stats), logs_carried_over=len(carry_over),
                             spill_logs=spill_logs, ro_completion_time=from_ms(completion),
@@ -424,6 +427,22 @@ def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
             logs.append(LogFile(entry.name, entry.path, file_id, c, parsed.version, parsed.write_token, size))
     logs.sort(key=lambda lf: lf.sort_key)
     return FileSlice(partition, file_id, c, None, logs)
+
+
+@contextlib.contextmanager
+def _removing_ahead(folder: str) -> Iterator[None]:
+    """`storage.remove_tree(folder)` in flight during the block on an object store (in this operation's context),
+    made in place locally; leaving the block waits for it and raises what it raised."""
+    if not storage.is_remote(folder) or on_requests_pool():
+        yield
+        storage.remove_tree(folder)
+        return
+    removal = requests_pool().submit(contextvars.copy_context().run, storage.remove_tree, folder)
+    try:
+        yield
+    finally:
+        settle([removal])
+    removal.result()
 
 
 def _publish(base_path: str, c: str, threshold: int | None, completion: int | None, freshness: int | None) -> None:

@@ -333,7 +333,9 @@ def save_table_config(cfg: TableConfig) -> None:
     path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)
     if storage.is_remote(path):
         backup = path + BACKUP_SUFFIX
-        had = storage.file_exists(path)
+        # hoodie.properties is replaced, never deleted (the backup is what goes): read by this operation, it is
+        # there — no HEAD; otherwise ask (a table whose crashed Java update on HDFS left only the backup).
+        had = storage.read_in_operation(path) or storage.file_exists(path)
         if had:
             storage.copy(path, backup)
         storage.write_bytes(path, format_properties(cfg.props).encode("utf-8"))

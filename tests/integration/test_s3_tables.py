@@ -4,6 +4,7 @@ with Tidemark after every step. Carry-over on S3 is a server-side copy (CopyObje
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -353,16 +354,19 @@ def test_properties_update_keeps_hudis_backup_protocol(s3_env, s3_server):  # no
                          event_time_field="ts")
     from engine.config.properties import load_table_config, save_table_config
 
-    cfg = load_table_config(table.path)
-    cfg.props["tidemark.ro.instant"] = "20240101000000000"
-    s3_server.reset_counts()
-    save_table_config(cfg)
-    steps = [(r["method"], r["path"].rsplit("/", 1)[-1], bool(r["copy_source"])) for r in s3_server.counts()
-             if r["method"] in ("PUT", "DELETE", "POST")]
-    # backup copied server-side first, then the new file, then the backup deleted (HoodieTableConfig.modify)
-    assert steps[0] == ("PUT", "hoodie.properties.backup", True)
-    assert steps[-1] == ("DELETE", "hoodie.properties.backup", False)
-    assert load_table_config(table.path).props["tidemark.ro.instant"] == "20240101000000000"
+    for inside_an_operation in (False, True):
+        with storage.operation_reads() if inside_an_operation else contextlib.nullcontext():
+            cfg = load_table_config(table.path)
+            cfg.props["tidemark.ro.instant"] = f"2024010100000000{int(inside_an_operation)}"
+            s3_server.reset_counts()
+            save_table_config(cfg)
+        steps = [(r["method"], r["path"].rsplit("/", 1)[-1], bool(r["copy_source"])) for r in s3_server.counts()]
+        # backup copied server-side first, then the new file, then the backup deleted (HoodieTableConfig.modify);
+        # whether there is a file to back up is asked with a HEAD unless this operation read it
+        assert steps == [("HEAD", "hoodie.properties", False)] * (not inside_an_operation) + [
+            ("PUT", "hoodie.properties.backup", True), ("PUT", "hoodie.properties", False),
+            ("DELETE", "hoodie.properties.backup", False)]
+        assert load_table_config(table.path).props["tidemark.ro.instant"] == f"2024010100000000{int(inside_an_operation)}"
     # a reader between the delete and the put of a crashed update reads the backup
     storage.copy(f"{table.path}/.hoodie/hoodie.properties", f"{table.path}/.hoodie/hoodie.properties.backup")
     storage.remove(f"{table.path}/.hoodie/hoodie.properties")

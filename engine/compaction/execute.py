@@ -61,7 +61,7 @@ from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
-from engine.io.threads import on_requests_pool, requests_pool, settle
+from engine.io.threads import requests_pool, settle
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
@@ -433,7 +433,7 @@ def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
 def _removing_ahead(folder: str) -> Iterator[None]:
     """`storage.remove_tree(folder)` in flight during the block on an object store (in this operation's context),
     made in place locally; leaving the block waits for it and raises what it raised."""
-    if not storage.is_remote(folder) or on_requests_pool():
+    if not storage.is_remote(folder):
         yield
         storage.remove_tree(folder)
         return

@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 import boto3
@@ -60,8 +60,6 @@ class CountingApp:
 def _iso_or_parsed(original: Any) -> Any:
     """moto's serializer turns each stored timestamp string back into a datetime with dateutil (~0.2 ms each:
     most of a LIST's cost per key); `fromisoformat` reads the ISO-8601 form moto stores, the rest goes on."""
-    from datetime import datetime
-
     def parse(value: Any) -> Any:
         if isinstance(value, str):
             try:

@@ -432,7 +432,8 @@ def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
 @contextlib.contextmanager
 def _removing_ahead(folder: str) -> Iterator[None]:
     """`storage.remove_tree(folder)` in flight during the block on an object store (in this operation's context),
-    made in place locally; leaving the block waits for it and raises what it raised."""
+    made in place locally. Leaving the block normally waits for it — queued behind other work or not — and raises
+    what it raised; leaving on an error drops it if it has not started (as the removal after a crash never ran)."""
     if not storage.is_remote(folder):
         yield
         storage.remove_tree(folder)
@@ -440,8 +441,9 @@ def _removing_ahead(folder: str) -> Iterator[None]:
     removal = requests_pool().submit(contextvars.copy_context().run, storage.remove_tree, folder)
     try:
         yield
-    finally:
+    except BaseException:
         settle([removal])
+        raise
     removal.result()
 
 

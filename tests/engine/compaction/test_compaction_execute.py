@@ -428,3 +428,26 @@ def test_tasks_list_their_group_by_prefix_in_a_partition_of_several_pages(s3_env
     for query in ("snapshot", "read_optimized"):
         expected = rows_by_key(read_arrow(whole.path, query), with_meta=("_hoodie_record_key",))
         assert rows_by_key(read_arrow(grouped.path, query), with_meta=("_hoodie_record_key",)) == expected
+
+
+def test_the_temp_folder_removal_waits_its_turn_on_a_busy_pool(s3_env, monkeypatch):  # noqa: F811
+    """The commit's `.temp/<C>` removal, queued behind other work when the block ends, still runs."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from engine.compaction import execute
+    from engine.io import storage
+
+    gate = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    pool.submit(gate.wait)                        # the one thread is busy until the block has ended
+    monkeypatch.setattr(execute, "requests_pool", lambda: pool)
+    folder = f"{s3_env['bucket_uri']}/t/.hoodie/.temp/20240101000000000"
+    storage.write_bytes(f"{folder}/attempt-1.marker", b"x")
+    try:
+        with execute._removing_ahead(folder):
+            threading.Timer(0.2, gate.set).start()
+        assert not storage.list_tree(folder)
+    finally:
+        gate.set()
+        pool.shutdown()

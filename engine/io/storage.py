@@ -53,7 +53,8 @@ from engine.io.threads import (
 _SCHEME_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 # Env vars whose values decide how a store is reached: a change makes a new client (tests switch endpoints).
 _AWS_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE",
-            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "TIDEMARK_S3_CONDITIONAL_PUT")
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_S3_DISABLE_EXPRESS_SESSION_AUTH",
+            "TIDEMARK_S3_CONDITIONAL_PUT")
 
 
 class PublishConflict(TidemarkError):
@@ -345,6 +346,8 @@ def list_starting_with(path: str, name_prefixes: Sequence[str]) -> list[Entry]:
             return [e for e in list_entries(path) if not e.is_dir and e.name.startswith(tuple(name_prefixes))]
         except FileNotFoundError:
             return []
+    if not ordered_listings(_bucket_key(path)[0]):   # the whole folder, filtered here
+        return [e for e in _s3_children(path) if not e.is_dir and e.name.startswith(tuple(name_prefixes))]
     return [e for prefix in name_prefixes for e in _s3_children(path, prefix) if not e.is_dir]
 
 
@@ -445,7 +448,14 @@ def _s3_tree(path: str, skip: str | None = None) -> list[Entry]:
     prefix = key.rstrip("/") + "/" if key else ""
     files: list[Entry] = []
     folders: set[str] = set()
-    for obj in _s3_objects(bucket, prefix) if skip is None else _s3_objects_around(bucket, prefix, prefix + skip + "/"):
+    fence = None if skip is None else prefix + skip + "/"
+    if fence is None:
+        objects = _s3_objects(bucket, prefix)
+    elif ordered_listings(bucket):
+        objects = _s3_objects_around(bucket, prefix, fence)
+    else:   # no key order to step over the folder with: list it too, and drop it here
+        objects = [obj for obj in _s3_objects(bucket, prefix) if not obj["Key"].startswith(fence)]
+    for obj in objects:
         rel = obj["Key"][len(prefix):]
         parts = rel.rstrip("/").split("/")
         folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
@@ -463,8 +473,19 @@ def _s3_objects(bucket: str, prefix: str, **start: Any) -> list[dict[str, Any]]:
 
 
 # Past the keys that start with a folder's "name/": the largest code point (S3 orders keys by their UTF-8 bytes,
-# which is code-point order). Stores without ordered listings (S3 Express directory buckets) are not served here.
+# which is code-point order; `ordered_listings`).
 _PAST_FOLDER = "\U0010ffff"
+
+# S3 Express One Zone directory buckets are named `<base>--<zone id>--x-s3`, a suffix general purpose buckets may
+# not take.
+_DIRECTORY_BUCKET_SUFFIX = "--x-s3"
+
+
+def ordered_listings(bucket: str) -> bool:
+    """Whether the bucket lists keys in order and takes `StartAfter` and prefixes that end mid-name: a general
+    purpose bucket does; a directory bucket lists in no particular order, refuses `StartAfter` and takes only
+    prefixes ending in "/". Stepping over a folder or listing by name prefix there would lose keys silently."""
+    return not bucket.endswith(_DIRECTORY_BUCKET_SUFFIX)
 
 
 def _s3_objects_around(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:

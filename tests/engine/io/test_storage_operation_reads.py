@@ -260,3 +260,28 @@ def test_a_tree_listing_made_on_the_request_threads_asks_no_more_of_them(s3_env)
     listings = [requests_pool().submit(storage.list_tree, root, ".hoodie") for _ in range(40)]
     for done in listings:
         assert sorted(e.name for e in done.result(timeout=60) if not e.is_dir) == [".0a_1.log.1_0", "r0/f_0_1.parquet"]
+
+
+def test_a_directory_bucket_is_listed_whole_by_folder(s3_env, monkeypatch):  # noqa: F811
+    """S3 Express directory buckets list in no key order, refuse StartAfter and take only prefixes ending in "/":
+    there the skipped folder is listed and dropped, and a name-prefix listing is the folder's, filtered."""
+    from urllib.parse import parse_qs
+
+    monkeypatch.setenv("AWS_S3_DISABLE_EXPRESS_SESSION_AUTH", "true")   # moto has no S3 Express sessions
+    server = s3_env["server"]
+    bucket = "tidemark-dir--use1-az4--x-s3"
+    server.make_bucket(bucket)
+    assert not storage.ordered_listings(bucket) and storage.ordered_listings(s3_env["bucket_uri"][5:])
+    root = f"s3://{bucket}/t"
+    names = [".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".0a1b_1.log.1_0", "r0/.f1_1.log.1_0",
+             "r0/f1_0_1.parquet", "r0/f2_0_1.parquet"]
+    for name in names:
+        storage.write_bytes(f"{root}/{name}", b"x")
+    server.reset_counts()
+    listed = sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir)
+    assert listed == sorted(n for n in names if not n.startswith(".hoodie/"))
+    assert sorted(e.name for e in storage.list_starting_with(f"{root}/r0", ("f1_", ".f1_"))) == \
+        [".f1_1.log.1_0", "f1_0_1.parquet"]
+    queries = [{k: v[0] for k, v in parse_qs(r["query"]).items()} for r in server.counts() if "list-type" in r["query"]]
+    assert len(queries) == 2
+    assert all("start-after" not in q and q.get("prefix", "").endswith("/") for q in queries), queries

@@ -200,9 +200,9 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
         if fs is None:
             fs = _s3_filesystem() if s in ("s3", "s3a") else pafs.FileSystem.from_uri(path)[0]
             _FILESYSTEMS[key] = fs
-    parts = urlsplit(path)
     if s in ("s3", "s3a"):
-        return fs, f"{parts.netloc}{parts.path}".rstrip("/")
+        bucket, name = _bucket_key(path)
+        return fs, f"{bucket}/{name}".rstrip("/")
     return fs, pafs.FileSystem.from_uri(path)[1]
 
 
@@ -1099,8 +1099,11 @@ def _parse_timestamp(value: str) -> datetime.datetime:
 
 
 def _bucket_key(path: str) -> tuple[str, str]:
-    parts = urlsplit(path)
-    return parts.netloc, parts.path.lstrip("/")
+    """Bucket and key of an `s3://bucket/key` path, the key as written: an object key is not a URL, so a "#" or
+    "?" in it (a Hudi partition value such as `lang=C#`) is part of the name, not a fragment or a query."""
+    rest = path.split("://", 1)[1] if "://" in path else path
+    bucket, _, key = rest.partition("/")
+    return bucket, key.lstrip("/")
 
 
 def _s3_put_if_absent(path: str, data: bytes) -> str:

@@ -45,6 +45,9 @@ class CountingApp:
                 body = json.dumps(self.log).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
             return [body]
+        # moto takes a key from RAW_URI (as werkzeug's server gives it), else from the decoded path, where an escaped
+        # "?" or "%" in a key would end or change it; waitress gives the raw URI as REQUEST_URI
+        environ.setdefault("RAW_URI", environ.get("REQUEST_URI", ""))
         entry = {"method": environ.get("REQUEST_METHOD", ""), "path": environ.get("PATH_INFO", ""),
                  "query": environ.get("QUERY_STRING", ""), "range": environ.get("HTTP_RANGE", ""),
                  "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", ""), "at": time.time()}

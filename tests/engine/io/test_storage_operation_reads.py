@@ -285,3 +285,23 @@ def test_a_directory_bucket_is_listed_whole_by_folder(s3_env, monkeypatch):  # n
     queries = [{k: v[0] for k, v in parse_qs(r["query"]).items()} for r in server.counts() if "list-type" in r["query"]]
     assert len(queries) == 2
     assert all("start-after" not in q and q.get("prefix", "").endswith("/") for q in queries), queries
+
+
+def test_object_keys_are_names_not_urls(s3_env):  # noqa: F811
+    """A "#" or "?" in a key (a Hudi partition value such as `lang=C#`) is part of the name: every read, write,
+    copy, listing and existence check reaches that key and no other."""
+    root = f"{s3_env['bucket_uri']}/keys"
+    names = ["lang=C#/a.log", "q=what?/a.log", "pct=100%25/a.log", "sp ace+plus/a.log", "ü=ö/a.log"]
+    for name in names:
+        storage.write_bytes(f"{root}/{name}", name.encode())
+    for name in names:
+        path = f"{root}/{name}"
+        assert storage.read_bytes(path) == name.encode()
+        assert storage.file_exists(path)
+        storage.copy(path, path + ".copy")
+        with storage.open_output(path + ".out") as out:
+            out.write(b"out")
+    listed = sorted(e.name for e in storage.list_tree(root) if not e.is_dir)
+    assert listed == sorted(n + suffix for n in names for suffix in ("", ".copy", ".out"))
+    assert storage.read_bytes(f"{root}/lang=C#/a.log.copy") == b"lang=C#/a.log"
+    assert not storage.file_exists(f"{root}/lang=C")

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import os
 import posixpath
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -1106,20 +1108,46 @@ def _bucket_key(path: str) -> tuple[str, str]:
     return bucket, key.lstrip("/")
 
 
+# Tries of a conditional put the store answers 409 (another conditional write to the key in progress: AWS asks
+# for a retry, which then gets 412 or succeeds), the pause doubling from the first.
+CONFLICT_TRIES = 5
+CONFLICT_PAUSE_S = 0.05
+
+
 def _s3_put_if_absent(path: str, data: bytes) -> str:
-    """PutObject with `If-None-Match: *`; the new object's ETag."""
+    """PutObject with `If-None-Match: *`; the new object's ETag. PublishConflict when the object was there first."""
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
-    try:
-        return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*").get("ETag", ""))
-    except ClientError as exc:
-        code = exc.response.get("Error", {}).get("Code", "")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
-        if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
-            raise PublishConflict(f"{path} already exists (the store refused a second create: {code or status})") \
-                from None
-        raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
+    for attempt in range(CONFLICT_TRIES):
+        try:
+            return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*").get("ETag", ""))
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            meta = exc.response.get("ResponseMetadata", {})
+            status = meta.get("HTTPStatusCode")
+            if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < CONFLICT_TRIES:
+                time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
+                continue
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                own = _own_landed_put(bucket, key, data) if meta.get("RetryAttempts") else None
+                if own is not None:
+                    return own
+                raise PublishConflict(f"{path} already exists (the store refused a second create: {code or status})") \
+                    from None
+            raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _own_landed_put(bucket: str, key: str, data: bytes) -> str | None:
+    """The object's ETag when it holds exactly `data` — a put whose response was lost (a timeout, a 5xx after the
+    write landed) and that botocore retried into its own object's 412: the publish happened, it is ours. None
+    otherwise (another writer's object; one whose ETag is not its MD5, e.g. under SSE-KMS, stays a conflict)."""
+    head = s3_client().head_object(Bucket=bucket, Key=key)
+    etag = str(head.get("ETag", ""))
+    same = int(head.get("ContentLength", -1)) == len(data) and \
+        etag.strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest()
+    return etag if same else None
 
 
 def upload(local: str, dest: str) -> None:

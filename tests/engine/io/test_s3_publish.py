@@ -121,3 +121,83 @@ def test_a_store_without_conditional_put_needs_a_lock_outside_it(s3_env, tmp_pat
     with holding(_Lease(), "complete again"), pytest.raises(Refused) as again:
         complete(table.path, ts, DELTACOMMIT, b"{}")
     assert again.value.reason == ALREADY_PUBLISHED
+
+
+def _register(handler) -> None:  # type: ignore[no-untyped-def]
+    storage.s3_client().meta.events.register_first("before-send.s3.PutObject", handler)
+
+
+def _unregister(handler) -> None:  # type: ignore[no-untyped-def]
+    storage.s3_client().meta.events.unregister("before-send.s3.PutObject", handler)
+
+
+def test_a_publish_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # noqa: F811
+    """The conditional PUT lands but its response is lost; botocore retries into the object's 412: the publish
+    happened and is ours. Another writer's object under the name stays a conflict, retried or not."""
+    import urllib.error
+    import urllib.request
+
+    from botocore.exceptions import ReadTimeoutError
+
+    lost = {"n": 0}
+
+    def lose_first_response(request, **_):  # type: ignore[no-untyped-def]
+        if request.headers.get("If-None-Match") in ("*", b"*") and lost["n"] == 0:
+            lost["n"] += 1
+            body = request.body
+            if not isinstance(body, bytes):
+                body.seek(0)
+                body, _ = body.read(), body.seek(0)
+            headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+                       if k.lower() != "content-length"}   # urllib sets its own
+            headers.setdefault("Content-Type", "application/octet-stream")   # not urllib's form encoding
+            try:
+                urllib.request.urlopen(urllib.request.Request(request.url, data=body, method="PUT", headers=headers))
+            except urllib.error.HTTPError:   # the store's answer (a 412 too), lost all the same
+                pass
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return None
+
+    path = f"{s3_env['bucket_uri']}/t/.hoodie/001.deltacommit"
+    _register(lose_first_response)
+    try:
+        storage.create_exclusive(path, b'{"mine": 1}')
+        assert lost["n"] == 1 and storage.read_bytes(path) == b'{"mine": 1}'
+        lost["n"] = 0   # the same lost response, for a name another writer holds: still refused
+        other = f"{s3_env['bucket_uri']}/t/.hoodie/002.deltacommit"
+        storage.write_bytes(other, b'{"theirs": 1}')
+        with pytest.raises(storage.PublishConflict):
+            storage.create_exclusive(other, b'{"mine": 2}')
+    finally:
+        _unregister(lose_first_response)
+    assert storage.read_bytes(other) == b'{"theirs": 1}'
+    with pytest.raises(storage.PublishConflict):   # a first-try 412 needs no check: the object was there first
+        storage.create_exclusive(path, b'{"mine": 1}')
+
+
+def test_a_publish_the_store_asks_to_retry_is_retried(s3_env, monkeypatch):  # noqa: F811
+    """409 ConditionalRequestConflict: another conditional write to the key was in flight; AWS asks for a retry,
+    which then wins or meets the other's object."""
+    from botocore.awsrequest import AWSResponse
+
+    class _Raw:
+        def stream(self):  # type: ignore[no-untyped-def]
+            yield (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict</Code>"
+                   b"<Message>A conflicting operation is in progress</Message></Error>")
+
+    busy = {"n": 0}
+
+    def busy_twice(request, **_):  # type: ignore[no-untyped-def]
+        if busy["n"] < 2:
+            busy["n"] += 1
+            return AWSResponse(request.url, 409, {}, _Raw())
+        return None
+
+    monkeypatch.setattr(storage, "CONFLICT_PAUSE_S", 0.001)
+    path = f"{s3_env['bucket_uri']}/t/.hoodie/003.deltacommit"
+    _register(busy_twice)
+    try:
+        storage.create_exclusive(path, b"{}")
+    finally:
+        _unregister(busy_twice)
+    assert busy["n"] == 2 and storage.read_bytes(path) == b"{}"

@@ -211,6 +211,9 @@ class TableConfig:
 
     base_path: str
     props: dict[str, str] = field(default_factory=dict)
+    # hoodie.properties as it was read (None: a table being created). Saving applies only what changed since to
+    # the file as it is then (`save_table_config`): another process's update in between is kept, not undone.
+    loaded: dict[str, str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -296,7 +299,7 @@ def load_table_config(base_path: str) -> TableConfig:
     if text is None:
         raise TableNotFoundError(f"no Hudi table at {base_path}: {path} does not exist")
     props = parse_properties(text)
-    cfg = TableConfig(base_path=base_path, props=props)
+    cfg = TableConfig(base_path=base_path, props=props, loaded=dict(props))
     if cfg.version not in SUPPORTED_TABLE_VERSIONS:
         raise UnsupportedTableError(
             f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table versions 6 "
@@ -324,6 +327,20 @@ def _read_properties(path: str) -> str | None:
     return None if data is None else data.decode("utf-8")
 
 
+def _merged(cfg: TableConfig, current: str | None) -> dict[str, str]:
+    """`cfg.props` as the change it makes to what was loaded, applied to the file's `current` text: keys set or
+    changed since the load take cfg's value, keys removed since are removed, every other key is the file's now."""
+    if current is None or cfg.loaded is None:
+        return dict(cfg.props)
+    out = parse_properties(current)
+    for key, value in cfg.props.items():
+        if cfg.loaded.get(key) != value:
+            out[key] = value
+    for key in cfg.loaded.keys() - cfg.props.keys():
+        out.pop(key, None)
+    return out
+
+
 def save_table_config(cfg: TableConfig) -> None:
     """Atomically rewrite hoodie.properties, keeping unknown Java keys.
 
@@ -331,11 +348,16 @@ def save_table_config(cfg: TableConfig) -> None:
     (HoodieTableConfig.modify) — copy the current file to `hoodie.properties.backup` (server-side), put the
     new file (one PUT replaces an object whole), delete the backup; readers fall back to the backup."""
     path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)
-    if storage.is_remote(path):
-        backup = path + BACKUP_SUFFIX
-        # hoodie.properties is replaced, never deleted (the backup is what goes): read by this operation, it is
-        # there — no HEAD; otherwise ask (a table whose crashed Java update on HDFS left only the backup).
-        had = storage.read_in_operation(path) or storage.file_exists(path)
+    backup = path + BACKUP_SUFFIX
+    remote = storage.is_remote(path)
+    # Read again now, not the operation's copy (which may be minutes old): another process's update since the
+    # load — a setting, a Java writer's key — is kept, and only this update's own changes are applied.
+    main = storage.read_optional(path)
+    current = main if main is not None or not remote else storage.read_optional(backup)
+    cfg.props = _merged(cfg, None if current is None else current.decode("utf-8"))
+    cfg.loaded = dict(cfg.props)
+    if remote:
+        had = main is not None   # not its backup alone (a crashed Java update on HDFS can leave only that)
         if had:
             storage.copy(path, backup)
         storage.write_bytes(path, format_properties(cfg.props).encode("utf-8"))

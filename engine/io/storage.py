@@ -609,13 +609,6 @@ def read_shared(path: str) -> bytes | None:
     return data
 
 
-def read_in_operation(path: str) -> bool:
-    """Did this operation read `path` whole, or write it, without removing or replacing it since (an object-store
-    file that `read_shared` holds)? Then it is there, short of another process deleting it meanwhile."""
-    op = _OP_READS.get()
-    return op is not None and path in op.reads
-
-
 # Files whose bytes never change once they exist under their name — completed timeline instants: Hudi creates them
 # once (create-if-absent) and otherwise only deletes them (rollback, archival) — kept across operations with the
 # ETag of the object they came from, most recently used last, up to IMMUTABLE_BYTES. One is served only when the

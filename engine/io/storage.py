@@ -512,7 +512,9 @@ def _s3_objects_after(bucket: str, prefix: str, fence: str) -> list[dict[str, An
 
 
 def _s3_objects_before(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
-    first = next(_s3_pages(bucket, prefix, MaxKeys=1), {}).get("Contents") or []
+    # the first key: the first page that has one (a store may answer an empty page that is still truncated)
+    first: list[dict[str, Any]] = next((page["Contents"] for page in _s3_pages(bucket, prefix, MaxKeys=1)
+                                        if page.get("Contents")), [])
     if not first or first[0]["Key"] >= fence:
         return []
     out = list(first)

@@ -305,3 +305,22 @@ def test_object_keys_are_names_not_urls(s3_env):  # noqa: F811
     assert listed == sorted(n + suffix for n in names for suffix in ("", ".copy", ".out"))
     assert storage.read_bytes(f"{root}/lang=C#/a.log.copy") == b"lang=C#/a.log"
     assert not storage.file_exists(f"{root}/lang=C")
+
+
+def test_an_empty_first_page_of_the_probe_is_not_the_end_of_the_listing(s3_env, monkeypatch):  # noqa: F811
+    """A store may answer a page with no keys that is still truncated: the probe reads on to the first key, or a
+    non-partitioned table's logs (before `.hoodie/`) would vanish from its listing."""
+    root = f"{s3_env['bucket_uri']}/empty-page"
+    names = [".0a1b_1.log.1_0", ".hoodie/1.deltacommit", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]
+    for name in names:
+        storage.write_bytes(f"{root}/{name}", b"x")
+    pages = storage._s3_pages
+
+    def empty_page_first(bucket, prefix, delimiter=None, **params):  # type: ignore[no-untyped-def]
+        if params.get("MaxKeys") == 1:
+            yield {"Contents": [], "IsTruncated": True}
+        yield from pages(bucket, prefix, delimiter, **params)
+
+    monkeypatch.setattr(storage, "_s3_pages", empty_page_first)
+    assert sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir) == \
+        [".0a1b_1.log.1_0", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]

@@ -768,6 +768,12 @@ def _s3_get(path: str, byte_range: str | None = None) -> bytes:
 
 def _s3_get_tagged(path: str, byte_range: str | None = None) -> tuple[bytes, str]:
     """The bytes (all, or `byte_range`) and the ETag of the object they came from ("" for an empty object)."""
+    body, etag, _ = _s3_get_sized(path, byte_range)
+    return body, etag
+
+
+def _s3_get_sized(path: str, byte_range: str | None = None) -> tuple[bytes, str, int]:
+    """`_s3_get_tagged`, with the whole object's size (a ranged GET's Content-Range gives it)."""
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
@@ -775,13 +781,14 @@ def _s3_get_tagged(path: str, byte_range: str | None = None) -> tuple[bytes, str
         kwargs = {"Range": byte_range} if byte_range else {}
         resp = s3_client().get_object(Bucket=bucket, Key=key, **kwargs)
         body: bytes = resp["Body"].read()
-        return body, str(resp.get("ETag", ""))
+        total = str(resp.get("ContentRange") or "").rpartition("/")[2]
+        return body, str(resp.get("ETag", "")), int(total) if total.isdigit() else len(body)
     except ClientError as exc:
         code = exc.response.get("Error", {}).get("Code", "")
         if code in ("NoSuchKey", "404", "NotFound"):
             raise FileNotFoundError(path) from None
         if code == "InvalidRange":   # an empty object has no byte 0
-            return b"", ""
+            return b"", "", 0
         raise OSError(f"{path}: {code or exc}") from exc
 
 
@@ -1280,8 +1287,10 @@ class RangeReader:
         if self._fd is not None:
             return os.pread(self._fd, length, offset)
         if self._s3 is not None:
-            body, etag = _s3_get_tagged(self.path, f"bytes={offset}-{offset + length - 1}")
-            self.etags.add(etag)
+            body, etag, total = _s3_get_sized(self.path, f"bytes={offset}-{offset + length - 1}")
+            # an object of another size than the listing said (replaced since) read only up to the listed size:
+            # not a read of that object whole, so its ETag must not vouch for what was derived ("": none)
+            self.etags.add(etag if total == self.size else "")
             return body
         return bytes(self._file.read_at(length, offset))
 

@@ -742,8 +742,11 @@ def _remote_copies(task: OpTask, pdir: str, listing: dict[str, int]) -> Iterator
     except BaseException:
         settle(copies)   # the task failed: copies not yet started are dropped, running ones finish
         raise
-    for done in copies:
-        done.result()
+    try:
+        for done in copies:
+            done.result()
+    finally:
+        settle(copies)   # one copy failed: the others are not left running past the task's end
 
 
 def _carry_over(task: OpTask, pdir: str, temp_dir: str, listing: dict[str, int]) -> list[dict[str, Any]]:

@@ -8,10 +8,13 @@ and event-time schedule + runs on fresh identical table pairs after a warm-up co
 alternating per round (requests per compacted file group, median time ratio).
 
     .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 3]
-        [--trace DIR] [--pin-store] [--in-process]
+        [--trace DIR] [--pin-store] [--in-process] [--latency-ms N]
 
 `--in-process` runs the compactions on this process's threads (what `tidemark compaction run` does with a small
 plan) instead of Spark tasks, on both backends.
+
+`--latency-ms N` makes every S3 request wait N ms at the server before it is served (a remote store's time to
+first byte; S3's is some 10-30 ms for small objects): what round trips in sequence cost there.
 
 `--pin-store` runs the S3 server on a CPU of its own and the compaction (local and S3 alike) on the others: a
 remote store's CPU is not the client's, and here the emulator's would otherwise take the compaction's cores.
@@ -162,11 +165,14 @@ def main() -> None:
     ap.add_argument("--pin-store", action="store_true",
                     help="the S3 server on the last CPU, this process and its Spark (local[CPUs - 1]) on the others: "
                          "the store's CPU stops competing with the compaction, as a remote store's would")
+    ap.add_argument("--latency-ms", type=float, default=0,
+                    help="each S3 request waits this long at the server before it is served (no CPU): a remote "
+                         "store's time to first byte, which the emulator on 127.0.0.1 does not have")
     args = ap.parse_args()
 
     from tests.support.s3_server import S3Server
 
-    with S3Server() as s3, tempfile.TemporaryDirectory(prefix="tidemark-bench-s3-") as tmp:
+    with S3Server(latency_ms=args.latency_ms) as s3, tempfile.TemporaryDirectory(prefix="tidemark-bench-s3-") as tmp:
         os.environ.update(s3.env())
         if args.pin_store:
             _pin_store(s3.proc.pid)

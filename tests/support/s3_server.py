@@ -25,6 +25,7 @@ import boto3
 import pytest
 
 LOG_PATH = "/_tidemark/requests"
+LATENCY_ENV = "TIDEMARK_S3_SERVER_LATENCY_MS"
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 
 
@@ -32,10 +33,11 @@ class CountingApp:
     """WSGI middleware: records each request's method, path, query, Range, copy source and arrival time (epoch
     seconds, `at`: lets a benchmark attribute requests to the phase that made them)."""
 
-    def __init__(self, app: Any) -> None:
+    def __init__(self, app: Any, latency_s: float = 0.0) -> None:
         self.app = app
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.latency_s = latency_s
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
         if environ.get("PATH_INFO") == LOG_PATH:
@@ -53,6 +55,8 @@ class CountingApp:
                  "copy_source": environ.get("HTTP_X_AMZ_COPY_SOURCE", ""), "at": time.time()}
         with self.lock:
             self.log.append(entry)
+        if self.latency_s:   # a remote store's time to first byte, spent waiting (no CPU), before the answer
+            time.sleep(self.latency_s)
         t0 = time.thread_time()
         try:
             return self.app(environ, start_response)
@@ -106,21 +110,24 @@ def serve() -> None:
     # moto's app behind waitress rather than moto's own werkzeug server: werkzeug's development server closes
     # the connection after every response (a TCP set-up and a new thread per request, ~1 ms of CPU each), where
     # S3 and every client here keep connections alive.
-    app = CountingApp(DomainDispatcherApplication(create_backend_app))
+    latency_s = float(os.environ.get(LATENCY_ENV) or 0) / 1000
+    app = CountingApp(DomainDispatcherApplication(create_backend_app), latency_s)
     # Connections now stay open: every client a test makes (boto3, pyarrow, hudi-rs) keeps a few until it is
-    # collected, past waitress's default limit of 100 over a test session.
-    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=8, ident="moto", connection_limit=1000,
-                                    channel_timeout=60)
+    # collected, past waitress's default limit of 100 over a test session. With a latency, more requests wait at
+    # once (a remote store serves them all in parallel).
+    server = waitress.create_server(app, host="127.0.0.1", port=0, threads=64 if latency_s else 8, ident="moto",
+                                    connection_limit=1000, channel_timeout=60)
     server.channel_class = _waitress_channel()
     print(f"PORT {server.effective_port}", flush=True)
     server.run()
 
 
 class S3Server:
-    """The server process; `stop()` (or leaving the `with`) ends it."""
+    """The server process; `stop()` (or leaving the `with`) ends it. `latency_ms`: each request waits this long
+    before it is served, as a remote store's time to first byte (a benchmark's model of S3; tests use none)."""
 
-    def __init__(self) -> None:
-        env = {**os.environ, **CREDENTIALS}
+    def __init__(self, latency_ms: float = 0) -> None:
+        env = {**os.environ, **CREDENTIALS, LATENCY_ENV: str(latency_ms)}
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.s3_server"], stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env=env, text=True,
                                      cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))

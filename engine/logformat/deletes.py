@@ -41,7 +41,11 @@ _WRAPPERS: list[tuple[str, object, pa.DataType]] = [
     ("TimestampMicrosWrapper", "long", pa.timestamp("us")),
 ]
 INT_BRANCH, LONG_BRANCH, DOUBLE_BRANCH, STRING_BRANCH = 2, 3, 5, 7
-_NUMERIC_BRANCHES = {2, 3, 4, 5}  # a zero here is Java's default ordering value: a processing-time delete
+# Java's default ordering value is Int 0: a delete holding it (or none) is a processing-time delete that always
+# wins (HoodieMergedLogRecordScanner compares `orderingVal.equals(0)`, true for an Integer only). A Long, Float or
+# Double 0 is an ordering value like any other and competes (measured: hudi 0.5.0 keeps a record of ordering 1
+# over a Long-0 delete).
+_NUMERIC_BRANCHES = {2, 3, 4, 5}
 _EPOCH_DATE = datetime.date(1970, 1, 1)
 
 DELETE_SCHEMA = {
@@ -111,10 +115,12 @@ def _ordering_branch(values: Sequence[int | float | str | None] | None, n: int) 
         if len(kinds) > 1 or any(v is None for v in values):
             raise TidemarkError("delete block: string ordering values cannot be mixed with numbers or None")
         return STRING_BRANCH, list(values)
+    if any(v is None for v in values):
+        # "no ordering" is Int 0, which only the Int branch holds, and a block has one branch
+        raise TidemarkError("delete block: deletes without an ordering value need a block of their own")
     if float in kinds:
-        return DOUBLE_BRANCH, [0.0 if v is None else float(v) for v in values]
-    # None in a numeric block becomes 0 in the same branch: "no ordering" == "always wins", one branch per block.
-    return LONG_BRANCH, [0 if v is None else v for v in values]
+        return DOUBLE_BRANCH, [float(v) for v in values if v is not None]
+    return LONG_BRANCH, list(values)
 
 
 class _Cursor:
@@ -218,7 +224,7 @@ def decode_delete_content(content: bytes, where: str) -> pa.Table:
 
 
 def _deletes_table(keys: list[str | None], parts: list[str | None], branches: list[int], values: list[Any]) -> pa.Table:
-    always = [b == 0 or (b in _NUMERIC_BRANCHES and values[i] == 0) for i, b in enumerate(branches)]
+    always = [b == 0 or (b == INT_BRANCH and values[i] == 0) for i, b in enumerate(branches)]
     return pa.table(
         {
             "record_key": pa.array(keys, pa.string()),

@@ -152,12 +152,16 @@ def test_delete_block_always_wins(tmp_path: Path, schema: dict) -> None:
 
 
 def test_delete_block_long_ordering(tmp_path: Path) -> None:
-    block = encode_delete_block(["a", "b", "c"], ["p", "p", "q"], "20250101000000003", [MIN_T, None, 7])
+    block = encode_delete_block(["a", "b", "c"], ["p", "p", "q"], "20250101000000003", [MIN_T, 0, 7])
     assert set(scan_log_file(write(tmp_path / "d.log", block)).blocks[0].headers) == {HeaderKey.INSTANT_TIME}
     deletes = read_log_file(str(tmp_path / "d.log")).blocks[0].deletes
     assert deletes.schema.field("ordering_value").type == pa.int64()  # LongWrapper, one branch for the block
     assert deletes.column("ordering_value").to_pylist() == [MIN_T, 0, 7]
-    assert deletes.column("always_wins").to_pylist() == [False, True, False]
+    # only an Int 0 is Java's "no ordering"; a Long 0 competes like any ordering value (as hudi 0.5.0 reads it)
+    assert deletes.column("always_wins").to_pylist() == [False, False, False]
+    # "no ordering" (Int 0) and Long values cannot share a block's one branch
+    with pytest.raises(TidemarkError, match="block of their own"):
+        encode_delete_block(["a", "b"], ["p", "p"], "20250101000000003", [MIN_T, None])
 
 
 @pytest.mark.parametrize(
@@ -205,8 +209,9 @@ def _item(key: str, branch: int, value: bytes) -> bytes:
         (1, b"\x01", True, False),
         (2, _varint(0), 0, True),
         (3, _varint(-5), -5, False),
+        (3, _varint(0), 0, False),   # Long 0 is an ordering value: only Int 0 always wins (Java's equals(0))
         (4, struct.pack("<f", 2.5), 2.5, False),
-        (5, struct.pack("<d", 0.0), 0.0, True),
+        (5, struct.pack("<d", 0.0), 0.0, False),
         (6, _varint(2) + b"\x00\xff", b"\x00\xff", False),
         (7, _varint(3) + b"abc", "abc", False),
         (8, _varint(19000), "2022-01-08", False),

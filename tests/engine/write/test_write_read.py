@@ -96,6 +96,21 @@ def test_event_time_delete_with_ordering_value(spark, tmp_path):
     check_table(path, expected)
 
 
+def test_a_delete_with_ordering_value_zero_competes_like_any_other(spark, tmp_path):
+    """Only Java's Int 0 means "no ordering" (always wins); a delete whose ordering column holds 0 is a Long 0
+    that loses to a record of a larger ordering value (as hudi 0.5.0 reads it) and wins over 0 and below."""
+    path = str(tmp_path / "t")
+    create_table(path, name="t", record_keys=["id"], ordering_field="seq", event_time_field="event_time")
+    ops = [("upsert", batch(range(2), seq=1), lambda r: ""), ("upsert", batch(range(2, 4), seq=0), lambda r: ""),
+           ("upsert", batch(range(4, 6), seq=-1), lambda r: ""),
+           ("delete", batch(range(6), seq=0).select(["id", "region", "seq"]), lambda r: "")]
+    for op, table, _ in ops:
+        write_dataframe(path, spark.createDataFrame(table), op)
+    expected = expected_state(ops, "event_time")
+    assert sorted(k for _, k in expected) == ["k0000", "k0001"]
+    check_table(path, expected)
+
+
 def test_log_rollover_and_read_optimized_is_empty_without_compaction(spark, tmp_path):
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], ordering_field="seq", event_time_field="event_time",

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ParamSpec, TypeGuard, TypeVar
 
 from engine import results as r
 from engine.config import eventtime
-from engine.config.discovery import FoundTable, find_tables
+from engine.config.discovery import FoundTable, enclosing_table, find_tables
 from engine.config.properties import TableConfig, load_table_config, parse_duration_ms
 from engine.errors import ConfigError
 from engine.io import storage
@@ -202,6 +202,7 @@ class Table:
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)
         if output is not None:
             output = absolute_location(output)
+            _refuse_output_inside_a_table(output)
             rows = export_query(self.path, spec, output, local=local, on_progress=on_progress,
                                 skip_corrupt=skip_corrupt)
             return r.ReadResult(query=query, rows=rows, output=output, begin_instant=begin, end_instant=end,
@@ -477,6 +478,14 @@ def latency_ms(value: Latency | None) -> int | None:
 
 
 # ------------------------------------------------------------------------------------------ conversions
+
+def _refuse_output_inside_a_table(output: str) -> None:
+    """A query result written into a Hudi table would be taken for one of its files (a Parquet file in a partition
+    is a base file to Java and hudi-rs; one under `.hoodie/` may replace its properties or timeline)."""
+    table = enclosing_table(output)
+    if table is not None:
+        raise ConfigError(f"{output} is inside the Hudi table at {table}: write the result outside any table")
+
 
 def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> list[r.CatalogSyncResult] | None:
     """The catalog sync an operation owes once committed (never raises; see engine.catalog.sync)."""

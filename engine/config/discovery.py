@@ -37,6 +37,21 @@ def is_table(folder: str) -> bool:
         return False
 
 
+def enclosing_table(path: str) -> str | None:
+    """The nearest folder above `path` (a resolved location) that is a Hudi table, or None. On an object store
+    one HEAD per level, the bucket's root included."""
+    from engine.io import storage
+
+    here = path.rstrip("/")
+    while True:
+        up = storage.parent(here)
+        if not up or up == here or up.endswith(":/") or up.endswith(":"):
+            return None
+        if storage.file_exists(storage.join(up, HOODIE_DIR, PROPERTIES_FILE)):
+            return up
+        here = up
+
+
 def find_tables(root: str) -> list[FoundTable]:
     """Every table at or under `root` (FileNotFoundError when `root` is not a folder)."""
     root = os.path.abspath(root)

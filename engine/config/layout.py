@@ -5,6 +5,7 @@ import datetime as dt
 import os
 from collections.abc import Mapping
 
+from engine.config.discovery import enclosing_table
 from engine.config.properties import (
     HOODIE_DIR,
     MERGE_MODES,
@@ -32,6 +33,11 @@ def create_table(path: str, *, name: str, record_keys: list[str], ordering_field
     """Create an empty MOR table (version 6, or 8: Hudi 1.x); refuses to overwrite an existing one."""
     if storage.exists(storage.join(path, HOODIE_DIR, PROPERTIES_FILE)):
         raise ConfigError(f"a Hudi table already exists at {path}")
+    outer = enclosing_table(path)
+    if outer is not None:
+        # its files would sit in the outer table's partitions, where the outer table's readers and compactions
+        # would take them for its own
+        raise ConfigError(f"{path} is inside the Hudi table at {outer}; create the table outside it")
     if not record_keys:
         raise ConfigError("at least one record key field is required")
     if merge_mode not in MERGE_MODES:

@@ -10,6 +10,7 @@ from engine import Table
 from engine.errors import ConfigError
 from engine.io.storage import absolute_location
 from engine.read.datasource import load_table
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 from tests.support.tables import create_table, day_file
 
 
@@ -53,3 +54,29 @@ def test_relative_inputs_and_outputs_resolve_before_spark_sees_them(spark, tmp_p
     # driver JVM started, as Spark's own readers do (this test changed folders after that).
     assert load_table(spark, "t").count() == 3
     assert load_table(spark, "t", "read_optimized").count() == 0
+
+
+def _nested_refusals(root: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    outer = Table.create(f"{root}/outer", name="outer", record_keys=["id"], ordering_field="seq",
+                         event_time_field="ts")
+    src = tmp_path / "rows.jsonl"
+    src.write_text('{"id": "a", "seq": 1, "ts": "2024-01-01T00:00:00Z"}\n')
+    outer.write(str(src))
+    # a table inside another's folders: its files would be the outer table's to every reader and compaction
+    with pytest.raises(ConfigError, match=f"inside the Hudi table at {outer.path}"):
+        Table.create(f"{outer.path}/p=1/inner", name="inner", record_keys=["id"], ordering_field="seq",
+                     event_time_field="ts")
+    # a query result inside a table: a base file to readers, or the table's own properties
+    for target in (f"{outer.path}/export.parquet", f"{outer.path}/.hoodie/hoodie.properties"):
+        with pytest.raises(ConfigError, match="inside the Hudi table"):
+            outer.read(output=target)
+    assert outer.read().rows == 1
+    assert outer.read(output=f"{root}/export.parquet").rows == 1   # beside the table: fine
+
+
+def test_no_table_or_query_result_is_written_inside_a_table(tmp_path):
+    _nested_refusals(str(tmp_path), tmp_path)
+
+
+def test_no_table_or_query_result_is_written_inside_a_table_on_s3(s3_env, tmp_path):  # noqa: F811
+    _nested_refusals(f"{s3_env['bucket_uri']}/nest", tmp_path)

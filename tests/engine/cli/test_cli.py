@@ -68,6 +68,17 @@ def test_errors_go_to_stderr_with_nonzero_exit(tmp_path, capsys):
     assert code == 1 and "no Hudi table" in err
 
 
+def test_an_object_store_that_cannot_be_reached_is_one_line_not_a_traceback(capsys, monkeypatch):
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")   # nothing listens there
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "x")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    code, out, err = run(capsys, "show", "s3://lake/t")
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "object store: Could not connect to the endpoint URL" in err, err
+
+
 def test_compaction_cli_flow(spark, tmp_path, capsys):
     table = str(tmp_path / "c")
     assert run(capsys, "create", table, "--name", "c", "--record-key", "id", "--ordering-field", "seq",

@@ -15,7 +15,7 @@ from typing import Any
 from engine import placement
 from engine.cli import output
 from engine.config import eventtime
-from engine.errors import Refused, TidemarkError
+from engine.errors import ConfigError, Refused, TidemarkError
 from engine.table import WRITE_OPERATIONS, Table
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
@@ -99,6 +99,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def _compaction_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     # Parsed here so an error names the flag the user typed.
     threshold = eventtime.parse_time(args.threshold, "--threshold") if args.threshold else None
+    if threshold is not None and eventtime.in_the_future(threshold) and not getattr(args, "future", False):
+        raise ConfigError(f"--threshold {eventtime.iso(threshold)} is in the future: the compaction would publish "
+                          "the table as complete up to a time whose data cannot have arrived yet; add --future to "
+                          "go ahead")
     return {"strategy": args.strategy, "threshold": threshold, "data_latency": args.data_latency,
             "carry_over": args.carry_over, "exact": args.exact, "settings": _config(args)}
 
@@ -238,6 +242,7 @@ def _compaction_parsers(sub: Any) -> None:
                    help="default: hoodie.compaction.strategy of the table")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--threshold", help="event time T: ISO-8601 or epoch millis")
+    p.add_argument("--future", action="store_true", help="allow a threshold more than a day past now")
     g.add_argument("--data-latency", help="T = compaction instant − latency, e.g. 2h "
                                           "(default: hoodie.compaction.event.time.data.latency)")
     p.add_argument("--carry-over", choices=["symlink", "copy"], help="default: hoodie.compaction.carry.over.mode")

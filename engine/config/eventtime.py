@@ -117,11 +117,34 @@ def _render(ms: int) -> str:
 _DIGITS = re.compile(r"^-?\d+$")
 
 
+# A compaction threshold later than this past now publishes "complete up to" a time whose data cannot have
+# arrived yet: no data owner should trust it, so every caller asks for an explicit confirmation first.
+FUTURE_GRACE = dt.timedelta(days=1)
+
+
+def in_the_future(threshold_ms: int, now: dt.datetime | None = None) -> bool:
+    """Whether a threshold lies past now + FUTURE_GRACE."""
+    now = now or dt.datetime.now(dt.UTC)
+    return threshold_ms > int(((now + FUTURE_GRACE) - _EPOCH) / dt.timedelta(milliseconds=1))
+
+
+# Typed epoch millis have 12 digits or more (from 1973-03-03): shorter numbers are far likelier a date written
+# YYYYMMDD (8 digits) or epoch seconds (10 digits) than a time in 1970-1973, and taking them for millis would
+# plan against a time decades off without a word.
+_MIN_TYPED_MILLIS = 10 ** 11
+
+
 def parse_time(text: str, what: str = "time") -> int:
-    """ISO-8601 (naive = UTC) or epoch millis -> epoch millis; malformed or out-of-range input raises ConfigError."""
+    """ISO-8601 (naive = UTC) or epoch millis (12+ digits) -> epoch millis; malformed, ambiguous or out-of-range
+    input raises ConfigError."""
     text = text.strip()
     if _DIGITS.match(text):
-        return check_millis(int(text), what)
+        ms = int(text)
+        if 0 < abs(ms) < _MIN_TYPED_MILLIS:
+            raise ConfigError(f"{what} {text!r} is ambiguous: as epoch millis it is {_render(ms)}; write a date or "
+                              "time as ISO-8601 (e.g. 2024-01-01 or 2024-01-01T00:00:00Z), epoch seconds times "
+                              "1000 as millis")
+        return check_millis(ms, what)
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:

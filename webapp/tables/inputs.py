@@ -17,15 +17,14 @@ from typing import Any, ClassVar
 from django.conf import settings
 
 from engine import TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms, resolve_location
+from engine.config import eventtime
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
 MAX_MINUTES = 366 * 24 * 60        # the longest schedule or SLA anyone means: a year (and it fits every column)
 MAX_LIMIT = 1000                     # rows one API page may ask for
-# A threshold later than this past now publishes "complete up to" a time whose data cannot have arrived
-# yet: no data owner should trust it, so it needs an explicit confirmation.
-FUTURE_GRACE = dt.timedelta(days=1)
+FUTURE_GRACE = eventtime.FUTURE_GRACE   # past now + this, a threshold needs an explicit confirmation
 CONFIRM_FUTURE = "confirm_future"
 
 

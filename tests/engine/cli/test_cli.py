@@ -119,3 +119,11 @@ def test_compaction_cli_flow(spark, tmp_path, capsys):
     assert ro == {"k0": 1, "k1": 1, "k2": 1}
     code, _, err = run(capsys, "compaction", "schedule", table, "--threshold", "yesterday")
     assert code == 1 and "malformed --threshold 'yesterday'" in err
+    code, _, err = run(capsys, "compaction", "schedule", table, "--threshold", "20240101")
+    assert code == 1 and "ambiguous" in err
+    # a threshold past tomorrow would publish completeness for data not yet arrived: only with --future
+    code, _, err = run(capsys, "compaction", "schedule", table, "--threshold", "2199-01-01T00:00:00Z")
+    assert code == 1 and "is in the future" in err and "--future" in err
+    code, out, _ = run(capsys, "compaction", "schedule", table, "--threshold", "2199-01-01T00:00:00Z", "--future",
+                       "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["threshold"].startswith("2199-01-01")

@@ -22,6 +22,10 @@ def test_bounds_iso_and_parse():
     assert iso(1357016400000) == "2013-01-01T05:00:00.000Z" and iso(None) is None
     assert parse_time("2013-01-01T05:00:00Z") == parse_time("2013-01-01T05:00:00") == 1357016400000
     assert parse_time("1357016400000") == 1357016400000
+    # a YYYYMMDD date or epoch seconds would be a time in 1970 as millis: refused, not taken
+    for ambiguous in ("20240101", "1700000000"):
+        with pytest.raises(ConfigError, match="ambiguous: as epoch millis it is 1970"):
+            parse_time(ambiguous, "--threshold")
     with pytest.raises(ConfigError, match="malformed time 'yesterday'"):
         parse_time("yesterday")
 

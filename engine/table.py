@@ -336,9 +336,11 @@ class Table:
         the new configuration. Turning catalog sync on does not sync by itself: the next operation, or
         `sync_catalog()`, does."""
         from engine.config.properties import save_table_config, validate_settings
+        from engine.config.resolve import refuse_impossible_settings
         from engine.lock import FileLock, holding
 
         checked = validate_settings(dict(settings))
+        refuse_impossible_settings(self.path, checked)
         with holding(lock or FileLock(self.path), "update the table's settings"):
             cfg = self._reload()
             cfg.props.update(checked)

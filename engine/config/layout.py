@@ -15,6 +15,7 @@ from engine.config.properties import (
     new_table_props,
     save_table_config,
 )
+from engine.config.resolve import refuse_impossible_settings
 from engine.errors import ConfigError
 from engine.io import storage
 
@@ -33,6 +34,7 @@ def create_table(path: str, *, name: str, record_keys: list[str], ordering_field
     """Create an empty MOR table (version 6, or 8: Hudi 1.x); refuses to overwrite an existing one."""
     if storage.exists(storage.join(path, HOODIE_DIR, PROPERTIES_FILE)):
         raise ConfigError(f"a Hudi table already exists at {path}")
+    refuse_impossible_settings(path, settings or {})
     outer = enclosing_table(path)
     if outer is not None:
         # its files would sit in the outer table's partitions, where the outer table's readers and compactions

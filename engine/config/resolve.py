@@ -73,6 +73,14 @@ def compaction_settings(cfg: TableConfig, *, strategy: str | None, carry_over: s
     )
 
 
+def refuse_impossible_settings(base_path: str, settings: Mapping[str, str]) -> None:
+    """Settings the table's store cannot honour, refused when they are stored (create, update) rather than at
+    every compaction after: symlink carry-over on an object store."""
+    if settings.get(CARRY_OVER_KEY) == "symlink" and not storage.supports_links(base_path):
+        raise ConfigError(f"{base_path}: {CARRY_OVER_KEY}=symlink is impossible on object storage (no links); "
+                          "carry-over there is a server-side copy (leave the key unset, or set copy)")
+
+
 def carry_over_mode(cfg: TableConfig, mode: Resolved) -> Resolved:
     """Object stores have no links: carry-over is a (server-side) copy there whatever the default, and a
     symlink someone asked for (argument or table setting) is refused rather than silently changed."""

@@ -253,6 +253,14 @@ def test_symlink_carry_over_on_s3_is_refused(s3_env, tmp_path, monkeypatch):  # 
     with pytest.raises(ConfigError, match="impossible on object storage.*--carry-over copy"):
         table.schedule_compaction(threshold="2024-01-01T12:00:00Z", carry_over="symlink")
     assert not table.compactions()
+    # nor can the table store it as its setting (it would refuse every compaction after)
+    symlink = {"hoodie.compaction.carry.over.mode": "symlink"}
+    with pytest.raises(ConfigError, match="carry.over.mode=symlink is impossible on object storage"):
+        table.update_settings(symlink)
+    with pytest.raises(ConfigError, match="carry.over.mode=symlink is impossible on object storage"):
+        Table.create(f"{s3_env['bucket_uri']}/sym2", name="sym2", record_keys=["id"], ordering_field="seq",
+                     event_time_field="ts", settings=symlink)
+    assert not storage.exists(f"{s3_env['bucket_uri']}/sym2/.hoodie/hoodie.properties")
     server = s3_env["server"]
     # Both logs are accounted for byte for byte by their deltacommits' write stats: planning reads neither (the
     # folded one is checked for damage by the task that folds it: next test).

@@ -190,8 +190,8 @@ def _threshold(strategy: str, instant: str, threshold_ms: int | None, latency: i
         return int(threshold_ms)
     if latency is None:
         if strategy == "event_time":
-            raise ConfigError("the event_time strategy needs a threshold: pass threshold_ms or data_latency_ms, "
-                              "or set hoodie.compaction.event.time.data.latency on the table")
+            raise ConfigError("the event_time strategy needs a threshold: give one (--threshold, threshold=) or a "
+                              "data latency (--data-latency, data_latency=), or set hoodie.compaction.event.time.data.latency on the table")
         return None
     if latency < 0:
         raise ConfigError(f"data latency must not be negative, got {latency} ms")

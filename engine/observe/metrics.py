@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
 from engine import logformat
-from engine.compaction.log_event_times import SOURCES, resolve_log_event_times
+from engine.compaction.log_event_times import SOURCES, carried_aliases, resolve_log_event_times
 from engine.config.properties import load_table_config
 from engine.io import storage
 from engine.logformat import integrity
 from engine.results import BacklogMetrics, from_ms
 from engine.slices.fsview import FileSystemView
-from engine.slices.groups import LogFile
+from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import Timeline
 
@@ -51,7 +51,7 @@ def _backlog_metrics(base_path: str) -> BacklogMetrics:
         remaining_log_files=len(logs),
         # The view's sizes follow symlinks: a carried-over link weighs what its target weighs.
         remaining_log_bytes=sum(lf.size for lf in logs),
-        carried_over_log_files=sum(1 for lf in logs if storage.is_link(lf.path)),
+        carried_over_log_files=_carried_over(timeline, slices),
         logs_with_unknown_event_time=sources.get("none", 0),
         log_event_time_sources={s: sources.get(s, 0) for s in SOURCES},
         pending_compactions=len(pending),
@@ -61,6 +61,14 @@ def _backlog_metrics(base_path: str) -> BacklogMetrics:
             CommittedExtents(base_path, timeline)).committed),
         oldest_log_instant=_oldest_write(logs, view.committed_instants),
     )
+
+
+def _carried_over(timeline: Timeline, slices: Sequence[FileSlice]) -> int:
+    """Logs of the latest slices that a compaction carried over: links locally, copies on an object store (known
+    from the completed compactions' carry-over records, as a copy looks like any log)."""
+    copies = carried_aliases(timeline)
+    return sum(1 for sl in slices for lf in sl.log_files
+               if (sl.partition_path, lf.name) in copies or storage.is_link(lf.path))
 
 
 def _oldest_write(logs: Sequence[LogFile], committed: AbstractSet[str]) -> str | None:

@@ -97,7 +97,8 @@ def _message(result: RecoverResult, resumed: list[RollbackResult], rolled: list[
     lines = lines or ["nothing to recover"]
     stale = result.stale_writes
     lines += [f"left alone: write {w} (" + (f"heartbeat not yet expired (expires at {iso(stale[w])})"
-                                            if w in stale else "its writer is alive") + ")"
+                                            if w in stale else "its heartbeat is current: a live writer, or one "
+                                            "that died less than a heartbeat interval ago") + ")"
               for w in result.live_writes]
     lines += [f"left alone: compaction {c} (a run is executing it)" for c in result.running_compactions]
     return "\n".join(lines)

@@ -391,8 +391,9 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -
         raise RollbackRefused(
             ROLLBACK_DEPENDENCY,
             f"cannot roll back compaction {c}: {len(strays)} log file(s) were written into its slice after it was "
-            f"planned ({', '.join(sorted(strays))}); they would be orphaned. Run the compaction to completion "
-            "instead (or roll those writes back first)", blocking)
+            f"planned ({', '.join(sorted(strays))}); they would be orphaned. "
+            + ("Roll those writes back first (newest first)" if timeline.is_completed(c)
+               else "Run the compaction to completion instead (or roll those writes back first)"), blocking)
     return dead
 
 

@@ -161,6 +161,9 @@ def test_a_table_lives_on_s3_as_it_does_locally(twins, s3_server, spark, tmp_pat
     assert not [r for r in requests if r["method"] == "PUT" and r["path"] in copied and not r["copy_source"]]
     for query in ("snapshot", "read_optimized"):
         twins.check(query)
+    # the backlog counts carried logs alike: links locally, copies on S3
+    carried = [t.metrics().carried_over_log_files for t in (twins.local, twins.s3)]
+    assert carried == [result.logs_carried_over] * 2, carried
 
     # a write after the compaction, a second compaction, and its rollback (the copies it made go with it)
     twins.write(_jsonl(tmp, "d6", _rows("06", 7, range(0, 3))))

@@ -117,7 +117,7 @@ def test_an_expired_writer_in_a_pending_compactions_slice_never_blocks_its_rollb
     assert f"left alone: write {dead} (heartbeat not yet expired (expires at {expires}))" in result.message
     assert result.to_dict()["stale_writes"] == {dead: iso(utc(last + 20_000))}
     age(path, dead, 1)                       # a fresh beat: the writer is alive
-    assert "its writer is alive" in Table.open(path).recover().message
+    assert "its heartbeat is current" in Table.open(path).recover().message
 
     age(path, dead, 25)                      # expired
     assert main(["rollback", path, "--instant", c]) == 0

@@ -200,12 +200,22 @@ def filesystem(path: str) -> tuple[pafs.FileSystem, str]:
     with _LOCK:
         fs = _FILESYSTEMS.get(key)
         if fs is None:
-            fs = _s3_filesystem() if s in ("s3", "s3a") else pafs.FileSystem.from_uri(path)[0]
+            fs = _s3_filesystem() if s in ("s3", "s3a") else _gcs_filesystem() if s in ("gs", "gcs") \
+                else pafs.FileSystem.from_uri(path)[0]
             _FILESYSTEMS[key] = fs
-    if s in ("s3", "s3a"):
+    if s in ("s3", "s3a", "gs", "gcs"):
         bucket, name = _bucket_key(path)
         return fs, f"{bucket}/{name}".rstrip("/")
     return fs, pafs.FileSystem.from_uri(path)[1]
+
+
+# How long a GCS request is retried (pyarrow's default is 15 minutes: a machine without Google credentials
+# would seem to hang on every command before it says so).
+GCS_RETRY_S = 20
+
+
+def _gcs_filesystem() -> pafs.FileSystem:
+    return pafs.GcsFileSystem(retry_time_limit=datetime.timedelta(seconds=GCS_RETRY_S))
 
 
 def supports_links(path: str) -> bool:

@@ -80,3 +80,13 @@ def test_no_table_or_query_result_is_written_inside_a_table(tmp_path):
 
 def test_no_table_or_query_result_is_written_inside_a_table_on_s3(s3_env, tmp_path):  # noqa: F811
     _nested_refusals(f"{s3_env['bucket_uri']}/nest", tmp_path)
+
+
+def test_a_gcs_location_gives_up_in_seconds_not_minutes():
+    """pyarrow retries GCS requests for 15 minutes by default: without Google credentials every command would
+    seem to hang before saying so. Keys are names, as on S3."""
+    from engine.io import storage
+
+    fs, inside = storage.filesystem("gs://bucket/t/p=C#/f.parquet")
+    assert inside == "bucket/t/p=C#/f.parquet"
+    assert fs.__reduce__()[1][0]["retry_time_limit"].total_seconds() == storage.GCS_RETRY_S <= 30

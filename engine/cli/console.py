@@ -303,8 +303,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
     p.add_argument("--query", choices=["snapshot", "read_optimized", "incremental", "time_travel"],
                    help="default: snapshot")
-    p.add_argument("--begin", help="incremental: records written after this instant (default: from the start)")
-    p.add_argument("--end", help="incremental: ... up to and including this instant (default: the latest commit)")
+    p.add_argument("--begin", help="incremental: records written after this instant (default: from the start; "
+                                    "table version 8: instants are compared by completion time, as Hudi 1.x does)")
+    p.add_argument("--end", help="incremental: ... up to and including this instant (default: the latest commit; "
+                                 "version 8: a write is in the range when it completed by then)")
     p.add_argument("--as-of", help="time_travel: the table as of this completed instant")
     p.add_argument("--output", required=True)
     _add_placement(p, "read")

@@ -32,10 +32,11 @@ def root(stack_env):
     """Four tables at different depths, a metadata table inside one, a table-looking folder inside another's
     partition, a folder that only looks like a table (no properties), and unrelated folders."""
     root = stack_env.table_root / f"lake-{uuid.uuid4().hex[:8]}"   # the stack (and its table root) is per session
-    for rel in NESTED:
-        make_table(root / rel)
+    # The tables inside others first: Tidemark refuses to create a table inside a table, other tools do not.
     make_table(root / "sales" / "orders" / ".hoodie" / "metadata")           # Hudi's metadata table
     make_table(root / "web" / "clicks" / "2026" / "inner")                     # inside a table: not searched
+    for rel in NESTED:
+        make_table(root / rel)
     (root / "broken" / ".hoodie").mkdir(parents=True)                          # no hoodie.properties
     (root / "empty" / "deeper").mkdir(parents=True)
     return root

@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import ContextVar
@@ -628,37 +627,13 @@ def complete(base_path: str, ts: str, action: str, content: bytes) -> str:
     folder = _folder(base_path)
     _require(folder, ts, action, State.INFLIGHT)
     if folder.layout == layout_v8.LAYOUT_VERSION:
-        # The completed name is new each time (it names its completion time), so its create-if-absent arbitrates
-        # nothing. Only a compaction plan is run by whoever picks it up (a write, clean or rollback instant is its
-        # creator's alone): there a fixed-name claim arbitrates. Checked for a completion after the claim: a
-        # completer that claims once the winner's claim went with its temp folder (after its commit) finds that commit.
-        if action == COMPACTION:
-            _claim_completion(base_path, ts, action)
-        _refuse_if_completed(folder, ts, action)
+        _refuse_if_completed(folder, ts, action)   # the name is new each time: no create-if-absent clash
         name = layout_v8.completed_name(ts, new_instant_time(after=ts), _COMPLETES_AS.get(action, action))
         path = storage.join(folder.path, name)
     else:
         path = folder.named(ts, action, State.COMPLETED)
     _atomic_create(path, _layout_content(folder, action, content), fault_step="temp_written")
     return path
-
-
-def completion_claim(base_path: str, ts: str, action: str) -> str:
-    """Where a run completing a layout-2 compaction claims it: in the instant's temp folder, which a revert to
-    requested, a rollback and the commit itself remove (Hudi's readers ignore `.hoodie/.temp/`)."""
-    return storage.join(base_path, HOODIE_DIR, ".temp", ts, f".{_COMPLETES_AS.get(action, action)}.completing")
-
-
-def _claim_completion(base_path: str, ts: str, action: str) -> None:
-    path = completion_claim(base_path, ts, action)
-    if not storage.is_remote(path):
-        storage.make_dirs(os.path.dirname(path))
-    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "at": new_instant_time()}).encode()
-    try:
-        _atomic_create(path, body)
-    except InstantExistsError:
-        raise InstantExistsError(f"{action} instant {ts} is being completed by another run ({path} claims it); if no "
-                                 "run of it is alive, `tidemark recover` reverts it for a re-run") from None
 
 
 def revert_compaction_inflight(base_path: str, ts: str) -> None:

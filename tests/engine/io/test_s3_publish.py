@@ -7,7 +7,6 @@ unless a lock outside the store is held.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import threading
 from pathlib import Path
@@ -33,7 +32,7 @@ def _table(uri: str, tmp: Path) -> Table:
     return table
 
 
-def _race(base: str, ts: str, bodies: list[bytes], action: str = DELTACOMMIT) -> list[object]:
+def _race(base: str, ts: str, bodies: list[bytes]) -> list[object]:
     """Each body completes `ts` from its own thread, all released at once; the outcome of each."""
     gate = threading.Barrier(len(bodies))
     outcomes: list[object] = [None] * len(bodies)
@@ -41,7 +40,7 @@ def _race(base: str, ts: str, bodies: list[bytes], action: str = DELTACOMMIT) ->
     def run(i: int) -> None:
         gate.wait()
         try:
-            outcomes[i] = complete(base, ts, action, bodies[i])
+            outcomes[i] = complete(base, ts, DELTACOMMIT, bodies[i])
         except Exception as exc:  # noqa: BLE001 - the outcome is what the test checks
             outcomes[i] = exc
 
@@ -202,40 +201,3 @@ def test_a_publish_the_store_asks_to_retry_is_retried(s3_env, monkeypatch):  # n
     finally:
         _unregister(busy_twice)
     assert busy["n"] == 2 and storage.read_bytes(path) == b"{}"
-
-
-def test_two_runs_racing_to_complete_a_v8_compaction_one_wins(s3_env, tmp_path, monkeypatch):  # noqa: F811
-    """Hudi 1.x names a completed instant by its completion time, new for each completer, so two runs of one
-    compaction plan (two hosts, no lease) would both publish it; a fixed-name claim lets exactly one. Both runs
-    pass the completed-instant check together here (the race the claim closes)."""
-    from engine.timeline import instants
-
-    checked = instants._refuse_if_completed
-
-    def together(*args):  # type: ignore[no-untyped-def]
-        checked(*args)
-        with contextlib.suppress(threading.BrokenBarrierError):   # alone when the other run was refused before
-            gate.wait(timeout=1)
-
-    monkeypatch.setattr(instants, "_refuse_if_completed", together)
-    # each completer its own completion time, as two hosts would take them
-    times = iter(range(20990101000000100, 20990101000001000))
-    monkeypatch.setattr(instants, "new_instant_time", lambda after=None: str(next(times)))
-    body = b'{"partitionToWriteStats": {}, "compacted": true, "extraMetadata": {}, "operationType": "COMPACT"}'
-    for where in (f"{s3_env['bucket_uri']}/race8", str(tmp_path / "race8")):
-        table = Table.create(where, name="race8", record_keys=["id"], ordering_field="seq", event_time_field="ts",
-                             table_version=8)
-        c = "20990101000000000"
-        instants.create_requested(table.path, c, instants.COMPACTION)
-        transition_to_inflight(table.path, c, instants.COMPACTION)
-        gate = threading.Barrier(2)
-        outcomes = _race(table.path, c, [body, body], instants.COMPACTION)
-        lost = [o for o in outcomes if isinstance(o, Exception)]
-        assert len(lost) == 1 and isinstance(lost[0], Refused) and lost[0].reason == ALREADY_PUBLISHED, outcomes
-        assert "being completed by another run" in str(lost[0])
-        done = [n for n in storage.list_names(f"{table.path}/.hoodie/timeline") if n.startswith(c + "_")]
-        assert len(done) == 1 and done[0].endswith(".commit"), done
-        # once the winner's commit removed its temp folder (and the claim), a late run finds the commit
-        storage.remove_tree(f"{table.path}/.hoodie/.temp/{c}")
-        with pytest.raises(instants.TimelineError, match="already completed"):
-            complete(table.path, c, instants.COMPACTION, body)

@@ -1131,6 +1131,7 @@ def _s3_put_if_absent(path: str, data: bytes) -> str:
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
+    resent = False   # whether a put of ours may have landed before the answer we got (botocore's or our retry)
     for attempt in range(CONFLICT_TRIES):
         try:
             return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*").get("ETag", ""))
@@ -1138,11 +1139,13 @@ def _s3_put_if_absent(path: str, data: bytes) -> str:
             code = exc.response.get("Error", {}).get("Code", "")
             meta = exc.response.get("ResponseMetadata", {})
             status = meta.get("HTTPStatusCode")
+            resent = resent or bool(meta.get("RetryAttempts"))
             if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < CONFLICT_TRIES:
+                resent = True   # the write in progress may be an earlier try of ours
                 time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
                 continue
             if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
-                own = _own_landed_put(bucket, key, data) if meta.get("RetryAttempts") else None
+                own = _own_landed_put(bucket, key, data) if resent else None
                 if own is not None:
                     return own
                 raise PublishConflict(f"{path} already exists (the store refused a second create: {code or status})") \
@@ -1153,9 +1156,17 @@ def _s3_put_if_absent(path: str, data: bytes) -> str:
 
 def _own_landed_put(bucket: str, key: str, data: bytes) -> str | None:
     """The object's ETag when it holds exactly `data` — a put whose response was lost (a timeout, a 5xx after the
-    write landed) and that botocore retried into its own object's 412: the publish happened, it is ours. None
-    otherwise (another writer's object; one whose ETag is not its MD5, e.g. under SSE-KMS, stays a conflict)."""
-    head = s3_client().head_object(Bucket=bucket, Key=key)
+    write landed) and that was retried into its own object's 412: the publish happened, it is ours. None
+    otherwise: another writer's object; one whose ETag is not its MD5 (e.g. under SSE-KMS); an object gone since;
+    and empty `data` (an empty pending instant file), which any other writer's object would match too."""
+    from botocore.exceptions import ClientError
+
+    if not data:
+        return None
+    try:
+        head = s3_client().head_object(Bucket=bucket, Key=key)
+    except ClientError:
+        return None
     etag = str(head.get("ETag", ""))
     same = int(head.get("ContentLength", -1)) == len(data) and \
         etag.strip('"') == hashlib.md5(data, usedforsecurity=False).hexdigest()

@@ -139,9 +139,14 @@ def test_a_publish_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # no
 
     from botocore.exceptions import ReadTimeoutError
 
-    lost = {"n": 0}
+    lost = {"n": 0, "busy": False}
 
     def lose_first_response(request, **_):  # type: ignore[no-untyped-def]
+        from botocore.awsrequest import AWSResponse
+
+        if request.headers.get("If-None-Match") in ("*", b"*") and lost["n"] == 1 and lost["busy"]:
+            lost["busy"] = False   # botocore's retry meets "a write in progress": our own
+            return AWSResponse(request.url, 409, {}, _Busy())
         if request.headers.get("If-None-Match") in ("*", b"*") and lost["n"] == 0:
             lost["n"] += 1
             body = request.body
@@ -163,11 +168,21 @@ def test_a_publish_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # no
     try:
         storage.create_exclusive(path, b'{"mine": 1}')
         assert lost["n"] == 1 and storage.read_bytes(path) == b'{"mine": 1}'
+        # the lost response, then a 409 for botocore's retry, then our loop's try meets our object: still ours
+        lost.update(n=0, busy=True)
+        storage.create_exclusive(f"{path}.2", b'{"mine": 3}')
+        assert lost == {"n": 1, "busy": False} and storage.read_bytes(f"{path}.2") == b'{"mine": 3}'
         lost["n"] = 0   # the same lost response, for a name another writer holds: still refused
         other = f"{s3_env['bucket_uri']}/t/.hoodie/002.deltacommit"
         storage.write_bytes(other, b'{"theirs": 1}')
         with pytest.raises(storage.PublishConflict):
             storage.create_exclusive(other, b'{"mine": 2}')
+        # an empty pending file proves nothing: another writer's empty object would match it as well
+        lost["n"] = 0
+        inflight = f"{s3_env['bucket_uri']}/t/.hoodie/003.deltacommit.inflight"
+        storage.write_bytes(inflight, b"")
+        with pytest.raises(storage.PublishConflict):
+            storage.create_exclusive(inflight, b"")
     finally:
         _unregister(lose_first_response)
     assert storage.read_bytes(other) == b'{"theirs": 1}'
@@ -175,22 +190,25 @@ def test_a_publish_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # no
         storage.create_exclusive(path, b'{"mine": 1}')
 
 
+class _Busy:
+    """The body of S3's 409: another conditional write to the key is in progress."""
+
+    def stream(self):  # type: ignore[no-untyped-def]
+        yield (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict</Code>"
+               b"<Message>A conflicting operation is in progress</Message></Error>")
+
+
 def test_a_publish_the_store_asks_to_retry_is_retried(s3_env, monkeypatch):  # noqa: F811
     """409 ConditionalRequestConflict: another conditional write to the key was in flight; AWS asks for a retry,
     which then wins or meets the other's object."""
     from botocore.awsrequest import AWSResponse
-
-    class _Raw:
-        def stream(self):  # type: ignore[no-untyped-def]
-            yield (b"<?xml version='1.0' encoding='UTF-8'?><Error><Code>ConditionalRequestConflict</Code>"
-                   b"<Message>A conflicting operation is in progress</Message></Error>")
 
     busy = {"n": 0}
 
     def busy_twice(request, **_):  # type: ignore[no-untyped-def]
         if busy["n"] < 2:
             busy["n"] += 1
-            return AWSResponse(request.url, 409, {}, _Raw())
+            return AWSResponse(request.url, 409, {}, _Busy())
         return None
 
     monkeypatch.setattr(storage, "CONFLICT_PAUSE_S", 0.001)

@@ -47,7 +47,11 @@ def enclosing_table(path: str) -> str | None:
         up = storage.parent(here)
         if not up or up == here or up.endswith(":/") or up.endswith(":"):
             return None
-        if storage.file_exists(storage.join(up, HOODIE_DIR, PROPERTIES_FILE)):
+        try:
+            found = storage.file_exists(storage.join(up, HOODIE_DIR, PROPERTIES_FILE))
+        except OSError:   # a level the credentials may not read (S3 answers 403 outside a prefix-scoped policy)
+            found = False
+        if found:
             return up
         here = up
 

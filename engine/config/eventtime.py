@@ -128,22 +128,22 @@ def in_the_future(threshold_ms: int, now: dt.datetime | None = None) -> bool:
     return threshold_ms > int(((now + FUTURE_GRACE) - _EPOCH) / dt.timedelta(milliseconds=1))
 
 
-# Typed epoch millis have 12 digits or more (from 1973-03-03): shorter numbers are far likelier a date written
-# YYYYMMDD (8 digits) or epoch seconds (10 digits) than a time in 1970-1973, and taking them for millis would
-# plan against a time decades off without a word.
-_MIN_TYPED_MILLIS = 10 ** 11
+# Typed epoch millis have 13 digits (2001-09-09 .. 2286-11-20): any other count is far likelier a date or time
+# written YYYYMMDD[HHmm[ss]] (8, 12, 14 digits) or epoch seconds (10) than a time in the 1970s-90s or after 2286,
+# and taking it for millis would plan against a time decades or centuries off without a word.
+_TYPED_MILLIS_DIGITS = 13
 
 
 def parse_time(text: str, what: str = "time") -> int:
-    """ISO-8601 (naive = UTC) or epoch millis (12+ digits) -> epoch millis; malformed, ambiguous or out-of-range
+    """ISO-8601 (naive = UTC) or epoch millis (13 digits) -> epoch millis; malformed, ambiguous or out-of-range
     input raises ConfigError."""
     text = text.strip()
     if _DIGITS.match(text):
         ms = int(text)
-        if 0 < abs(ms) < _MIN_TYPED_MILLIS:
+        if len(text.lstrip("-")) != _TYPED_MILLIS_DIGITS and MIN_MS <= ms <= MAX_MS:
             raise ConfigError(f"{what} {text!r} is ambiguous: as epoch millis it is {_render(ms)}; write a date or "
                               "time as ISO-8601 (e.g. 2024-01-01 or 2024-01-01T00:00:00Z), epoch seconds times "
-                              "1000 as millis")
+                              "1000 as millis (13 digits)")
         return check_millis(ms, what)
     try:
         parsed = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))

@@ -104,7 +104,9 @@ def encode_delete_content(
 
 def _ordering_branch(values: Sequence[int | float | str | None] | None, n: int) -> tuple[int, list[int | float | str | None]]:
     """One union branch for the whole block (older hudi-rs types the column from the first record)."""
-    if values is None:
+    if values is None or all(v is None for v in values):
+        if values is not None and len(values) != n:
+            raise TidemarkError(f"delete block: {n} record keys but {len(values)} ordering values")
         return INT_BRANCH, [0] * n
     if len(values) != n:
         raise TidemarkError(f"delete block: {n} record keys but {len(values)} ordering values")

@@ -90,3 +90,23 @@ def test_a_gcs_location_gives_up_in_seconds_not_minutes():
     fs, inside = storage.filesystem("gs://bucket/t/p=C#/f.parquet")
     assert inside == "bucket/t/p=C#/f.parquet"
     assert fs.__reduce__()[1][0]["retry_time_limit"].total_seconds() == storage.GCS_RETRY_S <= 30
+
+
+def test_a_level_the_credentials_cannot_read_is_not_a_table(s3_env, monkeypatch):  # noqa: F811
+    """With a policy scoped to a prefix, S3 answers 403 for `.hoodie/hoodie.properties` at the bucket's root: that
+    level is no table as far as this user can tell, and creating one under the prefix goes on."""
+    from engine.config.discovery import enclosing_table
+    from engine.io import storage
+
+    exists = storage.file_exists
+    root = f"{s3_env['bucket_uri']}/.hoodie/hoodie.properties"
+
+    def forbidden_at_the_root(path: str) -> bool:
+        if path == root:
+            raise OSError(f"{path}: 403")
+        return exists(path)
+
+    monkeypatch.setattr(storage, "file_exists", forbidden_at_the_root)
+    assert enclosing_table(f"{s3_env['bucket_uri']}/team/t") is None
+    assert Table.create(f"{s3_env['bucket_uri']}/team/t", name="t", record_keys=["id"], ordering_field="seq",
+                        event_time_field="ts").name == "t"

@@ -26,6 +26,9 @@ def test_bounds_iso_and_parse():
     for ambiguous in ("20240101", "1700000000"):
         with pytest.raises(ConfigError, match="ambiguous: as epoch millis it is 1970"):
             parse_time(ambiguous, "--threshold")
+    for ambiguous in ("202401011200", "20240101120000"):   # yyyyMMddHHmm[ss]: 1976, 2611 as millis
+        with pytest.raises(ConfigError, match="ambiguous"):
+            parse_time(ambiguous, "--threshold")
     with pytest.raises(ConfigError, match="malformed time 'yesterday'"):
         parse_time("yesterday")
 

@@ -162,6 +162,10 @@ def test_delete_block_long_ordering(tmp_path: Path) -> None:
     # "no ordering" (Int 0) and Long values cannot share a block's one branch
     with pytest.raises(TidemarkError, match="block of their own"):
         encode_delete_block(["a", "b"], ["p", "p"], "20250101000000003", [MIN_T, None])
+    # a block of deletes that all have none is Int 0, as with no values given
+    block = encode_delete_block(["a", "b"], ["p", "p"], "20250101000000003", [None, None])
+    assert read_log_file(write(tmp_path / "n.log", block)).blocks[0].deletes.column("always_wins").to_pylist() == \
+        [True, True]
 
 
 @pytest.mark.parametrize(

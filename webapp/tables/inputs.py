@@ -24,7 +24,6 @@ EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 MAX_MINUTES = 366 * 24 * 60        # the longest schedule or SLA anyone means: a year (and it fits every column)
 MAX_LIMIT = 1000                     # rows one API page may ask for
-FUTURE_GRACE = eventtime.FUTURE_GRACE   # past now + this, a threshold needs an explicit confirmation
 CONFIRM_FUTURE = "confirm_future"
 
 
@@ -150,7 +149,7 @@ def validate_trigger(data: Mapping[str, Any], *, default_latency: str | None,
     args = trigger_args(data, now)
     if args.threshold is None and not args.data_latency and not default_latency:
         raise InvalidInput("give a threshold T or a data latency: this table has no default data latency")
-    if args.threshold is not None and args.threshold > now + FUTURE_GRACE and not parse_exact(data.get(CONFIRM_FUTURE)):
+    if args.threshold is not None and args.threshold > now + eventtime.FUTURE_GRACE and not parse_exact(data.get(CONFIRM_FUTURE)):
         when = args.threshold.isoformat().replace("+00:00", "Z")
         raise InvalidInput(f"threshold {when} is in the future: the compaction would publish the table as "
                            "complete up to a time whose data cannot have arrived yet; confirm to go ahead "

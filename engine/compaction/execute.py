@@ -22,7 +22,7 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +120,9 @@ class OpTask:
     carried_needed: bool = True          # the plan's word on its carried logs (CompactionOperation)
     carried_read: int = 0                # bytes of the carried logs the task will read whole (_logs_read_whole)
     partition_files: int = 0             # files in the partition, by the driver's listing (0: unknown)
+    # On an object store, the group's files in its partition (name, size) by the run's listing, taken before the
+    # plan went inflight: what a first attempt would find with a LIST of its own (below `_listing_ahead`).
+    listed: tuple[tuple[str, int], ...] | None = None
 
     @property
     def weight(self) -> int:
@@ -172,7 +175,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
     try:
         if spark is None:
             outs = in_process.run_here(tasks, balanced_order(tasks), execute_operation, on_progress, should_stop,
-                                       "file groups")
+                                       "file groups", REMOTE_GROUPS_PER_CPU if storage.is_remote(base_path) else 1)
         else:
             outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
     except Stopped as stopped:
@@ -187,7 +190,54 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         raise CompactionError(f"compaction {c} failed ({exc}); it is still inflight: run it again, or roll it "
                               f"back (tidemark rollback --instant {c}, or Table.rollback)") from exc
     fault_point("execute", "tasks")
-    return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
+    if cfg.merge_mode != EVENT_TIME_ORDERING:
+        return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
+    # The table lock (the caller's is held already) keeps writes out from the check below through the publish.
+    with contextlib.nullcontext() if lock is not None else holding(FileLock(base_path), f"commit compaction {c}"):
+        timeline = Timeline.load(base_path)
+        view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now
+        if _redo_after_late_writes(view, tasks, outs):
+            view = FileSystemView(base_path, timeline)   # groups ran again: their new files
+        return _commit(cfg, timeline, c, plan, tasks, outs, view)
+
+
+def _redo_after_late_writes(view: FileSystemView, tasks: list[OpTask], outs: list[dict[str, Any]]) -> bool:
+    """Writers are not blocked while C runs: their logs go to slice C, after the base a task wrote. Under
+    event-time ordering such a log can change what that base must hold — a record of lower ordering than a
+    delete the task applied would otherwise come back to life once C completes (and, after a delete of its
+    own, a record can make the old base row win again) — so a group that got logs its task never saw (they
+    came after its listing) runs again here, on the driver, under the table lock: when it replays (a folded
+    delete, or one the plan recorded in a carried log) or when a new log holds a delete block. One listing
+    per partition (on a store the view's one listing of the table, which the commit goes on with); nothing is read
+    when no write came. Whether a group ran again."""
+    listed: dict[str, list[str]] = {}
+    again = False
+    for i, task in enumerate(tasks):
+        pdir = view.partition_dir(task.partition_path)
+        if pdir not in listed:
+            if storage.is_remote(pdir):
+                view.partitions()
+                listed[pdir] = [e.name for e in view.remote_entries(task.partition_path) or ()]
+            else:
+                listed[pdir] = storage.list_names_if_dir(pdir)
+        seen = set(outs[i]["written"])
+        late = [n for n in _written_logs(task, listed[pdir]) if n not in seen]
+        if late and (outs[i]["replays"] or _hold_a_delete([storage.join(pdir, n) for n in late])):
+            outs[i] = execute_operation(dataclasses.replace(task, listed=None, completed=frozenset()))
+            again = True
+    return again
+
+
+def _hold_a_delete(paths: list[str]) -> bool:
+    """Whether any of these logs has a delete block (from their headers: one ranged read each on a store)."""
+    scans = logformat.scan_log_files((p, None) for p in paths)
+    return any(b.block_type == logformat.BlockType.DELETE for scan in scans.values() for b in scan.blocks)
+
+
+# File groups in flight per CPU when an in-process run compacts an object-store table: a group waits a round trip
+# for its first log and another for its base file's upload, which another group's decode and merge fill (the
+# plan is small: `engine.placement` sends big ones to Spark).
+REMOTE_GROUPS_PER_CPU = 2
 
 
 def _check_logs(timeline: Timeline, tasks: list[OpTask]) -> None:
@@ -317,9 +367,19 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0,
             carried_needed=op.carried_needed, partition_files=len(view.remote_entries(part) or ()),
+            listed=_group_files(view.remote_entries(part), op.file_id),
             carried_read=sum(sizes.get(storage.join(pdir, s.target), 0) for s in op.carried)
             if cfg.merge_mode == EVENT_TIME_ORDERING and op.carried_needed else 0))
     return out
+
+
+def _group_files(entries: list[storage.Entry] | None, file_id: str) -> tuple[tuple[str, int], ...] | None:
+    """The files of group `file_id` among a partition's listed entries: its base files (`<fid>_...`) and logs
+    (`.<fid>_...`), every name a task asks its listing about. None when the partition was not listed (local)."""
+    if entries is None:
+        return None
+    return tuple((e.name, e.size) for e in entries
+                 if not e.is_dir and (e.name.startswith(f"{file_id}_") or e.name.startswith(f".{file_id}_")))
 
 
 def _delete_event_bounds(timeline: Timeline) -> dict[tuple[str, str], list[tuple[str, int | None, int | None]]]:
@@ -336,7 +396,7 @@ def _delete_event_bounds(timeline: Timeline) -> dict[tuple[str, str], list[tuple
 
 
 def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: list[OpTask],
-            outs: list[dict[str, Any]]) -> CompactionResult:
+            outs: list[dict[str, Any]], view: FileSystemView | None = None) -> CompactionResult:
     threshold = plan.settings.threshold_ms
     by_partition: dict[str, list[dict[str, Any]]] = {}
     stats: list[dict[str, Any]] = []
@@ -353,7 +413,7 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
     previous = previous_ro_times(cfg)
     # A carry-forward log is judged by what its executor carried, not by its blocks: the deletes it
     # replays are already in the base, only its late records (and withheld winners) are not.
-    remaining = _remaining_log_mins(cfg, timeline, c, tasks, plan) + [o["carry_min"] for o in outs
+    remaining = _remaining_log_mins(cfg, timeline, c, tasks, plan, view) + [o["carry_min"] for o in outs
                                                                  if o.get("spill") and o.get("carry_min") is not None]
     # Only the event-time strategy promises T: a size or unbounded plan with a threshold (e.g. from the
     # table's data latency) may leave older data in logs of slices it did not pick.
@@ -385,10 +445,10 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
 
 
 def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: list[OpTask],
-                        plan: CompactionPlanRecord) -> list[int | None]:
+                        plan: CompactionPlanRecord, view: FileSystemView | None = None) -> list[int | None]:
     """Min event times of the logs left in the latest slices once C completes. Carried logs are not read when
     the plan recorded their times (from their headers, when planning: a copy has the same blocks)."""
-    view = FileSystemView(cfg.base_path, timeline)
+    view = view or FileSystemView(cfg.base_path, timeline)
     compacted = {(t.partition_path, t.file_id) for t in tasks}
     slices = [s for s in view.latest_slices() if (s.partition_path, s.file_id) not in compacted and s.log_files]
     aliases = {}
@@ -488,7 +548,8 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     carry = _carry_over(task, pdir, temp_dir, listing)
     fault_point("carry_over", "linked")
     stat = _stat(task, name, size, logs.items, counts)
-    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms}
+    return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms,
+            "written": _written_logs(task, listing), "replays": _replays(task, logs.items)}
 
 
 def _logs_read_whole(task: OpTask, pdir: str) -> list[str]:
@@ -497,6 +558,19 @@ def _logs_read_whole(task: OpTask, pdir: str) -> list[str]:
     carried = [storage.join(pdir, target) for _, target in task.links] \
         if task.merge_mode == EVENT_TIME_ORDERING and task.carried_needed else []
     return [*task.log_paths, *carried]
+
+
+def _first_attempt() -> bool:
+    """Whether this is the first try of the task in the run: always in this process (a failed task fails the run,
+    never runs again), on Spark attempt 0 (the run's stage reads no shuffle, so Spark never resubmits it: a
+    retry is a later attempt of the same task set); a caller of its own (neither) may be running it again, so
+    it is not."""
+    if in_process.write_token() is not None:
+        return True
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx is not None and ctx.attemptNumber() == 0
 
 
 def _task_token() -> str:
@@ -537,9 +611,19 @@ def _list_partition(task: OpTask, pdir: str) -> dict[str, int]:
 @contextlib.contextmanager
 def _listing_ahead(task: OpTask, pdir: str) -> Iterator[Callable[[], dict[str, int]]]:
     """`_list_partition`, started now on an object store (in the request pool) and answered when asked; locally
-    it is made when asked (a directory read). Leaving the block waits for a listing still in flight."""
+    it is made when asked (a directory read). Leaving the block waits for a listing still in flight.
+
+    A first attempt on an object store asks the run's listing instead (`OpTask.listed`: no LIST at all). It was
+    taken before the plan went inflight, under the compaction lock, so it holds every leftover of an earlier run
+    of the plan, and nothing but this task writes the group's names of C since; what it may lack — logs writers
+    put into slice C in between — a task's own LIST could miss as well, written a moment after it. A retried
+    attempt lists: an earlier attempt of this run may have left files the run's listing never saw."""
     if not storage.is_remote(pdir):
         yield lambda: _list_partition(task, pdir)
+        return
+    if task.listed is not None and _first_attempt():
+        listed = dict(task.listed)
+        yield lambda: listed
         return
     ahead = requests_pool().submit(_list_partition, task, pdir)
     try:
@@ -559,18 +643,33 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: S
     if task.merge_mode != EVENT_TIME_ORDERING:
         return []
     carried = [storage.join(pdir, target) for _, target in task.links]
-    planned = {link for link, _ in task.links}
-    written = []
-    for n in listing:
-        parsed = parse_log_file_name(n)
-        if parsed is not None and n not in planned and _written_into_slice_c(task, parsed):
-            written.append((parsed.base_instant, parsed.version, parsed.write_token, storage.join(pdir, n)))
-    if not written and not task.carried_needed and not any(isinstance(i, DeleteItem) for i in folded):
+    written = [storage.join(pdir, n) for n in _written_logs(task, listing)]
+    if not written and not _replays(task, folded):
         return []
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
                  if written or not task.completed else task.completed)
-    return read_slice_logs(carried + [p for *_, p in sorted(written)], committed).items
+    return read_slice_logs(carried + written, committed).items
+
+
+def _replays(task: OpTask, folded: Sequence[LogItem]) -> bool:
+    """Whether records following the folded ones can change what this task's base holds (and what its
+    carry-forward log replays): under event-time ordering, after a delete among the folded records or one the
+    plan recorded in a carried log (carry_forward._carry_decisions)."""
+    return task.merge_mode == EVENT_TIME_ORDERING and (task.carried_needed
+                                                       or any(isinstance(i, DeleteItem) for i in folded))
+
+
+def _written_logs(task: OpTask, names: Iterable[str]) -> list[str]:
+    """The logs among `names` (the group's partition) written into slice C, not the plan's carried names, in the
+    order readers merge them."""
+    planned = {link for link, _ in task.links}
+    found = []
+    for n in names:
+        parsed = parse_log_file_name(n)
+        if parsed is not None and n not in planned and _written_into_slice_c(task, parsed):
+            found.append((parsed.base_instant, parsed.version, parsed.write_token, n))
+    return [n for *_, n in sorted(found)]
 
 
 def _written_into_slice_c(task: OpTask, log: LogFileName) -> bool:

@@ -51,8 +51,9 @@ def cpus() -> int:
 
 
 def run_here(items: Sequence[T], order: Sequence[int], work: Callable[[T], R], on_progress: Progress | None,
-             should_stop: Callable[[], bool] | None, unit: str) -> list[R]:
-    """`work(items[i])` for each i, started in `order`, on up to `cpus()` threads; results in `items`' order."""
+             should_stop: Callable[[], bool] | None, unit: str, per_cpu: int = 1) -> list[R]:
+    """`work(items[i])` for each i, started in `order`, on up to `per_cpu` × `cpus()` threads; results in `items`'
+    order."""
     if not items:
         return []
     reporter = Reporter(on_progress, len(items), unit)
@@ -69,7 +70,7 @@ def run_here(items: Sequence[T], order: Sequence[int], work: Callable[[T], R], o
     results: dict[int, R] = {}
     failure: BaseException | None = None
     stopping = False
-    workers = max(1, min(cpus(), len(items)))
+    workers = max(1, min(cpus() * per_cpu, len(items)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tidemark-compaction") as pool:
         while waiting or running:
             while waiting and not stopping and failure is None and len(running) < workers:

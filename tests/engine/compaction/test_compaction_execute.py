@@ -384,23 +384,79 @@ def test_carried_logs_with_a_delete_are_read(tmp_path, logs_read):
            rows_by_key(read_arrow(t.path, "read_optimized"), with_meta=("_hoodie_record_key",))
 
 
-def test_tasks_list_their_group_by_prefix_in_a_partition_of_several_pages(s3_env, tmp_path, monkeypatch):  # noqa: F811
-    """Above a listing page of files a task lists only its group's names (two prefix LISTs), and compacts the same."""
+def _s3_table(s3_env, tmp_path, name: str):  # noqa: F811
+    """A partitioned S3 table of three writes over two days' worth of keys (logs before and after DAY0 + 3 days)."""
     from engine import Table
+
+    t = Table.create(f"{s3_env['bucket_uri']}/{name}", name="t", record_keys=["id"], partition_fields=["region"],
+                     ordering_field="seq", event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "2"})
+    for i, (keys, day) in enumerate([(range(0, 200), 1), (range(0, 100), 2), (range(50, 150), 3)]):
+        source = tmp_path / f"{name}-in{i}.parquet"
+        pq.write_table(_day_rows(keys, day, i + 1), source)
+        t.write(str(source), local=True)
+    return t
+
+
+def _list_prefixes(server) -> list[str]:
+    from urllib.parse import parse_qs
+
+    return [parse_qs(r["query"]).get("prefix", [""])[0] for r in server.counts()
+            if r["method"] == "GET" and "list-type=2" in r["query"]]
+
+
+def test_a_first_attempt_asks_the_runs_listing_and_a_retry_lists(s3_env, tmp_path, monkeypatch):  # noqa: F811
+    """On a store, a task's first attempt makes no LIST (the run's listing, taken before the plan went inflight,
+    answers it); a retried attempt lists its partition, so what an earlier attempt of the run left — a base file
+    of C under another write token, which the run's listing never saw — is found and removed."""
+    from engine.compaction import execute, in_process
+    from engine.io import storage
+
+    t = _s3_table(s3_env, tmp_path, "first")
+    server = s3_env["server"]
+    plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="copy")
+    server.reset_counts()
+    asked = []
+    real_here = in_process.run_here
+    monkeypatch.setattr(in_process, "run_here", lambda *args: asked.append(args[-1]) or real_here(*args))
+    t.run_compaction(plan.instant, local=True)
+    assert asked == [execute.REMOTE_GROUPS_PER_CPU]   # in this process: groups' round trips overlap others' work
+    # the run's own listings only: the table's tree and its timeline (no partition's, no group's)
+    assert _list_prefixes(server) and all(p == "first/" or p.startswith("first/.hoodie/")
+                                          for p in _list_prefixes(server)), _list_prefixes(server)
+
+    retried = _s3_table(s3_env, tmp_path, "retried")
+    plan = retried.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="copy")
+    real = execute.execute_operation
+    left: list[str] = []
+
+    def after_a_failed_attempt(task):
+        pdir = storage.join(task.base_path, task.partition_path)
+        stale = storage.join(pdir, f"{task.file_id}_9-9-0_{task.instant}.parquet")   # attempt 0 uploaded it, then died
+        storage.write_bytes(stale, b"PAR1 an earlier attempt's base file")
+        left.append(stale)
+        return real(task)
+
+    monkeypatch.setattr(execute, "execute_operation", after_a_failed_attempt)
+    monkeypatch.setattr(execute, "_first_attempt", lambda: False)
+    server.reset_counts()
+    retried.run_compaction(plan.instant, local=True)
+    assert {"retried/eu/", "retried/us/"} <= set(_list_prefixes(server))   # each retry listed its partition
+    assert left and not [p for p in left if storage.exists(p)]
+    for query in ("snapshot", "read_optimized"):
+        expected = rows_by_key(read_arrow(t.path, query), with_meta=("_hoodie_record_key",))
+        assert rows_by_key(read_arrow(retried.path, query), with_meta=("_hoodie_record_key",)) == expected
+        theirs = hudi_read(retried.path, query, storage_options=s3_env["storage_options"])
+        assert rows_by_key(theirs, with_meta=("_hoodie_record_key",)) == expected
+
+
+def test_tasks_list_their_group_by_prefix_in_a_partition_of_several_pages(s3_env, tmp_path, monkeypatch):  # noqa: F811
+    """Above a listing page of files a retried task lists only its group's names (two prefix LISTs), and compacts
+    the same (a first attempt lists nothing: the run's listing answers it)."""
     from engine.compaction import execute
     from engine.io import storage
 
-    def build(name: str):
-        t = Table.create(f"{s3_env['bucket_uri']}/{name}", name="t", record_keys=["id"], partition_fields=["region"],
-                         ordering_field="seq", event_time_field="ts",
-                         settings={"hoodie.bucket.index.num.buckets": "2"})
-        for i, (keys, day) in enumerate([(range(0, 200), 1), (range(0, 100), 2), (range(50, 150), 3)]):
-            source = tmp_path / f"{name}-in{i}.parquet"
-            pq.write_table(_day_rows(keys, day, i + 1), source)
-            t.write(str(source), local=True)
-        return t
-
-    whole, grouped = build("whole"), build("grouped")
+    whole, grouped = _s3_table(s3_env, tmp_path, "whole"), _s3_table(s3_env, tmp_path, "grouped")
+    monkeypatch.setattr(execute, "_first_attempt", lambda: False)
     server = s3_env["server"]
     lists = {}
     for t, page in ((whole, execute.LIST_PAGE), (grouped, 0)):
@@ -410,21 +466,16 @@ def test_tasks_list_their_group_by_prefix_in_a_partition_of_several_pages(s3_env
         storage.write_bytes(left, b"x")
         server.reset_counts()
         t.run_compaction(plan.instant, local=True)
-        lists[t.path.rsplit("/", 1)[-1]] = [r["query"] for r in server.counts()
-                                            if r["method"] == "GET" and "list-type=2" in r["query"]]
+        lists[t.path.rsplit("/", 1)[-1]] = _list_prefixes(server)
         # the run's temp folder went with the commit (removed while the RO times were published)
         assert not storage.list_tree(storage.join(t.path, ".hoodie", ".temp", plan.instant))
-    from urllib.parse import parse_qs
-
-    def prefixes(queries: list[str]) -> list[str]:
-        return [parse_qs(q)["prefix"][0] for q in queries if "prefix" in parse_qs(q)]
 
     fids = {g.file_id for g in FileSystemView(grouped.path).all_file_groups()}
-    by_group = [p for p in prefixes(lists["grouped"]) if p.rsplit("/", 1)[-1].lstrip(".")[:-1] in fids]
-    assert len(by_group) == 2 * len(fids), prefixes(lists["grouped"])   # `<fid>_` and `.<fid>_` per task
+    by_group = [p for p in lists["grouped"] if p.rsplit("/", 1)[-1].lstrip(".")[:-1] in fids]
+    assert len(by_group) == 2 * len(fids), lists["grouped"]   # `<fid>_` and `.<fid>_` per task
     partitions = {"grouped/eu/", "grouped/us/"}
-    assert not partitions & set(prefixes(lists["grouped"])), "no task listed its whole partition"
-    assert {p.replace("whole/", "grouped/") for p in prefixes(lists["whole"])} >= partitions
+    assert not partitions & set(lists["grouped"]), "no task listed its whole partition"
+    assert {p.replace("whole/", "grouped/") for p in lists["whole"]} >= partitions
     for query in ("snapshot", "read_optimized"):
         expected = rows_by_key(read_arrow(whole.path, query), with_meta=("_hoodie_record_key",))
         assert rows_by_key(read_arrow(grouped.path, query), with_meta=("_hoodie_record_key",)) == expected
@@ -451,3 +502,52 @@ def test_the_temp_folder_removal_waits_its_turn_on_a_busy_pool(s3_env, monkeypat
     finally:
         gate.set()
         pool.shutdown()
+
+
+@pytest.mark.parametrize("folded_delete", [True, False])
+def test_a_write_during_the_run_cannot_undo_what_a_delete_decided(tmp_path, monkeypatch, folded_delete):
+    """Logs written into slice C while the run executes — after its tasks listed — with a record of lower ordering
+    than a delete: the group runs again at the commit (under the table lock), so after C the table reads as it did
+    before C. Folded: the run's delete (seq 10) must keep beating the late record (seq 7). Late: a processing-time
+    delete, after which a record competes with the slice's old base row (Hudi forgets the delete), not with the
+    record the run folded into the new base."""
+    from engine import Table
+    from engine.compaction import in_process
+
+    def source(name: str, rows, op: str = "upsert"):
+        path = tmp_path / f"{name}.parquet"
+        pq.write_table(rows.drop(["seq", "v"]) if op == "delete" and not folded_delete else rows, path)
+        return str(path), op
+
+    if folded_delete:
+        early = [source("d1", _day_rows(range(0, 6), 1, 5)), source("d2", _day_rows(range(0, 2), 2, 10), "delete")]
+        late = [source("late", _day_rows(range(0, 4), 3, 7))]
+    else:   # the base gets seq 5 over seq 1; after the late delete, seq 3 meets the old row (none), not seq 5
+        early = [source("d1", _day_rows(range(0, 6), 1, 1)), source("d2", _day_rows(range(0, 6), 2, 5))]
+        late = [source("late-delete", _day_rows(range(2, 4), 3, 1), "delete"), source("late", _day_rows(range(0, 4), 3, 3))]
+
+    def build(name: str):
+        t = Table.create(str(tmp_path / name), name="t", record_keys=["id"], partition_fields=["region"],
+                         ordering_field="seq", event_time_field="ts", settings={"hoodie.bucket.index.num.buckets": "1"})
+        for path, op in early:
+            t.write(path, op, local=True)
+        return t
+
+    twin, t = build("twin"), build("t")   # the same writes; the twin is never compacted
+    for path, op in late:
+        twin.write(path, op, local=True)
+    plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="symlink")
+    real = in_process.run_here
+
+    def then_writes(*args, **kwargs):
+        outs = real(*args, **kwargs)
+        for path, op in late:   # a writer takes the table lock; the run holds only the compaction lock until its commit
+            t.write(path, op, local=True)
+        return outs
+
+    monkeypatch.setattr(in_process, "run_here", then_writes)
+    t.run_compaction(plan.instant, local=True)
+    expected = rows_by_key(read_arrow(twin.path, "snapshot"), with_meta=("_hoodie_record_key",))
+    assert rows_by_key(read_arrow(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == expected
+    assert rows_by_key(hudi_read(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == expected
+    assert rows_by_key(hudi_read(twin.path, "snapshot"), with_meta=("_hoodie_record_key",)) == expected

@@ -45,6 +45,25 @@ def test_results_in_item_order_with_a_token_per_start_slot(two_cpus):
     assert [d for d, _, _ in seen] == sorted({d for d, _, _ in seen})
 
 
+@pytest.mark.parametrize("per_cpu", [1, 2])
+def test_at_most_per_cpu_groups_per_cpu_run_at_once(two_cpus, per_cpu):
+    """An object-store run keeps two groups per CPU in flight (one's round trips, the other's work); a local one."""
+    lock = threading.Lock()
+    now, most = [0], [0]
+
+    def work(item: str) -> str:
+        with lock:
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.03)
+        with lock:
+            now[0] -= 1
+        return item
+
+    assert in_process.run_here(list("abcdefgh"), range(8), work, None, None, "file groups", per_cpu) == list("abcdefgh")
+    assert most[0] == 2 * per_cpu
+
+
 def test_a_stop_starts_nothing_more_and_waits_for_the_running(two_cpus):
     started: list[str] = []
     finished: list[str] = []

@@ -104,6 +104,7 @@ class ReadResult(Result):
     end_instant: str | None = None
     as_of_instant: str | None = None   # time travel: the instant
     table: pa.Table | None = None
+    more: bool = False                 # `Table.head`: rows beyond the `rows` shown follow
 
 
 # ------------------------------------------------------------------------------------------ compaction

@@ -211,6 +211,16 @@ class Table:
         return r.ReadResult(query=query, rows=table.num_rows, output=None, begin_instant=begin, end_instant=end,
                             as_of_instant=as_of, table=table)
 
+    def head(self, query: str = "snapshot", *, limit: int = 20, begin: str | None = None, end: str | None = None,
+             as_of: str | None = None) -> r.ReadResult:
+        """The first `limit` rows of `query` (as `read`'s), in this process, in `result.table`; `result.more` says
+        whether rows follow. Only as many file slices are read as the rows need."""
+        from engine.read.query import QuerySpec, head_arrow
+
+        table, more = head_arrow(self.path, QuerySpec(query, begin=begin, end=end, as_of=as_of), limit)
+        return r.ReadResult(query=query, rows=table.num_rows, output=None, begin_instant=begin, end_instant=end,
+                            as_of_instant=as_of, table=table, more=more)
+
     # ------------------------------------------------------------------------------------ compaction
 
     def plan_compaction(self, *, strategy: str | None = None, threshold: Threshold | None = None,

@@ -73,14 +73,42 @@ def _implied_query(args: argparse.Namespace) -> str:
 
 def cmd_read(args: argparse.Namespace) -> int:
     t = Table.open(args.path)
+    query = args.query or _implied_query(args)
+    if args.output is None:   # a look at the rows: the first --limit of them, on stdout
+        if args.local is False:
+            raise ConfigError("--spark reads into --output FILE; without it the first rows are shown, in this process")
+        limit = DEFAULT_HEAD_ROWS if args.limit is None else args.limit
+        result = t.head(query, limit=limit, begin=args.begin, end=args.end, as_of=args.as_of)
+        shown = output.rows_json(result) if args.json else output.rows_text(result)
+        if shown:
+            print(shown)
+        print(output.head_note(result), file=sys.stderr)
+        return EXIT_OK
+    if args.limit is not None:
+        raise ConfigError("--limit shows the first rows on stdout; with --output every row is written")
     with output.progress_bar("reading") as on_progress:
-        result = t.read(args.query or _implied_query(args), begin=args.begin, end=args.end, as_of=args.as_of, output=args.output,
+        result = t.read(query, begin=args.begin, end=args.end, as_of=args.as_of, output=args.output,
                         local=args.local, skip_corrupt=args.skip_corrupt, on_progress=on_progress)
     if args.json:
         output.emit(result, True, output.read)
     else:
         print(output.read(result), file=sys.stderr)  # stdout stays free for the data's consumers
     return EXIT_OK
+
+
+# Rows `tidemark read` shows without --output.
+DEFAULT_HEAD_ROWS = 20
+
+
+def _rows(text: str) -> int:
+    """A --limit value: a count of rows (argparse reports the flag with the message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of rows") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative: expected 0 or more rows")
+    return value
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -300,7 +328,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_placement(p, "write")
     _add_config(p)
 
-    p = _command(sub, "read", cmd_read, "export a query result to one Parquet file")
+    p = _command(sub, "read", cmd_read, "export a query result to one Parquet file, or show its first rows")
     p.add_argument("--query", choices=["snapshot", "read_optimized", "incremental", "time_travel"],
                    help="default: snapshot")
     p.add_argument("--begin", help="incremental: records written after this instant (default: from the start; "
@@ -308,7 +336,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--end", help="incremental: ... up to and including this instant (default: the latest commit; "
                                  "version 8: a write is in the range when it completed by then)")
     p.add_argument("--as-of", help="time_travel: the table as of this completed instant")
-    p.add_argument("--output", required=True)
+    p.add_argument("--output", help="write every row to this Parquet file (local path or URI); without it the first "
+                                    "--limit rows are shown on stdout (a table; JSON Lines with --json)")
+    p.add_argument("--limit", type=_rows,
+                   help=f"without --output: rows to show (default {DEFAULT_HEAD_ROWS}); only the file slices they "
+                        "need are read")
     _add_placement(p, "read")
     p.add_argument("--skip-corrupt", action="store_true",
                    help="skip corrupt log blocks of committed instants with a warning each (default: fail, "

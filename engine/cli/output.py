@@ -125,6 +125,53 @@ def read(rr: r.ReadResult) -> str:
     return f"wrote {rr.rows} rows to {rr.output}"
 
 
+# Widest a value is shown in `rows_text` (longer ones end in "…").
+CELL_CHARS = 40
+
+
+def _value(value: Any) -> str:
+    """A row's value as text: times ISO-8601 (UTC when they have a zone), null for None."""
+    if value is None:
+        return "null"
+    if isinstance(value, dt.datetime):
+        return value.isoformat() if value.tzinfo is None else r.iso(value) or ""
+    return str(value)
+
+
+def _cell(value: Any) -> str:
+    text = _value(value)
+    return text if len(text) <= CELL_CHARS else text[:CELL_CHARS - 1] + "…"
+
+
+def rows_text(rr: r.ReadResult) -> str:
+    """`Table.head`'s rows as an aligned text table of the table's own columns (Hudi's `_hoodie_*` left out)."""
+    table = rr.table
+    if table is None:
+        return ""
+    names = [n for n in table.column_names if not n.startswith("_hoodie_")]
+    cells = [[_cell(v) for v in table.column(n).to_pylist()] for n in names]
+    widths = [max([len(n), *map(len, col)]) for n, col in zip(names, cells)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip()]
+    lines += ["  ".join(col[i].ljust(w) for col, w in zip(cells, widths)).rstrip() for i in range(table.num_rows)]
+    return "\n".join(lines)
+
+
+def rows_json(rr: r.ReadResult) -> str:
+    """`Table.head`'s rows as JSON Lines, every column (times ISO-8601 UTC)."""
+    if rr.table is None:
+        return ""
+    return "\n".join(json.dumps(row, default=_value) for row in rr.table.to_pylist())
+
+
+def head_note(rr: r.ReadResult) -> str:
+    what = {"read_optimized": "read-optimized view", "incremental": "incremental read",
+            "time_travel": f"table as of {rr.as_of_instant}"}.get(rr.query, rr.query)
+    if rr.more:
+        return (f"the first {rr.rows} rows of the {what}; more follow (--limit N shows more, --output FILE writes "
+                "them all)")
+    return f"{rr.rows} row{'' if rr.rows == 1 else 's'} of the {what}"
+
+
 def describe(d: r.TableDescription) -> str:
     lines = [f"table {d.table} (v{d.table_version}, {d.merge_mode}) at {d.path}",
              f"  record key {','.join(d.record_key)}; partitions {','.join(d.partition_fields) or '-'}; "

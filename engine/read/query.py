@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -146,7 +146,7 @@ def check_base_files(paths: Iterable[str]) -> None:
 READ_AHEAD_MAX_BYTES = 256 * 2**20
 
 
-def iter_arrow(plan: ReadPlan, on_progress: Progress | None = None) -> Iterator[pa.Table]:
+def iter_arrow(plan: ReadPlan, on_progress: Progress | None = None) -> Generator[pa.Table, None, None]:
     """The plan's rows slice by slice, in plan order; slices are decoded and merged on one thread per core
     (pyarrow and numpy release the GIL) when every slice is small enough to hold whole. A read-optimized
     plan is its base files alone, read by one Arrow dataset scan (engine.read.ro_scan)."""
@@ -181,6 +181,26 @@ def _read_ahead(plan: ReadPlan, threads: int, progress: Reporter) -> Iterator[pa
             yield from tables
             done += 1
             progress.update(done)
+
+
+def head_arrow(base_path: str, query: str | QuerySpec = "snapshot", limit: int = 20) -> tuple[pa.Table, bool]:
+    """The query's first `limit` rows (in slice order) and whether more follow. Slices are read in turn and the
+    reading stops once more than `limit` rows are in hand, so a look at a big table reads a slice or two of it."""
+    if limit < 0:
+        raise ConfigError(f"limit {limit} is negative: expected 0 or more rows")
+    plan = plan_read(base_path, query)
+    parts, rows = [], 0
+    slices = iter_arrow(plan)
+    try:
+        for part in slices:
+            parts.append(part)
+            rows += part.num_rows
+            if rows > limit:
+                break
+    finally:
+        slices.close()   # the read-ahead stops: the slices already started finish, no further one starts
+    table = pa.concat_tables(parts) if parts else plan.context.schema.empty_table()
+    return table.slice(0, limit), rows > limit
 
 
 def read_arrow(base_path: str, query: str | QuerySpec = "snapshot", on_progress: Progress | None = None, *,

@@ -46,6 +46,39 @@ def test_create_write_show_read(spark, tmp_path, capsys):
         assert amounts == {"a": 9.5, "b": 2.5}
 
 
+def test_read_without_output_shows_the_first_rows(tmp_path, capsys):
+    table = str(tmp_path / "t")
+    code, _, err = run(capsys, "create", table, "--record-key", "id", "--ordering-field", "seq",
+                       "--event-time-field", "ts", "--partition-field", "region")
+    assert code == 0, err
+    rows = [{"id": f"k{i:02d}", "region": "eu" if i % 2 else "us", "seq": 1, "ts": f"2024-01-01T00:{i:02d}:00Z",
+             "note": "x" * (60 if i == 3 else 3)} for i in range(25)]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run(capsys, "write", table, "--input", str(source))[0] == 0
+
+    code, out, err = run(capsys, "read", table, "--limit", "4")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].split() == ["id", "region", "seq", "ts", "note"]   # the table's columns; no _hoodie_* ones
+    assert len(lines) == 5 and "more follow" in err and "first 4 rows of the snapshot" in err
+    everything = {r["id"]: r for r in hudi_read(table).to_pylist()}
+    assert {line.split()[0] for line in lines[1:]} <= set(everything)
+    code, out, err = run(capsys, "read", table, "--limit", "30", "--json")
+    shown = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and len(shown) == 25 and "25 rows of the snapshot" in err and "more" not in err
+    assert {r["id"]: r["note"] for r in shown} == {k: r["note"] for k, r in everything.items()}
+    assert shown[0]["_hoodie_commit_time"] and shown[0]["ts"].endswith("Z")
+    code, out, err = run(capsys, "read", table)
+    assert code == 0 and len(out.splitlines()) == 21 and "…" in out   # 20 by default; a long value is cut
+    code, out, err = run(capsys, "read", table, "--query", "read_optimized")
+    assert code == 0 and out.split() == ["id", "region", "seq", "ts", "note"] and "0 rows of the read-optimized" in err
+    code, _, err = run(capsys, "read", table, "--spark")
+    assert code == 1 and "--spark reads into --output" in err
+    code, _, err = run(capsys, "read", table, "--limit", "3", "--output", str(tmp_path / "o.parquet"))
+    assert code == 1 and "--limit shows the first rows" in err and not (tmp_path / "o.parquet").exists()
+
+
 def test_create_names_the_table_after_its_path_unless_told(tmp_path, capsys):
     for folder, expected in (("flights", "flights"), ("ny-flights.2013", "ny_flights_2013"), ("2013", "t_2013")):
         code, out, err = run(capsys, "create", str(tmp_path / folder) + "/", "--record-key", "id",

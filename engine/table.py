@@ -178,7 +178,8 @@ class Table:
         else:
             raise ConfigError(f"cannot write a {type(source).__name__}: pass a file path, a list of Parquet "
                               "paths or a Spark DataFrame")
-        out.catalog_sync = _sync_after(self.path, "write", partitions=_partitions_of(out.log_files + out.base_files))
+        out.catalog_sync = _sync_after(self.path, "write", partitions=_partitions_of(out.log_files + out.base_files),
+                                       instant=out.instant)
         return out
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
@@ -499,11 +500,12 @@ def _refuse_output_inside_a_table(output: str) -> None:
         raise ConfigError(f"{output} is inside the Hudi table at {table}: write the result outside any table")
 
 
-def _sync_after(path: str, reason: str, partitions: set[str] | None = None) -> list[r.CatalogSyncResult] | None:
+def _sync_after(path: str, reason: str, partitions: set[str] | None = None,
+                instant: str | None = None) -> list[r.CatalogSyncResult] | None:
     """The catalog sync an operation owes once committed (never raises; see engine.catalog.sync)."""
     from engine.catalog.sync import sync_after
 
-    return sync_after(path, reason, partitions=partitions)
+    return sync_after(path, reason, partitions=partitions, instant=instant)
 
 
 def _partitions_of(paths: list[str]) -> set[str]:

@@ -10,29 +10,42 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine.catalog.hms import MetastoreError
+from engine.catalog.hms import MetastoreError, refuse_another_tables
 from engine.catalog.shape import OWNED_PREFIXES, CatalogShape, CatalogTable, Column, Partition
 
-BATCH = 100   # Glue's BatchCreatePartition / BatchDeletePartition limit
+CREATE_BATCH = 100   # Glue's BatchCreatePartition limit
+DELETE_BATCH = 25    # BatchDeletePartition's (Hudi's MAX_DELETE_PARTITIONS_PER_REQUEST)
 
 
 def client(region: str | None = None, endpoint: str | None = None) -> Any:
+    """A Glue client: `region` (hoodie.aws.glue.region, else AWS_REGION / AWS_DEFAULT_REGION), else the AWS
+    chain's (profiles); MetastoreError when none is known."""
     import boto3
+    from botocore.exceptions import BotoCoreError
 
-    return boto3.client("glue", region_name=region or None, endpoint_url=endpoint or None)
+    try:
+        return boto3.client("glue", region_name=region or None, endpoint_url=endpoint or None)
+    except BotoCoreError as exc:
+        raise MetastoreError(f"glue: {str(exc).splitlines()[0]} (set hoodie.aws.glue.region or AWS_REGION)",
+                             transient=False) from None
 
 
 def sync_shape(glue: Any, shape: CatalogShape) -> None:
     """Create or update both tables and their partitions; MetastoreError names what failed."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    from botocore.exceptions import BotoCoreError, ClientError, ConnectionError, ReadTimeoutError
 
     try:
         _ensure_database(glue, shape.ro.database)
         for table in shape.tables:
             _sync_table(glue, table)
             _sync_partitions(glue, table, shape.partitions)
-    except (BotoCoreError, ClientError) as exc:
-        raise MetastoreError(f"glue: {str(exc).splitlines()[0]}") from exc
+    except ClientError as exc:
+        throttled = exc.response.get("Error", {}).get("Code") in ("ThrottlingException", "InternalServiceException")
+        raise MetastoreError(f"glue: {str(exc).splitlines()[0]}", transient=throttled) from None
+    except (ConnectionError, ReadTimeoutError) as exc:
+        raise MetastoreError(f"glue: {str(exc).splitlines()[0]}") from None
+    except BotoCoreError as exc:
+        raise MetastoreError(f"glue: {str(exc).splitlines()[0]}", transient=False) from None
 
 
 def _ensure_database(glue: Any, database: str) -> None:
@@ -52,6 +65,7 @@ def _sync_table(glue: Any, table: CatalogTable) -> None:
     except glue.exceptions.EntityNotFoundException:
         glue.create_table(DatabaseName=table.database, TableInput=_table_input(table, table.parameters))
         return
+    refuse_another_tables(table, (remote.get("StorageDescriptor") or {}).get("Location"), stored_as=_s3)
     kept = {k: v for k, v in (remote.get("Parameters") or {}).items() if not k.startswith(OWNED_PREFIXES)}
     wanted = _table_input(table, {**kept, **table.parameters})
     if _current(remote) != _comparable(wanted):
@@ -81,18 +95,18 @@ def _sync_partitions(glue: Any, table: CatalogTable, partitions: list[Partition]
     remote = {tuple(p["Values"]): p for p in _all_partitions(glue, table)}
     wanted = {tuple(p.values): p for p in partitions}
     new = [_partition_input(table, p) for key, p in wanted.items() if key not in remote]
-    for i in range(0, len(new), BATCH):
+    for i in range(0, len(new), CREATE_BATCH):
         out = glue.batch_create_partition(DatabaseName=table.database, TableName=table.name,
-                                          PartitionInputList=new[i:i + BATCH])
+                                          PartitionInputList=new[i:i + CREATE_BATCH])
         _raise_errors(out, "create partition")
     for key, p in wanted.items():
         if key in remote and remote[key]["StorageDescriptor"].get("Location") != _s3(p.location):
             glue.update_partition(DatabaseName=table.database, TableName=table.name, PartitionValueList=list(key),
                                   PartitionInput=_partition_input(table, p))
     gone = [{"Values": list(key)} for key in remote.keys() - wanted.keys()]
-    for i in range(0, len(gone), BATCH):
+    for i in range(0, len(gone), DELETE_BATCH):
         out = glue.batch_delete_partition(DatabaseName=table.database, TableName=table.name,
-                                          PartitionsToDelete=gone[i:i + BATCH])
+                                          PartitionsToDelete=gone[i:i + DELETE_BATCH])
         _raise_errors(out, "delete partition")
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import getpass
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlparse
@@ -31,7 +31,22 @@ CALL_TIMEOUT_MS = 60_000
 
 
 class MetastoreError(Exception):
-    """A metastore call failed (unreachable, refused, or the server raised)."""
+    """A metastore call failed (unreachable, refused, or the server raised). `transient`: asking again may work
+    (the catalog could not be reached or timed out), else the catalog answered no and will again."""
+
+    def __init__(self, message: str, transient: bool = True) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+def _error(exc: Exception) -> MetastoreError:
+    """One line naming the failure; the server's own exceptions (MetaException, InvalidObjectException, ...) are
+    answers, not outages."""
+    from thrift.Thrift import TException
+    from thrift.transport.TTransport import TTransportException
+
+    answered = isinstance(exc, TException) and not isinstance(exc, TTransportException)
+    return MetastoreError(_reason(exc), transient=not answered)
 
 
 def parse_uris(uris: str) -> list[tuple[str, int]]:
@@ -39,9 +54,13 @@ def parse_uris(uris: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for uri in (u.strip() for u in uris.split(",") if u.strip()):
         parsed = urlparse(uri)
-        if parsed.scheme != "thrift" or not parsed.hostname or not parsed.port:
+        try:
+            port = parsed.port
+        except ValueError:
+            raise ConfigError(f"malformed metastore URI {uri!r}: the port must be 1-65535") from None
+        if parsed.scheme != "thrift" or not parsed.hostname or not port:
             raise ConfigError(f"malformed metastore URI {uri!r}: expected thrift://host:port")
-        out.append((parsed.hostname, parsed.port))
+        out.append((parsed.hostname, port))
     if not out:
         raise ConfigError("no metastore URI: pass --metastore thrift://host:port, set "
                           "hoodie.datasource.hive_sync.metastore.uris or TIDEMARK_HIVE_METASTORE_URIS")
@@ -68,6 +87,10 @@ def connect(uris: str) -> Iterator[Any]:
         sock.setTimeout(CALL_TIMEOUT_MS)
         try:
             yield ThriftHiveMetastore.Client(TBinaryProtocol.TBinaryProtocol(transport))
+        except MetastoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001 — a Thrift exception is frozen: contextlib could not re-raise it
+            raise _error(exc) from None
         finally:
             transport.close()
         return
@@ -85,7 +108,7 @@ def sync_shape(uris: str, shape: CatalogShape) -> None:
     except MetastoreError:
         raise
     except Exception as exc:  # noqa: BLE001 — Thrift and socket errors become one line naming the call
-        raise MetastoreError(_reason(exc)) from exc
+        raise _error(exc) from None
 
 
 def read_table(uris: str, database: str, name: str) -> Any | None:
@@ -127,6 +150,7 @@ def _sync_table(client: Any, table: CatalogTable) -> None:
     except NoSuchObjectException:
         client.create_table(_thrift_table(table))
         return
+    refuse_another_tables(table, remote.sd.location)
     wanted = _thrift_table(table)
     columns_changed = _cols(remote.sd.cols) != _cols(wanted.sd.cols)
     parameters = _merged_parameters(remote.parameters or {}, table.parameters)
@@ -147,6 +171,18 @@ def _sync_table(client: Any, table: CatalogTable) -> None:
     # must reach them too (HMSDDLExecutor.updateTableDefinition does the same for partitioned tables).
     context = EnvironmentContext({"CASCADE": "true"} if table.partition_keys and columns_changed else {})
     client.alter_table_with_environment_context(table.database, table.name, remote, context)
+
+
+def refuse_another_tables(table: CatalogTable, location: str | None,
+                          stored_as: Callable[[str], str] = lambda location: location) -> None:
+    """A catalog table of this name over another location belongs to another Hudi table (two tables of one name
+    synced to one database): taking it over would point its queries at this table's files. Refused, naming both.
+    `stored_as`: the form the catalog keeps a location in (Glue: s3:// for s3a://)."""
+    if location and not _same_location(location, stored_as(table.location)):
+        raise MetastoreError(
+            f"{table.database}.{table.name} is registered for {location}, not for this table ({table.location}); "
+            "set hoodie.datasource.hive_sync.table (or .database) to a name of its own, or drop that catalog table "
+            "if it is stale", transient=False)
 
 
 def _cols(cols: list[Any] | None) -> list[tuple[str, str]]:

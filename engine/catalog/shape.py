@@ -6,9 +6,10 @@ with `...realtime.HoodieParquetRealtimeInputFormat` (base + logs merged), both w
 format and serde, the table's columns (Hudi's meta columns first) less the partition fields, which become
 partition keys; serde properties `path` and `hoodie.query.as.ro.table`, and the `spark.sql.sources.*`
 properties that make Spark read them through Hudi's data source. `last_commit_time_sync` names the last
-completed commit the catalog reflects. Tidemark adds its RO guarantee to `_ro` only
-(`tidemark.ro.completion.time`, ISO-8601 UTC, and `tidemark.ro.completion.instant`): that is the table
-whose rows the guarantee is about.
+completed commit the catalog reflects (and, table version 8, `last_commit_completion_time_sync` its completion
+time, as Hudi 1.x writes it). Tidemark adds its RO guarantee to `_ro` only (`tidemark.ro.completion.time`,
+ISO-8601 UTC, `tidemark.ro.completion.instant` and `tidemark.ro.guarantee`, `holds` or `broken` by late data):
+that is the table whose rows the guarantee is about.
 
 Everything here is pure: the HMS and Glue clients (`hms`, `glue`) turn these values into their own types.
 """
@@ -31,14 +32,29 @@ SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 EXTERNAL_TABLE = "EXTERNAL_TABLE"
 
 LAST_COMMIT_TIME_SYNC = "last_commit_time_sync"   # Hudi's HOODIE_LAST_COMMIT_TIME_SYNC
+LAST_COMMIT_COMPLETION_TIME_SYNC = "last_commit_completion_time_sync"   # Hudi 1.x's, for table version 8
 RO_COMPLETION_TIME = "tidemark.ro.completion.time"
 RO_COMPLETION_INSTANT = "tidemark.ro.completion.instant"
+RO_GUARANTEE = "tidemark.ro.guarantee"
+HOLDS, BROKEN = "holds", "broken"
+# AWSGlueCatalogSyncClient's: whether engines may list partitions from the metadata table (Tidemark keeps none)
+GLUE_METADATA_LISTING = "hudi.metadata-listing-enabled"
 # Properties this module owns on a catalog table: a sync sets or removes each, and leaves every other alone.
 OWNED_PREFIXES = ("spark.sql.sources.", "spark.sql.create.version", "tidemark.ro.")
 SCHEMA_PART_LENGTH = 4000   # hoodie.datasource.hive_sync.schema_string_length_thresh default
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 _COMMIT_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit"})   # Hudi's commits timeline (MOR)
+
+
+@dataclass(frozen=True)
+class RoGuarantee:
+    """What `_ro` promises: all data with event time ≤ `completion_time` (ISO-8601 UTC) is in base files, since
+    compaction `instant`; `state` is HOLDS, or BROKEN when late data lowered the time below what it published."""
+
+    completion_time: str
+    instant: str
+    state: str
 
 
 @dataclass(frozen=True)
@@ -119,12 +135,12 @@ def partition_values(partition_path: str) -> list[str]:
 
 
 def catalog_shape(cfg: TableConfig, timeline: Timeline, partitions: list[str], names: SyncNames, *,
-                  avro_schema: dict[str, Any], ro_completion: tuple[str, str] | None,
-                  support_timestamp: bool = True, spark_version: str | None = None) -> CatalogShape:
+                  avro_schema: dict[str, Any], ro_guarantee: RoGuarantee | None,
+                  support_timestamp: bool = True, spark_version: str | None = None, glue: bool = False) -> CatalogShape:
     """The `_ro`/`_rt` pair for `cfg`'s table with schema `avro_schema` (no meta fields) and its partitions.
 
-    `ro_completion` is (ISO-8601 UTC completion time, compaction instant) of the RO guarantee, or None when
-    no event-time compaction stands (then `_ro` carries neither property)."""
+    `ro_guarantee` is None when no event-time compaction stands (then `_ro` carries none of its properties).
+    `glue`: the tables as AWSGlueCatalogSyncClient makes them (one parameter more)."""
     location = table_location(cfg.base_path)
     fields = schema_with_meta(avro_schema)["fields"]
     hive = [Column(f["name"], hive_type(f["type"], support_timestamp)) for f in fields]
@@ -137,9 +153,15 @@ def catalog_shape(cfg: TableConfig, timeline: Timeline, partitions: list[str], n
     last = timeline.last_completed(_COMMIT_ACTIONS)
     if last is not None:
         params[LAST_COMMIT_TIME_SYNC] = last.timestamp
+        if last.completion_time is not None:
+            params[LAST_COMMIT_COMPLETION_TIME_SYNC] = last.completion_time
+    if glue:
+        params[GLUE_METADATA_LISTING] = "false"
     ro_params = dict(params)
-    if ro_completion is not None:
-        ro_params[RO_COMPLETION_TIME], ro_params[RO_COMPLETION_INSTANT] = ro_completion
+    if ro_guarantee is not None:
+        ro_params[RO_COMPLETION_TIME] = ro_guarantee.completion_time
+        ro_params[RO_COMPLETION_INSTANT] = ro_guarantee.instant
+        ro_params[RO_GUARANTEE] = ro_guarantee.state
 
     def table(name: str, input_format: str, read_optimized: bool, parameters: dict[str, str]) -> CatalogTable:
         serde = {"path": location, "hoodie.query.as.ro.table": str(read_optimized).lower(),
@@ -191,10 +213,12 @@ def spark_type(t: Any, support_timestamp: bool) -> Any:
             return f"decimal({inner['precision']},{inner.get('scale', 0)})"
         if logical == "date":
             return "date"
+        # Hudi derives Spark's schema from the Parquet types (Parquet2SparkSchemaUtils): a timestamp stays one
+        # whatever support_timestamp says of the Hive column
         if logical in ("timestamp-millis", "timestamp-micros"):
-            return "timestamp" if support_timestamp else "long"
+            return "timestamp"
         if logical in ("local-timestamp-millis", "local-timestamp-micros"):
-            return "timestamp_ntz" if support_timestamp else "long"
+            return "timestamp_ntz"
         if kind == "record":
             return {"type": "struct", "fields": [_spark_field(x, support_timestamp) for x in inner["fields"]]}
         if kind == "array":
@@ -227,7 +251,8 @@ def hive_type(t: Any, support_timestamp: bool) -> str:
         if logical in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis", "local-timestamp-micros"):
             return "timestamp" if support_timestamp else "bigint"
         if kind == "record":
-            return "struct<" + ",".join(f"{x['name']}:{hive_type(x['type'], support_timestamp)}"
+            # HiveSchemaUtil lower-cases the whole type string: a struct's field names too
+            return "struct<" + ",".join(f"{x['name'].lower()}:{hive_type(x['type'], support_timestamp)}"
                                         for x in inner["fields"]) + ">"
         if kind == "array":
             return f"array<{hive_type(inner['items'], support_timestamp)}>"
@@ -250,5 +275,5 @@ def _unwrap(t: Any) -> tuple[Any, bool]:
     return t, False
 
 
-__all__ = ["CatalogShape", "CatalogTable", "Column", "Partition", "SyncNames", "catalog_shape", "hive_type",
+__all__ = ["CatalogShape", "CatalogTable", "Column", "Partition", "RoGuarantee", "SyncNames", "catalog_shape", "hive_type",
            "spark_type", "table_location", "partition_values", "META_FIELDS"]

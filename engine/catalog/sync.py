@@ -27,16 +27,27 @@ from typing import Any
 
 from engine import results as r
 from engine.catalog import glue, hms
-from engine.catalog.shape import CatalogShape, SyncNames, catalog_shape
+from engine.catalog.shape import (
+    BROKEN,
+    HOLDS,
+    RO_COMPLETION_INSTANT,
+    RO_COMPLETION_TIME,
+    CatalogShape,
+    RoGuarantee,
+    SyncNames,
+    catalog_shape,
+)
 from engine.config.properties import GLUE_SYNC_TOOL, HIVE_SYNC_TOOL, TableConfig, load_table_config
 from engine.errors import ConfigError, TidemarkError, TidemarkWarning
 from engine.io import storage
+from engine.lock import FileLock, holding
 from engine.timeline.instants import Timeline
 
 ENV_URIS = "TIDEMARK_HIVE_METASTORE_URIS"
 ATTEMPTS = 3
 BACKOFF_S = 1.0          # doubled after each failed attempt
 STATE_FILE = os.path.join(".aux", "tidemark-catalog-sync.json")
+SYNC_LOCK_FILE = ".tidemark.sync.lock"
 HIVE, GLUE = "hive_metastore", "glue"
 
 
@@ -69,7 +80,8 @@ def resolve_targets(cfg: TableConfig, metastore: str | None = None) -> list[Sync
     tools = cfg.setting("hoodie.meta.sync.client.tool.class")
     targets: list[SyncTarget] = []
     if metastore is not None or HIVE_SYNC_TOOL in tools:
-        uris = metastore or cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or os.environ.get(ENV_URIS, "")
+        uris = metastore if metastore is not None else \
+            cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or os.environ.get(ENV_URIS, "")
         hms.parse_uris(uris)   # a malformed or missing URI is a ConfigError before anything is sent
         targets.append(SyncTarget(HIVE, uris, names, support_ts))
     if GLUE_SYNC_TOOL in tools:
@@ -80,10 +92,14 @@ def resolve_targets(cfg: TableConfig, metastore: str | None = None) -> list[Sync
 
 
 def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
-    """The tables as they should be now; None while the table has no schema (no commit yet)."""
+    """The tables as they should be now; None while the table has no schema (no commit yet).
+
+    `_ro`'s completion time is the guarantee as it stands: when late data (event time at or before the published
+    completion, written after the compaction) broke it, the time just before the earliest late event — everything
+    up to it is in base files — and `tidemark.ro.guarantee` says `broken` (`tidemark freshness` tells the rest)."""
     import pyspark
 
-    from engine.observe.freshness import ro_state
+    from engine.observe.freshness import find_late_data, ro_state
     from engine.slices.fsview import list_partitions
 
     timeline = Timeline.load(cfg.base_path)
@@ -91,12 +107,17 @@ def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
     if not text:
         return None
     state = ro_state(timeline, cfg)
-    completion = None
+    guarantee = None
     if state is not None:
-        completion = (r.iso(r.utc(state.completion_ms)) or "", state.instant or "")
+        late = find_late_data(cfg.base_path, timeline, cfg, state)
+        completion_ms = state.completion_ms
+        if late.records and late.min_ms is not None:
+            completion_ms = min(completion_ms, late.min_ms - 1)
+        guarantee = RoGuarantee(r.iso(r.utc(completion_ms)) or "", state.instant or "",
+                                BROKEN if late.records else HOLDS)
     return catalog_shape(cfg, timeline, list_partitions(cfg.base_path), target.names, avro_schema=json.loads(text),
-                         ro_completion=completion, support_timestamp=target.support_timestamp,
-                         spark_version=pyspark.__version__)
+                         ro_guarantee=guarantee, support_timestamp=target.support_timestamp,
+                         spark_version=pyspark.__version__, glue=target.kind == GLUE)
 
 
 def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = "manual",
@@ -105,33 +126,34 @@ def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = 
 
     ConfigError for a table or target that cannot be synced at all (no metastore URI, malformed URI); a
     catalog that fails is `ok=False` in its result, with the last error."""
-    cfg = load_table_config(base_path)
-    targets = resolve_targets(cfg, metastore)
-    results = [_sync_one(cfg, target, reason, attempts) for target in targets]
-    _record(cfg, results)
+    targets = resolve_targets(load_table_config(base_path), metastore)
+    # One sync of a table at a time, each pushing the table as it is when it pushes: operations sync after they
+    # released the table lock, so a retried sync of an older change must not overwrite a newer one's.
+    with holding(FileLock(base_path, SYNC_LOCK_FILE), f"sync {base_path} to its catalog"):
+        results = [_sync_one(base_path, target, reason, attempts) for target in targets]
+        if metastore is None:   # an ad-hoc metastore is not the table's catalog: its state stays as it was
+            _record(load_table_config(base_path), results)
     return results
 
 
-def _sync_one(cfg: TableConfig, target: SyncTarget, reason: str, attempts: int) -> r.CatalogSyncResult:
-    shape = build_shape(cfg, target)
+def _sync_one(base_path: str, target: SyncTarget, reason: str, attempts: int) -> r.CatalogSyncResult:
     result = _result(target, reason)
-    if shape is None:
-        result.ok, result.skipped = True, "the table has no schema until its first write"
-        return result
-    result.partitions = len(shape.partitions)
-    result.last_commit_time_sync = shape.ro.parameters.get("last_commit_time_sync")
-    result.ro_completion_instant = shape.ro.parameters.get("tidemark.ro.completion.instant")
-    completion = shape.ro.parameters.get("tidemark.ro.completion.time")
-    result.ro_completion_time = dt.datetime.fromisoformat(completion.replace("Z", "+00:00")) if completion else None
     delay = BACKOFF_S
     for attempt in range(1, max(attempts, 1) + 1):
         result.attempts = attempt
+        shape = build_shape(load_table_config(base_path), target)   # again each attempt: what the table is now
+        if shape is None:
+            result.ok, result.skipped = True, "the table has no schema until its first write"
+            break
+        _describe(result, shape)
         try:
             _push(target, shape)
             result.ok, result.error = True, None
             break
         except hms.MetastoreError as exc:
             result.ok, result.error = False, str(exc)
+            if not exc.transient:   # the catalog refused the request: asking again gets the same answer
+                break
             if attempt < attempts:
                 time.sleep(delay)
                 delay *= 2
@@ -139,15 +161,24 @@ def _sync_one(cfg: TableConfig, target: SyncTarget, reason: str, attempts: int) 
     return result
 
 
-def sync_after(base_path: str, reason: str, *,
-               partitions: Iterable[str] | None = None) -> list[r.CatalogSyncResult] | None:
+def _describe(result: r.CatalogSyncResult, shape: CatalogShape) -> None:
+    result.partitions = len(shape.partitions)
+    result.last_commit_time_sync = shape.ro.parameters.get("last_commit_time_sync")
+    result.ro_completion_instant = shape.ro.parameters.get(RO_COMPLETION_INSTANT)
+    completion = shape.ro.parameters.get(RO_COMPLETION_TIME)
+    result.ro_completion_time = dt.datetime.fromisoformat(completion.replace("Z", "+00:00")) if completion else None
+
+
+def sync_after(base_path: str, reason: str, *, partitions: Iterable[str] | None = None,
+               instant: str | None = None) -> list[r.CatalogSyncResult] | None:
     """The sync an operation that just committed owes its catalogs; None when the table does not sync or
-    (a write) nothing the catalog shows changed. Never raises: a failure is returned, warned and recorded."""
+    (a write, `instant`) nothing the catalog shows changed. Never raises: a failure is returned, warned and
+    recorded."""
     try:
         cfg = load_table_config(base_path)
         if not enabled(cfg):
             return None
-        if reason == "write" and not _write_changes_catalog(cfg, partitions):
+        if reason == "write" and not _write_changes_catalog(cfg, partitions, instant):
             return None
         results = sync_catalog(base_path, reason=reason)
     except Exception as exc:  # noqa: BLE001 — the operation is committed; a sync problem must not undo it
@@ -197,7 +228,7 @@ def _parse(value: str | None) -> dt.datetime | None:
 
 def _push(target: SyncTarget, shape: CatalogShape) -> None:
     if target.kind == GLUE:
-        glue.sync_shape(glue.client(target.glue_region, target.glue_endpoint), shape)
+        glue.sync_shape(glue.client(target.glue_region or storage.region(), target.glue_endpoint), shape)
     else:
         hms.sync_shape(target.catalog, shape)
 
@@ -223,13 +254,28 @@ def _schema_digest(cfg: TableConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _write_changes_catalog(cfg: TableConfig, partitions: Iterable[str] | None) -> bool:
-    """Does the catalog need this write? Yes after a failed or missing sync, a new schema or a new partition."""
+def _write_changes_catalog(cfg: TableConfig, partitions: Iterable[str] | None, instant: str | None) -> bool:
+    """Does the catalog need this write? Yes after a failed or missing sync, a new schema or a new partition, and
+    when the write may break `_ro`'s published guarantee (late data: `build_shape`)."""
     state = last_sync(cfg.base_path)
     if not state or not state.get("ok") or state.get("schema") != _schema_digest(cfg):
         return True
     known = set(state.get("partitions") or [])
-    return any(p and p not in known for p in (partitions or []))
+    return any(p and p not in known for p in (partitions or [])) or _may_be_late(cfg, instant)
+
+
+def _may_be_late(cfg: TableConfig, instant: str | None) -> bool:
+    """Whether write `instant` may hold data at or before the RO completion time: from its commit's write stats
+    (each file's min event time); deletes and files without one may, as far as the stats tell."""
+    from engine.observe.freshness import ro_state
+
+    timeline = Timeline.load(cfg.base_path)
+    state = ro_state(timeline, cfg)
+    written = [i for i in timeline.completed() if i.timestamp == instant]
+    if state is None or not written:
+        return False
+    return any(stat.num_deletes or stat.min_event_time is None or stat.min_event_time <= state.completion_ms
+               for stat in timeline.commit_metadata(written[0]).write_stats)
 
 
 def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:

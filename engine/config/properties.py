@@ -79,8 +79,11 @@ GLUE_SYNC_TOOL = "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool"
 def _metastore_uris(value: str) -> str:
     """Empty (not set), or comma-separated thrift://host:port (hive.metastore.uris' form)."""
     for uri in (u.strip() for u in value.split(",") if u.strip()):
-        if not re.fullmatch(r"thrift://[^:/\s]+:\d+", uri):
+        match = re.fullmatch(r"thrift://[^:/\s]+:(\d+)", uri)
+        if not match:
             raise ValueError("must be thrift://host:port (comma-separated for several)")
+        if not 1 <= int(match.group(1)) <= 65535:
+            raise ValueError(f"{uri}: the port must be 1-65535")
     return value
 
 

@@ -30,17 +30,19 @@ def _glue(endpoint: str):
 def synced(s3_env, tmp_path, spark):  # noqa: F811
     server = s3_env["server"]
     uri = f"{s3_env['bucket_uri']}/flights"
+    # a table of its own per test: the catalog refuses to hand one table's name over to another table
+    database = f"{DB}_{s3_env['bucket_uri'].rsplit('-', 1)[-1]}"
     table = Table.create(uri, name="flights", record_keys=["id"], ordering_field="seq", event_time_field="ts",
                          partition_fields=["day"], hive_style=True, settings={
                              "hoodie.bucket.index.num.buckets": "1",
                              "hoodie.datasource.hive_sync.enable": "true",
-                             "hoodie.datasource.hive_sync.database": DB,
+                             "hoodie.datasource.hive_sync.database": database,
                              "hoodie.meta.sync.client.tool.class": "org.apache.hudi.aws.sync.AwsGlueCatalogSyncTool",
                              "hoodie.aws.glue.region": "us-east-1",
                              "hoodie.aws.glue.endpoint": server.endpoint})
     for i, day in enumerate(("01", "02")):
         table.write(day_file(tmp_path, i, day, extra={"day": day}))
-    return {"table": table, "uri": uri, "server": server}
+    return {"table": table, "uri": uri, "server": server, "db": database}
 
 
 def test_an_s3_tables_partitions_reach_the_catalog_with_their_s3_locations(synced, tmp_path):
@@ -56,12 +58,12 @@ def test_an_s3_tables_partitions_reach_the_catalog_with_their_s3_locations(synce
     assert written.catalog_sync and all(s.ok for s in written.catalog_sync), written.catalog_sync
     glue = _glue(server.endpoint)
     for name in ("flights_ro", "flights_rt"):
-        found = glue.get_table(DatabaseName=DB, Name=name)["Table"]
+        found = glue.get_table(DatabaseName=synced["db"], Name=name)["Table"]
         assert found["StorageDescriptor"]["Location"] == uri
-        parts = glue.get_partitions(DatabaseName=DB, TableName=name)["Partitions"]
+        parts = glue.get_partitions(DatabaseName=synced["db"], TableName=name)["Partitions"]
         assert sorted((p["Values"][0], p["StorageDescriptor"]["Location"]) for p in parts) == [
             (day, f"{uri}/day={day}") for day in ("01", "02", "03")]
-    assert glue.get_table(DatabaseName=DB, Name="flights_ro")["Table"]["StorageDescriptor"]["InputFormat"] == RO_FORMAT
+    assert glue.get_table(DatabaseName=synced["db"], Name="flights_ro")["Table"]["StorageDescriptor"]["InputFormat"] == RO_FORMAT
     state = last_sync(uri)
     assert state is not None and state["ok"]
 
@@ -70,7 +72,7 @@ def test_a_compaction_on_s3_publishes_its_completion_time_to_the_catalog(synced)
     table, server = synced["table"], synced["server"]
     plan = table.schedule_compaction(threshold="2024-01-01T12:00:00Z", carry_over="copy")
     result = table.run_compaction(plan.instant)
-    params = _glue(server.endpoint).get_table(DatabaseName=DB, Name="flights_ro")["Table"]["Parameters"]
+    params = _glue(server.endpoint).get_table(DatabaseName=synced["db"], Name="flights_ro")["Table"]["Parameters"]
     assert params["tidemark.ro.completion.instant"] == result.instant
     # all of day 01 is in base files now: complete up to just before day 02's first record
     assert params["tidemark.ro.completion.time"] == iso(result.ro_completion_time) == "2024-01-01T23:59:59.999Z"

@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from engine.catalog.shape import SyncNames, catalog_shape, hive_type, partition_values, spark_type, table_location
+from engine.catalog.shape import (
+    RoGuarantee,
+    SyncNames,
+    catalog_shape,
+    hive_type,
+    partition_values,
+    spark_type,
+    table_location,
+)
 from engine.catalog.sync import GLUE, HIVE, resolve_targets
 from engine.config.properties import TableConfig, validate_settings
 from engine.errors import ConfigError
@@ -32,8 +40,14 @@ def test_types_as_hive_sync_tool_derives_them(avro, hive, spark):
 
 
 def test_timestamps_are_bigint_when_support_timestamp_is_off():
-    # hoodie.datasource.hive_sync.support_timestamp=false: Hudi's non-Spark default, INT64 stays bigint
-    assert hive_type(TS, False) == "bigint" and spark_type(TS, False) == "long"
+    # hoodie.datasource.hive_sync.support_timestamp=false: Hudi's non-Spark default, INT64 stays bigint in Hive;
+    # Spark's schema comes from the Parquet types (Parquet2SparkSchemaUtils), where it is a timestamp either way
+    assert hive_type(TS, False) == "bigint" and spark_type(TS, False) == "timestamp"
+
+
+def test_struct_field_names_are_lower_case_as_hive_sync_writes_them():
+    struct = {"type": "record", "name": "s", "fields": [{"name": "Bx", "type": "string"}, {"name": "a", "type": "int"}]}
+    assert hive_type(struct, True) == "struct<bx:string,a:int>"
 
 
 def test_partition_values_follow_multi_part_keys_value_extractor():
@@ -59,7 +73,7 @@ def test_shape_of_both_tables(tmp_path):
         {"name": "fare", "type": DECIMAL}, {"name": "day", "type": {"type": "int", "logicalType": "date"}}]}
     shape = catalog_shape(_config(tmp_path), Timeline(str(tmp_path)), ["", "region=eu/day=2024-01-01"],
                           SyncNames("lake", "trips"), avro_schema=schema,
-                          ro_completion=("2024-01-01T12:00:00.000Z", "20240101130000000"), spark_version="4.3.0")
+                          ro_guarantee=RoGuarantee("2024-01-01T12:00:00.000Z", "20240101130000000", "holds"), spark_version="4.3.0")
     ro, rt = shape.ro, shape.rt
     assert (ro.name, rt.name) == ("trips_ro", "trips_rt")
     assert [c.name for c in ro.columns][:5] == ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
@@ -84,7 +98,7 @@ def test_shape_of_both_tables(tmp_path):
 def test_a_long_schema_is_split_in_parts_of_4000_characters(tmp_path):
     fields = [{"name": f"column_with_a_long_name_{i:04d}", "type": "string"} for i in range(200)]
     shape = catalog_shape(_config(tmp_path, partitions=""), Timeline(str(tmp_path)), [""], SyncNames("d", "t"),
-                          avro_schema={"type": "record", "name": "x", "fields": fields}, ro_completion=None)
+                          avro_schema={"type": "record", "name": "x", "fields": fields}, ro_guarantee=None)
     params = shape.rt.parameters
     parts = int(params["spark.sql.sources.schema.numParts"])
     assert parts > 1 and all(len(params[f"spark.sql.sources.schema.part.{i}"]) == 4000 for i in range(parts - 1))

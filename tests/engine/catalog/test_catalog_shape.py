@@ -126,3 +126,17 @@ def test_targets_from_hudis_settings(tmp_path, monkeypatch):
         validate_settings({"hoodie.meta.sync.client.tool.class": "com.example.Tool"})
     with pytest.raises(ConfigError, match="expected thrift://host:port"):
         resolve_targets(cfg, "http://x:1")
+
+
+def test_a_version_8_table_publishes_its_last_commits_completion_time(tmp_path):
+    from engine.timeline.instants import Instant, State
+
+    done = Instant("20240101120000000", "deltacommit", State.COMPLETED, "20240101120001500")
+    schema = {"type": "record", "name": "r", "fields": [{"name": "id", "type": "string"}]}
+    shape = catalog_shape(_config(tmp_path, partitions=""), Timeline(str(tmp_path), [done], 2), [""],
+                          SyncNames("d", "t"), avro_schema=schema, ro_guarantee=None)
+    assert shape.ro.parameters["last_commit_time_sync"] == "20240101120000000"
+    assert shape.ro.parameters["last_commit_completion_time_sync"] == "20240101120001500"   # Hudi 1.x's
+    shape = catalog_shape(_config(tmp_path, partitions=""), Timeline(str(tmp_path), [done], 2), [""],
+                          SyncNames("d", "t"), avro_schema=schema, ro_guarantee=None, glue=True)
+    assert shape.rt.parameters["hudi.metadata-listing-enabled"] == "false"

@@ -92,7 +92,9 @@ def holding(lock: TableLock, purpose: str, timeout_s: float | None = None) -> It
         lock.purpose = purpose
     if not lock.acquire(timeout):
         who = f" (held by {lock.holder()})" if isinstance(lock, FileLock) else ""
-        raise Refused(LOCK_UNAVAILABLE, f"could not take the table lock{who} within {timeout:g} s to {purpose}")
+        which = "the table lock" if not isinstance(lock, FileLock) or lock.lock_file == locking.LOCK_FILE \
+            else f"the lock {lock.lock_file}"
+        raise Refused(LOCK_UNAVAILABLE, f"could not take {which}{who} within {timeout:g} s to {purpose}")
     token = _HELD.set((*_HELD.get(), lock))
     try:
         yield lock

@@ -213,12 +213,14 @@ class Table:
                             as_of_instant=as_of, table=table)
 
     def head(self, query: str = "snapshot", *, limit: int = 20, begin: str | None = None, end: str | None = None,
-             as_of: str | None = None) -> r.ReadResult:
+             as_of: str | None = None, skip_corrupt: bool = False) -> r.ReadResult:
         """The first `limit` rows of `query` (as `read`'s), in this process, in `result.table`; `result.more` says
-        whether rows follow. Only as many file slices are read as the rows need."""
+        whether rows follow. Only as many file slices are read as the rows need. A corrupt log block of a
+        committed instant raises CorruptLogBlockError, as a read into a file does, unless `skip_corrupt`."""
         from engine.read.query import QuerySpec, head_arrow
 
-        table, more = head_arrow(self.path, QuerySpec(query, begin=begin, end=end, as_of=as_of), limit)
+        table, more = head_arrow(self.path, QuerySpec(query, begin=begin, end=end, as_of=as_of), limit,
+                                 fail_on_corrupt=not skip_corrupt)
         return r.ReadResult(query=query, rows=table.num_rows, output=None, begin_instant=begin, end_instant=end,
                             as_of_instant=as_of, table=table, more=more)
 

@@ -109,11 +109,11 @@ class EmbeddedMetastore:
 def main(argv: list[str]) -> int:
     folder = Path(argv[0] if argv else "state/metastore").resolve()
     metastore = EmbeddedMetastore(folder, int(argv[1]) if len(argv) > 1 else 9083)
-    # a TERM (a supervisor, `kill`) ends the JVM too: it runs in a process group of its own, which the default
-    # handler would leave listening on the port
+    # a TERM (a supervisor, `kill`) ends the JVM too, even while it starts: it runs in a process group of its
+    # own, which the default handler would leave listening on the port
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    print(f"metastore: {metastore.start()} (Derby in {folder})", flush=True)
     try:
+        print(f"metastore: {metastore.start()} (Derby in {folder})", flush=True)
         assert metastore.proc is not None
         return metastore.proc.wait()
     except KeyboardInterrupt:

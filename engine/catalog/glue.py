@@ -15,6 +15,9 @@ from engine.catalog.shape import OWNED_PREFIXES, CatalogShape, CatalogTable, Col
 
 CREATE_BATCH = 100   # Glue's BatchCreatePartition limit
 DELETE_BATCH = 25    # BatchDeletePartition's (Hudi's MAX_DELETE_PARTITIONS_PER_REQUEST)
+# Glue errors worth another attempt: throttling and outages, and races with another syncer of the same table
+_TRANSIENT = frozenset({"ThrottlingException", "InternalServiceException", "OperationTimeoutException",
+                        "ConcurrentModificationException", "AlreadyExistsException", "EntityNotFoundException"})
 
 
 def client(region: str | None = None, endpoint: str | None = None) -> Any:
@@ -40,8 +43,8 @@ def sync_shape(glue: Any, shape: CatalogShape) -> None:
             _sync_table(glue, table)
             _sync_partitions(glue, table, shape.partitions)
     except ClientError as exc:
-        throttled = exc.response.get("Error", {}).get("Code") in ("ThrottlingException", "InternalServiceException")
-        raise MetastoreError(f"glue: {str(exc).splitlines()[0]}", transient=throttled) from None
+        again = exc.response.get("Error", {}).get("Code") in _TRANSIENT
+        raise MetastoreError(f"glue: {str(exc).splitlines()[0]}", transient=again) from None
     except (ConnectionError, ReadTimeoutError) as exc:
         raise MetastoreError(f"glue: {str(exc).splitlines()[0]}") from None
     except BotoCoreError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,10 +43,13 @@ class MetastoreError(Exception):
 def _error(exc: Exception) -> MetastoreError:
     """One line naming the failure; the server's own exceptions (MetaException, InvalidObjectException, ...) are
     answers, not outages."""
+    from pymetastore.hive_metastore.ttypes import AlreadyExistsException, NoSuchObjectException
     from thrift.Thrift import TException
     from thrift.transport.TTransport import TTransportException
 
-    answered = isinstance(exc, TException) and not isinstance(exc, TTransportException)
+    # another syncer (another host) created or dropped the same thing meanwhile: the next attempt sees it
+    raced = isinstance(exc, (AlreadyExistsException, NoSuchObjectException))
+    answered = isinstance(exc, TException) and not isinstance(exc, TTransportException) and not raced
     return MetastoreError(_reason(exc), transient=not answered)
 
 
@@ -220,8 +224,18 @@ def _sync_partitions(client: Any, table: CatalogTable, partitions: list[Partitio
 
 
 def _same_location(a: str, b: str) -> bool:
-    # HMS stores `file:///x` as `file:/x`
-    return a.replace(":///", ":/").rstrip("/") == b.replace(":///", ":/").rstrip("/")
+    return _canonical(a) == _canonical(b)
+
+
+def _canonical(location: str) -> str:
+    """One spelling of a location: HMS stores `file:///x` as `file:/x`; s3a:// and s3:// name one object; a local
+    folder reached through a link is the folder itself."""
+    text = location.replace(":///", ":/").rstrip("/")
+    if text.startswith("s3a://"):
+        text = "s3://" + text[len("s3a://"):]
+    if text.startswith("file:"):
+        text = "file:" + os.path.realpath(text[len("file:"):])
+    return text
 
 
 def _columns(cols: list[Column]) -> list[Any]:

@@ -98,6 +98,7 @@ class CatalogShape:
     ro: CatalogTable
     rt: CatalogTable
     partitions: list[Partition]
+    schema_digest: str = ""   # of the schema the shape was made from (sync: what a later write compares with)
 
     @property
     def tables(self) -> list[CatalogTable]:

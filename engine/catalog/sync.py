@@ -48,6 +48,7 @@ ATTEMPTS = 3
 BACKOFF_S = 1.0          # doubled after each failed attempt
 STATE_FILE = os.path.join(".aux", "tidemark-catalog-sync.json")
 SYNC_LOCK_FILE = ".tidemark.sync.lock"
+SYNC_WAIT_S = 300.0      # for another sync of the table (3 attempts at a metastore that does not answer: ~3 min)
 HIVE, GLUE = "hive_metastore", "glue"
 
 
@@ -115,9 +116,11 @@ def build_shape(cfg: TableConfig, target: SyncTarget) -> CatalogShape | None:
             completion_ms = min(completion_ms, late.min_ms - 1)
         guarantee = RoGuarantee(r.iso(r.utc(completion_ms)) or "", state.instant or "",
                                 BROKEN if late.records else HOLDS)
-    return catalog_shape(cfg, timeline, list_partitions(cfg.base_path), target.names, avro_schema=json.loads(text),
-                         ro_guarantee=guarantee, support_timestamp=target.support_timestamp,
-                         spark_version=pyspark.__version__, glue=target.kind == GLUE)
+    shape = catalog_shape(cfg, timeline, list_partitions(cfg.base_path), target.names, avro_schema=json.loads(text),
+                          ro_guarantee=guarantee, support_timestamp=target.support_timestamp,
+                          spark_version=pyspark.__version__, glue=target.kind == GLUE)
+    shape.schema_digest = schema_digest(text)
+    return shape
 
 
 def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = "manual",
@@ -129,16 +132,21 @@ def sync_catalog(base_path: str, *, metastore: str | None = None, reason: str = 
     targets = resolve_targets(load_table_config(base_path), metastore)
     # One sync of a table at a time, each pushing the table as it is when it pushes: operations sync after they
     # released the table lock, so a retried sync of an older change must not overwrite a newer one's.
-    with holding(FileLock(base_path, SYNC_LOCK_FILE), f"sync {base_path} to its catalog"):
-        results = [_sync_one(base_path, target, reason, attempts) for target in targets]
+    with holding(FileLock(base_path, SYNC_LOCK_FILE), "sync the table to its catalog", timeout_s=SYNC_WAIT_S):
+        synced = [_sync_one(base_path, target, reason, attempts) for target in targets]
+        results = [result for result, _ in synced]
         if metastore is None:   # an ad-hoc metastore is not the table's catalog: its state stays as it was
-            _record(load_table_config(base_path), results)
+            pushed = [shape for result, shape in synced if result.ok and shape is not None]
+            _record(load_table_config(base_path), results, pushed[-1] if pushed else None)
     return results
 
 
-def _sync_one(base_path: str, target: SyncTarget, reason: str, attempts: int) -> r.CatalogSyncResult:
+def _sync_one(base_path: str, target: SyncTarget, reason: str,
+              attempts: int) -> tuple[r.CatalogSyncResult, CatalogShape | None]:
+    """The result of syncing `target`, and the shape it pushed last."""
     result = _result(target, reason)
     delay = BACKOFF_S
+    shape = None
     for attempt in range(1, max(attempts, 1) + 1):
         result.attempts = attempt
         shape = build_shape(load_table_config(base_path), target)   # again each attempt: what the table is now
@@ -158,7 +166,7 @@ def _sync_one(base_path: str, target: SyncTarget, reason: str, attempts: int) ->
                 time.sleep(delay)
                 delay *= 2
     result.synced_at = dt.datetime.now(dt.UTC)
-    return result
+    return result, shape
 
 
 def _describe(result: r.CatalogSyncResult, shape: CatalogShape) -> None:
@@ -243,15 +251,14 @@ def _failed(base_path: str, reason: str, exc: Exception) -> r.CatalogSyncResult:
     result = r.CatalogSyncResult(ok=False, target="", catalog="", database="", tables=[], reason=reason,
                                  synced_at=dt.datetime.now(dt.UTC), error=message.splitlines()[0])
     try:
-        _record(load_table_config(base_path), [result])
+        _record(load_table_config(base_path), [result], None)
     except Exception:  # noqa: BLE001 — nothing more to report than the failure itself
         pass
     return result
 
 
 def _schema_digest(cfg: TableConfig) -> str:
-    text = Timeline.load(cfg.base_path).latest_schema() or cfg.props.get("hoodie.table.create.schema") or ""
-    return hashlib.sha256(text.encode()).hexdigest()
+    return schema_digest(Timeline.load(cfg.base_path).latest_schema() or cfg.props.get("hoodie.table.create.schema") or "")
 
 
 def _write_changes_catalog(cfg: TableConfig, partitions: Iterable[str] | None, instant: str | None) -> bool:
@@ -278,18 +285,19 @@ def _may_be_late(cfg: TableConfig, instant: str | None) -> bool:
                for stat in timeline.commit_metadata(written[0]).write_stats)
 
 
-def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
-    """Keep the outcome (atomically: temp file + rename), so writes, `show` and the control plane see it."""
+def _record(cfg: TableConfig, results: list[r.CatalogSyncResult], pushed: CatalogShape | None) -> None:
+    """Keep the outcome (atomically: temp file + rename), so writes, `show` and the control plane see it.
+    `pushed`: what the catalogs took, the state a write compares its own changes with — not the table as it is
+    when this is recorded, which may hold a partition a write added after the push."""
     previous = last_sync(cfg.base_path) or {}
     ok = all(x.ok for x in results)
-    synced = [x for x in results if x.ok and not x.skipped]
+    took = ok and pushed is not None and any(x.ok and not x.skipped for x in results)
     now = r.iso(dt.datetime.now(dt.UTC))
     state = {"ok": ok, "synced_at": now, "error": next((x.error for x in results if not x.ok), None),
              "targets": [x.to_dict() for x in results],
-             # what the catalog holds once every target took it: a write compares its own changes with this
-             "schema": _schema_digest(cfg) if ok and synced else previous.get("schema"),
-             "partitions": sorted(_partitions(cfg)) if ok and synced else previous.get("partitions", []),
-             "last_ok_at": now if ok and synced else previous.get("last_ok_at")}
+             "schema": pushed.schema_digest if took and pushed else previous.get("schema"),
+             "partitions": sorted(p.path for p in pushed.partitions) if took and pushed else previous.get("partitions", []),
+             "last_ok_at": now if took else previous.get("last_ok_at")}
     path = storage.join(cfg.hoodie_dir(), STATE_FILE)
     if storage.is_remote(path):   # one PUT replaces the object whole
         storage.write_bytes(path, json.dumps(state, sort_keys=True).encode("utf-8"))
@@ -301,10 +309,8 @@ def _record(cfg: TableConfig, results: list[r.CatalogSyncResult]) -> None:
     os.replace(tmp, path)
 
 
-def _partitions(cfg: TableConfig) -> list[str]:
-    from engine.slices.fsview import list_partitions
-
-    return [p for p in list_partitions(cfg.base_path) if p]
+def schema_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 __all__ = ["CatalogSyncWarning", "ConfigError", "SyncTarget", "build_shape", "enabled", "last_sync",

@@ -78,7 +78,8 @@ def cmd_read(args: argparse.Namespace) -> int:
         if args.local is False:
             raise ConfigError("--spark reads into --output FILE; without it the first rows are shown, in this process")
         limit = DEFAULT_HEAD_ROWS if args.limit is None else args.limit
-        result = t.head(query, limit=limit, begin=args.begin, end=args.end, as_of=args.as_of)
+        result = t.head(query, limit=limit, begin=args.begin, end=args.end, as_of=args.as_of,
+                        skip_corrupt=args.skip_corrupt)
         shown = output.rows_json(result) if args.json else output.rows_text(result)
         if shown:
             print(shown)

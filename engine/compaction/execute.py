@@ -55,11 +55,11 @@ from engine.config.properties import (
     save_table_config,
 )
 from engine.config.schema import schema_with_meta, table_read_schema
-from engine.errors import Cancelled, CorruptLogBlockError, Refused, TidemarkError
+from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Refused, TidemarkError
 from engine.io import storage
 from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
-from engine.io.locking import COMPACTION_LOCK_FILE, table_lock
+from engine.io.locking import COMPACTION_LOCK_FILE, LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
 from engine.io.threads import requests_pool, settle
 from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
@@ -192,24 +192,49 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
     fault_point("execute", "tasks")
     if cfg.merge_mode != EVENT_TIME_ORDERING:
         return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
-    # The table lock (the caller's is held already) keeps writes out from the check below through the publish.
-    with contextlib.nullcontext() if lock is not None else holding(FileLock(base_path), f"commit compaction {c}"):
-        timeline = Timeline.load(base_path)
-        view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now
-        if _redo_after_late_writes(view, tasks, outs):
-            view = FileSystemView(base_path, timeline)   # groups ran again: their new files
-        return _commit(cfg, timeline, c, plan, tasks, outs, view)
+    still = (f"it is still inflight: run it again, or roll it back (tidemark rollback --instant {c}, or "
+             "Table.rollback)")
+    try:
+        # Writers of this host hold the table's file lock for their whole write: held from the check below
+        # through the publish, no write lands in slice C unseen.
+        with _writers_kept_out(base_path, lock, c):
+            timeline = Timeline.load(base_path)
+            view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now
+            try:
+                again = _redo_after_late_writes(view, timeline, tasks, outs)
+            except Exception as exc:  # noqa: BLE001 - as a failed task: nothing committed, the plan re-runnable
+                raise CompactionError(f"compaction {c}: running again the file groups written into while it ran "
+                                      f"failed ({exc}); {still}") from exc
+            if again:
+                view = FileSystemView(base_path, timeline)   # groups ran again: their new files
+            return _commit(cfg, timeline, c, plan, tasks, outs, view)
+    except Refused as refused:
+        if refused.reason != LOCK_UNAVAILABLE:
+            raise
+        raise Refused(LOCK_UNAVAILABLE, f"compaction {c} ran but was not committed: {refused.message}; {still}",
+                      refused.blocking_instant) from None
 
 
-def _redo_after_late_writes(view: FileSystemView, tasks: list[OpTask], outs: list[dict[str, Any]]) -> bool:
+def _writers_kept_out(base_path: str, lock: TableLock | None, c: str) -> contextlib.AbstractContextManager[Any]:
+    """The table's file lock, which every writer on this host takes for its whole write (a caller's database
+    lease keeps out only the control plane's writers); nothing more when the caller's lock is that very lock."""
+    if isinstance(lock, FileLock) and lock.base_path == base_path and lock.lock_file == LOCK_FILE:
+        return contextlib.nullcontext()
+    return holding(FileLock(base_path), f"commit compaction {c}")
+
+
+def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: list[OpTask],
+                            outs: list[dict[str, Any]]) -> bool:
     """Writers are not blocked while C runs: their logs go to slice C, after the base a task wrote. Under
     event-time ordering such a log can change what that base must hold — a record of lower ordering than a
-    delete the task applied would otherwise come back to life once C completes (and, after a delete of its
-    own, a record can make the old base row win again) — so a group that got logs its task never saw (they
-    came after its listing) runs again here, on the driver, under the table lock: when it replays (a folded
-    delete, or one the plan recorded in a carried log) or when a new log holds a delete block. One listing
-    per partition (on a store the view's one listing of the table, which the commit goes on with); nothing is read
-    when no write came. Whether a group ran again."""
+    delete the task applied would otherwise come back to life once C completes, and after a delete in slice C
+    a record meets the old base row, not the one the task folded in — so a group whose slice-C logs now hold
+    committed blocks its task did not read (a log it never listed, or a write that completed after it read
+    the timeline) runs again here, on the driver, under the table lock: when it replays (a folded delete, or
+    one the plan recorded in a carried log) or when any of those logs holds a delete. One listing per partition
+    (on a store the view's one listing of the table, which the commit goes on with) and the headers of the
+    groups' slice-C logs; nothing is read where no write came. Whether a group ran again."""
+    completed = frozenset(i.timestamp for i in timeline.completed())
     listed: dict[str, list[str]] = {}
     again = False
     for i, task in enumerate(tasks):
@@ -220,18 +245,19 @@ def _redo_after_late_writes(view: FileSystemView, tasks: list[OpTask], outs: lis
                 listed[pdir] = [e.name for e in view.remote_entries(task.partition_path) or ()]
             else:
                 listed[pdir] = storage.list_names_if_dir(pdir)
+        names = _written_logs(task, listed[pdir])
+        if not names:
+            continue
+        read_as_committed = task.completed | frozenset(outs[i]["committed"])
         seen = set(outs[i]["written"])
-        late = [n for n in _written_logs(task, listed[pdir]) if n not in seen]
-        if late and (outs[i]["replays"] or _hold_a_delete([storage.join(pdir, n) for n in late])):
+        scans = logformat.scan_log_files((storage.join(pdir, n), None) for n in names)
+        blocks = [(n, b) for n in names for b in scans[storage.join(pdir, n)].blocks if b.instant_time in completed]
+        unread = any(n not in seen or b.instant_time not in read_as_committed for n, b in blocks)
+        deletes = any(b.block_type == logformat.BlockType.DELETE for _, b in blocks)
+        if unread and (outs[i]["replays"] or deletes):
             outs[i] = execute_operation(dataclasses.replace(task, listed=None, completed=frozenset()))
             again = True
     return again
-
-
-def _hold_a_delete(paths: list[str]) -> bool:
-    """Whether any of these logs has a delete block (from their headers: one ranged read each on a store)."""
-    scans = logformat.scan_log_files((p, None) for p in paths)
-    return any(b.block_type == logformat.BlockType.DELETE for scan in scans.values() for b in scan.blocks)
 
 
 # File groups in flight per CPU when an in-process run compacts an object-store table: a group waits a round trip
@@ -537,7 +563,7 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
             raise integrity.corrupt_error(logs.corrupt, f"refusing to fold the logs of file group {task.file_id}",
                                           "Folding them would lose these records for good; nothing was written.")
         listing = listed()
-        following = _following_items(task, pdir, listing, logs.items)
+        following, committed_since = _following_items(task, pdir, listing, logs.items)
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
     with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
         split = split_slice(logs.items, following, _split_spec(task),
@@ -549,7 +575,8 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     fault_point("carry_over", "linked")
     stat = _stat(task, name, size, logs.items, counts)
     return {"stat": stat, "carry": carry, "spill": spill, "carry_min": split.carry_min_event_ms,
-            "written": _written_logs(task, listing), "replays": _replays(task, logs.items)}
+            "written": _written_logs(task, listing), "committed": sorted(committed_since),
+            "replays": _replays(task, logs.items)}
 
 
 def _logs_read_whole(task: OpTask, pdir: str) -> list[str]:
@@ -632,24 +659,25 @@ def _listing_ahead(task: OpTask, pdir: str) -> Iterator[Callable[[], dict[str, i
         settle([ahead])
 
 
-def _following_items(task: OpTask, pdir: str, listing: dict[str, int], folded: Sequence[LogItem]) -> list[LogItem]:
+def _following_items(task: OpTask, pdir: str, listing: dict[str, int],
+                     folded: Sequence[LogItem]) -> tuple[list[LogItem], frozenset[str]]:
     """Items of the logs that follow the carry-forward log in slice C: the carried logs, then logs written
     into slice C while the plan was pending. Only event-time ordering needs them (commit time: logs win), and
     only when a delete is involved: a following record changes what the base must hold only after a delete
     among the folded records or among its own logs (carry_forward._carry_decisions). So when the plan
     recorded that no log of the operation holds a delete and none was written into slice C, they are not read
     at all — on a store, the carried logs' GETs are saved. (A folded delete the plan did not know of still
-    makes them read.)"""
+    makes them read.) Also the instants read as committed beyond those of the run's start (the commit's check)."""
     if task.merge_mode != EVENT_TIME_ORDERING:
-        return []
+        return [], frozenset()
     carried = [storage.join(pdir, target) for _, target in task.links]
     written = [storage.join(pdir, n) for n in _written_logs(task, listing)]
     if not written and not _replays(task, folded):
-        return []
+        return [], frozenset()
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
                  if written or not task.completed else task.completed)
-    return read_slice_logs(carried + written, committed).items
+    return read_slice_logs(carried + written, committed).items, committed - task.completed
 
 
 def _replays(task: OpTask, folded: Sequence[LogItem]) -> bool:

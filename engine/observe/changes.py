@@ -60,8 +60,9 @@ def timeline_mark(base_path: str) -> TimelineMark:
 
 
 def mark_of(entries: Iterable[Entry]) -> TimelineMark:
-    """The mark of a listing (separate from the listing so any storage's entries can be marked)."""
-    ordered = sorted(entries, key=lambda e: e.name)
+    """The mark of a listing (separate from the listing so any storage's entries can be marked). Tidemark's lock
+    files (`.tidemark*.lock`, rewritten by every holder) say who holds a lock, not what changed: left out."""
+    ordered = sorted((e for e in entries if not _is_lock_file(e.name)), key=lambda e: e.name)
     digest = hashlib.sha256()
     for e in ordered:
         digest.update(f"{e.name}\0{e.size}\0{e.mtime_ns}\n".encode())
@@ -71,3 +72,7 @@ def mark_of(entries: Iterable[Entry]) -> TimelineMark:
                 if (parsed := parse_instant_file_name(e.name) or parse_instant_file_name(e.name, layout_v8.LAYOUT_VERSION))]
     newest = max(instants)[2] if instants else None
     return TimelineMark(digest.hexdigest(), newest, len(ordered))
+
+
+def _is_lock_file(name: str) -> bool:
+    return name.startswith(".tidemark") and name.endswith(".lock")

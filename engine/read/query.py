@@ -183,12 +183,14 @@ def _read_ahead(plan: ReadPlan, threads: int, progress: Reporter) -> Iterator[pa
             progress.update(done)
 
 
-def head_arrow(base_path: str, query: str | QuerySpec = "snapshot", limit: int = 20) -> tuple[pa.Table, bool]:
+def head_arrow(base_path: str, query: str | QuerySpec = "snapshot", limit: int = 20, *,
+               fail_on_corrupt: bool = True) -> tuple[pa.Table, bool]:
     """The query's first `limit` rows (in slice order) and whether more follow. Slices are read in turn and the
-    reading stops once more than `limit` rows are in hand, so a look at a big table reads a slice or two of it."""
+    reading stops once more than `limit` rows are in hand, so a look at a big table reads a slice or two of it.
+    A corrupt committed block fails it, as an export (`fail_on_corrupt=False`: warned, its records left out)."""
     if limit < 0:
         raise ConfigError(f"limit {limit} is negative: expected 0 or more rows")
-    plan = plan_read(base_path, query)
+    plan = plan_read(base_path, query, fail_on_corrupt=fail_on_corrupt)
     parts, rows = [], 0
     slices = iter_arrow(plan)
     try:

@@ -140,3 +140,42 @@ def test_glue_deletes_partitions_25_at_a_time_and_takes_the_region_from_aws_regi
     catalog_sync._push(target, shape)
     assert sorted(sizes) == [3, 3, 25, 25]   # both tables: 28 = 25 + 3 each
     assert shape.ro.parameters["hudi.metadata-listing-enabled"] == "false"
+
+
+def test_the_recorded_state_is_what_was_pushed_not_what_came_after(tmp_path, monkeypatch):
+    t = _table(tmp_path, **{"hoodie.datasource.hive_sync.enable": "true",
+                            "hoodie.datasource.hive_sync.metastore.uris": "thrift://127.0.0.1:1"})
+    t.write(_rows(tmp_path, "a", [1]), local=True)   # its sync fails: nothing is listening
+    added = []
+
+    def push(target, shape):
+        if not added:   # the push took day 01; a write adds day 02 before the outcome is recorded
+            with monkeypatch.context() as m:
+                m.setattr(catalog_sync, "sync_after", lambda *a, **k: None)   # its own sync would wait for this one
+                added.append(t.write(_rows(tmp_path, "b", [2]), local=True))
+
+    monkeypatch.setattr(catalog_sync, "_push", push)
+    [result] = catalog_sync.sync_catalog(t.path)
+    assert result.ok and result.partitions == 1
+    assert catalog_sync.last_sync(t.path)["partitions"] == ["01"]
+    # so the write that added day 02 is still owed a sync
+    assert catalog_sync._write_changes_catalog(t.config, ["02", "day=02"], added[0].instant)
+
+
+def test_what_counts_as_worth_another_attempt():
+    from pymetastore.hive_metastore.ttypes import AlreadyExistsException, MetaException
+    from thrift.transport.TTransport import TTransportException
+
+    assert hms._error(TTransportException(message="timed out")).transient
+    assert hms._error(AlreadyExistsException(message="lake.t_ro exists")).transient   # another syncer, meanwhile
+    assert not hms._error(MetaException(message="Invalid partition key & values")).transient
+
+
+def test_one_table_reached_through_a_link_is_the_same_table(tmp_path, hive_metastore):  # noqa: F811
+    settings = {"hoodie.datasource.hive_sync.enable": "true", "hoodie.datasource.hive_sync.metastore.uris": hive_metastore,
+                "hoodie.datasource.hive_sync.database": "rules", "hoodie.datasource.hive_sync.table": "linked"}
+    t = _table(tmp_path, "real", **settings)
+    assert all(s.ok for s in t.write(_rows(tmp_path, "a", [1]), local=True).catalog_sync)
+    (tmp_path / "alias").symlink_to(tmp_path / "real")
+    via_link = Table.open(str(tmp_path / "alias"))
+    assert all(s.ok for s in via_link.write(_rows(tmp_path, "b", [2]), local=True).catalog_sync)

@@ -504,27 +504,16 @@ def test_the_temp_folder_removal_waits_its_turn_on_a_busy_pool(s3_env, monkeypat
         pool.shutdown()
 
 
-@pytest.mark.parametrize("folded_delete", [True, False])
-def test_a_write_during_the_run_cannot_undo_what_a_delete_decided(tmp_path, monkeypatch, folded_delete):
-    """Logs written into slice C while the run executes — after its tasks listed — with a record of lower ordering
-    than a delete: the group runs again at the commit (under the table lock), so after C the table reads as it did
-    before C. Folded: the run's delete (seq 10) must keep beating the late record (seq 7). Late: a processing-time
-    delete, after which a record competes with the slice's old base row (Hudi forgets the delete), not with the
-    record the run folded into the new base."""
+def _source(tmp_path, name: str, rows, op: str = "upsert", ordered: bool = True) -> tuple[str, str]:
+    """An input file; a delete without `ordered` carries no ordering value (a processing-time delete)."""
+    path = tmp_path / f"{name}.parquet"
+    pq.write_table(rows.drop(["seq", "v"]) if op == "delete" and not ordered else rows, path)
+    return str(path), op
+
+
+def _twins(tmp_path, early: list[tuple[str, str]]):
+    """Two tables with the same writes; the twin is never compacted."""
     from engine import Table
-    from engine.compaction import in_process
-
-    def source(name: str, rows, op: str = "upsert"):
-        path = tmp_path / f"{name}.parquet"
-        pq.write_table(rows.drop(["seq", "v"]) if op == "delete" and not folded_delete else rows, path)
-        return str(path), op
-
-    if folded_delete:
-        early = [source("d1", _day_rows(range(0, 6), 1, 5)), source("d2", _day_rows(range(0, 2), 2, 10), "delete")]
-        late = [source("late", _day_rows(range(0, 4), 3, 7))]
-    else:   # the base gets seq 5 over seq 1; after the late delete, seq 3 meets the old row (none), not seq 5
-        early = [source("d1", _day_rows(range(0, 6), 1, 1)), source("d2", _day_rows(range(0, 6), 2, 5))]
-        late = [source("late-delete", _day_rows(range(2, 4), 3, 1), "delete"), source("late", _day_rows(range(0, 4), 3, 3))]
 
     def build(name: str):
         t = Table.create(str(tmp_path / name), name="t", record_keys=["id"], partition_fields=["region"],
@@ -533,7 +522,35 @@ def test_a_write_during_the_run_cannot_undo_what_a_delete_decided(tmp_path, monk
             t.write(path, op, local=True)
         return t
 
-    twin, t = build("twin"), build("t")   # the same writes; the twin is never compacted
+    return build("twin"), build("t")
+
+
+def _assert_same(twin, t) -> None:
+    key = ("_hoodie_record_key",)
+    expected = rows_by_key(read_arrow(twin.path, "snapshot"), with_meta=key)
+    assert rows_by_key(read_arrow(t.path, "snapshot"), with_meta=key) == expected
+    assert rows_by_key(hudi_read(t.path, "snapshot"), with_meta=key) == expected
+    assert rows_by_key(hudi_read(twin.path, "snapshot"), with_meta=key) == expected
+
+
+@pytest.mark.parametrize("folded_delete", [True, False])
+def test_a_write_during_the_run_cannot_undo_what_a_delete_decided(tmp_path, monkeypatch, folded_delete):
+    """Logs written into slice C while the run executes — after its tasks listed — with a record of lower ordering
+    than a delete: the group runs again at the commit (under the table lock), so after C the table reads as it did
+    before C. Folded: the run's delete (seq 10) must keep beating the late record (seq 7). Late: a processing-time
+    delete, after which a record competes with the slice's old base row (Hudi forgets the delete), not with the
+    record the run folded into the new base."""
+    from engine.compaction import in_process
+
+    if folded_delete:
+        early = [_source(tmp_path, "d1", _day_rows(range(0, 6), 1, 5)),
+                 _source(tmp_path, "d2", _day_rows(range(0, 2), 2, 10), "delete")]
+        late = [_source(tmp_path, "late", _day_rows(range(0, 4), 3, 7))]
+    else:   # the base gets seq 5 over seq 1; after the late delete, seq 3 meets the old row (none), not seq 5
+        early = [_source(tmp_path, "d1", _day_rows(range(0, 6), 1, 1)), _source(tmp_path, "d2", _day_rows(range(0, 6), 2, 5))]
+        late = [_source(tmp_path, "late-delete", _day_rows(range(2, 4), 3, 1), "delete", ordered=False),
+                _source(tmp_path, "late", _day_rows(range(0, 4), 3, 3))]
+    twin, t = _twins(tmp_path, early)
     for path, op in late:
         twin.write(path, op, local=True)
     plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="symlink")
@@ -547,7 +564,91 @@ def test_a_write_during_the_run_cannot_undo_what_a_delete_decided(tmp_path, monk
 
     monkeypatch.setattr(in_process, "run_here", then_writes)
     t.run_compaction(plan.instant, local=True)
-    expected = rows_by_key(read_arrow(twin.path, "snapshot"), with_meta=("_hoodie_record_key",))
-    assert rows_by_key(read_arrow(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == expected
-    assert rows_by_key(hudi_read(t.path, "snapshot"), with_meta=("_hoodie_record_key",)) == expected
-    assert rows_by_key(hudi_read(twin.path, "snapshot"), with_meta=("_hoodie_record_key",)) == expected
+    _assert_same(twin, t)
+
+
+def test_a_delete_the_tasks_saw_in_slice_c_still_counts_when_a_record_comes_after_them(tmp_path, monkeypatch):
+    """A processing-time delete written into slice C before the run (every task reads it), then a record of lower
+    ordering after the tasks: that record meets the old base row, so the group runs again although its new log
+    holds no delete and it folded none."""
+    from engine.compaction import in_process
+
+    early = [_source(tmp_path, "d1", _day_rows(range(0, 6), 1, 5)), _source(tmp_path, "d2", _day_rows(range(10, 12), 3, 6))]
+    seen = _source(tmp_path, "seen-delete", _day_rows(range(2, 4), 3, 1), "delete", ordered=False)
+    late = _source(tmp_path, "late", _day_rows(range(0, 4), 3, 3))
+    twin, t = _twins(tmp_path, early)
+    twin.write(*seen, local=True)
+    twin.write(*late, local=True)
+    plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="symlink")
+    t.write(*seen, local=True)   # into slice C before the run
+    real = in_process.run_here
+
+    def then_write(*args, **kwargs):
+        outs = real(*args, **kwargs)
+        t.write(*late, local=True)
+        return outs
+
+    monkeypatch.setattr(in_process, "run_here", then_write)
+    t.run_compaction(plan.instant, local=True)
+    _assert_same(twin, t)
+
+
+def test_a_write_the_tasks_listed_while_it_was_pending_counts_once_it_commits(tmp_path, monkeypatch):
+    """A write's log is on storage while the tasks list (the write still pending: its blocks are not read), and
+    the write commits before C does: the group runs again, so the folded delete keeps beating its record."""
+    import threading
+
+    from engine.compaction import in_process
+    from engine.write import pipeline
+
+    early = [_source(tmp_path, "d1", _day_rows(range(0, 6), 1, 5)),
+             _source(tmp_path, "d2", _day_rows(range(0, 2), 2, 10), "delete")]
+    late = _source(tmp_path, "late", _day_rows(range(0, 4), 3, 7))
+    twin, t = _twins(tmp_path, early)
+    twin.write(*late, local=True)
+    plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="symlink")
+    real_complete = pipeline.complete
+    logs_written, go = threading.Event(), threading.Event()
+
+    def held_before_completing(*args, **kwargs):
+        if threading.current_thread().name == "late-writer":
+            logs_written.set()
+            go.wait(60)
+        return real_complete(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "complete", held_before_completing)
+    real = in_process.run_here
+
+    def around(*args, **kwargs):
+        writer = threading.Thread(target=lambda: t.write(*late, local=True), name="late-writer")
+        writer.start()
+        assert logs_written.wait(60)   # its log is written, the write still pending
+        outs = real(*args, **kwargs)
+        go.set()
+        writer.join(60)               # it commits, then the run's commit takes the table lock
+        return outs
+
+    monkeypatch.setattr(in_process, "run_here", around)
+    t.run_compaction(plan.instant, local=True)
+    _assert_same(twin, t)
+
+
+def test_a_commit_that_cannot_get_the_table_lock_says_the_run_is_still_inflight(tmp_path, monkeypatch):
+    from engine.compaction import execute
+    from engine.errors import Refused
+    from engine.lock import FileLock
+
+    twin, t = _twins(tmp_path, [_source(tmp_path, "d1", _day_rows(range(0, 6), 1, 5))])
+    plan = t.schedule_compaction(threshold=DAY0 + 3 * DAY_MS - 1, carry_over="symlink")
+    monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "0.2")
+    writer = FileLock(t.path)   # a write of this host holds the table lock the whole time
+    assert writer.acquire(1)
+    try:
+        with pytest.raises(Refused, match=f"compaction {plan.instant} ran but was not committed.*still inflight"):
+            t.run_compaction(plan.instant, local=True)
+    finally:
+        writer.release()
+    assert Timeline.load(t.path).pending_compactions()[0].timestamp == plan.instant
+    t.run_compaction(plan.instant, local=True)   # run again once the write is done
+    assert execute.LOCK_FILE == ".tidemark.lock"
+    _assert_same(twin, t)

@@ -51,3 +51,30 @@ def test_head_of_everything_says_nothing_more_follows(table):
     assert result.rows == 0 and result.more and result.table is not None and result.table.num_rows == 0
     with pytest.raises(ConfigError, match="negative"):
         head_arrow(table.path, "snapshot", -1)
+
+
+def test_a_corrupt_block_fails_a_look_as_it_fails_an_export(table):
+    from engine.errors import CorruptLogBlockError
+    from engine.logformat.integrity import CorruptLogBlockWarning
+    from engine.slices.fsview import FileSystemView
+
+    log = FileSystemView(table.path).latest_slices()[0].log_files[0].path
+    with open(log, "r+b") as fh:   # the last block's trailing length no longer matches
+        fh.seek(-3, 2)
+        byte = fh.read(1)
+        fh.seek(-3, 2)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    with pytest.raises(CorruptLogBlockError):
+        table.head(limit=1000)
+    with pytest.warns(CorruptLogBlockWarning):
+        shown = table.head(limit=1000, skip_corrupt=True)
+    assert 0 < shown.rows < 400
+
+
+def test_lock_files_do_not_change_a_tables_mark(table):
+    from engine.lock import FileLock, holding
+
+    before = Table.mark(table.path)
+    with holding(FileLock(table.path, ".tidemark.sync.lock"), "sync the table to its catalog"):
+        pass
+    assert Table.mark(table.path) == before

@@ -12,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import threading
+import time
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
@@ -90,8 +92,10 @@ def holding(lock: TableLock, purpose: str, timeout_s: float | None = None) -> It
     timeout = locking.default_timeout_s() if timeout_s is None else timeout_s
     if isinstance(lock, FileLock):
         lock.purpose = purpose
+    elif isinstance(lock, CallerAndHostLock):
+        lock.file.purpose = purpose
     if not lock.acquire(timeout):
-        who = f" (held by {lock.holder()})" if isinstance(lock, FileLock) else ""
+        who = f" (held by {lock.holder()})" if isinstance(lock, (FileLock, CallerAndHostLock)) else ""
         which = "the table lock" if not isinstance(lock, FileLock) or lock.lock_file == locking.LOCK_FILE \
             else f"the lock {lock.lock_file}"
         raise Refused(LOCK_UNAVAILABLE, f"could not take {which}{who} within {timeout:g} s to {purpose}")
@@ -117,5 +121,74 @@ def holds_lock_outside_store() -> bool:
 
 
 def table_lock_of(base_path: str, lock: TableLock | None) -> TableLock:
-    """The caller's lock, else the table's file lock."""
-    return lock if lock is not None else FileLock(base_path)
+    """The table's file lock, with the caller's lock before it when there is one (the control plane's lease)."""
+    if lock is None:
+        return FileLock(base_path)
+    if isinstance(lock, (FileLock, CallerAndHostLock)):
+        return lock
+    return CallerAndHostLock(lock, base_path)
+
+
+# (lock file, thread) -> how many CallerAndHostLocks of this thread hold that host file lock
+_HOST_HELD: dict[tuple[str, int], int] = {}
+_HOST_HELD_LOCK = threading.Lock()
+
+
+class CallerAndHostLock:
+    """A caller's lock (the control plane's database lease) and the table's host file lock, in that order: the
+    lease keeps out the control plane's other workers, the file lock the processes of this host that know no
+    lease (the CLI, the Python API). Without the file lock a CLI schedule and a control-plane run on one host
+    could plan two compactions at once, or a write land in a slice a plan was replacing. Nested in one thread (an
+    operation's own rollback under it) the file lock is taken once; the caller's lock is re-entrant itself."""
+
+    def __init__(self, caller: TableLock, base_path: str) -> None:
+        self.caller = caller
+        self.file = FileLock(base_path)
+        self.base_path = base_path
+        self._nested = False
+
+    def _key(self) -> tuple[str, int]:
+        return locking.lock_file_path(self.base_path), threading.get_ident()
+
+    def acquire(self, timeout_s: float) -> bool:
+        deadline = time.monotonic() + max(timeout_s, 0.0)
+        if not self.caller.acquire(timeout_s):
+            return False
+        key = self._key()
+        with _HOST_HELD_LOCK:
+            self._nested = key in _HOST_HELD
+            if self._nested:
+                _HOST_HELD[key] += 1
+                return True
+        if not self.file.acquire(max(deadline - time.monotonic(), 0.0)):
+            self.caller.release()
+            return False
+        with _HOST_HELD_LOCK:
+            _HOST_HELD[key] = 1
+        return True
+
+    def release(self) -> None:
+        key = self._key()
+        with _HOST_HELD_LOCK:
+            if key in _HOST_HELD:
+                _HOST_HELD[key] -= 1
+                if not _HOST_HELD[key]:
+                    del _HOST_HELD[key]
+        if not self._nested:
+            self.file.release()
+        self.caller.release()
+
+    def is_held(self) -> bool:
+        return self.caller.is_held() and (self._nested or self.file.is_held())
+
+    def holder(self) -> str:
+        return self.file.holder()
+
+    def __repr__(self) -> str:
+        return f"CallerAndHostLock({self.caller!r}, {self.base_path!r})"
+
+
+def host_lock_held(base_path: str) -> bool:
+    """Whether this thread holds the table's host file lock through a CallerAndHostLock."""
+    with _HOST_HELD_LOCK:
+        return (locking.lock_file_path(base_path), threading.get_ident()) in _HOST_HELD

@@ -471,6 +471,7 @@ class TideBucket(Result):
     log_files: int
     log_records: int | None   # None when no write stat names the logs
     log_bytes: int
+    newest_event_time: dt.datetime | None = None   # the newest event of these logs (their max), when known
 
 
 @dataclass

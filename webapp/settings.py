@@ -67,6 +67,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # the dashboard's CSS, JS and Chart.js under gunicorn (make run, docker compose): Django serves static files
+    # only in DEBUG or `runserver --insecure`
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "webapp.hygiene.RejectNulBytesMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -131,6 +134,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = STATE_DIR / "static"
+# straight from STATICFILES_DIRS (no collectstatic step to forget); files are read once at start unless DEBUG
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = DEBUG
 
 # --- Tidemark ----------------------------------------------------------------------------------
 # Local folders and object-store prefixes (s3://bucket/prefix), separated by ":" or ",".

@@ -62,7 +62,7 @@ from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, LOCK_FILE, table_lock
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
 from engine.io.threads import requests_pool, settle
-from engine.lock import FileLock, TableLock, ensure_held, holding, table_lock_of
+from engine.lock import FileLock, TableLock, ensure_held, holding, host_lock_held, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
 from engine.read.merge import DataItem, DeleteItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
@@ -218,7 +218,8 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
 def _writers_kept_out(base_path: str, lock: TableLock | None, c: str) -> contextlib.AbstractContextManager[Any]:
     """The table's file lock, which every writer on this host takes for its whole write (a caller's database
     lease keeps out only the control plane's writers); nothing more when the caller's lock is that very lock."""
-    if isinstance(lock, FileLock) and lock.base_path == base_path and lock.lock_file == LOCK_FILE:
+    if isinstance(lock, FileLock) and lock.base_path == base_path and lock.lock_file == LOCK_FILE \
+            or host_lock_held(base_path):
         return contextlib.nullcontext()
     return holding(FileLock(base_path), f"commit compaction {c}")
 

@@ -58,6 +58,10 @@ def enclosing_table(path: str) -> str | None:
 
 def find_tables(root: str) -> list[FoundTable]:
     """Every table at or under `root` (FileNotFoundError when `root` is not a folder)."""
+    from engine.io import storage
+
+    if storage.is_remote(root):
+        return _find_remote_tables(root.rstrip("/"))
     root = os.path.abspath(root)
     listing = list_folder(root)   # raises for a missing root, before any walking
     found: list[FoundTable] = []
@@ -77,4 +81,30 @@ def find_tables(root: str) -> list[FoundTable]:
                 stack.append((child, depth + 1, list_folder(child)))
             except (FileNotFoundError, NotADirectoryError, PermissionError):
                 continue   # vanished or unreadable: not a table we can manage anyway
+    return sorted(found, key=lambda t: t.path)
+
+
+def _find_remote_tables(root: str) -> list[FoundTable]:
+    """`find_tables` on an object store: the same walk, one delimited LIST per folder (a table's own folders and
+    hidden ones are not listed, so a bucket of big tables costs a request per folder above them). A root with
+    nothing under it is FileNotFoundError, as a missing local folder."""
+    from engine.io import storage
+
+    entries = storage.list_entries(root)
+    if not entries:
+        raise FileNotFoundError(f"{root}: nothing is stored under this location")
+    found: list[FoundTable] = []
+    stack = [(root, 0, entries)]
+    while stack:
+        folder, depth, listed = stack.pop()
+        folders = [e.name for e in listed if e.is_dir]
+        if HOODIE_DIR in folders and storage.file_exists(storage.join(folder, HOODIE_DIR, PROPERTIES_FILE)):
+            found.append(FoundTable(folder, storage.relative(folder, root) or "."))
+            continue
+        if depth >= MAX_DEPTH:
+            continue
+        for name in folders:
+            if not name.startswith("."):
+                child = storage.join(folder, name)
+                stack.append((child, depth + 1, storage.list_entries(child)))
     return sorted(found, key=lambda t: t.path)

@@ -27,6 +27,8 @@ class _Bar:
     files: int = 0
     records: int | None = 0
     bytes: int = 0
+    newest_ms: int | None = None   # the largest max event time of its logs
+    max_unknown: bool = False      # a log of the bar has no known max event time
 
 
 def _records_by_log(timeline: Timeline) -> dict[tuple[str, str], int]:
@@ -72,6 +74,10 @@ def tide(base_path: str, bucket_ms: int, by_partition: bool = False) -> list[Tid
                                                                     lf.path, {})
             start = None if times is None or times.min_ms is None else times.min_ms // bucket_ms * bucket_ms
             bar = bars.setdefault((sl.partition_path if by_partition else "", start), _Bar())
+            if times is not None and times.max_ms is not None:
+                bar.newest_ms = times.max_ms if bar.newest_ms is None else max(bar.newest_ms, times.max_ms)
+            else:
+                bar.max_unknown = True
             bar.files += 1
             bar.bytes += lf.size   # listed with links followed: a carried-over link weighs its target
             real = storage.name_of(os.path.realpath(lf.path)) if storage.is_link(lf.path) else lf.name
@@ -85,24 +91,30 @@ def tide(base_path: str, bucket_ms: int, by_partition: bool = False) -> list[Tid
         for k in keys:
             bar = bars[(partition, k)]
             lo, hi = (None, None) if k is None else (from_ms(k), from_ms(k + bucket_ms))
+            newest = bar.newest_ms
+            if bar.max_unknown and k is not None:   # a log's data may reach as far as its bucket's end, no further known
+                newest = max(newest if newest is not None else k + bucket_ms, k + bucket_ms)
             if by_partition:
-                out.append(PartitionTideBucket(lo, hi, bar.files, bar.records, bar.bytes, partition=partition))
+                out.append(PartitionTideBucket(lo, hi, bar.files, bar.records, bar.bytes, from_ms(newest),
+                                               partition=partition))
             else:
-                out.append(TideBucket(lo, hi, bar.files, bar.records, bar.bytes))
+                out.append(TideBucket(lo, hi, bar.files, bar.records, bar.bytes, from_ms(newest)))
     return out
 
 
 def freshness_lag(completion: dt.datetime | None, buckets: list[TideBucket]) -> dt.timedelta | None:
-    """How far the RO view trails the newest logged data, in event time: the end of the newest bucket that
-    still has log data minus the RO completion time ("complete up to"). No log left: the RO view holds
-    everything (zero) once compacted. Before any event-time compaction the RO view promises nothing, so the
-    lag spans all logged data (newest end minus oldest start). None when the table holds no data at all.
-    An event-time distance: a table of historical data has a meaningful lag, where wall-clock lag would be years.
+    """How far the RO view trails the newest logged data, in event time: the newest event time of any log still
+    uncompacted (its max, from headers or write stats; a log whose max is unknown counts up to its bucket's end)
+    minus the RO completion time ("complete up to"). No log left: the RO view holds everything (zero) once
+    compacted. Before any event-time compaction the RO view promises nothing, so the lag spans all logged data
+    (newest minus oldest start). None when the table holds no data at all. An event-time distance: a table of
+    historical data has a meaningful lag, where wall-clock lag would be years. (Buckets go by each log's min
+    event time — what a threshold compacts — so one log of months of data sits in one bucket: its max counts.)
     """
     logged = [b for b in buckets if b.start is not None and b.end is not None and (b.log_records or b.log_bytes)]
     if not logged:
         return dt.timedelta(0) if completion is not None else None
-    newest = max(b.end for b in logged if b.end is not None)
+    newest = max(b.newest_event_time or b.end for b in logged if b.end is not None)
     since = completion or min(b.start for b in logged if b.start is not None)
     return max(newest - since, dt.timedelta(0))
 

@@ -145,3 +145,34 @@ def test_default_file_lock_serialises_two_processes(table, monkeypatch) -> None:
         holder.join(10)
     assert holder.exitcode == 0
     assert os.path.exists(os.path.join(table.path, ".hoodie", ".tidemark.lock"))
+
+
+def test_a_callers_lock_also_keeps_this_hosts_other_processes_out(table, monkeypatch) -> None:
+    """The control plane's lease keeps out its own workers; an operation under it also takes the table's host file
+    lock, which the CLI and the Python API take, so a schedule under a lease waits for a CLI write (and the other
+    way round) instead of planning beside it."""
+    from engine.lock import CallerAndHostLock, table_lock_of
+
+    monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "0.3")
+    before = _instants(table)
+    cli = FileLock(table.path)
+    assert cli.acquire(1)
+    try:
+        lease = RecordingLock()
+        with pytest.raises(Refused) as refused:
+            table.schedule_compaction(threshold=THRESHOLD, lock=lease)
+        assert refused.value.reason == LOCK_UNAVAILABLE
+        assert lease.events == ["acquire", "release"] and not lease.held   # the lease is given back at once
+    finally:
+        cli.release()
+    assert _instants(table) == before
+
+    outer = table_lock_of(table.path, RecordingLock())
+    assert isinstance(outer, CallerAndHostLock) and table_lock_of(table.path, outer) is outer
+    with holding(outer, "an operation"):
+        with holding(table_lock_of(table.path, RecordingLock()), "its own rollback", timeout_s=0.3):
+            pass   # nested in one thread: not waiting for itself
+        assert not FileLock(table.path).acquire(0.1)   # still held for the outer one
+    after = FileLock(table.path)
+    assert after.acquire(0.1)
+    after.release()

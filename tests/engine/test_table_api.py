@@ -154,6 +154,9 @@ def test_tide_buckets_add_up_to_the_backlog(table) -> None:
     assert all(b.end is not None and b.start is not None and b.end - b.start == dt.timedelta(days=1)
                for b in buckets)
     assert [b.log_records for b in buckets] == [3, 3, 3]
+    # each bucket's newest event: the max of its logs (here within the day of their min)
+    assert all(b.start <= b.newest_event_time < b.end for b in buckets)
+    assert table.freshness_lag(buckets=buckets) is not None
     metrics = table.metrics()
     assert sum(b.log_files for b in buckets) == metrics.remaining_log_files
     assert sum(b.log_bytes for b in buckets) == metrics.remaining_log_bytes

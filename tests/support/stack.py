@@ -150,8 +150,8 @@ class Stack:
 
     def start_server(self) -> str:
         port = free_port()
-        self.spawn("web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload",
-                           "--insecure"])
+        # no --insecure: the static files come from the app (WhiteNoise), as under gunicorn
+        self.spawn("web", [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"])
         _wait_port("127.0.0.1", port, "the Django server", timeout_s=60)
         self.url = f"http://127.0.0.1:{port}"
         return self.url

@@ -55,6 +55,10 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(backend, tmp_path) -> None
         opener = _wait_for_login(url, password)
         response = opener.open(url + "/api/tables")
         assert "gunicorn" in response.headers.get("Server", ""), "make run must serve with gunicorn"
+        for asset, kind in (("tidemark/app.css", "text/css"), ("tidemark/table.js", "javascript"),
+                            ("vendor/chart.js/chart.umd.min.js", "javascript")):
+            served = opener.open(f"{url}/static/{asset}")   # gunicorn serves the pages' styles and scripts too
+            assert served.status == 200 and kind in served.headers.get("Content-Type", ""), asset
         flights = _first_sample(opener, url)   # the demo queued it; the worker make run started takes it
         assert flights["remaining_log_files"] > 0, flights
         assert (state / "tables" / "flights" / ".hoodie" / "hoodie.properties").exists()

@@ -32,3 +32,12 @@ def test_without_a_completion_time_the_lag_spans_all_logged_data() -> None:
 def test_no_logs_means_no_lag_once_compacted_and_unknown_before() -> None:
     assert freshness_lag_seconds(dt.datetime(2013, 1, 1, tzinfo=UTC), []) == 0.0
     assert freshness_lag_seconds(None, []) is None
+
+
+def test_a_log_of_months_of_data_counts_its_newest_event_not_its_bucket() -> None:
+    # one write of March to December sits in the bucket of its min event time (March): its max is what is behind
+    march = dt.datetime(2013, 3, 1, tzinfo=UTC)
+    tide = [TideBucket(march, march + dt.timedelta(days=1), 1, 285_000, 9 << 20,
+                       newest_event_time=dt.datetime(2013, 12, 31, 23, tzinfo=UTC))]
+    completion = dt.datetime(2013, 2, 1, tzinfo=UTC)
+    assert freshness_lag_seconds(completion, tide) == (dt.datetime(2013, 12, 31, 23, tzinfo=UTC) - completion).total_seconds()

@@ -81,8 +81,19 @@ def trigger_args(table: RegisteredTable, data: dict[str, Any]) -> inputs.Trigger
     return inputs.validate_trigger(data, default_latency=default_latency(table))
 
 
+# Run kinds that plan or execute a compaction: one at a time per table, from the request on (the serial trigger).
+COMPACTION_RUNS = (Run.Kind.SCHEDULE, Run.Kind.SCHEDULE_EXECUTE, Run.Kind.EXECUTE)
+
+
 def trigger_compaction(table: RegisteredTable, user: AnyUser | None, args: inputs.TriggerArgs, execute: bool = True) -> Run:
-    """Plan an event-time compaction and (unless `execute` is False: plan only, to inspect first) run it."""
+    """Plan an event-time compaction and (unless `execute` is False: plan only, to inspect first) run it.
+    Refused (Conflict) while another compaction run of the table is queued or running: two triggers a moment
+    apart would otherwise both plan, one after the other, each with the threshold it was given."""
+    _carry_over_for(table.path, args.carry_over or None)
+    active = table.runs.filter(kind__in=COMPACTION_RUNS, state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
+    if active is not None:
+        raise Conflict(f"compaction run {active.pk} of table {table.name} is {active.state}: one compaction at a "
+                       "time; wait for it or cancel it")
     kind = Run.Kind.SCHEDULE_EXECUTE if execute else Run.Kind.SCHEDULE
     return request_run(table, kind, user, threshold=args.threshold,
                        data_latency=args.data_latency, carry_over=args.carry_over, exact=args.exact)
@@ -246,6 +257,8 @@ def update_settings(user: AnyUser | None, table: RegisteredTable, data: dict[str
                                   f"{', '.join(inputs.TableSettings.FIELDS)}")
     merged = {**current, **data}
     values = asdict(inputs.table_settings(merged, table_latency=lambda: _engine_table(table.path).default_data_latency))
+    if "carry_over" in data:   # an object store has no links: symlink refused there, as at registration
+        values["carry_over"] = _carry_over_for(table.path, inputs.parse_carry_over(data.get("carry_over")) or None)
     changed = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
     RegisteredTable.objects.filter(pk=table.pk).update(**values)
     table.refresh_from_db()

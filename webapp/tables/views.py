@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 
+from engine import is_object_store
 from webapp.accounts.decorators import operator_action
 from webapp.tables import discovery as table_discovery
 from webapp.tables import heatmap, history, inputs, listing, overview, plans, services
@@ -93,6 +94,7 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
         "range": window, "ranges": list(history.RANGES),
         "catalog": _catalog(sample),
         "form": form or {}, "form_error": form_error,
+        "links": not is_object_store(table.path),   # an object store has no links: no symlink carry-over offered
     }, status=400 if form_error else 200)
 
 

@@ -68,3 +68,32 @@ def test_register_and_run_an_s3_table(s3_env, spark, tmp_path, settings, monkeyp
     assert _perform(table, "clean", user).state == "succeeded"
     assert _perform(table, "recover", user).state == "succeeded"
     assert rows_by_key(hudi_read(uri, storage_options=opts)) == rows_by_key(Table.open(uri).read().table)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_tables_under_an_s3_root_are_discovered_and_symlink_is_refused_everywhere(s3_env, tmp_path, settings,
+                                                                                   monkeypatch):  # noqa: F811
+    from django.contrib.auth import get_user_model
+
+    from webapp.tables import discovery, inputs, services
+
+    root = f"{s3_env['bucket_uri']}/lake"
+    for rel in ("sales/orders", "web/clicks"):
+        _table(f"{root}/{rel}", tmp_path)
+    settings.TIDEMARK_TABLE_ROOTS = [str(tmp_path), root]
+    monkeypatch.setattr(services, "_dispatch", lambda run_id: None)
+    report = discovery.discover(None, root, dry_run=True)
+    assert sorted((c.name, c.path) for c in report.candidates) == [
+        ("sales-orders", f"{root}/sales/orders"), ("web-clicks", f"{root}/web/clicks")]
+    assert discovery.discover(None, root, dry_run=False).summary()["registered"] == 2
+
+    user = get_user_model().objects.create_user("ops")
+    table = services.registered_at(f"{root}/web/clicks")
+    assert table is not None and table.carry_over == "copy"
+    with pytest.raises(inputs.InvalidInput, match="impossible on object storage"):
+        services.update_settings(user, table, {"carry_over": "symlink"})
+    with pytest.raises(inputs.InvalidInput, match="impossible on object storage"):
+        services.trigger_compaction(table, user, inputs.trigger_args({"carry_over": "symlink"}))
+    first = services.trigger_compaction(table, user, inputs.trigger_args({"threshold": "2024-01-02T12:00:00Z"}))
+    with pytest.raises(services.Conflict, match=f"compaction run {first.pk} .* is queued: one compaction at a time"):
+        services.trigger_compaction(table, user, inputs.trigger_args({"threshold": "2024-01-03T12:00:00Z"}))

@@ -108,7 +108,7 @@ def discover(user: AnyUser | None, root_raw: Any, *, dry_run: bool, prefix: str 
 def _judge(path: str, name: str, known_paths: dict[str, str], taken: dict[str, str]) -> Candidate:
     from engine import Table, TidemarkError
 
-    path = os.path.realpath(path)
+    path = inputs.canonical_path(path)   # a URI stays one (realpath would take it for a relative folder)
     if path in known_paths:
         return Candidate(path, known_paths[path], "already registered")
     if not name:
@@ -145,12 +145,20 @@ def _register_batch(user: User | None, root: str, batch: list[Candidate], defaul
             return _register_each(user, root, batch, defaults)
 
 
+def _carry_over(path: str, defaults: Defaults) -> str:
+    """The default carry-over, but copy on an object store (it has no links)."""
+    from engine import is_object_store
+
+    return "copy" if is_object_store(path) else defaults.carry_over
+
+
 def _register_bulk(user: User | None, root: str, batch: list[Candidate], defaults: Defaults) -> list[int]:
     now = timezone.now()
     tables = RegisteredTable.objects.bulk_create([
         RegisteredTable(name=c.name, path=c.path, created_by=user, created_at=now,
                         schedule_minutes=defaults.schedule_minutes, data_latency=defaults.data_latency,
-                        freshness_sla_minutes=defaults.freshness_sla_minutes, carry_over=defaults.carry_over)
+                        freshness_sla_minutes=defaults.freshness_sla_minutes,
+                        carry_over=_carry_over(c.path, defaults))
         for c in batch])
     if any(t.pk is None for t in tables):   # a backend that cannot return ids: look them up
         ids = dict(RegisteredTable.objects.filter(name__in=[c.name for c in batch]).values_list("name", "pk"))
@@ -174,7 +182,8 @@ def _register_each(user: User | None, root: str, batch: list[Candidate], default
                 table = RegisteredTable.objects.create(
                     name=candidate.name, path=candidate.path, created_by=user,
                     schedule_minutes=defaults.schedule_minutes, data_latency=defaults.data_latency,
-                    freshness_sla_minutes=defaults.freshness_sla_minutes, carry_over=defaults.carry_over)
+                    freshness_sla_minutes=defaults.freshness_sla_minutes,
+                    carry_over=_carry_over(candidate.path, defaults))
                 AuditEvent.objects.create(at=timezone.now(), user=user, actor=actor_name(user), action="register",
                                           table=table, outcome=Run.State.SUCCEEDED,
                                           detail={"path": candidate.path, "discovered_under": root})

@@ -71,8 +71,8 @@ def test_register_and_run_an_s3_table(s3_env, spark, tmp_path, settings, monkeyp
 
 
 @pytest.mark.django_db(transaction=True)
-def test_tables_under_an_s3_root_are_discovered_and_symlink_is_refused_everywhere(s3_env, tmp_path, settings,
-                                                                                   monkeypatch):  # noqa: F811
+def test_tables_under_an_s3_root_are_discovered_and_symlink_is_refused_everywhere(  # noqa: F811
+        s3_env, tmp_path, settings, monkeypatch):  # noqa: F811
     from django.contrib.auth import get_user_model
 
     from webapp.tables import discovery, inputs, services

@@ -82,8 +82,28 @@ def sweep_lost_runs() -> list[int]:
     candidates = _expired_lease_runs(now) | _never_leased_runs(now)
     lost = []
     for run in Run.objects.filter(pk__in=candidates, state=Run.State.RUNNING).select_related("table", "requested_by"):
+        if _committed_before_lost(run):
+            note = (f"its worker was lost after compaction {run.instant} committed: the compaction is complete; "
+                    "what the run did after its commit (catalog sync, the sample) is redone by the next run")
+            if Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
+                    state=Run.State.SUCCEEDED, finished_at=now, result={"instant": run.instant, "note": note}):
+                audit(run, Run.State.SUCCEEDED, {"note": note})
+            continue
         if Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(state=Run.State.FAILED, finished_at=now, error=LOST):
             audit(run, Run.State.FAILED, {"error": LOST})
             notify("worker_lost", table=run.table, run=Run.objects.get(pk=run.pk), reason=LOST)
             lost.append(run.pk)
     return lost + expire_queued()
+
+
+def _committed_before_lost(run: Run) -> bool:
+    """Whether the compaction a lost run was executing had completed on the table's timeline (the worker died
+    after the commit): then the run did what it was asked. Unknown (the table unreadable now) counts as not."""
+    if run.kind not in (Run.Kind.SCHEDULE_EXECUTE, Run.Kind.EXECUTE) or not run.instant:
+        return False
+    from engine import Table, TidemarkError
+
+    try:
+        return any(i.instant == run.instant and i.state == "completed" for i in Table.open(run.table.path).timeline())
+    except (TidemarkError, OSError):
+        return False

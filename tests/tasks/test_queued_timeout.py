@@ -49,3 +49,25 @@ def test_a_run_queued_past_its_timeout_is_failed_by_the_sweep_and_never_executed
     from engine import Table
 
     assert not Table.open(str(flights)).compactions(), "an expired request made a plan"
+
+
+def test_a_run_whose_worker_died_after_its_commit_is_not_a_failure(stack_env, flights):
+    """The sweep finds the run's compaction completed on the timeline: the run did what it was asked (its
+    worker died after the commit); one whose compaction did not complete is failed as before."""
+    from engine import Table
+    from tasks import sweep
+    from webapp.tables.models import Run
+
+    table = register(flights)
+    t = Table.open(str(flights))
+    done = t.run_compaction(t.schedule_compaction(threshold="2013-01-03T00:00:00Z").instant, local=True)
+    long_ago = timezone.now() - dt.timedelta(hours=2)
+    committed = Run.objects.create(table=table, kind="schedule_execute", state="running", queued_at=long_ago,
+                                   started_at=long_ago, instant=done.instant)
+    unfinished = Run.objects.create(table=table, kind="schedule_execute", state="running", queued_at=long_ago,
+                                    started_at=long_ago, instant="20130101000000000")
+    assert sweep.sweep_lost_runs() == [unfinished.pk]
+    committed.refresh_from_db()
+    unfinished.refresh_from_db()
+    assert committed.state == "succeeded" and "after compaction" in committed.result["note"]
+    assert unfinished.state == "failed" and unfinished.error == sweep.LOST

@@ -222,10 +222,10 @@ def table_path(raw: Any) -> str:
     if not path.is_absolute():
         raise InvalidInput(f"path {raw!r} must be absolute")
     resolved = Path(canonical_path(str(path)))
-    roots = [Path(r) for r in settings.TIDEMARK_TABLE_ROOTS]
+    roots = [Path(r) for r in settings.TIDEMARK_TABLE_ROOTS if not is_object_store(r)]   # Path would mangle "s3://"
     if not any(resolved == root or root in resolved.parents for root in roots):
         raise InvalidInput(f"path {resolved} is outside the allowed table roots "
-                           f"({os.pathsep.join(map(str, roots))}; set TIDEMARK_TABLE_ROOTS)")
+                           f"({', '.join(settings.TIDEMARK_TABLE_ROOTS)}; set TIDEMARK_TABLE_ROOTS)")
     if not resolved.exists():
         raise InvalidInput(f"path {resolved} does not exist")
     if not resolved.is_dir():

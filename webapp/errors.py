@@ -16,6 +16,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
+from engine.io import storage
+
 log = logging.getLogger("webapp.errors")
 
 API_PREFIX = "/api/"
@@ -66,11 +68,19 @@ class ErrorResponses:
             audit_refusal(request, str(exc) or "forbidden", 403)
             return JsonResponse({"error": str(exc) or "forbidden"}, status=403) if is_api(request) else None
         error_id = new_error_id()
-        log.error("internal error %s on %s %s", error_id, request.method, request.path, exc_info=exc)
-        line = f"internal error ({type(exc).__name__}); error id {error_id}: the trace is in the server log"
+        if storage.is_store_client_error(exc) or isinstance(exc, OSError):
+            # the table's storage failed (no credentials, a bucket or endpoint that is not there): its own words,
+            # as the CLI gives them, not an internal error
+            log.warning("storage error %s on %s %s: %s", error_id, request.method, request.path, exc)
+            line = f"the table's storage failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+            status, heading = 503, "503 — the table's storage cannot be read"
+        else:
+            log.error("internal error %s on %s %s", error_id, request.method, request.path, exc_info=exc)
+            line = f"internal error ({type(exc).__name__}); error id {error_id}: the trace is in the server log"
+            status, heading = 500, None
         if is_api(request):
-            return JsonResponse({"error": line, "error_id": error_id}, status=500)
-        return render(request, "500.html", {"line": line, "error_id": error_id}, status=500)
+            return JsonResponse({"error": line, "error_id": error_id}, status=status)
+        return render(request, "500.html", {"line": line, "error_id": error_id, "heading": heading}, status=status)
 
 
 def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:

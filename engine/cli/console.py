@@ -16,6 +16,7 @@ from engine import placement
 from engine.cli import output
 from engine.config import eventtime
 from engine.errors import ConfigError, Refused, TidemarkError
+from engine.io import storage
 from engine.table import WRITE_OPERATIONS, Table
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
@@ -393,17 +394,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # a missing or unreadable path the user named
         return _error(str(exc))
     except Exception as exc:
-        if _from_store_client(exc):
+        if storage.is_store_client_error(exc):
             return _error(f"object store: {exc}")
         if not _from_spark(exc):
             raise  # a bug of ours: keep the trace
         return _error(str(exc))
-
-
-def _from_store_client(exc: BaseException) -> bool:
-    """Errors of the S3 client itself — no credentials, an endpoint that does not answer, a bucket the store
-    does not have — which name their cause in one line."""
-    return any(cls.__module__.split(".")[0] in ("botocore", "boto3") for cls in type(exc).__mro__)
 
 
 def _error(message: str) -> int:

@@ -1049,6 +1049,12 @@ def _forget_clients_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_clients_after_fork)
 
 
+def is_store_client_error(exc: BaseException) -> bool:
+    """Errors of the S3 client itself — no credentials, an endpoint that does not answer, a bucket the store
+    does not have — which name their cause in one line."""
+    return any(cls.__module__.split(".")[0] in ("botocore", "boto3") for cls in type(exc).__mro__)
+
+
 def s3_client() -> Any:
     """A boto3 S3 client from the same AWS chain as pyarrow's (for what pyarrow.fs cannot say: If-None-Match)."""
     import boto3  # only object-store tables need it

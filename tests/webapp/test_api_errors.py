@@ -57,6 +57,25 @@ def test_a_page_crash_shows_one_line_and_an_error_id(operator_client, flights, m
     assert '<nav' in page or "Tables" in page, "the site's own template"
 
 
+def test_a_storage_failure_says_what_the_store_said_not_internal_error(operator_client, flights, monkeypatch):
+    from botocore.exceptions import NoCredentialsError
+
+    from webapp.tables import views
+
+    def no_credentials(*_a, **_k):
+        raise NoCredentialsError()
+
+    monkeypatch.setattr(views.plans, "read", no_credentials)   # the table page reads the table's timeline
+    response = operator_client.get(f"/tables/{flights.name}/")
+    page = response.content.decode()
+    assert response.status_code == 503 and "storage cannot be read" in page
+    assert "Unable to locate credentials" in page and "internal error" not in page
+    monkeypatch.setattr("webapp.api.views.listing.page", lambda *_a, **_k: (_ for _ in ()).throw(
+        PermissionError(13, "Permission denied", "/data/t/.hoodie")))
+    body = assert_json_error(operator_client.get("/api/tables"), 503)
+    assert "Permission denied" in body["error"]
+
+
 def test_runs_are_paginated_summaries(operator_client, flights, finished_compaction):
     now = timezone.now()
     Run.objects.bulk_create([Run(table=flights, kind="clean", state="succeeded", queued_at=now - dt.timedelta(seconds=i),

@@ -124,7 +124,7 @@ class Bookkeeping:
                 for i in range(0, len(self.skipped), 500):
                     SamplingState.objects.filter(table_id__in=self.skipped[i:i + 500]).update(
                         checked_at=self.now, checks=F("checks") + 1, skips=F("skips") + 1,
-                        check_seconds=F("check_seconds") + mean)
+                        check_seconds=F("check_seconds") + mean, error="")   # the table reads again
             for table_id, fields in self.others:
                 SamplingState.objects.filter(table_id=table_id).update(**fields)
 

@@ -38,6 +38,19 @@ def test_assess_takes_the_worst_signal():
     assert worst.level == "critical" and len(worst.reasons) == 4
 
 
+def test_a_table_that_cannot_be_read_is_critical_whatever_its_last_sample(operator_client, flights):
+    gone = "full sample failed: TableNotFoundError: no Hudi table at s3://lake/t: s3://lake/t/.hoodie does not exist"
+    assert assess(base(), "ok", 0, NOW, gone).level == "critical"
+    assert assess(base(), "ok", 0, NOW, gone).reasons == [f"the table cannot be read: {gone}"]
+    assert assess(None, "none", 0, NOW, gone).level == "critical"   # never sampled, and failing
+
+    from webapp.tables.models import SamplingState
+
+    SamplingState.objects.filter(table=flights).update(error=gone)
+    page = operator_client.get("/").content.decode()
+    assert 'data-health="critical"' in page and "the table cannot be read" in page
+
+
 def test_health_column_sorts_worst_first(operator_client, flights):
     calm = RegisteredTable.objects.create(name="calm", path=flights.path + "-calm")
     sample(calm, timezone.now(), completion=None, lag_s=None, files=1, slices=1)

@@ -51,11 +51,18 @@ def _bounded(health: Health, value: float, bounds: tuple[float, float], reason: 
         health.flag("warning", reason)
 
 
-def assess(sample: dict[str, Any] | None, sla: str, failed_last_day: int, now: dt.datetime) -> Health:
-    """The health of one table from its latest sample (a dict of MetricSample fields), its SLA status and
-    the number of its runs that failed in the last 24 hours."""
+def assess(sample: dict[str, Any] | None, sla: str, failed_last_day: int, now: dt.datetime,
+           sampling_error: str = "") -> Health:
+    """The health of one table from its latest sample (a dict of MetricSample fields), its SLA status, the
+    number of its runs that failed in the last 24 hours, and why its latest sampling failed ("" when it did
+    not): a table that can no longer be read (deleted, its credentials gone) is critical, whatever its last
+    good sample said."""
     health = Health()
+    if sampling_error:
+        health.flag("critical", f"the table cannot be read: {sampling_error.splitlines()[0][:200]}")
     if sample is None:
+        if sampling_error:
+            return health
         return Health("unknown", ["not sampled yet"])
     if sample.get("corrupt_log_blocks"):
         health.flag("critical", f"{sample['corrupt_log_blocks']} corrupt log blocks")

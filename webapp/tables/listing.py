@@ -188,7 +188,8 @@ def page(params: Mapping[str, str], limit: int) -> ListPage:
     if cursor is not None:
         tables = tables.filter(_beyond(cursor, forward_desc))
     order = ["-sort_key", "-name"] if forward_desc else ["sort_key", "name"]
-    rows = list(tables.order_by(*order).values(*TABLE_FIELDS, "sort_key", "sampling__latest_sample_id")[:limit + 1])
+    rows = list(tables.order_by(*order).values(*TABLE_FIELDS, "sort_key", "sampling__latest_sample_id",
+                                               "sampling__error")[:limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
     if backwards:
@@ -217,7 +218,7 @@ def _statuses(rows: list[dict[str, Any]]) -> list[TableStatus]:
     sample_ids = [r["sampling__latest_sample_id"] for r in rows if r["sampling__latest_sample_id"] is not None]
     samples = {s["id"]: s for s in MetricSample.objects.filter(id__in=sample_ids).values(*SAMPLE_FIELDS)}
     return [TableStatus({f: row[f] for f in TABLE_FIELDS}, samples.get(row["sampling__latest_sample_id"]),
-                        runs.get(row["id"]), failed.get(row["id"], 0)) for row in rows]
+                        runs.get(row["id"]), failed.get(row["id"], 0), row["sampling__error"] or "") for row in rows]
 
 
 def encode_cursor(value: Any, name: str) -> str:

@@ -31,10 +31,11 @@ class TableStatus:
     sample: dict[str, Any] | None
     last_run: dict[str, Any] | None
     failed_last_day: int = 0
+    sampling_error: str = ""   # why the table's latest change check or sample failed ("" when it did not)
 
     @property
     def health(self) -> Health:
-        return assess(self.sample, self.sla, self.failed_last_day, timezone.now())
+        return assess(self.sample, self.sla, self.failed_last_day, timezone.now(), self.sampling_error)
 
     @property
     def sla(self) -> str:
@@ -80,5 +81,6 @@ def failed_last_day(tables: QuerySet[RegisteredTable]) -> dict[int, int]:
 
 def statuses(tables: QuerySet[RegisteredTable]) -> list[TableStatus]:
     samples, runs, failed = latest_samples(tables), latest_runs(tables), failed_last_day(tables)
-    return [TableStatus(t, samples.get(t["id"]), runs.get(t["id"]), failed.get(t["id"], 0))
-            for t in tables.values(*TABLE_FIELDS)]
+    return [TableStatus({f: t[f] for f in TABLE_FIELDS}, samples.get(t["id"]), runs.get(t["id"]), failed.get(t["id"], 0),
+                        t["sampling__error"] or "")
+            for t in tables.values(*TABLE_FIELDS, "sampling__error")]

@@ -83,6 +83,10 @@ def test_a_far_future_threshold_needs_a_confirmation(operator_client, flights):
 
     accepted = post_json(operator_client, "/api/tables/flights/compactions", {**body, "confirm_future": True})
     assert accepted.status_code == 202, accepted.content
+    # one compaction at a time: the form's trigger waits for the API's run
+    busy = operator_client.post("/tables/flights/trigger", {**body, "confirm_future": "true"})
+    assert busy.status_code == 400 and "one compaction at a time" in form_error(busy)
+    Run.objects.filter(pk=accepted.json()["id"]).update(state="succeeded")
     assert operator_client.post("/tables/flights/trigger", {**body, "confirm_future": "true"}).status_code == 302
     assert Run.objects.count() == 2
 

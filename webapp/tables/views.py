@@ -173,12 +173,12 @@ def _invalid(request: HttpRequest, table: RegisteredTable, exc: Exception) -> Ht
 @operator_action
 def trigger(request: HttpRequest, name: str) -> HttpResponse:
     table = get_object_or_404(RegisteredTable, name=name)
+    execute = request.POST.get("mode", "execute") != "schedule"
     try:
         args = services.trigger_args(table, request.POST.dict())
-    except inputs.InvalidInput as exc:
+        run = services.trigger_compaction(table, request.user, args, execute=execute)
+    except inputs.InvalidInput as exc:   # a Conflict too: another compaction run of the table is queued
         return _detail_page(request, table, form=request.POST.dict(), form_error=exc)
-    execute = request.POST.get("mode", "execute") != "schedule"
-    run = services.trigger_compaction(table, request.user, args, execute=execute)
     return _after_action(request, table, run, "Compaction" if execute else "Compaction plan")
 
 

@@ -102,3 +102,15 @@ def test_the_database_rank_agrees_with_assess(db):
                          "pending-2h": "critical", "failed-once": "warning", "failed-thrice": "critical",
                          "breached": "critical", "waiting-1h": "ok", "waiting-8h": "warning",
                          "waiting-2d": "critical"}
+
+
+def test_failures_a_later_recover_or_compaction_repaired_do_not_count(flights):
+    import datetime as dt
+
+    from webapp.tables.overview import failed_last_day
+
+    now = timezone.now()
+    for minutes, kind, state in ((50, "schedule_execute", "failed"), (40, "clean", "failed"),
+                                 (30, "recover", "succeeded"), (20, "clean", "failed")):
+        Run.objects.create(table=flights, kind=kind, state=state, queued_at=now - dt.timedelta(minutes=minutes))
+    assert failed_last_day(RegisteredTable.objects.filter(pk=flights.pk)) == {flights.pk: 1}   # only the one after

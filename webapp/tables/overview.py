@@ -10,7 +10,7 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, F, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from webapp.tables.health import Health, assess
@@ -71,10 +71,19 @@ def latest_runs(tables: QuerySet[RegisteredTable]) -> dict[int, dict[str, Any]]:
     return {row["table_id"]: row for row in Run.objects.filter(id__in=ids).values(*RUN_FIELDS)}
 
 
+# Runs whose success means the table is sound again: what a failure before it left was repaired or redone.
+REPAIRING_RUNS = (Run.Kind.RECOVER, Run.Kind.SCHEDULE_EXECUTE, Run.Kind.EXECUTE)
+
+
 def failed_last_day(tables: QuerySet[RegisteredTable]) -> dict[int, int]:
-    """Runs that failed in the last 24 hours, per table (one grouped query)."""
+    """Runs that failed in the last 24 hours, per table, not counting those a later successful recover or
+    compaction of the table repaired or redid (one grouped query)."""
     since = timezone.now() - dt.timedelta(days=1)
+    repaired = (Run.objects.filter(table=OuterRef("table_id"), state=Run.State.SUCCEEDED, kind__in=REPAIRING_RUNS)
+                .order_by("-queued_at").values("queued_at")[:1])
     rows = (Run.objects.filter(table__in=tables.order_by().values("pk"), state=Run.State.FAILED, queued_at__gte=since)
+            .annotate(repaired_at=Subquery(repaired))
+            .filter(Q(repaired_at__isnull=True) | Q(queued_at__gt=F("repaired_at")))
             .values("table_id").annotate(n=Count("id")).order_by())
     return {row["table_id"]: row["n"] for row in rows}
 

@@ -145,7 +145,7 @@ class CallerAndHostLock:
         self.caller = caller
         self.file = FileLock(base_path)
         self.base_path = base_path
-        self._nested = False
+        self._nested: list[bool] = []   # per acquire not yet released: whether it found the file lock held
 
     def _key(self) -> tuple[str, int]:
         return locking.lock_file_path(self.base_path), threading.get_ident()
@@ -156,30 +156,39 @@ class CallerAndHostLock:
             return False
         key = self._key()
         with _HOST_HELD_LOCK:
-            self._nested = key in _HOST_HELD
-            if self._nested:
+            if key in _HOST_HELD:
                 _HOST_HELD[key] += 1
+                self._nested.append(True)
                 return True
-        if not self.file.acquire(max(deadline - time.monotonic(), 0.0)):
+        try:
+            granted = self.file.acquire(max(deadline - time.monotonic(), 0.0))
+        except BaseException:   # the lock file cannot be opened (permissions, a vanished folder): nothing held
+            self.caller.release()
+            raise
+        if not granted:
             self.caller.release()
             return False
         with _HOST_HELD_LOCK:
             _HOST_HELD[key] = 1
+        self._nested.append(False)
         return True
 
     def release(self) -> None:
+        if not self._nested:
+            return
+        nested = self._nested.pop()
         key = self._key()
         with _HOST_HELD_LOCK:
             if key in _HOST_HELD:
                 _HOST_HELD[key] -= 1
                 if not _HOST_HELD[key]:
                     del _HOST_HELD[key]
-        if not self._nested:
+        if not nested:
             self.file.release()
         self.caller.release()
 
     def is_held(self) -> bool:
-        return self.caller.is_held() and (self._nested or self.file.is_held())
+        return self.caller.is_held() and bool(self._nested) and (self._nested[0] or self.file.is_held())
 
     def holder(self) -> str:
         return self.file.holder()

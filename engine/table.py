@@ -350,11 +350,11 @@ class Table:
         `sync_catalog()`, does."""
         from engine.config.properties import save_table_config, validate_settings
         from engine.config.resolve import refuse_impossible_settings
-        from engine.lock import FileLock, holding
+        from engine.lock import holding, table_lock_of
 
         checked = validate_settings(dict(settings))
         refuse_impossible_settings(self.path, checked)
-        with holding(lock or FileLock(self.path), "update the table's settings"):
+        with holding(table_lock_of(self.path, lock), "update the table's settings"):
             cfg = self._reload()
             cfg.props.update(checked)
             save_table_config(cfg)

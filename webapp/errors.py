@@ -68,10 +68,10 @@ class ErrorResponses:
             audit_refusal(request, str(exc) or "forbidden", 403)
             return JsonResponse({"error": str(exc) or "forbidden"}, status=403) if is_api(request) else None
         error_id = new_error_id()
-        if storage.is_store_client_error(exc) or isinstance(exc, OSError):
-            # the table's storage failed (no credentials, a bucket or endpoint that is not there): its own words,
-            # as the CLI gives them, not an internal error
-            log.warning("storage error %s on %s %s: %s", error_id, request.method, request.path, exc)
+        if storage.is_store_client_error(exc) or isinstance(exc, (PermissionError, ConnectionError, TimeoutError)):
+            # the table's storage failed (no credentials, a bucket or endpoint that is not there, a refused path):
+            # its own words, as the CLI gives them, not an internal error (the trace is logged all the same)
+            log.warning("storage error %s on %s %s", error_id, request.method, request.path, exc_info=exc)
             line = f"the table's storage failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
             status, heading = 503, "503 — the table's storage cannot be read"
         else:

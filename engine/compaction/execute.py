@@ -56,7 +56,7 @@ from engine.config.properties import (
 )
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Refused, TidemarkError
-from engine.io import storage
+from engine.io import locking, storage
 from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, LOCK_FILE, table_lock
@@ -218,10 +218,15 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
 def _writers_kept_out(base_path: str, lock: TableLock | None, c: str) -> contextlib.AbstractContextManager[Any]:
     """The table's file lock, which every writer on this host takes for its whole write (a caller's database
     lease keeps out only the control plane's writers); nothing more when the caller's lock is that very lock."""
-    if isinstance(lock, FileLock) and lock.base_path == base_path and lock.lock_file == LOCK_FILE \
+    if isinstance(lock, FileLock) and lock.lock_file == LOCK_FILE and _same_lock_file(lock.base_path, base_path) \
             or host_lock_held(base_path):
         return contextlib.nullcontext()
     return holding(FileLock(base_path), f"commit compaction {c}")
+
+
+def _same_lock_file(a: str, b: str) -> bool:
+    """Whether two spellings of a table's path (relative, through a link) lead to one lock file."""
+    return os.path.realpath(locking.lock_file_path(a)) == os.path.realpath(locking.lock_file_path(b))
 
 
 def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: list[OpTask],
@@ -292,11 +297,8 @@ def _give_up(base_path: str, c: str, lock: TableLock | None, what: str, state: s
     would orphan), the plan stays and the error says so."""
     what = what.rstrip(". ")
     try:
-        if lock is not None:
+        with _table_lock_again(base_path, lock, f"roll back compaction {c}"):
             rollback_locked(base_path, c)
-        else:
-            with holding(FileLock(base_path), f"roll back compaction {c}"):
-                rollback_locked(base_path, c)
     except Refused as exc:
         return CorruptLogBlockError(
             f"{what}. Compaction {c} stays {state}: it cannot be rolled back ({exc}). Repair or remove the "
@@ -309,8 +311,17 @@ def _give_up(base_path: str, c: str, lock: TableLock | None, what: str, state: s
 def _roll_back_cancelled(base_path: str, c: str, lock: TableLock | None) -> None:
     """Undo a cancelled run's plan (base files written so far included) under the table lock; the
     compaction lock is ours already, so no other run of the plan can be writing."""
-    with holding(table_lock_of(base_path, lock), f"roll back cancelled compaction {c}"):
+    with _table_lock_again(base_path, lock, f"roll back cancelled compaction {c}"):
         rollback_locked(base_path, c)
+
+
+def _table_lock_again(base_path: str, lock: TableLock | None, purpose: str) -> contextlib.AbstractContextManager[Any]:
+    """The table lock for a step of a run that holds the caller's lock: a lease again (re-entrant) with this host's
+    file lock (CallerAndHostLock), nothing more for a caller's FileLock (held, and not re-entrant), the table's
+    file lock when the caller gave none."""
+    if isinstance(lock, FileLock):
+        return contextlib.nullcontext()
+    return holding(table_lock_of(base_path, lock), purpose)
 
 
 def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | None,

@@ -176,3 +176,32 @@ def test_a_callers_lock_also_keeps_this_hosts_other_processes_out(table, monkeyp
     after = FileLock(table.path)
     assert after.acquire(0.1)
     after.release()
+
+
+def test_a_host_lock_that_cannot_be_opened_gives_the_callers_lock_back(table, monkeypatch) -> None:
+    from engine.io import locking
+    from engine.lock import table_lock_of
+
+    lease = RecordingLock()
+    both = table_lock_of(table.path, lease)
+
+    def unreadable(*_a, **_k):
+        raise PermissionError(13, "Permission denied", ".hoodie/.tidemark.lock")
+
+    monkeypatch.setattr(locking, "open_lock_file", unreadable)
+    with pytest.raises(PermissionError):
+        both.acquire(1)
+    assert lease.events == ["acquire", "release"] and not lease.held
+
+
+def test_one_composite_lock_held_twice_in_one_thread_lets_the_file_lock_go_at_the_end(table) -> None:
+    from engine.lock import table_lock_of
+
+    both = table_lock_of(table.path, RecordingLock())
+    with holding(both, "a run"):
+        with holding(both, "its own rollback"):
+            pass
+        assert not FileLock(table.path).acquire(0.1)   # the outer hold still has it
+    after = FileLock(table.path)
+    assert after.acquire(0.1), "the host file lock outlived the outer hold"
+    after.release()

@@ -104,13 +104,15 @@ def test_the_database_rank_agrees_with_assess(db):
                          "waiting-2d": "critical"}
 
 
-def test_failures_a_later_recover_or_compaction_repaired_do_not_count(flights):
+def test_failures_a_later_recover_or_run_of_their_kind_redid_do_not_count(flights):
     import datetime as dt
 
     from webapp.tables.overview import failed_last_day
 
     now = timezone.now()
     for minutes, kind, state in ((50, "schedule_execute", "failed"), (40, "clean", "failed"),
-                                 (30, "recover", "succeeded"), (20, "clean", "failed")):
+                                 (30, "recover", "succeeded"), (20, "clean", "failed"),
+                                 (15, "rollback", "failed"), (10, "schedule_execute", "succeeded")):
         Run.objects.create(table=flights, kind=kind, state=state, queued_at=now - dt.timedelta(minutes=minutes))
-    assert failed_last_day(RegisteredTable.objects.filter(pk=flights.pk)) == {flights.pk: 1}   # only the one after
+    # the clean and the rollback after the recover still count: a compaction that succeeded later redid neither
+    assert failed_last_day(RegisteredTable.objects.filter(pk=flights.pk)) == {flights.pk: 2}

@@ -71,18 +71,18 @@ def latest_runs(tables: QuerySet[RegisteredTable]) -> dict[int, dict[str, Any]]:
     return {row["table_id"]: row for row in Run.objects.filter(id__in=ids).values(*RUN_FIELDS)}
 
 
-# Runs whose success means the table is sound again: what a failure before it left was repaired or redone.
-REPAIRING_RUNS = (Run.Kind.RECOVER, Run.Kind.SCHEDULE_EXECUTE, Run.Kind.EXECUTE)
-
-
 def failed_last_day(tables: QuerySet[RegisteredTable]) -> dict[int, int]:
-    """Runs that failed in the last 24 hours, per table, not counting those a later successful recover or
-    compaction of the table repaired or redid (one grouped query)."""
+    """Runs that failed in the last 24 hours, per table, not counting those a later success redid (a run of
+    the same kind) or repaired (a recover) (one grouped query)."""
     since = timezone.now() - dt.timedelta(days=1)
-    repaired = (Run.objects.filter(table=OuterRef("table_id"), state=Run.State.SUCCEEDED, kind__in=REPAIRING_RUNS)
-                .order_by("-queued_at").values("queued_at")[:1])
+
+    def last_success(**which: Any) -> Subquery:
+        return Subquery(Run.objects.filter(table=OuterRef("table_id"), state=Run.State.SUCCEEDED, **which)
+                        .order_by("-queued_at").values("queued_at")[:1])
+
     rows = (Run.objects.filter(table__in=tables.order_by().values("pk"), state=Run.State.FAILED, queued_at__gte=since)
-            .annotate(repaired_at=Subquery(repaired))
+            .annotate(redone_at=last_success(kind=OuterRef("kind")), repaired_at=last_success(kind=Run.Kind.RECOVER))
+            .filter(Q(redone_at__isnull=True) | Q(queued_at__gt=F("redone_at")))
             .filter(Q(repaired_at__isnull=True) | Q(queued_at__gt=F("repaired_at")))
             .values("table_id").annotate(n=Count("id")).order_by())
     return {row["table_id"]: row["n"] for row in rows}

@@ -44,6 +44,10 @@ def audit(user: AnyUser | None, action: str, *, table: RegisteredTable | None = 
                                      table=table, run=run, outcome=outcome, detail=detail or {})
 
 
+# Run kinds that plan or execute a compaction: one at a time per table, from the request on (the serial trigger).
+COMPACTION_RUNS = (Run.Kind.SCHEDULE, Run.Kind.SCHEDULE_EXECUTE, Run.Kind.EXECUTE)
+
+
 def request_run(table: RegisteredTable, kind: str, user: AnyUser | None, trigger: str = "user", **params: Any) -> Run:
     """Create the queued Run, audit the request, and dispatch it to a worker when the transaction commits.
 
@@ -56,6 +60,8 @@ def request_run(table: RegisteredTable, kind: str, user: AnyUser | None, trigger
         raise ValueError(f"unknown run kind {kind!r}; known: {', '.join(Run.Kind.values)}")
     fields = {k: v for k, v in params.items() if v is not None}
     with transaction.atomic():
+        if kind in COMPACTION_RUNS and trigger == "user":   # beat checks its own (periodic._busy)
+            _refuse_a_second_compaction(table)
         run = Run.objects.create(table=table, kind=kind, state=Run.State.QUEUED, trigger=trigger,
                                  requested_by=account(user), queued_at=timezone.now(), **fields)
         audit(user, f"request.{kind}", table=table, run=run, outcome=Run.State.QUEUED,
@@ -63,6 +69,16 @@ def request_run(table: RegisteredTable, kind: str, user: AnyUser | None, trigger
               detail={k: (iso(v) if hasattr(v, "isoformat") else v) for k, v in fields.items()})
         transaction.on_commit(lambda: _dispatch(run.pk))
     return run
+
+
+def _refuse_a_second_compaction(table: RegisteredTable) -> None:
+    """Conflict while another compaction run of the table is queued or running: two requests a moment apart
+    would otherwise plan or execute one after the other. (The engine's serial trigger refuses a second plan
+    anyway; this refuses the request itself, before it queues.)"""
+    active = table.runs.filter(kind__in=COMPACTION_RUNS, state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
+    if active is not None:
+        raise Conflict(f"compaction run {active.pk} of table {table.name} is {active.state}: one compaction at a "
+                       "time; wait for it or cancel it")
 
 
 def _dispatch(run_id: int) -> None:
@@ -81,19 +97,11 @@ def trigger_args(table: RegisteredTable, data: dict[str, Any]) -> inputs.Trigger
     return inputs.validate_trigger(data, default_latency=default_latency(table))
 
 
-# Run kinds that plan or execute a compaction: one at a time per table, from the request on (the serial trigger).
-COMPACTION_RUNS = (Run.Kind.SCHEDULE, Run.Kind.SCHEDULE_EXECUTE, Run.Kind.EXECUTE)
-
-
 def trigger_compaction(table: RegisteredTable, user: AnyUser | None, args: inputs.TriggerArgs, execute: bool = True) -> Run:
     """Plan an event-time compaction and (unless `execute` is False: plan only, to inspect first) run it.
     Refused (Conflict) while another compaction run of the table is queued or running: two triggers a moment
     apart would otherwise both plan, one after the other, each with the threshold it was given."""
     _carry_over_for(table.path, args.carry_over or None)
-    active = table.runs.filter(kind__in=COMPACTION_RUNS, state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
-    if active is not None:
-        raise Conflict(f"compaction run {active.pk} of table {table.name} is {active.state}: one compaction at a "
-                       "time; wait for it or cancel it")
     kind = Run.Kind.SCHEDULE_EXECUTE if execute else Run.Kind.SCHEDULE
     return request_run(table, kind, user, threshold=args.threshold,
                        data_latency=args.data_latency, carry_over=args.carry_over, exact=args.exact)

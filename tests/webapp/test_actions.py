@@ -41,6 +41,9 @@ def test_rollback_needs_a_valid_instant(operator_client, flights):
 def test_plan_only_queues_a_schedule_run_and_execute_runs_the_plan(operator_client, flights):
     operator_client.post("/tables/flights/trigger", {"data_latency": "2h", "mode": "schedule"})
     assert Run.objects.get().kind == "schedule"
+    busy = operator_client.post("/tables/flights/execute", {"instant": "20130120020000000"}, follow=True)
+    assert "one compaction at a time" in busy.content.decode() and not Run.objects.filter(kind="execute").exists()
+    Run.objects.filter(kind="schedule").update(state="succeeded")   # as the worker leaves it
     operator_client.post("/tables/flights/execute", {"instant": "20130120020000000"})
     executed = Run.objects.get(kind="execute")
     assert executed.instant == "20130120020000000"

@@ -89,6 +89,10 @@ def test_rollback_requires_instant(operator_client, flights):
 def test_trigger_plan_only_and_execute(operator_client, flights):
     response = post(operator_client, "/api/tables/flights/compactions", {"data_latency": "2h", "execute": False})
     assert response.status_code == 202 and Run.objects.get(pk=response.json()["id"]).kind == "schedule"
+    planning = response.json()["id"]
+    busy = post(operator_client, "/api/tables/flights/execute", {"instant": "20130120020000000"})
+    assert busy.status_code == 409 and "one compaction at a time" in busy.json()["error"]   # the plan is not made yet
+    Run.objects.filter(pk=planning).update(state="succeeded")   # as the worker leaves it
     response = post(operator_client, "/api/tables/flights/execute", {"instant": "20130120020000000"})
     assert response.status_code == 202
     assert Run.objects.get(pk=response.json()["id"]).kind == "execute"

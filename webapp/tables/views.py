@@ -187,9 +187,9 @@ def _instant_action(request: HttpRequest, name: str, kind: str, what: str) -> Ht
     table = get_object_or_404(RegisteredTable, name=name)
     try:
         instant = inputs.parse_instant(request.POST.get("instant"))
-    except inputs.InvalidInput as exc:
+        run = services.request_run(table, kind, request.user, instant=instant)
+    except inputs.InvalidInput as exc:   # a Conflict too: another compaction run of the table is queued
         return _invalid(request, table, exc)
-    run = services.request_run(table, kind, request.user, instant=instant)
     return _after_action(request, table, run, f"{what} of {instant}")
 
 

@@ -257,26 +257,27 @@ def _failed(base_path: str, reason: str, exc: Exception) -> r.CatalogSyncResult:
     return result
 
 
-def _schema_digest(cfg: TableConfig) -> str:
-    return schema_digest(Timeline.load(cfg.base_path).latest_schema() or cfg.props.get("hoodie.table.create.schema") or "")
+def _schema_digest(cfg: TableConfig, timeline: Timeline) -> str:
+    return schema_digest(timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema") or "")
 
 
 def _write_changes_catalog(cfg: TableConfig, partitions: Iterable[str] | None, instant: str | None) -> bool:
     """Does the catalog need this write? Yes after a failed or missing sync, a new schema or a new partition, and
     when the write may break `_ro`'s published guarantee (late data: `build_shape`)."""
     state = last_sync(cfg.base_path)
-    if not state or not state.get("ok") or state.get("schema") != _schema_digest(cfg):
+    timeline = Timeline.load(cfg.base_path)   # one listing serves both checks
+    if not state or not state.get("ok") or state.get("schema") != _schema_digest(cfg, timeline):
         return True
     known = set(state.get("partitions") or [])
-    return any(p and p not in known for p in (partitions or [])) or _may_be_late(cfg, instant)
+    return any(p and p not in known for p in (partitions or [])) or _may_be_late(cfg, instant, timeline)
 
 
-def _may_be_late(cfg: TableConfig, instant: str | None) -> bool:
+def _may_be_late(cfg: TableConfig, instant: str | None, timeline: Timeline | None = None) -> bool:
     """Whether write `instant` may hold data at or before the RO completion time: from its commit's write stats
     (each file's min event time); deletes and files without one may, as far as the stats tell."""
     from engine.observe.freshness import ro_state
 
-    timeline = Timeline.load(cfg.base_path)
+    timeline = timeline or Timeline.load(cfg.base_path)
     state = ro_state(timeline, cfg)
     written = [i for i in timeline.completed() if i.timestamp == instant]
     if state is None or not written:

@@ -56,7 +56,7 @@ from engine.config.properties import (
 )
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Refused, TidemarkError
-from engine.io import locking, storage
+from engine.io import storage
 from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import COMPACTION_LOCK_FILE, LOCK_FILE, table_lock
@@ -218,15 +218,9 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
 def _writers_kept_out(base_path: str, lock: TableLock | None, c: str) -> contextlib.AbstractContextManager[Any]:
     """The table's file lock, which every writer on this host takes for its whole write (a caller's database
     lease keeps out only the control plane's writers); nothing more when the caller's lock is that very lock."""
-    if isinstance(lock, FileLock) and lock.lock_file == LOCK_FILE and _same_lock_file(lock.base_path, base_path) \
-            or host_lock_held(base_path):
-        return contextlib.nullcontext()
+    if isinstance(lock, FileLock) and lock.lock_file == LOCK_FILE or host_lock_held(base_path):
+        return contextlib.nullcontext()   # a caller's table FileLock is this table's, held (another spelling too)
     return holding(FileLock(base_path), f"commit compaction {c}")
-
-
-def _same_lock_file(a: str, b: str) -> bool:
-    """Whether two spellings of a table's path (relative, through a link) lead to one lock file."""
-    return os.path.realpath(locking.lock_file_path(a)) == os.path.realpath(locking.lock_file_path(b))
 
 
 def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: list[OpTask],
@@ -241,17 +235,11 @@ def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: lis
     (on a store the view's one listing of the table, which the commit goes on with) and the headers of the
     groups' slice-C logs; nothing is read where no write came. Whether a group ran again."""
     completed = frozenset(i.timestamp for i in timeline.completed())
-    listed: dict[str, list[str]] = {}
+    listed: dict[str, list[storage.Entry]] = {}
     again = False
     for i, task in enumerate(tasks):
         pdir = view.partition_dir(task.partition_path)
-        if pdir not in listed:
-            if storage.is_remote(pdir):
-                view.partitions()
-                listed[pdir] = [e.name for e in view.remote_entries(task.partition_path) or ()]
-            else:
-                listed[pdir] = storage.list_names_if_dir(pdir)
-        names = _written_logs(task, listed[pdir])
+        names = _written_logs(task, [e.name for e in _partition_entries(view, task.partition_path, listed)])
         if not names:
             continue
         read_as_committed = task.completed | frozenset(outs[i]["committed"])
@@ -511,20 +499,28 @@ def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: lis
 def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
                   listings: dict[str, list[storage.Entry]]) -> FileSlice:
     """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
-    pdir = view.partition_dir(partition)
-    if pdir not in listings:
-        # on a store, the view's one listing of the table, made once every task had finished (no LIST of its own)
-        view.partitions()
-        listed = view.remote_entries(partition)
-        listings[pdir] = listed if listed is not None else storage.list_entries(pdir)
     logs = []
-    for entry in listings[pdir]:
+    for entry in _partition_entries(view, partition, listings):
         parsed = parse_log_file_name(entry.name)
         if parsed and parsed.file_id == file_id and parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
             size = entry.size if not entry.is_link else storage.size(entry.path)   # a link weighs its target
             logs.append(LogFile(entry.name, entry.path, file_id, c, parsed.version, parsed.write_token, size))
     logs.sort(key=lambda lf: lf.sort_key)
     return FileSlice(partition, file_id, c, None, logs)
+
+
+def _partition_entries(view: FileSystemView, partition: str,
+                       listings: dict[str, list[storage.Entry]]) -> list[storage.Entry]:
+    """The files of `partition` now, listed once per partition into `listings`: on a store from the view's one
+    listing of the table (made when first asked, no LIST of its own), locally a directory read."""
+    pdir = view.partition_dir(partition)
+    if pdir not in listings:
+        if storage.is_remote(pdir):
+            view.partitions()
+            listings[pdir] = view.remote_entries(partition) or []
+        else:
+            listings[pdir] = storage.list_entries(pdir)
+    return listings[pdir]
 
 
 @contextlib.contextmanager

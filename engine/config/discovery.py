@@ -57,54 +57,43 @@ def enclosing_table(path: str) -> str | None:
 
 
 def find_tables(root: str) -> list[FoundTable]:
-    """Every table at or under `root` (FileNotFoundError when `root` is not a folder)."""
+    """Every table at or under `root` (FileNotFoundError when `root` is not a folder). On an object store the
+    same walk costs one delimited LIST per folder above the tables (a table's own folders are never listed)."""
     from engine.io import storage
 
-    if storage.is_remote(root):
-        return _find_remote_tables(root.rstrip("/"))
-    root = os.path.abspath(root)
-    listing = list_folder(root)   # raises for a missing root, before any walking
+    root = root.rstrip("/") if storage.is_remote(root) else os.path.abspath(root)
     found: list[FoundTable] = []
-    stack = [(root, 0, listing)]
+    stack = [(root, 0, _folders(root))]   # raises for a missing root, before any walking
     while stack:
-        folder, depth, entries = stack.pop()
-        if HOODIE_DIR in entries.folders and is_table(folder):
-            found.append(FoundTable(folder, os.path.relpath(folder, root)))
-            continue
-        if depth >= MAX_DEPTH:
-            continue
-        for name in entries.folders:
-            if name.startswith("."):
-                continue
-            child = os.path.join(folder, name)
-            try:
-                stack.append((child, depth + 1, list_folder(child)))
-            except (FileNotFoundError, NotADirectoryError, PermissionError):
-                continue   # vanished or unreadable: not a table we can manage anyway
-    return sorted(found, key=lambda t: t.path)
-
-
-def _find_remote_tables(root: str) -> list[FoundTable]:
-    """`find_tables` on an object store: the same walk, one delimited LIST per folder (a table's own folders and
-    hidden ones are not listed, so a bucket of big tables costs a request per folder above them). A root with
-    nothing under it is FileNotFoundError, as a missing local folder."""
-    from engine.io import storage
-
-    entries = storage.list_entries(root)
-    if not entries:
-        raise FileNotFoundError(f"{root}: nothing is stored under this location")
-    found: list[FoundTable] = []
-    stack = [(root, 0, entries)]
-    while stack:
-        folder, depth, listed = stack.pop()
-        folders = [e.name for e in listed if e.is_dir]
-        if HOODIE_DIR in folders and storage.file_exists(storage.join(folder, HOODIE_DIR, PROPERTIES_FILE)):
+        folder, depth, folders = stack.pop()
+        if HOODIE_DIR in folders and _holds_table(folder):
             found.append(FoundTable(folder, storage.relative(folder, root) or "."))
             continue
         if depth >= MAX_DEPTH:
             continue
         for name in folders:
-            if not name.startswith("."):
-                child = storage.join(folder, name)
-                stack.append((child, depth + 1, storage.list_entries(child)))
+            if name.startswith("."):
+                continue
+            child = storage.join(folder, name)
+            try:
+                stack.append((child, depth + 1, _folders(child)))
+            except (FileNotFoundError, NotADirectoryError, PermissionError):
+                continue   # vanished or unreadable: not a table we can manage anyway
     return sorted(found, key=lambda t: t.path)
+
+
+def _folders(folder: str) -> list[str]:
+    """The names of the folders directly in `folder` (FileNotFoundError when it is none)."""
+    from engine.io import storage
+
+    if storage.is_remote(folder):
+        return [e.name for e in storage.list_entries(folder) if e.is_dir]
+    return list(list_folder(folder).folders)
+
+
+def _holds_table(folder: str) -> bool:
+    from engine.io import storage
+
+    if storage.is_remote(folder):
+        return storage.file_exists(storage.join(folder, HOODIE_DIR, PROPERTIES_FILE))
+    return is_table(folder)

@@ -74,7 +74,10 @@ def request_run(table: RegisteredTable, kind: str, user: AnyUser | None, trigger
 def _refuse_a_second_compaction(table: RegisteredTable) -> None:
     """Conflict while another compaction run of the table is queued or running: two requests a moment apart
     would otherwise plan or execute one after the other. (The engine's serial trigger refuses a second plan
-    anyway; this refuses the request itself, before it queues.)"""
+    anyway; this refuses the request itself, before it queues.) The table's row stays locked until the caller's
+    transaction ends, so of two requests at once the second sees the first's run (PostgreSQL; SQLite's immediate
+    transactions already run one at a time)."""
+    RegisteredTable.objects.select_for_update().filter(pk=table.pk).first()
     active = table.runs.filter(kind__in=COMPACTION_RUNS, state__in=(Run.State.QUEUED, Run.State.RUNNING)).first()
     if active is not None:
         raise Conflict(f"compaction run {active.pk} of table {table.name} is {active.state}: one compaction at a "

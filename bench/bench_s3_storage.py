@@ -7,7 +7,7 @@ scans dropped — and for a repeat, which reuses what its listing validates)
 and event-time schedule + runs on fresh identical table pairs after a warm-up compaction, the order
 alternating per round (requests per compacted file group, median time ratio).
 
-    .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 3]
+    .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 4]
         [--trace DIR] [--pin-store] [--in-process] [--latency-ms N]
 
 `--in-process` runs the compactions on this process's threads (what `tidemark compaction run` does with a small
@@ -157,7 +157,8 @@ def main() -> None:
     ap.add_argument("--buckets", type=int, default=4)
     ap.add_argument("--writes", type=int, default=6)
     ap.add_argument("--rows", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=3, help="fresh table pairs compacted, order alternating")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="fresh table pairs compacted, order alternating (an even count: each backend first as often)")
     ap.add_argument("--trace", metavar="DIR", help="attribute the last S3 compaction's requests (phase, caller)")
     ap.add_argument("--in-process", action="store_true",
                     help="compaction runs on this process's threads (what `tidemark compaction run` does with a "

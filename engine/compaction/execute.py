@@ -46,6 +46,7 @@ from engine.compaction.plan import previous_ro_times
 from engine.config import eventtime
 from engine.config.properties import (
     EVENT_TIME_ORDERING,
+    PROPERTIES_FILE,
     RO_COMPLETION_KEY,
     RO_FRESHNESS_KEY,
     RO_INSTANT_KEY,
@@ -69,10 +70,11 @@ from engine.read.merge import DataItem, DeleteItem, LogItem, LogWinners, apply_t
 from engine.read.slice_reader import read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
-from engine.slices.fsview import FileSystemView
+from engine.slices.fsview import FileSystemView, ask_listing_ahead
 from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
+from engine.timeline.instants import ask_ahead as ask_timeline_ahead
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 from engine.worker_gc import task_finished
 
@@ -152,6 +154,10 @@ def run_compaction(base_path: str, instant: str | None = None, spark: SparkSessi
 def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None, on_progress: Progress | None,
                 should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None,
                 local: bool | None = None) -> CompactionResult:
+    # Under the compaction lock: the timeline's listing, the run's listing of the table and (a plan named) the
+    # checks of its move to inflight in flight together.
+    ask_timeline_ahead(base_path, (instant, COMPACTION, (State.REQUESTED, State.COMPLETED)) if instant else None)
+    ask_listing_ahead(base_path)
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
@@ -191,6 +197,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
                               f"back (tidemark rollback --instant {c}, or Table.rollback)") from exc
     fault_point("execute", "tasks")
     if cfg.merge_mode != EVENT_TIME_ORDERING:
+        ask_timeline_ahead(base_path, (c, COMPACTION, (State.INFLIGHT,)))
         return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
     still = (f"it is still inflight: run it again, or roll it back (tidemark rollback --instant {c}, or "
              "Table.rollback)")
@@ -198,6 +205,8 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         # Writers of this host hold the table's file lock for their whole write: held from the check below
         # through the publish, no write lands in slice C unseen.
         with _writers_kept_out(base_path, lock, c):
+            ask_timeline_ahead(base_path, (c, COMPACTION, (State.INFLIGHT,)))
+            ask_listing_ahead(base_path)
             timeline = Timeline.load(base_path)
             view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now
             try:
@@ -314,31 +323,67 @@ def _table_lock_again(base_path: str, lock: TableLock | None, purpose: str) -> c
 
 def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | None,
                  should_stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
-    """One Spark task per file group; each finished group counts towards the progress.
-
-    Spark starts a stage's tasks in partition order, so the heaviest operations go first: with more file
-    groups than cores, the small ones then fill in at the end instead of one big group running alone while
-    the other cores idle (longest-processing-time-first). Outputs come back in the plan's order."""
+    """The file groups as Spark tasks (`spark_bundles`: small ones share a task, on threads of its Python worker);
+    each finished group counts towards the progress. Outputs come back in the plan's order."""
     if not tasks:
         return []
-    order = balanced_order(tasks)
+    bundles = spark_bundles(tasks, sc.defaultParallelism)
+    slots = {i: slot for slot, i in enumerate(balanced_order(tasks))}
 
-    def run(acc: Accumulator[int]) -> list[dict[str, Any]]:
-        def one(task: OpTask) -> dict[str, Any]:
-            use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
-            out = execute_operation(task)
+    def run(acc: Accumulator[int]) -> list[list[dict[str, Any]]]:
+        def one(slotted: tuple[int, OpTask]) -> dict[str, Any]:
+            out = _execute_in_slot(*slotted)
             acc.add(1)
-            task_finished()
             return out
 
-        outs: list[dict[str, Any]] = sc.parallelize([tasks[i] for i in order], len(tasks)).map(one).collect()
+        def bundle(groups: list[tuple[int, OpTask]]) -> list[dict[str, Any]]:
+            use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
+            try:
+                if len(groups) == 1:
+                    return [one(groups[0])]
+                return in_process.on_threads(groups, one, THREADS_PER_SHARED_TASK)
+            finally:
+                task_finished()
+
+        outs: list[list[dict[str, Any]]] = sc.parallelize([[(slots[i], tasks[i]) for i in b] for b in bundles],
+                                                          len(bundles)).map(bundle).collect()
         return outs
 
-    outs = counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
+    per_bundle = counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
     in_plan_order: list[dict[str, Any]] = [{}] * len(tasks)
-    for i, out in zip(order, outs):
-        in_plan_order[i] = out
+    for b, outs in zip(bundles, per_bundle):
+        for i, out in zip(b, outs):
+            in_plan_order[i] = out
     return in_plan_order
+
+
+# A Spark task costs some 40-60 ms besides its work (scheduling, the Python worker's round trips with the JVM): more
+# than a small file group's whole compaction. Small groups therefore share tasks, as few as hold them at
+# SHARED_TASK_BYTES each but one per core at least, THREADS_PER_SHARED_TASK of a task's groups at a time (one's waits
+# — a store's round trips — overlap another's decode and merge). Bigger groups keep a task each: the task's cost is
+# small beside theirs, and two in one worker would double its memory.
+SHARED_TASK_BYTES = 32 * 1024 * 1024
+THREADS_PER_SHARED_TASK = 2
+
+
+def spark_bundles(tasks: list[OpTask], cores: int) -> list[list[int]]:
+    """Indexes of `tasks` as the Spark tasks that run them, heaviest first (`balanced_order`): Spark starts a
+    stage's tasks in partition order, so with more tasks than cores the small ones fill in at the end instead of one
+    big group running alone while the other cores idle (longest-processing-time-first). Groups reading at most
+    SHARED_TASK_BYTES are dealt, heaviest first, to the least loaded of the shared tasks."""
+    order = balanced_order(tasks)
+    alone = [[i] for i in order if tasks[i].weight > SHARED_TASK_BYTES]
+    small = [i for i in order if tasks[i].weight <= SHARED_TASK_BYTES]
+    if not small:
+        return alone
+    needed = -(-sum(tasks[i].weight for i in small) // SHARED_TASK_BYTES)
+    shared: list[list[int]] = [[] for _ in range(min(len(small), max(cores, needed)))]
+    loads = [0] * len(shared)
+    for i in small:
+        k = loads.index(min(loads))
+        shared[k].append(i)
+        loads[k] += tasks[i].weight
+    return alone + shared
 
 
 def balanced_order(tasks: list[OpTask]) -> list[int]:
@@ -455,6 +500,8 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
                                          completion, freshness)
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
     ensure_held(f"committing compaction {c}")
+    if promised is not None:   # the read of hoodie.properties its update starts with, in flight with the publish
+        storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
     fault_point("execute", "completed")
@@ -608,14 +655,33 @@ def _first_attempt() -> bool:
     return ctx is not None and ctx.attemptNumber() == 0
 
 
+# The file group's place in the run's start order (`balanced_order`), in a Spark task: several groups may share one.
+_SLOT: contextvars.ContextVar[int | None] = contextvars.ContextVar("tidemark_group_slot", default=None)
+
+
+def _execute_in_slot(slot: int, task: OpTask) -> dict[str, Any]:
+    """`execute_operation` of the group that has place `slot` in the run's start order, in a Spark task."""
+    reset = _SLOT.set(slot)
+    try:
+        return execute_operation(task)
+    finally:
+        _SLOT.reset(reset)
+
+
 def _task_token() -> str:
+    """The write token of the group's files: `<slot>-<stage>-<attempt>` on Spark, slot being the group's place in
+    the start order (Hudi's `<partition>-<stage>-<attempt>`, with a task's groups told apart as an in-process run
+    tells them: `<slot>-0-0`); unique per group and attempt of the run."""
     own = in_process.write_token()
     if own is not None:
         return own
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
-    return f"{ctx.partitionId()}-{ctx.stageId()}-{ctx.attemptNumber()}" if ctx else "0-0-0"
+    if ctx is None:
+        return "0-0-0"
+    slot = _SLOT.get()
+    return f"{ctx.partitionId() if slot is None else slot}-{ctx.stageId()}-{ctx.attemptNumber()}"
 
 
 def _split_spec(task: OpTask) -> SplitSpec:

@@ -50,6 +50,14 @@ def cpus() -> int:
         return os.cpu_count() or 1
 
 
+def on_threads(items: Sequence[T], work: Callable[[T], R], threads: int) -> list[R]:
+    """`work(item)` for every item, in order, on up to `threads` threads (a Spark task's share of small file groups);
+    results in `items`' order. A failure is raised only once every thread has ended: none is still writing then."""
+    with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items))), thread_name_prefix="tidemark-group") as pool:
+        futures = [pool.submit(work, item) for item in items]
+    return [f.result() for f in futures]
+
+
 def run_here(items: Sequence[T], order: Sequence[int], work: Callable[[T], R], on_progress: Progress | None,
              should_stop: Callable[[], bool] | None, unit: str, per_cpu: int = 1) -> list[R]:
     """`work(items[i])` for each i, started in `order`, on up to `per_cpu` × `cpus()` threads; results in `items`'

@@ -30,10 +30,11 @@ from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, instant_to_mill
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.services import rollback
-from engine.slices.fsview import FileSystemView
+from engine.slices.fsview import FileSystemView, ask_listing_ahead
 from engine.slices.groups import FileSlice
 from engine.timeline.extents import CommittedExtents
-from engine.timeline.instants import COMPACTION, Timeline, create_requested
+from engine.timeline.instants import COMPACTION, State, Timeline, create_requested
+from engine.timeline.instants import ask_ahead as ask_timeline_ahead
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
 
 CARRY_OVER_MODES = ("symlink", "copy")
@@ -99,6 +100,9 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
                      preview: bool) -> ScheduledPlan:
     """Trigger check through written plan, under the table lock so no write can slip in between."""
     base_path = cfg.base_path
+    # The timeline's and the table's listings (under the table lock when not a preview) in flight together.
+    ask_timeline_ahead(base_path)
+    ask_listing_ahead(base_path)
     timeline = Timeline.load(base_path)
     # LAZY failed-writes policy: a dead writer never blocks. Under the table lock nothing else changes the
     # timeline, so it is listed again only when rollbacks did.
@@ -106,6 +110,8 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         timeline = Timeline.load(base_path)
     strategy, carry_over, exact = resolved.strategy.value, resolved.carry_over.value, bool(resolved.exact.value)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
+    if not preview:   # the checks before its plan is written, made while it is planned
+        ask_timeline_ahead(base_path, (instant, COMPACTION, (State.INFLIGHT, State.COMPLETED)), listing=False)
     # Serial scheduling for every strategy: the RO guarantees below assume one compaction at a time.
     check_event_time_trigger(timeline, instant)
     threshold = _threshold(strategy, instant, threshold_ms, resolved.data_latency_ms.value)

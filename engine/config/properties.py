@@ -354,8 +354,9 @@ def save_table_config(cfg: TableConfig) -> None:
     backup = path + BACKUP_SUFFIX
     remote = storage.is_remote(path)
     # Read again now, not the operation's copy (which may be minutes old): another process's update since the
-    # load — a setting, a Java writer's key — is kept, and only this update's own changes are applied.
-    main = storage.read_optional(path)
+    # load — a setting, a Java writer's key — is kept, and only this update's own changes are applied. (A caller
+    # holding the table lock may have asked for this read a moment ago, in flight with its own publish.)
+    main = storage.read_current(path)
     current = main if main is not None or not remote else storage.read_optional(backup)
     cfg.props = _merged(cfg, None if current is None else current.decode("utf-8"))
     cfg.loaded = dict(cfg.props)

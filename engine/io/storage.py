@@ -31,10 +31,10 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 from urllib.parse import urlsplit
 
@@ -262,6 +262,11 @@ def file_exists(path: str) -> bool:
     missing key with a LIST to tell an empty folder, two requests for the usual answer of a timeline check."""
     if scheme(path) not in ("s3", "s3a"):
         return exists(path)
+    asked = _take_asked(("head", path))
+    return asked.result() if asked is not None else _s3_head_exists(path)
+
+
+def _s3_head_exists(path: str) -> bool:
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
@@ -366,11 +371,20 @@ def list_starting_with(path: str, name_prefixes: Sequence[str]) -> list[Entry]:
 def _s3_children(path: str, name_prefix: str = "") -> list[Entry]:
     """The direct children of an S3 folder whose names start with `name_prefix`: files with their ETags (kept for
     the operation, `listed_etag`) and sub-folders. One paginated LIST."""
+    asked = _take_asked(("children", path)) if not name_prefix else None
+    return asked.result() if asked is not None else _children_entries(path, name_prefix, _s3_children_pages(path, name_prefix))
+
+
+def _s3_children_pages(path: str, name_prefix: str) -> list[dict[str, Any]]:
     bucket, key = _bucket_key(path)
-    prefix = (key.rstrip("/") + "/" if key else "") + name_prefix
-    folder = prefix[:len(prefix) - len(name_prefix)]
+    return list(_s3_pages(bucket, (key.rstrip("/") + "/" if key else "") + name_prefix, "/"))
+
+
+def _children_entries(path: str, name_prefix: str, pages: list[dict[str, Any]]) -> list[Entry]:
+    key = _bucket_key(path)[1]
+    folder = key.rstrip("/") + "/" if key else ""
     files, folders = [], []
-    for page in _s3_pages(bucket, prefix, "/"):
+    for page in pages:
         files += [_listed_object(path, obj["Key"][len(folder):], obj) for obj in page.get("Contents") or []
                   if obj["Key"] != folder]   # not a folder marker
         folders += [sub["Prefix"][len(folder):].rstrip("/") for sub in page.get("CommonPrefixes") or []]
@@ -456,10 +470,12 @@ def _s3_tree(path: str, skip: str | None = None) -> list[Entry]:
     """`list_tree` on S3: the same paginated ListObjectsV2 pyarrow makes, read with boto3 for what pyarrow's
     FileInfo drops — each object's ETag, which validates what an operation derived from its bytes earlier
     (`listed_etag`). Folders are the keys' parent prefixes and folder markers (keys ending in "/")."""
+    asked = _take_asked(("tree", path, skip))
+    if asked is not None:
+        listed: list[Entry] = asked.result()
+        return listed
     bucket, key = _bucket_key(path)
     prefix = key.rstrip("/") + "/" if key else ""
-    files: list[Entry] = []
-    folders: set[str] = set()
     fence = None if skip is None else prefix + skip + "/"
     if fence is None:
         objects = _s3_objects(bucket, prefix)
@@ -467,6 +483,14 @@ def _s3_tree(path: str, skip: str | None = None) -> list[Entry]:
         objects = _s3_objects_around(bucket, prefix, fence)
     else:   # no key order to step over the folder with: list it too, and drop it here
         objects = [obj for obj in _s3_objects(bucket, prefix) if not obj["Key"].startswith(fence)]
+    return _tree_entries(path, objects)
+
+
+def _tree_entries(path: str, objects: list[dict[str, Any]]) -> list[Entry]:
+    key = _bucket_key(path)[1]
+    prefix = key.rstrip("/") + "/" if key else ""
+    files: list[Entry] = []
+    folders: set[str] = set()
     for obj in objects:
         rel = obj["Key"][len(prefix):]
         parts = rel.rstrip("/").split("/")
@@ -581,6 +605,8 @@ class _Operation:
 
     reads: dict[str, bytes]                  # path -> bytes of a small metadata file read whole
     etags: dict[str, tuple[int, str]]        # path -> (size, ETag) as the operation's listing gave them
+    asked: dict[tuple[str | None, ...], _Asked] = field(default_factory=dict)   # `ask_ahead`, not yet answered
+    dropped: list[_Asked] = field(default_factory=list)   # asked, then made stale by a write: settled at the end
 
 
 _OP_READS: ContextVar[_Operation | None] = ContextVar("tidemark_operation_reads", default=None)
@@ -599,11 +625,14 @@ def operation_reads() -> Iterator[None]:
     if _OP_READS.get() is not None:
         yield
         return
-    token = _OP_READS.set(_Operation({}, {}))
+    op = _Operation({}, {})
+    token = _OP_READS.set(op)
     try:
         yield
     finally:
         _OP_READS.reset(token)
+        for asked in [*op.asked.values(), *op.dropped]:   # nothing asked outlives the operation
+            asked.settle()
 
 
 def read_shared(path: str) -> bytes | None:
@@ -615,10 +644,113 @@ def read_shared(path: str) -> bytes | None:
     memo = op.reads
     data = memo.get(path)
     if data is None:
-        data = read_optional(path)
+        asked = _take_asked(("read", path))
+        data = asked.result() if asked is not None else read_optional(path)
         if data is not None:
             memo[path] = data
     return data
+
+
+def read_current(path: str) -> bytes | None:
+    """`read_optional` now — or by the read `ask_ahead` started, whose caller vouches that nothing changed the file
+    since — never an older read of the operation."""
+    asked = _take_asked(("read", path))
+    return asked.result() if asked is not None else read_optional(path)
+
+
+class _Asked:
+    """An answer asked ahead: the futures of its requests, and what makes the answer of their results (run by the
+    thread that takes it, in its operation: a listing's ETags are kept for the operation there)."""
+
+    def __init__(self, parts: list[Future[Any]], combine: Callable[[list[Any]], Any]) -> None:
+        self.parts = parts
+        self.combine = combine
+
+    def result(self) -> Any:
+        return self.combine([f.result() for f in self.parts])
+
+    def settle(self) -> None:
+        settle(self.parts)
+
+
+def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Sequence[tuple[str, str | None]] = (),
+              heads: Sequence[str] = ()) -> None:
+    """Start now, all at once, requests the operation's next steps would make one after another: the GETs of
+    `reads` (`read_shared`, `read_current`), the listings of `children` (`list_names_validated`) and of `trees`
+    ((path, skip): `list_tree`), the HEADs of `heads` (`file_exists`). Each such call then takes its answer
+    instead of making a request: on S3 a run of round trips in sequence becomes one.
+
+    An answer is the store's when it was asked: the caller asks only once it holds the locks that keep these
+    answers true until they are used, and what it writes itself in between through this module drops what was
+    asked about that file (`_wrote`). Answers not taken are dropped when the operation ends. S3 only, inside an
+    operation (`operation_reads`); elsewhere nothing is asked."""
+    op = _OP_READS.get()
+    if op is None:
+        return
+    pool = requests_pool()
+
+    def ask(key: tuple[str | None, ...], parts: list[Future[Any]], combine: Callable[[list[Any]], Any]) -> None:
+        old = op.asked.pop(key, None)
+        if old is not None:
+            op.dropped.append(old)
+        op.asked[key] = _Asked(parts, combine)
+
+    for path in (p for p in reads if _on_s3(p)):
+        ask(("read", path), [pool.submit(_read_if_there, path)], lambda r: r[0])
+    for path in (p for p in children if _on_s3(p)):
+        ask(("children", path), [pool.submit(_s3_children_pages, path, "")],
+            lambda r, path=path: _children_entries(path, "", r[0]))   # type: ignore[misc]
+    for path, skip in ((p, s) for p, s in trees if _on_s3(p)):
+        ask(("tree", path, skip), *_tree_asked(pool, path, skip))
+    for path in (p for p in heads if _on_s3(p)):
+        ask(("head", path), [pool.submit(_s3_head_exists, path)], lambda r: r[0])
+
+
+def _on_s3(path: str) -> bool:
+    return is_remote(path) and scheme(path) in ("s3", "s3a")
+
+
+def _read_if_there(path: str) -> bytes | None:
+    try:
+        return _read_whole(path)
+    except FileNotFoundError:
+        return None
+
+
+def _tree_asked(pool: Any, path: str, skip: str | None) -> tuple[list[Future[Any]], Callable[[list[Any]], Any]]:
+    """`_s3_tree`'s requests as futures of their own (the keys before and after a skipped folder in flight
+    together, as `_s3_objects_around` makes them), and how their objects become its entries."""
+    bucket, key = _bucket_key(path)
+    prefix = key.rstrip("/") + "/" if key else ""
+    if skip is None:
+        return [pool.submit(_s3_objects, bucket, prefix)], lambda r: _tree_entries(path, r[0])
+    fence = prefix + skip + "/"
+    if not ordered_listings(bucket):
+        return [pool.submit(_s3_objects, bucket, prefix)], \
+            lambda r: _tree_entries(path, [obj for obj in r[0] if not obj["Key"].startswith(fence)])
+    parts = [pool.submit(_s3_objects_before, bucket, prefix, fence), pool.submit(_s3_objects_after, bucket, prefix, fence)]
+    return parts, lambda r: _tree_entries(path, r[0] + r[1])
+
+
+def _take_asked(key: tuple[str | None, ...]) -> _Asked | None:
+    op = _OP_READS.get()
+    return op.asked.pop(key, None) if op is not None and op.asked else None
+
+
+def _drop_asked(op: _Operation, path: str) -> None:
+    """Drop the answers asked ahead that a write to `path` makes stale: its GET and HEAD, the listing of its folder,
+    the listings of trees that hold it."""
+    def about(key: tuple[str | None, ...]) -> bool:
+        kind, where = key[0], str(key[1])
+        if kind in ("read", "head"):
+            return where == path
+        if kind == "children":
+            return parent(path) == where
+        skipped = key[2]   # a tree's listing leaves its skipped folder out
+        return is_within(path, where) and not (skipped is not None and is_within(path, join(where, str(skipped))))
+
+    for key in [k for k in op.asked if about(k)]:
+        op.dropped.append(op.asked.pop(key))
 
 
 # Files whose bytes never change once they exist under their name — completed timeline instants: Hudi creates them
@@ -736,6 +868,8 @@ def _wrote(path: str, data: bytes | None = None) -> bool:
     op = _OP_READS.get()
     if op is None:
         return False
+    if op.asked:
+        _drop_asked(op, path)
     op.etags.pop(path, None)
     memo = op.reads
     if data is not None:

@@ -16,11 +16,12 @@ timeline keeps one entry per instant with its most advanced state.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
@@ -497,6 +498,21 @@ def _folder(base_path: str) -> _Folder:
     return _Folder(hoodie, 1)
 
 
+def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None = None, listing: bool = True) -> None:
+    """`storage.ask_ahead` of the listing `Timeline.load` makes (unless not `listing`) and, given (ts, action,
+    states), of the HEADs publishing instant ts checks its files in `states` with (`create_requested`,
+    `transition_to_inflight`, `complete`) — all but a layout-2 completed file, which a listing finds. The caller
+    holds the locks that keep them true until used (`storage.ask_ahead`)."""
+    if not storage.is_remote(base_path):
+        return
+    folder = _folder(base_path)
+    heads = [] if instant is None else [
+        folder.named(instant[0], instant[1], state) for state in instant[2]
+        if not (state is State.COMPLETED and folder.layout == layout_v8.LAYOUT_VERSION)]
+    children = list(dict.fromkeys([storage.join(base_path, HOODIE_DIR), folder.path])) if listing else []
+    storage.ask_ahead(children=children, heads=heads)
+
+
 def completed_file(base_path: str, ts: str, action: str) -> str | None:
     """The completed file of instant `ts` (either layout), or None when it has not completed."""
     return _folder(base_path).file(ts, action, State.COMPLETED)
@@ -587,7 +603,8 @@ def _files(folder: _Folder, ts: str, action: str, states: tuple[State, ...]) -> 
     if not storage.is_remote(folder.path):
         return [folder.file(ts, action, state) for state in states]
     pool = requests_pool()
-    asked = [pool.submit(folder.file, ts, action, state) for state in states]
+    # in this operation's context: a HEAD it asked ahead (`ask_ahead`) answers instead of a request
+    asked = [pool.submit(contextvars.copy_context().run, folder.file, ts, action, state) for state in states]
     try:
         return [f.result() for f in asked]
     finally:

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import os
 import shutil
+from types import SimpleNamespace
 
 import pyarrow.parquet as pq
 import pytest
 
 from engine import logformat
 from engine.compaction import CompactionResult, resolve_log_event_times, run_compaction, schedule_compaction
-from engine.compaction.execute import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, _tasks, balanced_order, execute_operation
+from engine.compaction.execute import (
+    RO_COMPLETION_KEY,
+    RO_FRESHNESS_KEY,
+    SHARED_TASK_BYTES,
+    _tasks,
+    balanced_order,
+    execute_operation,
+    spark_bundles,
+)
 from engine.config.layout import create_table
 from engine.config.properties import load_table_config, save_table_config
 from engine.errors import CompactionRefused, RollbackRefused
@@ -226,6 +235,26 @@ def test_heaviest_operations_start_first_and_outputs_keep_the_plan_order(spark, 
     assert [tuple(p.rsplit("/", 1)[0:1]) + (p.rsplit("/", 1)[1].split("_")[0],) for p in result.base_files] == groups
     ours, theirs = snapshots(path)
     assert ours == theirs
+
+
+def test_small_groups_share_spark_tasks_and_big_ones_run_alone():
+    """A Spark task's own cost (~50 ms) is most of a small group's compaction: small groups share tasks — one per
+    core at least, more when they read more than SHARED_TASK_BYTES together — dealt to the least loaded; a group
+    bigger than that runs alone, and first."""
+    def groups(*weights: int) -> list:
+        return [SimpleNamespace(weight=w) for w in weights]
+
+    small = groups(5, 9, 1, 7, 3, 8, 2, 4)
+    bundles = spark_bundles(small, cores=2)
+    assert len(bundles) == 2
+    assert sorted(i for b in bundles for i in b) == list(range(8))
+    assert bundles == [[1, 0, 7, 6], [5, 3, 4, 2]]   # heaviest first, each to the lighter task: 9+5+4+2, 8+7+3+1
+    assert spark_bundles(groups(5, 9), cores=8) == [[1], [0]]   # never more tasks than groups
+    big = SHARED_TASK_BYTES + 1
+    assert spark_bundles(groups(1, big, 2, big * 2), cores=2) == [[3], [1], [2], [0]]
+    many = spark_bundles(groups(*[SHARED_TASK_BYTES // 4] * 12), cores=2)
+    assert len(many) == 3 and all(len(b) == 4 for b in many)   # 3 tasks' worth of bytes: 3 tasks, not 2
+    assert spark_bundles([], cores=2) == []
 
 
 def test_every_remote_copy_finishes_when_more_are_queued_than_the_pool_has_threads(monkeypatch):

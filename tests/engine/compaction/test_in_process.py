@@ -45,6 +45,24 @@ def test_results_in_item_order_with_a_token_per_start_slot(two_cpus):
     assert [d for d, _, _ in seen] == sorted({d for d, _, _ in seen})
 
 
+def test_on_threads_keeps_order_and_raises_once_every_thread_ended():
+    """A Spark task's share of small groups: results in order; a failed group fails the task only once the others
+    ended, so none is still writing when Spark retries the task or the run rolls back."""
+    assert in_process.on_threads([3, 1, 2], lambda x: x * 10, threads=2) == [30, 10, 20]
+    finished: list[int] = []
+
+    def work(x: int) -> int:
+        if x == 0:
+            raise ValueError("group 0 failed")
+        time.sleep(0.05)
+        finished.append(x)
+        return x
+
+    with pytest.raises(ValueError, match="group 0 failed"):
+        in_process.on_threads([0, 1, 2, 3], work, threads=2)
+    assert sorted(finished) == [1, 2, 3]
+
+
 @pytest.mark.parametrize("per_cpu", [1, 2])
 def test_at_most_per_cpu_groups_per_cpu_run_at_once(two_cpus, per_cpu):
     """An object-store run keeps two groups per CPU in flight (one's round trips, the other's work); a local one."""

@@ -1,0 +1,116 @@
+"""Requests asked ahead on S3 (moto server, `storage.ask_ahead`): started together, each answers the one call that
+would have made it, a write through the storage layer drops what it makes stale, nothing asked outlives its
+operation, and nothing is asked outside one or off S3."""
+from __future__ import annotations
+
+import time
+
+from engine.io import storage
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+
+
+def _key(uri: str) -> str:
+    return "/" + uri.split("://", 1)[1]
+
+
+def _wait_for(server, count: int) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The server's requests once `count` have arrived (asked ahead: they run on the request pool)."""
+    deadline = time.monotonic() + 10
+    while len(server.counts()) < count and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return server.counts()
+
+
+def _table(env: dict) -> str:
+    base = f"{env['bucket_uri']}/t"
+    storage.write_bytes(f"{base}/.hoodie/hoodie.properties", b"a=1\n")
+    storage.write_bytes(f"{base}/.hoodie/1.deltacommit", b"{}")
+    storage.write_bytes(f"{base}/p/.hoodie_partition_metadata", b"x")
+    storage.write_bytes(f"{base}/p/.f1_1.log.1_0-0-0", b"log")
+    return base
+
+
+def test_each_call_takes_its_answer_asked_ahead_instead_of_a_request(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    props, hoodie, missing = f"{base}/.hoodie/hoodie.properties", f"{base}/.hoodie", f"{base}/.hoodie/2.commit"
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.ask_ahead(reads=[props], children=[hoodie], trees=[(base, ".hoodie")],
+                          heads=[missing, f"{base}/.hoodie/1.deltacommit"])
+        # all in flight before anything is asked for: the read, the timeline's LIST, the tree's two, two HEADs
+        asked = _wait_for(server, 6)
+        assert len(asked) == 6
+        assert storage.read_shared(props) == b"a=1\n"
+        assert sorted(storage.list_names_validated(hoodie)) == ["1.deltacommit", "hoodie.properties"]
+        assert sorted(e.name for e in storage.list_tree(base, skip=".hoodie")) == \
+            ["p", "p/.f1_1.log.1_0-0-0", "p/.hoodie_partition_metadata"]
+        assert storage.listed_etag(f"{base}/p/.f1_1.log.1_0-0-0")   # the tree's ETags kept for the operation
+        assert storage.file_exists(missing) is False
+        assert storage.file_exists(f"{base}/.hoodie/1.deltacommit") is True
+        assert len(server.counts()) == 6   # no call made a request of its own
+        # an answer is taken once: asked again, the store answers
+        assert storage.file_exists(missing) is False
+        assert len(server.counts()) == 7
+
+
+def test_a_write_drops_the_answers_it_makes_stale(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    new = f"{base}/.hoodie/2.commit"
+    log = f"{base}/p/.f1_1.log.2_0-0-0"
+    with storage.operation_reads():
+        storage.ask_ahead(children=[f"{base}/.hoodie"], trees=[(base, ".hoodie")], heads=[new],
+                          reads=[f"{base}/.hoodie/hoodie.properties"])
+        _wait_for(server, 5)
+        storage.create_exclusive(new, b"{}")      # into the listed folder, at the HEAD's path
+        storage.write_bytes(log, b"log2")          # into the tree
+        assert storage.file_exists(new) is True    # not the HEAD's "missing", asked before the write
+        assert "2.commit" in storage.list_names_validated(f"{base}/.hoodie")
+        assert "p/.f1_1.log.2_0-0-0" in {e.name for e in storage.list_tree(base, skip=".hoodie")}
+        storage.write_bytes(f"{base}/.hoodie/hoodie.properties", b"a=2\n")
+        assert storage.read_current(f"{base}/.hoodie/hoodie.properties") == b"a=2\n"
+
+
+def test_a_write_inside_the_skipped_folder_keeps_the_tree(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.ask_ahead(trees=[(base, ".hoodie")])
+        _wait_for(server, 2)
+        storage.write_bytes(f"{base}/.hoodie/3.deltacommit.requested", b"")   # .hoodie/ is not in the tree
+        storage.list_tree(base, skip=".hoodie")
+    assert [r["method"] for r in server.counts()] == ["GET", "GET", "PUT"]   # the tree's two LISTs and the PUT
+
+
+def test_read_current_is_never_the_operations_earlier_read(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    props = f"{base}/.hoodie/hoodie.properties"
+    bucket, key = props.split("://", 1)[1].split("/", 1)
+    with storage.operation_reads():
+        assert storage.read_shared(props) == b"a=1\n"
+        s3_env["server"].client().put_object(Bucket=bucket, Key=key, Body=b"a=9\n")   # another process
+        assert storage.read_shared(props) == b"a=1\n"     # the operation's read
+        assert storage.read_current(props) == b"a=9\n"    # read now
+
+
+def test_answers_not_taken_end_with_the_operation(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    with storage.operation_reads():
+        storage.ask_ahead(trees=[(base, ".hoodie")], heads=[f"{base}/.hoodie/9.commit"])
+        op = storage._OP_READS.get()
+        asked = [f for a in op.asked.values() for f in a.parts]
+    assert asked and all(f.done() for f in asked)
+
+
+def test_nothing_is_asked_outside_an_operation_or_off_s3(s3_env, tmp_path):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    server.reset_counts()
+    storage.ask_ahead(trees=[(base, ".hoodie")], heads=[f"{base}/.hoodie/9.commit"])
+    with storage.operation_reads():
+        storage.ask_ahead(trees=[(str(tmp_path), ".hoodie")], reads=[str(tmp_path / "x")])
+        assert not storage._OP_READS.get().asked
+    time.sleep(0.2)
+    assert server.counts() == []

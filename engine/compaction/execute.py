@@ -216,6 +216,8 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
                                       f"failed ({exc}); {still}") from exc
             if again:
                 view = FileSystemView(base_path, timeline)   # groups ran again: their new files
+            if plan.promises_threshold:   # the read of hoodie.properties its update starts with, made meanwhile
+                storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
             return _commit(cfg, timeline, c, plan, tasks, outs, view)
     except Refused as refused:
         if refused.reason != LOCK_UNAVAILABLE:
@@ -331,19 +333,19 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
     slots = {i: slot for slot, i in enumerate(balanced_order(tasks))}
 
     def run(acc: Accumulator[int]) -> list[list[dict[str, Any]]]:
-        def one(slotted: tuple[int, OpTask]) -> dict[str, Any]:
-            out = _execute_in_slot(*slotted)
-            acc.add(1)
-            return out
-
         def bundle(groups: list[tuple[int, OpTask]]) -> list[dict[str, Any]]:
             use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
             try:
                 if len(groups) == 1:
-                    return [one(groups[0])]
-                return in_process.on_threads(groups, one, THREADS_PER_SHARED_TASK)
+                    outs = [_execute_in_slot(*groups[0])]
+                else:
+                    outs = in_process.on_threads(groups, lambda g: _execute_in_slot(*g), THREADS_PER_SHARED_TASK)
             finally:
                 task_finished()
+            # Spark reports a task's accumulator updates when it ends (and drops a failed task's): the task's groups
+            # count then, added once (Accumulator.add is not safe from several threads)
+            acc.add(len(outs))
+            return outs
 
         outs: list[list[dict[str, Any]]] = sc.parallelize([[(slots[i], tasks[i]) for i in b] for b in bundles],
                                                           len(bundles)).map(bundle).collect()
@@ -500,8 +502,6 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
                                          completion, freshness)
     schema = timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema", "")
     ensure_held(f"committing compaction {c}")
-    if promised is not None:   # the read of hoodie.properties its update starts with, in flight with the publish
-        storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
     fault_point("execute", "completed")

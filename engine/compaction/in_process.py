@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextvars import ContextVar
@@ -51,11 +52,26 @@ def cpus() -> int:
 
 
 def on_threads(items: Sequence[T], work: Callable[[T], R], threads: int) -> list[R]:
-    """`work(item)` for every item, in order, on up to `threads` threads (a Spark task's share of small file groups);
-    results in `items`' order. A failure is raised only once every thread has ended: none is still writing then."""
+    """`work(item)` for the items in order, on up to `threads` threads (a Spark task's share of small file groups);
+    results in `items`' order. After a failure no further item starts (a retried task would run them again anyway),
+    and the first failure is raised only once every thread has ended: none is still writing then."""
+    failed = threading.Event()
+
+    def guarded(item: T) -> R | None:
+        if failed.is_set():
+            return None
+        try:
+            return work(item)
+        except BaseException:
+            failed.set()
+            raise
+
     with ThreadPoolExecutor(max_workers=max(1, min(threads, len(items))), thread_name_prefix="tidemark-group") as pool:
-        futures = [pool.submit(work, item) for item in items]
-    return [f.result() for f in futures]
+        futures = [pool.submit(guarded, item) for item in items]
+    for f in futures:
+        if f.exception() is not None:
+            raise f.exception()  # type: ignore[misc]
+    return [f.result() for f in futures]  # type: ignore[misc]
 
 
 def run_here(items: Sequence[T], order: Sequence[int], work: Callable[[T], R], on_progress: Progress | None,

@@ -100,9 +100,6 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
                      preview: bool) -> ScheduledPlan:
     """Trigger check through written plan, under the table lock so no write can slip in between."""
     base_path = cfg.base_path
-    # The timeline's and the table's listings (under the table lock when not a preview) in flight together.
-    ask_timeline_ahead(base_path)
-    ask_listing_ahead(base_path)
     timeline = Timeline.load(base_path)
     # LAZY failed-writes policy: a dead writer never blocks. Under the table lock nothing else changes the
     # timeline, so it is listed again only when rollbacks did.
@@ -110,10 +107,13 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
         timeline = Timeline.load(base_path)
     strategy, carry_over, exact = resolved.strategy.value, resolved.carry_over.value, bool(resolved.exact.value)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
-    if not preview:   # the checks before its plan is written, made while it is planned
-        ask_timeline_ahead(base_path, (instant, COMPACTION, (State.INFLIGHT, State.COMPLETED)), listing=False)
     # Serial scheduling for every strategy: the RO guarantees below assume one compaction at a time.
     check_event_time_trigger(timeline, instant)
+    # Once the trigger allows a plan: the table's listing, and the checks before the plan is written, in flight
+    # together while it is planned (under the table lock when not a preview).
+    ask_listing_ahead(base_path)
+    if not preview:
+        ask_timeline_ahead(base_path, (instant, COMPACTION, (State.INFLIGHT, State.COMPLETED)), listing=False)
     threshold = _threshold(strategy, instant, threshold_ms, resolved.data_latency_ms.value)
     if exact and threshold is None:
         raise ConfigError("exact mode needs an event-time threshold (threshold_ms or a data latency)")

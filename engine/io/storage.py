@@ -606,7 +606,10 @@ class _Operation:
     reads: dict[str, bytes]                  # path -> bytes of a small metadata file read whole
     etags: dict[str, tuple[int, str]]        # path -> (size, ETag) as the operation's listing gave them
     asked: dict[tuple[str | None, ...], _Asked] = field(default_factory=dict)   # `ask_ahead`, not yet answered
-    dropped: list[_Asked] = field(default_factory=list)   # asked, then made stale by a write: settled at the end
+    dropped: list[Future[Any]] = field(default_factory=list)   # asked, made stale while running: waited for at the end
+    # `asked` and `dropped` change from the operation's own thread and from pool work run in its context (a removal
+    # in flight with the commit's publish)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 _OP_READS: ContextVar[_Operation | None] = ContextVar("tidemark_operation_reads", default=None)
@@ -631,8 +634,11 @@ def operation_reads() -> Iterator[None]:
         yield
     finally:
         _OP_READS.reset(token)
-        for asked in [*op.asked.values(), *op.dropped]:   # nothing asked outlives the operation
-            asked.settle()
+        with op.lock:
+            left = [f for asked in op.asked.values() for f in asked.parts] + op.dropped
+            op.asked.clear()
+            op.dropped.clear()
+        settle(left)   # nothing asked outlives the operation
 
 
 def read_shared(path: str) -> bytes | None:
@@ -669,8 +675,10 @@ class _Asked:
     def result(self) -> Any:
         return self.combine([f.result() for f in self.parts])
 
-    def settle(self) -> None:
-        settle(self.parts)
+    def drop(self) -> list[Future[Any]]:
+        """Cancel what has not started; the requests still running (waited for when the operation ends, their
+        answers not kept once they finish)."""
+        return [f for f in self.parts if not f.cancel() and not f.done()]
 
 
 def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Sequence[tuple[str, str | None]] = (),
@@ -690,10 +698,11 @@ def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Se
     pool = requests_pool()
 
     def ask(key: tuple[str | None, ...], parts: list[Future[Any]], combine: Callable[[list[Any]], Any]) -> None:
-        old = op.asked.pop(key, None)
-        if old is not None:
-            op.dropped.append(old)
-        op.asked[key] = _Asked(parts, combine)
+        with op.lock:
+            old = op.asked.pop(key, None)
+            if old is not None:
+                op.dropped += old.drop()
+            op.asked[key] = _Asked(parts, combine)
 
     for path in (p for p in reads if _on_s3(p)):
         ask(("read", path), [pool.submit(_read_if_there, path)], lambda r: r[0])
@@ -734,23 +743,28 @@ def _tree_asked(pool: Any, path: str, skip: str | None) -> tuple[list[Future[Any
 
 def _take_asked(key: tuple[str | None, ...]) -> _Asked | None:
     op = _OP_READS.get()
-    return op.asked.pop(key, None) if op is not None and op.asked else None
+    if op is None or not op.asked:
+        return None
+    with op.lock:
+        return op.asked.pop(key, None)
 
 
-def _drop_asked(op: _Operation, path: str) -> None:
+def _drop_asked(op: _Operation, path: str, folder: bool = False) -> None:
     """Drop the answers asked ahead that a write to `path` makes stale: its GET and HEAD, the listing of its folder,
-    the listings of trees that hold it."""
+    the listings of trees that hold it; with `folder` (a folder removed with all it holds), of everything in it."""
     def about(key: tuple[str | None, ...]) -> bool:
         kind, where = key[0], str(key[1])
         if kind in ("read", "head"):
-            return where == path
+            return where == path or folder and is_within(where, path)
         if kind == "children":
-            return parent(path) == where
+            return parent(path) == where or folder and is_within(where, path)
         skipped = key[2]   # a tree's listing leaves its skipped folder out
-        return is_within(path, where) and not (skipped is not None and is_within(path, join(where, str(skipped))))
+        inside = is_within(path, where) or folder and is_within(where, path)
+        return inside and not (skipped is not None and is_within(path, join(where, str(skipped))))
 
-    for key in [k for k in op.asked if about(k)]:
-        op.dropped.append(op.asked.pop(key))
+    with op.lock:
+        for key in [k for k in op.asked if about(k)]:
+            op.dropped += op.asked.pop(key).drop()
 
 
 # Files whose bytes never change once they exist under their name — completed timeline instants: Hudi creates them
@@ -1384,6 +1398,8 @@ def remove_tree(path: str) -> None:
     op = _OP_READS.get()
     for known in [k for k in [*op.reads, *op.etags] if is_within(k, path)] if op is not None else []:
         _wrote(known)
+    if op is not None and op.asked:
+        _drop_asked(op, path, folder=True)
     with _IMMUTABLE_LOCK:
         kept = [k for k in _IMMUTABLE if is_within(k, path)]
     for known in kept:

@@ -46,21 +46,25 @@ def test_results_in_item_order_with_a_token_per_start_slot(two_cpus):
 
 
 def test_on_threads_keeps_order_and_raises_once_every_thread_ended():
-    """A Spark task's share of small groups: results in order; a failed group fails the task only once the others
-    ended, so none is still writing when Spark retries the task or the run rolls back."""
+    """A Spark task's share of small groups: results in order; after a failure no further group starts, and the
+    failure is raised only once the running ones ended, so none is still writing when Spark retries the task or
+    the run rolls back."""
     assert in_process.on_threads([3, 1, 2], lambda x: x * 10, threads=2) == [30, 10, 20]
+    started: list[int] = []
     finished: list[int] = []
 
     def work(x: int) -> int:
+        started.append(x)
         if x == 0:
+            time.sleep(0.05)   # group 1 is running by then
             raise ValueError("group 0 failed")
-        time.sleep(0.05)
+        time.sleep(0.2)
         finished.append(x)
         return x
 
     with pytest.raises(ValueError, match="group 0 failed"):
         in_process.on_threads([0, 1, 2, 3], work, threads=2)
-    assert sorted(finished) == [1, 2, 3]
+    assert sorted(started) == [0, 1] and finished == [1]
 
 
 @pytest.mark.parametrize("per_cpu", [1, 2])

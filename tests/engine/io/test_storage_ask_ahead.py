@@ -114,3 +114,53 @@ def test_nothing_is_asked_outside_an_operation_or_off_s3(s3_env, tmp_path):  # n
         assert not storage._OP_READS.get().asked
     time.sleep(0.2)
     assert server.counts() == []
+
+
+def test_a_removed_folder_drops_what_was_asked_inside_it(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    temp = f"{base}/.hoodie/.temp/5"
+    storage.write_bytes(f"{temp}/marker", b"m")
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.ask_ahead(children=[temp], heads=[f"{temp}/marker"], reads=[f"{temp}/marker"])
+        _wait_for(server, 3)
+        storage.remove_tree(temp)
+        assert storage.file_exists(f"{temp}/marker") is False
+        assert storage.list_names_validated(temp) == []
+        assert storage.read_shared(f"{temp}/marker") is None
+
+
+def test_an_answer_made_stale_is_not_kept(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.ask_ahead(trees=[(base, ".hoodie")])
+        op = storage._OP_READS.get()
+        asked = op.asked[("tree", base, ".hoodie")]
+        for f in asked.parts:
+            f.result()
+        storage.write_bytes(f"{base}/p/.f1_1.log.3_0-0-0", b"log3")
+        assert not op.asked and op.dropped == []   # finished when dropped: nothing held until the end
+
+
+def test_a_schedule_the_trigger_refuses_does_not_list_the_table(s3_env, tmp_path):  # noqa: F811
+    import pyarrow.parquet as pq
+
+    from engine.errors import CompactionRefused
+    from tests.engine.test_placement import new_table, rows
+
+    table = new_table(f"{s3_env['bucket_uri']}/sched")
+    pq.write_table(rows(range(50), 1), tmp_path / "in.parquet")
+    table.write(str(tmp_path / "in.parquet"), local=True)
+    assert table.schedule_compaction(strategy="unbounded").instant is not None
+    server = s3_env["server"]
+    server.reset_counts()
+    try:
+        table.schedule_compaction(strategy="unbounded")
+        raise AssertionError("a second plan was scheduled")
+    except CompactionRefused:
+        pass
+    listings = [r["query"] for r in server.counts() if "list-type" in r["query"]]
+    assert listings and all("delimiter" in q for q in listings), listings   # the timeline's, never the table's

@@ -273,8 +273,8 @@ class Table:
 
         One run per table at a time (the compaction lock, never waited for); writers go on meanwhile.
         `lock`, when given, is held in addition for the whole run. `should_stop` is polled while file
-        groups are written: once True no further file group starts, the plan is rolled back and
-        `Cancelled` is raised (nothing committed).
+        groups are written: once True no further file group starts (on Spark, no further task: the small groups
+        sharing a running task finish), the plan is rolled back and `Cancelled` is raised (nothing committed).
         """
         from engine.compaction.execute import run_compaction
 

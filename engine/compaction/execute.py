@@ -336,10 +336,7 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
         def bundle(groups: list[tuple[int, OpTask]]) -> list[dict[str, Any]]:
             use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
             try:
-                if len(groups) == 1:
-                    outs = [_execute_in_slot(*groups[0])]
-                else:
-                    outs = in_process.on_threads(groups, lambda g: _execute_in_slot(*g), THREADS_PER_SHARED_TASK)
+                outs = in_process.on_threads(groups, lambda g: _execute_in_slot(*g), THREADS_PER_SHARED_TASK)
             finally:
                 task_finished()
             # Spark reports a task's accumulator updates when it ends (and drops a failed task's): the task's groups

@@ -12,12 +12,15 @@ import pytest
 from engine import logformat
 from engine.compaction import CompactionResult, resolve_log_event_times, run_compaction, schedule_compaction
 from engine.compaction.execute import (
+    REMOTE_THREADS_PER_SHARED_TASK,
     RO_COMPLETION_KEY,
     RO_FRESHNESS_KEY,
     SHARED_TASK_BYTES,
+    THREADS_PER_SHARED_TASK,
     _tasks,
     balanced_order,
     execute_operation,
+    shared_task_threads,
     spark_bundles,
 )
 from engine.config.layout import create_table
@@ -255,6 +258,12 @@ def test_small_groups_share_spark_tasks_and_big_ones_run_alone():
     many = spark_bundles(groups(*[SHARED_TASK_BYTES // 4] * 12), cores=2)
     assert len(many) == 3 and all(len(b) == 4 for b in many)   # 3 tasks' worth of bytes: 3 tasks, not 2
     assert spark_bundles([], cores=2) == []
+
+
+def test_a_shared_task_keeps_more_groups_in_flight_on_an_object_store(tmp_path):
+    """A group on a store waits round trips (log GETs, the base's upload) that other groups' decode fills."""
+    assert shared_task_threads(str(tmp_path)) == THREADS_PER_SHARED_TASK == 2
+    assert shared_task_threads("s3://lake/t") == REMOTE_THREADS_PER_SHARED_TASK > THREADS_PER_SHARED_TASK
 
 
 def test_every_remote_copy_finishes_when_more_are_queued_than_the_pool_has_threads(monkeypatch):

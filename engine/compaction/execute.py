@@ -207,6 +207,8 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         with _writers_kept_out(base_path, lock, c):
             ask_timeline_ahead(base_path, (c, COMPACTION, (State.INFLIGHT,)))
             ask_listing_ahead(base_path)
+            if plan.promises_threshold:   # the read of hoodie.properties its update starts with, in flight too
+                storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
             timeline = Timeline.load(base_path)
             view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now
             try:
@@ -216,8 +218,6 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
                                       f"failed ({exc}); {still}") from exc
             if again:
                 view = FileSystemView(base_path, timeline)   # groups ran again: their new files
-            if plan.promises_threshold:   # the read of hoodie.properties its update starts with, made meanwhile
-                storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
             return _commit(cfg, timeline, c, plan, tasks, outs, view)
     except Refused as refused:
         if refused.reason != LOCK_UNAVAILABLE:

@@ -17,8 +17,9 @@ import time
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, Refused
-from engine.io import locking
+from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, Refused, TableNotFoundError
+from engine.io import locking, storage
+from engine.io.store_lock import COMPACTION_LOCK, RENEW_S, TABLE_LOCK, VALIDITY_S, StoreLock
 
 
 @runtime_checkable
@@ -39,10 +40,12 @@ class TableLock(Protocol):
 
 
 class FileLock:
-    """The default lock: an advisory `flock` on `.hoodie/.tidemark.lock` (serialises processes on one host).
+    """The default lock: an advisory `flock` on `.hoodie/.tidemark.lock` (serialises processes on one host), and,
+    for an object-store table whose settings name Hudi's storage-based lock provider, that lock in the table's
+    store after it (`store_lock_of`: serialises hosts).
 
     `lock_file` selects another lock of the same table (the compaction run lock). The flock is bound to the
-    open descriptor, so it cannot be lost while held: `is_held` is True from acquire to release.
+    open descriptor, so it cannot be lost while held; a store lock's lease can be (`is_held` turns False).
     """
 
     def __init__(self, base_path: str, lock_file: str = locking.LOCK_FILE, purpose: str = "change the table") -> None:
@@ -50,28 +53,45 @@ class FileLock:
         self.lock_file = lock_file
         self.purpose = purpose
         self._fd: int | None = None
+        self._store: StoreLock | None = None
+        self._refused_by: StoreLock | None = None
 
     def acquire(self, timeout_s: float) -> bool:
         if self._fd is not None:
             raise RuntimeError(f"{self!r} is already held; a FileLock is not re-entrant")
+        deadline = time.monotonic() + timeout_s
         fd = locking.open_lock_file(self.base_path, self.lock_file)
         if not locking.flock_within(fd, timeout_s):
             os.close(fd)
             return False
+        store = store_lock_of(self.base_path, self.lock_file)
+        if store is not None and not store.acquire(max(0.0, deadline - time.monotonic())):
+            self._refused_by = store
+            os.close(fd)
+            return False
         locking.record_holder(fd, self.purpose)
-        self._fd = fd
+        self._fd, self._store, self._refused_by = fd, store, None
         return True
 
     def release(self) -> None:
+        if self._store is not None:
+            self._store.release()
+            self._store = None
         if self._fd is not None:
             os.close(self._fd)  # closing the descriptor releases the flock
             self._fd = None
 
     def is_held(self) -> bool:
-        return self._fd is not None
+        return self._fd is not None and (self._store is None or self._store.is_held())
+
+    def holds_store_lock(self) -> bool:
+        return self._store is not None
 
     def holder(self) -> str:
-        """Who holds the lock now, as its holder wrote it ("pid 123 (clean)")."""
+        """Who holds the lock now: as its holder on this host wrote it ("pid 123 (clean)"), or the store lock's
+        holder when that one refused."""
+        if self._refused_by is not None:
+            return self._refused_by.holder()
         fd = locking.open_lock_file(self.base_path, self.lock_file)
         try:
             return locking.read_holder(fd)
@@ -80,6 +100,52 @@ class FileLock:
 
     def __repr__(self) -> str:
         return f"FileLock({self.base_path!r}, {self.lock_file!r})"
+
+
+def store_lock_of(base_path: str, lock_file: str = locking.LOCK_FILE) -> StoreLock | None:
+    """The table's lock in its own store, which the host's `lock_file` lock takes after the flock, when the table's
+    settings name Hudi's storage-based lock provider (`hoodie.write.lock.provider`); None otherwise, and for a
+    table not created yet. The table lock is Hudi's own object (Java writers with that provider take the same);
+    the compaction run lock one of Tidemark's beside it."""
+    if not storage.is_remote(base_path):
+        return None
+    name = {locking.LOCK_FILE: TABLE_LOCK, locking.COMPACTION_LOCK_FILE: COMPACTION_LOCK}.get(lock_file)
+    if name is None:
+        return None
+    from engine.config.properties import (
+        LOCK_PROVIDER_KEY,
+        LOCK_RENEW_KEY,
+        LOCK_VALIDITY_KEY,
+        STORAGE_LOCK_PROVIDER,
+        load_table_config,
+    )
+
+    try:
+        props = load_table_config(base_path).props
+    except TableNotFoundError:
+        return None
+    if props.get(LOCK_PROVIDER_KEY, "") != STORAGE_LOCK_PROVIDER:
+        return None
+    return StoreLock(base_path, name, validity_s=int(props.get(LOCK_VALIDITY_KEY) or VALIDITY_S),
+                     renew_s=int(props.get(LOCK_RENEW_KEY) or RENEW_S))
+
+
+@contextlib.contextmanager
+def compaction_run_lock(base_path: str, purpose: str) -> Iterator[None]:
+    """The table's compaction run lock (one run of a plan at a time), never waited for: the host's flock, and the
+    store's when the table uses the storage-based lock (`store_lock_of`). TableLocked when either is held."""
+    with locking.table_lock(base_path, purpose, timeout_s=0, lock_file=locking.COMPACTION_LOCK_FILE):
+        store = store_lock_of(base_path, locking.COMPACTION_LOCK_FILE)
+        if store is None:
+            yield
+            return
+        if not store.acquire(0):
+            raise locking.TableLocked(f"table {base_path} is locked by {store.holder()}; gave up at once to "
+                                      f"{purpose}")
+        try:
+            yield
+        finally:
+            store.release()
 
 
 # The lock held by the operation running in this thread (innermost last): `ensure_held` checks it.
@@ -116,8 +182,9 @@ def ensure_held(action: str) -> None:
 
 def holds_lock_outside_store() -> bool:
     """Whether this thread's operation holds a lock that serialises writers across hosts: any caller's
-    `TableLock` but the host-local `FileLock` (the control plane's database lease is one)."""
-    return any(not isinstance(lock, FileLock) and lock.is_held() for lock in _HELD.get())
+    `TableLock` (the control plane's database lease is one) but the host-local `FileLock` — unless that one holds
+    the table's store lock too."""
+    return any((not isinstance(lock, FileLock) or lock.holds_store_lock()) and lock.is_held() for lock in _HELD.get())
 
 
 def table_lock_of(base_path: str, lock: TableLock | None) -> TableLock:

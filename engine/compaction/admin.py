@@ -47,9 +47,9 @@ from engine.errors import (
     TidemarkError,
 )
 from engine.io import storage
-from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
+from engine.io.locking import TableLocked
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
-from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.lock import TableLock, compaction_run_lock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.services.recovery import revert_to_requested
 from engine.services.rollback import rollback_expired_writes, rollback_locked
@@ -242,7 +242,7 @@ def _locks(base_path: str, instant: str, lock: TableLock | None, dry_run: bool, 
 def _no_run(base_path: str, instant: str) -> Iterator[None]:
     """Hold the compaction lock: no run may execute the plan while its slices move."""
     try:
-        with table_lock(base_path, f"administer compaction {instant}", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
+        with compaction_run_lock(base_path, f"administer compaction {instant}"):
             yield
     except TableLocked:
         raise Refused(COMPACTION_RUNNING, f"a run is executing compaction {instant}; cancel it or wait for it",

@@ -60,10 +60,18 @@ from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Ref
 from engine.io import storage
 from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
-from engine.io.locking import COMPACTION_LOCK_FILE, LOCK_FILE, table_lock
+from engine.io.locking import LOCK_FILE
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_base_file_name, parse_log_file_name
 from engine.io.threads import requests_pool, settle
-from engine.lock import FileLock, TableLock, ensure_held, holding, host_lock_held, table_lock_of
+from engine.lock import (
+    FileLock,
+    TableLock,
+    compaction_run_lock,
+    ensure_held,
+    holding,
+    host_lock_held,
+    table_lock_of,
+)
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
 from engine.read.merge import DataItem, DeleteItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
@@ -146,7 +154,7 @@ def run_compaction(base_path: str, instant: str | None = None, spark: SparkSessi
     base files. Writers are not blocked: they go to slice C meanwhile. The file groups run on `spark` when
     given, else where `engine.placement.compaction_in_process` says (`local`: the caller's choice).
     """
-    with table_lock(base_path, "run a compaction", timeout_s=0, lock_file=COMPACTION_LOCK_FILE), \
+    with compaction_run_lock(base_path, "run a compaction"), \
             (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
         return _run_locked(base_path, instant, spark, on_progress, should_stop, lock, local)
 

@@ -108,6 +108,11 @@ RO_FRESHNESS_KEY = "tidemark.ro.freshness.time"
 RO_THRESHOLD_KEY = "tidemark.ro.threshold"
 RO_INSTANT_KEY = "tidemark.ro.compaction.instant"
 
+STORAGE_LOCK_PROVIDER = "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider"
+LOCK_PROVIDER_KEY = "hoodie.write.lock.provider"
+LOCK_VALIDITY_KEY = "hoodie.write.lock.storage.validity.timeout.secs"
+LOCK_RENEW_KEY = "hoodie.write.lock.storage.renew.interval.secs"
+
 # Write / table-service settings a user may pass with --config, with their validators and defaults.
 WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.logfile.max.size": (_positive_int, str(1024 * 1024 * 1024)),
@@ -125,6 +130,11 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.cleaner.commits.retained": (_positive_int, "10"),
     "hoodie.client.heartbeat.interval_in_ms": (_positive_int, "60000"),
     "hoodie.client.heartbeat.tolerable.misses": (_positive_int, "2"),
+    # Hudi's storage-based lock (engine.io.store_lock): set, writers on every host serialise through the table's
+    # store; unset, the host's file lock (and the control plane's lease) only.
+    "hoodie.write.lock.provider": (_choice("", STORAGE_LOCK_PROVIDER), ""),
+    "hoodie.write.lock.storage.validity.timeout.secs": (_positive_int, "300"),
+    "hoodie.write.lock.storage.renew.interval.secs": (_positive_int, "30"),
     "hoodie.datasource.write.hive_style_partitioning": (_boolean, "false"),
     # Catalog sync (engine/catalog): Hudi's own keys, as HiveSyncTool and AwsGlueCatalogSyncTool read them.
     "hoodie.datasource.hive_sync.enable": (_boolean, "false"),

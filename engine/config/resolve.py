@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from engine.config.properties import WRITE_SETTINGS, TableConfig
+from engine.config.properties import (
+    LOCK_PROVIDER_KEY,
+    LOCK_RENEW_KEY,
+    LOCK_VALIDITY_KEY,
+    WRITE_SETTINGS,
+    TableConfig,
+)
 from engine.errors import ConfigError
 from engine.io import storage
 
@@ -79,6 +85,15 @@ def refuse_impossible_settings(base_path: str, settings: Mapping[str, str]) -> N
     if settings.get(CARRY_OVER_KEY) == "symlink" and not storage.supports_links(base_path):
         raise ConfigError(f"{base_path}: {CARRY_OVER_KEY}=symlink is impossible on object storage (no links); "
                           "carry-over there is a server-side copy (leave the key unset, or set copy)")
+    if settings.get(LOCK_PROVIDER_KEY) and not (storage.scheme(base_path) in ("s3", "s3a")
+                                                and storage.conditional_put(base_path)):
+        raise ConfigError(f"{base_path}: {LOCK_PROVIDER_KEY}={settings[LOCK_PROVIDER_KEY]} needs an object store "
+                          "with conditional writes (S3); a table on one host's disk is serialised by its file lock")
+    validity = int(settings.get(LOCK_VALIDITY_KEY, "300"))
+    renew = int(settings.get(LOCK_RENEW_KEY, "30"))
+    if validity < 2 * renew:
+        raise ConfigError(f"{LOCK_VALIDITY_KEY}={validity} must be at least twice {LOCK_RENEW_KEY}={renew}: a lease "
+                          "must survive a renewal that fails once")
 
 
 def carry_over_mode(cfg: TableConfig, mode: Resolved) -> Resolved:

@@ -1308,6 +1308,44 @@ def _s3_put_if_absent(path: str, data: bytes) -> str:
     raise AssertionError("unreachable: the last try returns or raises")
 
 
+def create_tagged(path: str, data: bytes) -> str:
+    """`create_exclusive` on S3, returning the new object's ETag (for a later `replace_if_match`)."""
+    _wrote(path)
+    return _s3_put_if_absent(path, data)
+
+
+def read_tagged(path: str) -> tuple[bytes, str] | None:
+    """An S3 object's bytes and ETag, read now (never an operation's kept copy); None when there is none. What a
+    conditional replace (`replace_if_match`) of it is then made against."""
+    try:
+        return _s3_get_tagged(path)
+    except FileNotFoundError:
+        return None
+
+
+def replace_if_match(path: str, data: bytes, etag: str) -> str:
+    """PutObject with `If-Match: etag`: replace the S3 object only while it is still the one with that ETag; the new
+    object's ETag. PublishConflict when it changed (or went) since: another writer's put came first."""
+    from botocore.exceptions import ClientError
+
+    _wrote(path)
+    bucket, key = _bucket_key(path)
+    for attempt in range(CONFLICT_TRIES):
+        try:
+            return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfMatch=etag).get("ETag", ""))
+        except ClientError as exc:
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < CONFLICT_TRIES:
+                time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
+                continue
+            if code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict") or status in (404, 409, 412):
+                raise PublishConflict(f"{path} changed since it was read (the store refused the replace: "
+                                      f"{code or status})") from None
+            raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
 def _own_landed_put(bucket: str, key: str, data: bytes) -> str | None:
     """The object's ETag when it holds exactly `data` — a put whose response was lost (a timeout, a 5xx after the
     write landed) and that was retried into its own object's 412: the publish happened, it is ours. None

@@ -17,9 +17,9 @@ from typing import Any
 
 from engine.config.properties import load_table_config, save_table_config
 from engine.io import storage
-from engine.io.locking import COMPACTION_LOCK_FILE, TableLocked, table_lock
+from engine.io.locking import TableLocked
 from engine.io.naming import parse_base_file_name, parse_log_file_name
-from engine.lock import TableLock, holding, table_lock_of
+from engine.lock import TableLock, compaction_run_lock, holding, table_lock_of
 from engine.results import RecoverResult, RollbackResult, iso, utc
 from engine.services import clean, rollback
 from engine.timeline import heartbeat
@@ -132,7 +132,7 @@ def _republish_guarantee(base_path: str) -> str | None:
 
 def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
     try:
-        with table_lock(base_path, "recover compactions", timeout_s=0, lock_file=COMPACTION_LOCK_FILE):
+        with compaction_run_lock(base_path, "recover compactions"):
             timeline = Timeline.load(base_path)
             for inst in timeline.pending_compactions():
                 if inst.state is not State.INFLIGHT:

@@ -34,9 +34,9 @@ from engine.config.properties import load_table_config, save_table_config
 from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, UNKNOWN_INSTANT, RollbackRefused
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.io.locking import COMPACTION_LOCK_FILE, publish_bytes, publish_no_clobber, table_lock
+from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
-from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.lock import TableLock, compaction_run_lock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
 from engine.results import RollbackResult
 from engine.slices.fsview import FileSystemView
@@ -78,8 +78,7 @@ def rollback(base_path: str, instant: str, *, lock: TableLock | None = None,
         # it left in slice C of the compaction being rolled back) must not block this rollback.
         expired = [r.instant for r in rollback_expired_writes(base_path, keep=instant)]
         if target.action in (COMPACTION, COMMIT):
-            with table_lock(base_path, f"roll back compaction {instant}", timeout_s=0,
-                            lock_file=COMPACTION_LOCK_FILE):
+            with compaction_run_lock(base_path, f"roll back compaction {instant}"):
                 result = rollback_locked(base_path, instant, on_progress=on_progress)
         else:
             result = rollback_locked(base_path, instant, on_progress=on_progress)

@@ -2,6 +2,7 @@
 not granted or lost, and the default file lock serialises processes."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -10,9 +11,14 @@ from pathlib import Path
 import pytest
 
 from engine import FileLock, Refused, Table, TableLock
-from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE
+from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER
+from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, ConfigError
+from engine.io import storage
+from engine.io.store_lock import COMPACTION_LOCK, StoreLock
 from engine.lock import holding
-from tests.support.tables import THRESHOLD, day_file, table_copy, three_day_table
+from engine.timeline.instants import Timeline
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+from tests.support.tables import DAYS, THRESHOLD, create_table, day_file, table_copy, three_day_table
 
 
 class RecordingLock:
@@ -205,3 +211,43 @@ def test_one_composite_lock_held_twice_in_one_thread_lets_the_file_lock_go_at_th
     after = FileLock(table.path)
     assert after.acquire(0.1), "the host file lock outlived the outer hold"
     after.release()
+
+
+# --- Hudi's storage-based lock: hosts serialised through the table's store ---------------------------------------
+
+def test_a_table_with_the_storage_lock_keeps_another_hosts_writers_and_runs_out(s3_env, tmp_path,  # noqa: F811
+                                                                                 monkeypatch) -> None:
+    """Another host (a second holder of the store's lock objects: this host's file lock cannot see it) holding the
+    table lock refuses this host's write, naming it; holding the run lock, this host's compaction run. Once given
+    back, both go through, and each gives the lock back itself."""
+    monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "1")
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER})
+    other_host = StoreLock(uri)
+    assert other_host.acquire(1)
+    with pytest.raises(Refused) as refused:
+        table.write(day_file(tmp_path, 0, "01"))
+    assert refused.value.reason == LOCK_UNAVAILABLE and other_host.owner in str(refused.value)
+    assert Timeline.load(uri).instants == []   # nothing written
+    other_host.release()
+    for i, day in enumerate(DAYS):
+        table.write(day_file(tmp_path, i, day))
+    lock_object = json.loads(storage.read_bytes(other_host.path))
+    assert lock_object["expired"] is True and lock_object["owner"] != other_host.owner   # the write's, given back
+
+    plan = table.schedule_compaction(threshold=THRESHOLD)
+    other_run = StoreLock(uri, COMPACTION_LOCK)
+    assert other_run.acquire(1)
+    with pytest.raises(Refused, match="run a compaction"):
+        table.run_compaction(plan.instant, local=True)
+    other_run.release()
+    assert table.run_compaction(plan.instant, local=True).instant == plan.instant
+
+
+def test_the_storage_lock_is_refused_where_the_store_cannot_arbitrate(tmp_path) -> None:
+    with pytest.raises(ConfigError, match="needs an object store with conditional writes"):
+        create_table(tmp_path / "t", {LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER})
+    with pytest.raises(ConfigError, match=r"must be at least twice"):
+        create_table(tmp_path / "u", {"hoodie.write.lock.storage.validity.timeout.secs": "30",
+                                      "hoodie.write.lock.storage.renew.interval.secs": "30"})

@@ -1,0 +1,174 @@
+"""A lock kept in the table's own object store: Hudi's storage-based lock (`StorageBasedLockProvider`, Hudi
+1.0.2+), so that processes on different hosts — Tidemark's CLI, its control plane, Java Hudi writers configured
+with that provider — serialise their changes to one table with no service besides the store.
+
+The lock is one small JSON object, `<table>/.hoodie/.locks/table_lock.json`, in Hudi's own form:
+`{"expired": false, "validUntil": <epoch ms>, "owner": "<id>"}`. Every change to it is a conditional write,
+which the store arbitrates: taking a free lock creates it (`If-None-Match: *`) or replaces the expired one that
+was read (`If-Match: <its ETag>`); of two hosts racing, the store refuses the second. The holder renews its
+lease (`validUntil`) every renew interval, again with `If-Match`, and gives it back by writing `expired: true`.
+A holder that dies stops renewing: its lease runs out and the next taker replaces it. A holder whose renewal
+is refused (the lease ran out and another host took it) has lost the lock: `is_held` turns False, and
+`engine.lock.ensure_held` then refuses to publish.
+
+Hosts' clocks are compared through `validUntil`: like Hudi, a lease counts as running until 500 ms past it,
+so clocks must agree within that (one cloud's NTP does).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+
+from engine.errors import TidemarkError
+from engine.io import storage
+
+PROVIDER = "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider"
+LOCKS_FOLDER = ".hoodie/.locks"
+TABLE_LOCK = "table_lock.json"            # Hudi's name: Java writers with this provider take the same lock
+# Tidemark's run lock (one run of a plan at a time), held for a whole compaction run, apart from the table lock.
+COMPACTION_LOCK = "tidemark_compaction_lock.json"
+CLOCK_DRIFT_MS = 500                      # Hudi's allowance for clocks that disagree
+VALIDITY_S = 300                          # hoodie.write.lock.storage.validity.timeout.secs' default
+RENEW_S = 30                              # hoodie.write.lock.storage.renew.interval.secs' default
+POLL_S = 0.5                              # between tries while the lock is held elsewhere
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class LockData:
+    """The lock object's content, as Hudi's `StorageLockData` writes and reads it."""
+
+    expired: bool
+    valid_until_ms: int
+    owner: str
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"expired": self.expired, "validUntil": self.valid_until_ms,
+                           "owner": self.owner}).encode("utf-8")
+
+    @classmethod
+    def parse(cls, data: bytes, path: str) -> LockData:
+        try:
+            doc = json.loads(data.decode("utf-8"))
+            return cls(bool(doc["expired"]), int(doc["validUntil"]), str(doc["owner"]))
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise TidemarkError(f"{path} is not a Hudi storage lock ({exc}); if no writer of this table is running, "
+                                "remove it") from None
+
+    def running(self, now_ms: int) -> bool:
+        """Whether this lease still holds the lock, whoever's clock is a little ahead."""
+        return not self.expired and now_ms <= self.valid_until_ms + CLOCK_DRIFT_MS
+
+
+class StoreLock:
+    """One lock object of a table (`name` in `.hoodie/.locks/`), as a `engine.lock.TableLock`. Not re-entrant:
+    a holder that asks again waits for itself, as a `FileLock` does."""
+
+    def __init__(self, base_path: str, name: str = TABLE_LOCK, validity_s: float = VALIDITY_S,
+                 renew_s: float = RENEW_S) -> None:
+        if not storage.is_remote(base_path) or not storage.conditional_put(base_path) \
+                or storage.scheme(base_path) not in ("s3", "s3a"):
+            raise TidemarkError(f"{base_path}: the storage-based lock ({PROVIDER}) needs an object store with "
+                                "conditional writes (S3)")
+        if renew_s <= 0 or validity_s < 2 * renew_s:
+            raise TidemarkError(f"storage lock validity {validity_s:g} s must be at least twice its renew interval "
+                                f"{renew_s:g} s")
+        self.path = storage.join(base_path, LOCKS_FOLDER, name)
+        self.validity_ms = int(validity_s * 1000)
+        self.renew_s = renew_s
+        self.owner = f"tidemark-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4()}"
+        self._guard = threading.Lock()       # the ETag and lease, shared with the renewing thread
+        self._etag: str | None = None
+        self._valid_until_ms = 0
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self.seen_holder: LockData | None = None   # the lease that kept the last acquire out
+
+    def acquire(self, timeout_s: float) -> bool:
+        if self._etag is not None:
+            raise RuntimeError(f"{self!r} is already held; a StoreLock is not re-entrant")
+        deadline = time.monotonic() + timeout_s
+        while not self._try_once():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(POLL_S, left))
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew_until_released, name="tidemark-store-lock",
+                                         daemon=True)
+        self._renewer.start()
+        return True
+
+    def _try_once(self) -> bool:
+        """One try: take the lock when no running lease holds it; False when one does or another host won."""
+        current = storage.read_tagged(self.path)
+        if current is not None:
+            held = LockData.parse(current[0], self.path)
+            if held.running(_now_ms()):
+                self.seen_holder = held
+                return False
+        lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
+        try:
+            etag = storage.create_tagged(self.path, lease.to_bytes()) if current is None else \
+                storage.replace_if_match(self.path, lease.to_bytes(), current[1])
+        except storage.PublishConflict:
+            return False   # another host took it between our read and our write
+        with self._guard:
+            self._etag, self._valid_until_ms = etag, lease.valid_until_ms
+        return True
+
+    def _renew_until_released(self) -> None:
+        while not self._stop.wait(self.renew_s):
+            with self._guard:
+                if self._etag is None:
+                    return
+                lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
+                try:
+                    self._etag = storage.replace_if_match(self.path, lease.to_bytes(), self._etag)
+                    self._valid_until_ms = lease.valid_until_ms
+                except storage.PublishConflict:
+                    self._valid_until_ms = 0   # replaced by another host: lost for good
+                    return
+                except Exception:  # noqa: BLE001 - the store did not answer: try again; the lease says how long
+                    continue
+
+    def is_held(self) -> bool:
+        with self._guard:
+            return self._etag is not None and _now_ms() < self._valid_until_ms
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+            self._renewer = None
+        with self._guard:
+            etag, self._etag = self._etag, None
+            held = self._valid_until_ms > _now_ms()
+            self._valid_until_ms = 0
+        if etag is None or not held:
+            return   # never held, or lost: the object is another holder's now (or an expired lease anyway)
+        try:
+            storage.replace_if_match(self.path, LockData(True, _now_ms(), self.owner).to_bytes(), etag)
+        except storage.PublishConflict:
+            pass   # taken over meanwhile: nothing of ours to give back
+        except Exception:  # noqa: BLE001 - the store did not answer: the lease runs out by itself
+            pass
+
+    def holder(self) -> str:
+        """Who kept the last acquire out, for the message of whoever waited in vain."""
+        seen = self.seen_holder
+        if seen is None:
+            return f"another writer ({self.path})"
+        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seen.valid_until_ms / 1000))
+        return f"{seen.owner}, lease until {until} ({self.path})"
+
+    def __repr__(self) -> str:
+        return f"StoreLock({self.path!r})"

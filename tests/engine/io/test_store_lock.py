@@ -1,0 +1,127 @@
+"""Hudi's storage-based lock in the table's store: its object, exclusion across holders, leases that run out,
+renewals, losing it, and racing takers (moto in server mode: real conditional writes)."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from engine.errors import TidemarkError
+from engine.io import storage
+from engine.io.store_lock import CLOCK_DRIFT_MS, TABLE_LOCK, LockData, StoreLock
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
+
+
+def _object(path: str) -> dict:
+    found = storage.read_tagged(path)
+    assert found is not None
+    return json.loads(found[0])
+
+
+def test_the_lock_is_hudis_json_object_taken_then_given_back(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=60, renew_s=10)
+    before = int(time.time() * 1000)
+    assert lock.acquire(1)
+    assert lock.path == f"{base}/.hoodie/.locks/{TABLE_LOCK}"
+    held = _object(lock.path)
+    assert held["expired"] is False and held["owner"] == lock.owner
+    assert before + 60_000 <= held["validUntil"] <= int(time.time() * 1000) + 60_000
+    assert lock.is_held()
+    lock.release()
+    given_back = _object(lock.path)
+    assert given_back["expired"] is True and given_back["owner"] == lock.owner
+    assert not lock.is_held()
+
+
+def test_a_second_holder_is_kept_out_until_the_first_gives_it_back(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    first, second = StoreLock(base), StoreLock(base)
+    assert first.acquire(1)
+    t0 = time.monotonic()
+    assert not second.acquire(0.6)
+    assert time.monotonic() - t0 >= 0.6   # it waited, trying again
+    assert first.owner in second.holder()
+    first.release()
+    assert second.acquire(0)
+    second.release()
+
+
+def test_a_dead_holders_lease_runs_out_and_is_taken_over(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    taker = StoreLock(base)
+    dead = LockData(False, int(time.time() * 1000) - CLOCK_DRIFT_MS - 1000, "a-java-writer-that-died")
+    storage.create_tagged(taker.path, dead.to_bytes())
+    assert taker.acquire(0)
+    assert _object(taker.path)["owner"] == taker.owner
+    taker.release()
+    # a lease within the clock allowance still counts as running
+    storage.write_bytes(taker.path, LockData(False, int(time.time() * 1000) - 100, "just-expired").to_bytes())
+    assert not StoreLock(base).acquire(0)
+
+
+def test_the_holder_renews_its_lease_past_its_validity(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=1.0, renew_s=0.2)
+    assert lock.acquire(1)
+    first_until = _object(lock.path)["validUntil"]
+    time.sleep(1.5)
+    assert lock.is_held()
+    assert _object(lock.path)["validUntil"] > first_until
+    assert not StoreLock(base).acquire(0)
+    lock.release()
+
+
+def test_a_lease_taken_over_is_lost_and_never_given_back(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=1.0, renew_s=0.2)
+    assert lock.acquire(1)
+    # another host found the lease run out (a paused holder) and replaced it
+    _, etag = storage.read_tagged(lock.path)
+    other = LockData(False, int(time.time() * 1000) + 60_000, "another-host")
+    storage.replace_if_match(lock.path, other.to_bytes(), etag)
+    deadline = time.monotonic() + 3
+    while lock.is_held() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not lock.is_held()   # its next renewal was refused
+    lock.release()
+    assert _object(lock.path) == json.loads(other.to_bytes())   # the new holder's lease untouched
+
+
+def test_of_takers_racing_for_a_free_lock_exactly_one_wins(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    locks = [StoreLock(base) for _ in range(6)]
+    start = threading.Barrier(len(locks))
+    won: list[StoreLock] = []
+
+    def take(lock: StoreLock) -> None:
+        start.wait()
+        if lock.acquire(0):
+            won.append(lock)
+
+    threads = [threading.Thread(target=take, args=(lock,)) for lock in locks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1
+    assert _object(won[0].path)["owner"] == won[0].owner
+    won[0].release()
+
+
+def test_a_lock_object_that_is_not_hudis_names_itself(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base)
+    storage.write_bytes(lock.path, b"not json")
+    with pytest.raises(TidemarkError, match=r"table_lock\.json is not a Hudi storage lock"):
+        lock.acquire(0)
+
+
+def test_only_a_store_with_conditional_writes_can_hold_it(s3_env, tmp_path, monkeypatch):  # noqa: F811
+    with pytest.raises(TidemarkError, match="needs an object store with conditional writes"):
+        StoreLock(str(tmp_path))
+    monkeypatch.setenv("TIDEMARK_S3_CONDITIONAL_PUT", "false")
+    with pytest.raises(TidemarkError, match="needs an object store with conditional writes"):
+        StoreLock(f"{s3_env['bucket_uri']}/t")

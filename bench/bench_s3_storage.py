@@ -8,13 +8,16 @@ and event-time schedule + runs on fresh identical table pairs after a warm-up co
 alternating per round (requests per compacted file group, median time ratio).
 
     .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 4]
-        [--trace DIR] [--pin-store] [--in-process] [--latency-ms N]
+        [--trace DIR] [--pin-store] [--in-process] [--latency-ms N] [--store-lock]
 
 `--in-process` runs the compactions on this process's threads (what `tidemark compaction run` does with a small
 plan) instead of Spark tasks, on both backends.
 
 `--latency-ms N` makes every S3 request wait N ms at the server before it is served (a remote store's time to
 first byte; S3's is some 10-30 ms for small objects): what round trips in sequence cost there.
+
+`--store-lock` sets Hudi's storage-based lock provider on the S3 tables: each lock a compaction takes is then also
+a lock object in the store (`engine.io.store_lock`), read and conditionally written.
 
 `--pin-store` runs the S3 server on a CPU of its own and the compaction (local and S3 alike) on the others: a
 remote store's CPU is not the client's, and here the emulator's would otherwise take the compaction's cores.
@@ -166,6 +169,9 @@ def main() -> None:
     ap.add_argument("--pin-store", action="store_true",
                     help="the S3 server on the last CPU, this process and its Spark (local[CPUs - 1]) on the others: "
                          "the store's CPU stops competing with the compaction, as a remote store's would")
+    ap.add_argument("--store-lock", action="store_true",
+                    help="tables locked in their store too (Hudi's storage-based lock provider): what the lock "
+                         "objects' conditional writes add, on both backends (a local table keeps its flock)")
     ap.add_argument("--latency-ms", type=float, default=0,
                     help="each S3 request waits this long at the server before it is served (no CPU): a remote "
                          "store's time to first byte, which the emulator on 127.0.0.1 does not have")
@@ -185,6 +191,7 @@ def main() -> None:
             s3_trace.install(args.trace)
             clock = _PhaseClock()
         from engine import Table
+        from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER
         from engine.spark import get_spark
 
         get_spark()
@@ -197,9 +204,11 @@ def main() -> None:
                 # follows what the listing returns; with all tables in one bucket each round's LISTs would
                 # grow with the tables made before it.
                 s3.make_bucket(location.split("/")[2])
+            settings = {"hoodie.bucket.index.num.buckets": str(args.buckets)}
+            if args.store_lock and location.startswith("s3://"):
+                settings[LOCK_PROVIDER_KEY] = STORAGE_LOCK_PROVIDER
             t = Table.create(location, name="b", record_keys=["id"], ordering_field="seq",
-                             event_time_field="ts", partition_fields=["region"],
-                             settings={"hoodie.bucket.index.num.buckets": str(args.buckets)})
+                             event_time_field="ts", partition_fields=["region"], settings=settings)
             for src in sources:
                 t.write(src)
             return t

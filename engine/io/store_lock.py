@@ -38,6 +38,27 @@ RENEW_S = 30                              # hoodie.write.lock.storage.renew.inte
 POLL_S = 0.5                              # between tries while the lock is held elsewhere
 
 
+# lock object -> the ETag of the expired lease this process last wrote to give it back: the next taker here tries
+# that ETag first (one request where a read and a write were needed), as long as no one else changed the object.
+_GIVEN_BACK: dict[str, str] = {}
+_GIVEN_BACK_GUARD = threading.Lock()
+
+
+def _given_back(path: str) -> str | None:
+    with _GIVEN_BACK_GUARD:
+        return _GIVEN_BACK.get(path)
+
+
+def _remember_given_back(path: str, etag: str) -> None:
+    with _GIVEN_BACK_GUARD:
+        _GIVEN_BACK[path] = etag
+
+
+def _forget_given_back(path: str) -> None:
+    with _GIVEN_BACK_GUARD:
+        _GIVEN_BACK.pop(path, None)
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -109,6 +130,16 @@ class StoreLock:
 
     def _try_once(self) -> bool:
         """One try: take the lock when no running lease holds it; False when one does or another host won."""
+        given_back = _given_back(self.path)
+        if given_back is not None:
+            # Still the lease this process gave back (no one took the lock since)? Then one conditional write
+            # takes it, no read first.
+            lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
+            try:
+                self._took(storage.replace_if_match(self.path, lease.to_bytes(), given_back), lease)
+                return True
+            except storage.PublishConflict:
+                _forget_given_back(self.path)   # taken (and maybe given back) by another since: read it now
         current = storage.read_tagged(self.path)
         if current is not None:
             held = LockData.parse(current[0], self.path)
@@ -121,9 +152,13 @@ class StoreLock:
                 storage.replace_if_match(self.path, lease.to_bytes(), current[1])
         except storage.PublishConflict:
             return False   # another host took it between our read and our write
+        self._took(etag, lease)
+        return True
+
+    def _took(self, etag: str, lease: LockData) -> None:
+        _forget_given_back(self.path)
         with self._guard:
             self._etag, self._valid_until_ms = etag, lease.valid_until_ms
-        return True
 
     def _renew_until_released(self) -> None:
         while not self._stop.wait(self.renew_s):
@@ -156,7 +191,8 @@ class StoreLock:
         if etag is None or not held:
             return   # never held, or lost: the object is another holder's now (or an expired lease anyway)
         try:
-            storage.replace_if_match(self.path, LockData(True, _now_ms(), self.owner).to_bytes(), etag)
+            _remember_given_back(self.path, storage.replace_if_match(
+                self.path, LockData(True, _now_ms(), self.owner).to_bytes(), etag))
         except storage.PublishConflict:
             pass   # taken over meanwhile: nothing of ours to give back
         except Exception:  # noqa: BLE001 - the store did not answer: the lease runs out by itself

@@ -62,6 +62,28 @@ def test_a_dead_holders_lease_runs_out_and_is_taken_over(s3_env):  # noqa: F811
     assert not StoreLock(base).acquire(0)
 
 
+def test_a_lock_given_back_here_is_taken_again_with_one_request(s3_env):  # noqa: F811
+    """The next taker in this process tries the ETag of the lease it gave back: one conditional write, no read —
+    unless another holder changed the object since, which that write finds out."""
+    base, server = f"{s3_env['bucket_uri']}/t", s3_env["server"]
+    first = StoreLock(base)
+    assert first.acquire(1)
+    first.release()
+    server.reset_counts()
+    again = StoreLock(base)
+    assert again.acquire(0)
+    assert [r["method"] for r in server.counts()] == ["PUT"]
+    again.release()
+    elsewhere = StoreLock(base)   # another host: it took and gave back the lock since
+    _, etag = storage.read_tagged(elsewhere.path)
+    storage.replace_if_match(elsewhere.path, LockData(True, int(time.time() * 1000), "another-host").to_bytes(), etag)
+    server.reset_counts()
+    last = StoreLock(base)
+    assert last.acquire(0)
+    assert [r["method"] for r in server.counts()] == ["PUT", "GET", "PUT"]   # refused, then read and taken
+    last.release()
+
+
 def test_the_holder_renews_its_lease_past_its_validity(s3_env):  # noqa: F811
     base = f"{s3_env['bucket_uri']}/t"
     lock = StoreLock(base, validity_s=1.0, renew_s=0.2)

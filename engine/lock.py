@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from typing import Protocol, runtime_checkable
 
-from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, Refused, TableNotFoundError
+from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, ConfigError, Refused, TableNotFoundError
 from engine.io import locking, storage
 from engine.io.store_lock import COMPACTION_LOCK, RENEW_S, TABLE_LOCK, VALIDITY_S, StoreLock
 
@@ -60,17 +60,25 @@ class FileLock:
         if self._fd is not None:
             raise RuntimeError(f"{self!r} is already held; a FileLock is not re-entrant")
         deadline = time.monotonic() + timeout_s
+        self._refused_by = None
         fd = locking.open_lock_file(self.base_path, self.lock_file)
-        if not locking.flock_within(fd, timeout_s):
+        store: StoreLock | None = None
+        try:
+            if not locking.flock_within(fd, timeout_s):
+                os.close(fd)
+                return False
+            store = store_lock_of(self.base_path, self.lock_file)
+            if store is not None and not store.acquire(max(0.0, deadline - time.monotonic())):
+                self._refused_by = store
+                os.close(fd)
+                return False
+            locking.record_holder(fd, self.purpose)
+        except BaseException:   # the table's settings or lock object unreadable, interrupted: nothing stays held
+            if store is not None:
+                store.release()
             os.close(fd)
-            return False
-        store = store_lock_of(self.base_path, self.lock_file)
-        if store is not None and not store.acquire(max(0.0, deadline - time.monotonic())):
-            self._refused_by = store
-            os.close(fd)
-            return False
-        locking.record_holder(fd, self.purpose)
-        self._fd, self._store, self._refused_by = fd, store, None
+            raise
+        self._fd, self._store = fd, store
         return True
 
     def release(self) -> None:
@@ -83,9 +91,6 @@ class FileLock:
 
     def is_held(self) -> bool:
         return self._fd is not None and (self._store is None or self._store.is_held())
-
-    def holds_store_lock(self) -> bool:
-        return self._store is not None
 
     def holder(self) -> str:
         """Who holds the lock now: as its holder on this host wrote it ("pid 123 (clean)"), or the store lock's
@@ -126,8 +131,12 @@ def store_lock_of(base_path: str, lock_file: str = locking.LOCK_FILE) -> StoreLo
         return None
     if props.get(LOCK_PROVIDER_KEY, "") != STORAGE_LOCK_PROVIDER:
         return None
-    return StoreLock(base_path, name, validity_s=int(props.get(LOCK_VALIDITY_KEY) or VALIDITY_S),
-                     renew_s=int(props.get(LOCK_RENEW_KEY) or RENEW_S))
+    try:
+        validity, renew = int(props.get(LOCK_VALIDITY_KEY) or VALIDITY_S), int(props.get(LOCK_RENEW_KEY) or RENEW_S)
+    except ValueError:
+        raise ConfigError(f"{base_path}: {LOCK_VALIDITY_KEY} and {LOCK_RENEW_KEY} in hoodie.properties must be whole "
+                          f"seconds, not {props.get(LOCK_VALIDITY_KEY)!r} and {props.get(LOCK_RENEW_KEY)!r}") from None
+    return StoreLock(base_path, name, validity_s=validity, renew_s=renew)
 
 
 @contextlib.contextmanager
@@ -142,9 +151,11 @@ def compaction_run_lock(base_path: str, purpose: str) -> Iterator[None]:
         if not store.acquire(0):
             raise locking.TableLocked(f"table {base_path} is locked by {store.holder()}; gave up at once to "
                                       f"{purpose}")
+        token = _HELD.set((*_HELD.get(), store))   # a lease can be lost: `ensure_held` checks it before a commit
         try:
             yield
         finally:
+            _HELD.reset(token)
             store.release()
 
 
@@ -182,9 +193,9 @@ def ensure_held(action: str) -> None:
 
 def holds_lock_outside_store() -> bool:
     """Whether this thread's operation holds a lock that serialises writers across hosts: any caller's
-    `TableLock` (the control plane's database lease is one) but the host-local `FileLock` — unless that one holds
-    the table's store lock too."""
-    return any((not isinstance(lock, FileLock) or lock.holds_store_lock()) and lock.is_held() for lock in _HELD.get())
+    `TableLock` but the host-local `FileLock` (the control plane's database lease is one). (A `FileLock` with the
+    table's store lock serialises hosts too, but only a store that arbitrates writes itself can hold one.)"""
+    return any(not isinstance(lock, FileLock) and lock.is_held() for lock in _HELD.get())
 
 
 def table_lock_of(base_path: str, lock: TableLock | None) -> TableLock:

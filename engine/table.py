@@ -353,7 +353,7 @@ class Table:
         from engine.lock import holding, table_lock_of
 
         checked = validate_settings(dict(settings))
-        refuse_impossible_settings(self.path, checked)
+        refuse_impossible_settings(self.path, {**self._reload().props, **checked})   # as the table will be
         with holding(table_lock_of(self.path, lock), "update the table's settings"):
             cfg = self._reload()
             cfg.props.update(checked)

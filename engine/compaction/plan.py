@@ -82,7 +82,7 @@ def schedule_compaction(base_path: str, *, strategy: str | None = None, threshol
     if data_latency_ms is not None and not 0 <= data_latency_ms <= MAX_DURATION_MS:
         raise ConfigError(f"data latency {data_latency_ms} ms is out of range: expected 0..{MAX_DURATION_MS} ms")
     cfg = load_table_config(base_path)
-    settings = validate_settings(dict(settings or {}))
+    settings = validate_settings(dict(settings or {}), per_operation=True)
     if carry_over is not None and carry_over not in CARRY_OVER_MODES:
         raise ConfigError(f"unknown carry-over mode {carry_over!r}; use symlink or copy")
     resolved = compaction_settings(cfg, strategy=strategy, carry_over=carry_over, exact=exact,

@@ -113,6 +113,9 @@ LOCK_PROVIDER_KEY = "hoodie.write.lock.provider"
 LOCK_VALIDITY_KEY = "hoodie.write.lock.storage.validity.timeout.secs"
 LOCK_RENEW_KEY = "hoodie.write.lock.storage.renew.interval.secs"
 
+# Settings every writer of the table must share: stored with the table, never one operation's override.
+TABLE_ONLY_SETTINGS = frozenset({LOCK_PROVIDER_KEY, LOCK_VALIDITY_KEY, LOCK_RENEW_KEY})
+
 # Write / table-service settings a user may pass with --config, with their validators and defaults.
 WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.logfile.max.size": (_positive_int, str(1024 * 1024 * 1024)),
@@ -148,13 +151,18 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
 }
 
 
-def validate_settings(settings: Mapping[str, str]) -> dict[str, str]:
-    """Check user-supplied KEY=VALUE settings; unknown keys and malformed values raise ConfigError."""
+def validate_settings(settings: Mapping[str, str], per_operation: bool = False) -> dict[str, str]:
+    """Check user-supplied KEY=VALUE settings; unknown keys and malformed values raise ConfigError, and so do, for
+    one operation's overrides (`per_operation`), the settings only a table can have."""
     out: dict[str, str] = {}
     for key, value in settings.items():
         if key not in WRITE_SETTINGS:
             known = ", ".join(sorted(WRITE_SETTINGS))
             raise ConfigError(f"unknown config key {key!r}; supported keys: {known}")
+        if per_operation and key in TABLE_ONLY_SETTINGS:
+            raise ConfigError(f"{key} is a table setting: every writer of the table must take the same lock, so it "
+                              "cannot be set for one operation; store it with `create --config` or "
+                              "Table.update_settings")
         check, _ = WRITE_SETTINGS[key]
         try:
             check(value)

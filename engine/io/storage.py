@@ -1330,16 +1330,24 @@ def replace_if_match(path: str, data: bytes, etag: str) -> str:
 
     _wrote(path)
     bucket, key = _bucket_key(path)
+    resent = False   # whether a put of ours may have landed before the answer we got (botocore's or our retry)
     for attempt in range(CONFLICT_TRIES):
         try:
             return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfMatch=etag).get("ETag", ""))
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            meta = exc.response.get("ResponseMetadata", {})
+            status = meta.get("HTTPStatusCode")
+            resent = resent or bool(meta.get("RetryAttempts"))
             if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < CONFLICT_TRIES:
+                resent = True   # the write in progress may be an earlier try of ours
                 time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
                 continue
             if code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict") or status in (404, 409, 412):
+                # an earlier try of ours that landed changed the ETag: then the object is byte for byte `data`
+                own = _own_landed_put(bucket, key, data) if resent else None
+                if own is not None:
+                    return own
                 raise PublishConflict(f"{path} changed since it was read (the store refused the replace: "
                                       f"{code or status})") from None
             raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc

@@ -35,7 +35,10 @@ COMPACTION_LOCK = "tidemark_compaction_lock.json"
 CLOCK_DRIFT_MS = 500                      # Hudi's allowance for clocks that disagree
 VALIDITY_S = 300                          # hoodie.write.lock.storage.validity.timeout.secs' default
 RENEW_S = 30                              # hoodie.write.lock.storage.renew.interval.secs' default
-POLL_S = 0.5                              # between tries while the lock is held elsewhere
+POLL_S = 0.25                             # the first pause between tries while the lock is held elsewhere,
+MAX_POLL_S = 2.0                          # doubled up to this
+GIVE_BACK_TRIES = 3                       # a give-back the store did not answer is tried again (else it blocks
+                                          # every host until the lease runs out)
 
 
 # lock object -> the ETag of the expired lease this process last wrote to give it back: the next taker here tries
@@ -63,6 +66,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class LockObjectError(TidemarkError):
+    """The lock object holds something else than a Hudi storage lock: no one can take it until it is removed."""
+
+
 @dataclass(frozen=True)
 class LockData:
     """The lock object's content, as Hudi's `StorageLockData` writes and reads it."""
@@ -81,7 +88,7 @@ class LockData:
             doc = json.loads(data.decode("utf-8"))
             return cls(bool(doc["expired"]), int(doc["validUntil"]), str(doc["owner"]))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
-            raise TidemarkError(f"{path} is not a Hudi storage lock ({exc}); if no writer of this table is running, "
+            raise LockObjectError(f"{path} is not a Hudi storage lock ({exc}); if no writer of this table is running, "
                                 "remove it") from None
 
     def running(self, now_ms: int) -> bool:
@@ -99,9 +106,12 @@ class StoreLock:
                 or storage.scheme(base_path) not in ("s3", "s3a"):
             raise TidemarkError(f"{base_path}: the storage-based lock ({PROVIDER}) needs an object store with "
                                 "conditional writes (S3)")
-        if renew_s <= 0 or validity_s < 2 * renew_s:
-            raise TidemarkError(f"storage lock validity {validity_s:g} s must be at least twice its renew interval "
-                                f"{renew_s:g} s")
+        if validity_s <= 0 or renew_s <= 0:
+            raise TidemarkError(f"storage lock validity {validity_s:g} s and renew interval {renew_s:g} s must be "
+                                "positive")
+        # Settings refuse a lease shorter than two renewals; one stored otherwise (by hand, by another tool) renews
+        # twice per lease instead of failing every operation — including the settings update that would mend it.
+        renew_s = min(renew_s, validity_s / 2)
         self.path = storage.join(base_path, LOCKS_FOLDER, name)
         self.validity_ms = int(validity_s * 1000)
         self.renew_s = renew_s
@@ -117,15 +127,29 @@ class StoreLock:
         if self._etag is not None:
             raise RuntimeError(f"{self!r} is already held; a StoreLock is not re-entrant")
         deadline = time.monotonic() + timeout_s
-        while not self._try_once():
+        pause = POLL_S
+        while True:
+            try:
+                if self._try_once():
+                    break
+            except LockObjectError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the store did not answer: try again while there is time
+                if time.monotonic() >= deadline:
+                    raise TidemarkError(f"could not read or write the lock {self.path}: {exc}") from exc
             left = deadline - time.monotonic()
             if left <= 0:
                 return False
-            time.sleep(min(POLL_S, left))
-        self._stop.clear()
-        self._renewer = threading.Thread(target=self._renew_until_released, name="tidemark-store-lock",
-                                         daemon=True)
-        self._renewer.start()
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, MAX_POLL_S)   # a long wait asks the store less and less often
+        try:
+            self._stop.clear()
+            self._renewer = threading.Thread(target=self._renew_until_released, name="tidemark-store-lock",
+                                             daemon=True)
+            self._renewer.start()
+        except BaseException:
+            self.release()
+            raise
         return True
 
     def _try_once(self) -> bool:
@@ -176,8 +200,10 @@ class StoreLock:
                     continue
 
     def is_held(self) -> bool:
+        """Held, with a renew interval of lease left at least: a caller that publishes next does so before the
+        lease can run out, even if renewals are failing meanwhile."""
         with self._guard:
-            return self._etag is not None and _now_ms() < self._valid_until_ms
+            return self._etag is not None and _now_ms() + self.renew_s * 1000 < self._valid_until_ms
 
     def release(self) -> None:
         self._stop.set()
@@ -190,13 +216,16 @@ class StoreLock:
             self._valid_until_ms = 0
         if etag is None or not held:
             return   # never held, or lost: the object is another holder's now (or an expired lease anyway)
-        try:
-            _remember_given_back(self.path, storage.replace_if_match(
-                self.path, LockData(True, _now_ms(), self.owner).to_bytes(), etag))
-        except storage.PublishConflict:
-            pass   # taken over meanwhile: nothing of ours to give back
-        except Exception:  # noqa: BLE001 - the store did not answer: the lease runs out by itself
-            pass
+        for attempt in range(GIVE_BACK_TRIES):
+            try:
+                _remember_given_back(self.path, storage.replace_if_match(
+                    self.path, LockData(True, _now_ms(), self.owner).to_bytes(), etag))
+                return
+            except storage.PublishConflict:
+                return   # taken over meanwhile: nothing of ours to give back
+            except Exception:  # noqa: BLE001 - the store did not answer: again, then the lease runs out by itself
+                if attempt + 1 < GIVE_BACK_TRIES:
+                    time.sleep(POLL_S * 2 ** attempt)
 
     def holder(self) -> str:
         """Who kept the last acquire out, for the message of whoever waited in vain."""

@@ -143,6 +143,20 @@ def _max(a: int | None, b: int | None) -> int | None:
 
 # ------------------------------------------------------------------------------------------ late data
 
+def _logs_written_by(timeline: Timeline, writes: frozenset[str]) -> set[tuple[str, str]] | None:
+    """(partition, log name) of every log the completed deltacommits `writes` appended to, from their write stats;
+    None when one of them names no file (a writer that records no stats: every log is looked at then)."""
+    out: set[tuple[str, str]] = set()
+    for inst in timeline.completed():
+        if inst.timestamp not in writes:
+            continue
+        stats = timeline.commit_metadata(inst).write_stats
+        if not stats or any(not stat.names for stat in stats):
+            return None
+        out.update((stat.partition_path, name) for stat in stats for name in stat.names)
+    return out
+
+
 def _writes_after(timeline: Timeline, instant: str | None) -> frozenset[str]:
     """Completed deltacommits after the compaction (all of them if the compaction instant is unknown)."""
     return frozenset(i.timestamp for i in timeline.completed()
@@ -236,19 +250,24 @@ def find_late_data(base_path: str, timeline: Timeline, cfg: TableConfig, state: 
     column = cfg.event_time_field or cfg.ordering_field
     bound = state.completion_ms
     delete_times: _DeleteTimes | None = None
-    for sl in FileSystemView(base_path, timeline).latest_slices():
-        for lf in sl.log_files:
-            scan = logformat.scan_log_file(lf.path)
-            suspects = _suspect_blocks(scan, late_writes, bound, late)
-            if suspects and column is None:
-                for inst in suspects.values():
-                    late.unknown(inst)
-            elif suspects and column is not None:
-                _count_suspects(lf.path, suspects, column, bound, late)
-            deletes = _late_delete_blocks(scan, late_writes)
-            if deletes:
-                delete_times = delete_times or _delete_times(cfg, timeline, column)
-                _count_late_deletes(lf.path, (sl.partition_path, lf.name), deletes, delete_times, bound, late)
+    named = _logs_written_by(timeline, late_writes)
+    logs = [(sl, lf) for sl in FileSystemView(base_path, timeline).latest_slices() for lf in sl.log_files
+            if named is None or (sl.partition_path, lf.name) in named]
+    # only the logs a late write appended to can hold its blocks; their headers are read together (in parallel on
+    # a store), not one round trip after another
+    scans = logformat.scan_log_files((lf.path, lf.size) for _, lf in logs)
+    for sl, lf in logs:
+        scan = scans[lf.path]
+        suspects = _suspect_blocks(scan, late_writes, bound, late)
+        if suspects and column is None:
+            for inst in suspects.values():
+                late.unknown(inst)
+        elif suspects and column is not None:
+            _count_suspects(lf.path, suspects, column, bound, late)
+        deletes = _late_delete_blocks(scan, late_writes)
+        if deletes:
+            delete_times = delete_times or _delete_times(cfg, timeline, column)
+            _count_late_deletes(lf.path, (sl.partition_path, lf.name), deletes, delete_times, bound, late)
     return late
 
 

@@ -236,7 +236,7 @@ def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) ->
     if operation not in OPERATIONS:
         raise WriteError(f"unknown operation {operation!r}; use {', '.join(OPERATIONS)}")
     cfg = load_table_config(base_path)
-    settings = validate_settings(dict(settings or {}))
+    settings = validate_settings(dict(settings or {}), per_operation=True)
     if "hoodie.bucket.index.num.buckets" in settings:
         raise WriteError("hoodie.bucket.index.num.buckets is fixed when the table is created; pass it to `create`")
     if not cfg.uses_bucket_index:

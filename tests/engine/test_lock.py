@@ -12,9 +12,9 @@ import pytest
 
 from engine import FileLock, Refused, Table, TableLock
 from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER
-from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, ConfigError
+from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, ConfigError, TidemarkError
 from engine.io import storage
-from engine.io.store_lock import COMPACTION_LOCK, StoreLock
+from engine.io.store_lock import COMPACTION_LOCK, LockData, StoreLock
 from engine.lock import holding
 from engine.timeline.instants import Timeline
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
@@ -251,3 +251,61 @@ def test_the_storage_lock_is_refused_where_the_store_cannot_arbitrate(tmp_path) 
     with pytest.raises(ConfigError, match=r"must be at least twice"):
         create_table(tmp_path / "u", {"hoodie.write.lock.storage.validity.timeout.secs": "30",
                                       "hoodie.write.lock.storage.renew.interval.secs": "30"})
+
+
+def test_a_lock_object_no_one_can_read_refuses_and_leaves_nothing_held(s3_env, tmp_path) -> None:  # noqa: F811
+    """An error after the host's flock was taken (here: the store's lock object is not Hudi's) gives the flock
+    back: once the object is mended, the next write goes through — not "held by" this very process."""
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER})
+    lock_object = StoreLock(uri).path
+    storage.write_bytes(lock_object, b"garbage")
+    with pytest.raises(TidemarkError, match=r"table_lock\.json is not a Hudi storage lock"):
+        table.write(day_file(tmp_path, 0, "01"))
+    storage.remove(lock_object)
+    table.write(day_file(tmp_path, 0, "01"))
+
+
+def test_a_run_whose_run_lock_was_taken_over_commits_nothing(s3_env, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """Another host took the run lock while this run's lease could not be renewed (a paused process): the run
+    finds out before its commit and publishes nothing (`lock_lost`), as with a lost table lock."""
+    from engine.compaction import execute
+
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER,
+                                   "hoodie.write.lock.storage.validity.timeout.secs": "2",
+                                   "hoodie.write.lock.storage.renew.interval.secs": "1"})
+    for i, day in enumerate(DAYS):
+        table.write(day_file(tmp_path, i, day))
+    plan = table.schedule_compaction(threshold=THRESHOLD)
+    run_lock = StoreLock(uri, COMPACTION_LOCK).path
+    real = execute.fault_point
+
+    def taken_over(operation: str, step: str) -> None:
+        if (operation, step) == ("execute", "tasks"):
+            _, etag = storage.read_tagged(run_lock)
+            storage.replace_if_match(run_lock, LockData(False, int(time.time() * 1000) + 60_000,
+                                                        "another-host").to_bytes(), etag)
+            time.sleep(1.5)   # this run's next renewal is refused
+        real(operation, step)
+
+    monkeypatch.setattr(execute, "fault_point", taken_over)
+    with pytest.raises(Refused) as refused:
+        table.run_compaction(plan.instant, local=True)
+    assert refused.value.reason == LOCK_LOST
+    assert not [i for i in Timeline.load(uri).completed() if i.timestamp == plan.instant]
+    assert json.loads(storage.read_bytes(run_lock))["owner"] == "another-host"   # not given back over its lease
+
+
+def test_the_lock_settings_belong_to_the_table_not_to_one_operation(s3_env, tmp_path) -> None:  # noqa: F811
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER,
+                                   "hoodie.write.lock.storage.validity.timeout.secs": "60"})
+    with pytest.raises(ConfigError, match="is a table setting"):
+        table.write(day_file(tmp_path, 0, "01"), settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER})
+    # checked against what the table stores: a renewal interval more than half the stored lease is refused
+    with pytest.raises(ConfigError, match=r"validity.timeout.secs=60 must be at least twice"):
+        table.update_settings({"hoodie.write.lock.storage.renew.interval.secs": "40"})

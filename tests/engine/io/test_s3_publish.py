@@ -219,3 +219,46 @@ def test_a_publish_the_store_asks_to_retry_is_retried(s3_env, monkeypatch):  # n
     finally:
         _unregister(busy_twice)
     assert busy["n"] == 2 and storage.read_bytes(path) == b"{}"
+
+
+def test_a_conditional_replace_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # noqa: F811
+    """`replace_if_match` (a lock's renewal) lands but its response is lost; botocore's retry then meets the ETag
+    our own write changed: the replace happened and is ours — else a holder would count its own renewal as the
+    lock lost, and block every host with a lease it no longer renews. Another writer's change stays a conflict."""
+    import urllib.error
+    import urllib.request
+
+    from botocore.exceptions import ReadTimeoutError
+
+    lost = {"n": 0}
+
+    def lose_first_response(request, **_):  # type: ignore[no-untyped-def]
+        if request.headers.get("If-Match") and lost["n"] == 0:
+            lost["n"] += 1
+            body = request.body
+            if not isinstance(body, bytes):
+                body.seek(0)
+                body, _ = body.read(), body.seek(0)
+            headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+                       if k.lower() != "content-length"}
+            headers.setdefault("Content-Type", "application/octet-stream")
+            try:
+                urllib.request.urlopen(urllib.request.Request(request.url, data=body, method="PUT", headers=headers))
+            except urllib.error.HTTPError:
+                pass
+            raise ReadTimeoutError(endpoint_url=request.url)
+        return None
+
+    path = f"{s3_env['bucket_uri']}/t/.hoodie/.locks/table_lock.json"
+    etag = storage.create_tagged(path, b'{"v": 1}')
+    _register(lose_first_response)
+    try:
+        new = storage.replace_if_match(path, b'{"v": 2}', etag)
+        assert lost["n"] == 1 and storage.read_tagged(path) == (b'{"v": 2}', new)
+        lost["n"] = 0   # the same lost response, but another writer changed the object first: refused
+        storage.write_bytes(path, b'{"theirs": 1}')
+        with pytest.raises(storage.PublishConflict):
+            storage.replace_if_match(path, b'{"v": 3}', new)
+    finally:
+        _unregister(lose_first_response)
+    assert storage.read_bytes(path) == b'{"theirs": 1}'

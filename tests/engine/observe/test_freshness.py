@@ -139,3 +139,31 @@ def test_late_deletes_break_the_guarantee(base_table, spark_session, tmp_path) -
     assert report["guarantee"] == "broken" and report["late_records"] == report["late_deletes"] == 1
     assert report["late_min_event_time"] == "2013-05-31T11:00:00.000Z" and report["late_instants"] == [late]
     assert "1 of them deletes" in report["message"]
+
+
+def test_only_the_logs_late_writes_appended_to_are_read(base_table, spark_session, tmp_path, monkeypatch) -> None:
+    """Late data can only be in logs a write after the compaction appended to (its write stats name them): the
+    other logs of the latest slices are not read, and those are read together."""
+    from engine import logformat
+    from engine.timeline.instants import Timeline
+
+    path = copy_table(base_table[0], tmp_path / "t")
+    instant, _ = simulate_schedule(path, T)
+    simulate_run(path, instant, completion_ms=parse_time("2013-06-02T01:00:00Z") - 1,
+                 freshness_ms=parse_time("2013-05-31T20:00:00Z"))
+    late = write_rows(spark_session, path, {"us": [("j", "2013-06-01T12:00:00Z")]})
+    timeline = Timeline.load(path)
+    named = {n for i in timeline.completed() if i.timestamp == late
+             for stat in timeline.commit_metadata(i).write_stats for n in stat.names}
+    calls: list[list[str]] = []
+    real = logformat.scan_log_files
+
+    def spy(items):  # type: ignore[no-untyped-def]
+        items = list(items)
+        calls.append([os.path.basename(p) for p, _ in items])
+        return real(items)
+
+    monkeypatch.setattr(logformat, "scan_log_files", spy)
+    report = _report(path)
+    assert report["guarantee"] == "broken" and report["late_records"] == 1
+    assert len(calls) == 1 and set(calls[0]) == named

@@ -516,6 +516,18 @@ class ReplacedGroupInfo(Result):
 
 
 @dataclass
+class LockInfo(Result):
+    """How the table is locked across hosts: Hudi's storage-based lock (`provider` "storage": its lock object and
+    who holds it now) or this host's file lock ("host": other hosts need the control plane's lease)."""
+
+    provider: str
+    lock_object: str | None = None
+    state: str | None = None          # "held", "free" (given back or never taken) or "expired" (a lease run out)
+    owner: str | None = None
+    valid_until: dt.datetime | None = None
+
+
+@dataclass
 class TableDescription(Result):
     """The table as its timeline and file-system view see it (headers only, no data decoded)."""
 
@@ -531,3 +543,4 @@ class TableDescription(Result):
     file_groups: list[FileGroupInfo]
     replaced_file_groups: list[ReplacedGroupInfo] = field(default_factory=list)   # hidden from readers
     corrupt_log_blocks: int = 0   # corrupt blocks of committed instants over every log file listed
+    lock: LockInfo | None = None

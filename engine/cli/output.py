@@ -188,6 +188,10 @@ def describe(d: r.TableDescription) -> str:
     if d.replaced_file_groups:
         lines.append("replaced file groups (hidden from every query until cleaned):")
         lines += [f"  {g.partition or '(root)'} / {g.file_id}  by {g.replaced_by}" for g in d.replaced_file_groups]
+    if d.lock is not None and d.lock.provider == "storage":
+        lk = d.lock
+        who = f" by {lk.owner} until {_t(lk.valid_until)}" if lk.state == "held" else ""
+        lines.append(f"lock: Hudi storage lock {lk.lock_object}: {lk.state}{who}")
     if d.corrupt_log_blocks:
         lines.append(f"{d.corrupt_log_blocks} corrupt log block(s) of committed instants: their records are "
                      "missing from reads and compaction refuses their logs")

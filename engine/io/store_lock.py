@@ -96,6 +96,13 @@ class LockData:
         return not self.expired and now_ms <= self.valid_until_ms + CLOCK_DRIFT_MS
 
 
+def current(base_path: str, name: str = TABLE_LOCK) -> LockData | None:
+    """The table's lock object as it is now (None: never taken)."""
+    path = storage.join(base_path, LOCKS_FOLDER, name)
+    found = storage.read_tagged(path)
+    return None if found is None else LockData.parse(found[0], path)
+
+
 class StoreLock:
     """One lock object of a table (`name` in `.hoodie/.locks/`), as a `engine.lock.TableLock`. Not re-entrant:
     a holder that asks again waits for itself, as a `FileLock` does."""

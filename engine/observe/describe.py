@@ -9,12 +9,23 @@ compaction decodes it; those report it then (engine.logformat.integrity).
 from __future__ import annotations
 
 import os
+import time
 
-from engine.config.properties import load_table_config
-from engine.io import storage
+from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER, TableConfig, load_table_config
+from engine.io import storage, store_lock
 from engine.io.naming import instant_to_millis, is_instant
-from engine.logformat import integrity, scan_log_file
-from engine.results import FileGroupInfo, InstantDetail, InstantInfo, LogFileInfo, ReplacedGroupInfo, SliceInfo, TableDescription, from_ms
+from engine.logformat import LogFileScan, integrity, scan_log_files
+from engine.results import (
+    FileGroupInfo,
+    InstantDetail,
+    InstantInfo,
+    LockInfo,
+    LogFileInfo,
+    ReplacedGroupInfo,
+    SliceInfo,
+    TableDescription,
+    from_ms,
+)
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice
 from engine.timeline.extents import CommittedExtents
@@ -55,23 +66,39 @@ def describe_table(base_path: str) -> TableDescription:
     committed = view.committed_instants
     corrupt: dict[str, int] = {}   # per real file: a carried link or copy of a damaged log is one damage
     extents = CommittedExtents(base_path, timeline)
+    file_groups = view.file_groups()
+    # every log's headers read together (in parallel on a store), not one round trip after another
+    scans = scan_log_files((lf.path, lf.size) for g in file_groups for sl in g.slices for lf in sl.log_files)
     groups = [FileGroupInfo(partition=g.partition_path, file_id=g.file_id,
-                            slices=[_slice(sl, committed, corrupt, extents) for sl in g.slices])
-              for g in view.file_groups()]
+                            slices=[_slice(sl, committed, corrupt, extents, scans) for sl in g.slices])
+              for g in file_groups]
     return TableDescription(
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
         event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline),
         file_groups=groups, corrupt_log_blocks=sum(corrupt.values()),
         replaced_file_groups=[ReplacedGroupInfo(partition=g.partition_path, file_id=g.file_id, replaced_by=by)
-                              for g, by in view.replaced_file_groups()])
+                              for g, by in view.replaced_file_groups()],
+        lock=_lock_info(cfg))
+
+
+def _lock_info(cfg: TableConfig) -> LockInfo:
+    if cfg.props.get(LOCK_PROVIDER_KEY) != STORAGE_LOCK_PROVIDER:
+        return LockInfo(provider="host")
+    held = store_lock.current(cfg.base_path)
+    state = None if held is None else "free" if held.expired else \
+        "held" if held.running(int(time.time() * 1000)) else "expired"
+    return LockInfo(provider="storage", lock_object=storage.join(cfg.base_path, store_lock.LOCKS_FOLDER,
+                                                                 store_lock.TABLE_LOCK),
+                    state=state or "free", owner=held.owner if held else None,
+                    valid_until=from_ms(held.valid_until_ms) if held else None)
 
 
 def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
-           extents: CommittedExtents) -> SliceInfo:
+           extents: CommittedExtents, scans: dict[str, LogFileScan]) -> SliceInfo:
     logs = []
     for lf in sl.log_files:
-        scan = scan_log_file(lf.path)
+        scan = scans[lf.path]
         found = integrity.file_corruption(scan, committed, extents)
         corrupt[_content_key(lf.path)] = len(found.committed)
         mins = [b.min_event_time for b in scan.blocks if b.min_event_time is not None and b.instant_time in committed]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine import FileLock, Refused, Table, TableLock
+from engine.cli import output
 from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER
 from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, ConfigError, TidemarkError
 from engine.io import storage
@@ -230,11 +231,16 @@ def test_a_table_with_the_storage_lock_keeps_another_hosts_writers_and_runs_out(
         table.write(day_file(tmp_path, 0, "01"))
     assert refused.value.reason == LOCK_UNAVAILABLE and other_host.owner in str(refused.value)
     assert Timeline.load(uri).instants == []   # nothing written
+    held = table.describe().lock   # what `tidemark describe` shows
+    assert (held.provider, held.state, held.owner) == ("storage", "held", other_host.owner)
+    assert held.lock_object == other_host.path
+    assert f"lock: Hudi storage lock {other_host.path}: held by {other_host.owner}" in output.describe(table.describe())
     other_host.release()
     for i, day in enumerate(DAYS):
         table.write(day_file(tmp_path, i, day))
     lock_object = json.loads(storage.read_bytes(other_host.path))
     assert lock_object["expired"] is True and lock_object["owner"] != other_host.owner   # the write's, given back
+    assert table.describe().lock.state == "free"
 
     plan = table.schedule_compaction(threshold=THRESHOLD)
     other_run = StoreLock(uri, COMPACTION_LOCK)

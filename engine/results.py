@@ -522,7 +522,8 @@ class LockInfo(Result):
 
     provider: str
     lock_object: str | None = None
-    state: str | None = None          # "held", "free" (given back or never taken) or "expired" (a lease run out)
+    state: str | None = None          # "held", "free" (given back or never taken), "expired" (a lease run out) or
+                                      # "unreadable" (not a Hudi lock object: no one can take it)
     owner: str | None = None
     valid_until: dt.datetime | None = None
 

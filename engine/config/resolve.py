@@ -89,8 +89,12 @@ def refuse_impossible_settings(base_path: str, settings: Mapping[str, str]) -> N
                                                 and storage.conditional_put(base_path)):
         raise ConfigError(f"{base_path}: {LOCK_PROVIDER_KEY}={settings[LOCK_PROVIDER_KEY]} needs an object store "
                           "with conditional writes (S3); a table on one host's disk is serialised by its file lock")
-    validity = int(settings.get(LOCK_VALIDITY_KEY, "300"))
-    renew = int(settings.get(LOCK_RENEW_KEY, "30"))
+    try:
+        validity = int(settings.get(LOCK_VALIDITY_KEY) or "300")
+        renew = int(settings.get(LOCK_RENEW_KEY) or "30")
+    except ValueError:
+        raise ConfigError(f"{LOCK_VALIDITY_KEY} and {LOCK_RENEW_KEY} must be whole seconds, not "
+                          f"{settings.get(LOCK_VALIDITY_KEY)!r} and {settings.get(LOCK_RENEW_KEY)!r}") from None
     if validity < 2 * renew:
         raise ConfigError(f"{LOCK_VALIDITY_KEY}={validity} must be at least twice {LOCK_RENEW_KEY}={renew}: a lease "
                           "must survive a renewal that fails once")

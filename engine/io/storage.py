@@ -1282,13 +1282,20 @@ CONFLICT_PAUSE_S = 0.05
 
 def _s3_put_if_absent(path: str, data: bytes) -> str:
     """PutObject with `If-None-Match: *`; the new object's ETag. PublishConflict when the object was there first."""
+    return _conditional_put(path, data, {"IfNoneMatch": "*"}, "already exists (the store refused a second create")
+
+
+def _conditional_put(path: str, data: bytes, condition: dict[str, str], refused: str) -> str:
+    """PutObject under `condition` (If-None-Match / If-Match); the new object's ETag. PublishConflict (`refused`)
+    when the store refuses it — unless an earlier try of ours landed and its lost answer made us try again into
+    our own object (`_own_landed_put`): then the put happened, and is ours."""
     from botocore.exceptions import ClientError
 
     bucket, key = _bucket_key(path)
     resent = False   # whether a put of ours may have landed before the answer we got (botocore's or our retry)
     for attempt in range(CONFLICT_TRIES):
         try:
-            return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfNoneMatch="*").get("ETag", ""))
+            return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, **condition).get("ETag", ""))
         except ClientError as exc:
             code = exc.response.get("Error", {}).get("Code", "")
             meta = exc.response.get("ResponseMetadata", {})
@@ -1298,12 +1305,11 @@ def _s3_put_if_absent(path: str, data: bytes) -> str:
                 resent = True   # the write in progress may be an earlier try of ours
                 time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
                 continue
-            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+            if code in ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey") or status in (404, 409, 412):
                 own = _own_landed_put(bucket, key, data) if resent else None
                 if own is not None:
                     return own
-                raise PublishConflict(f"{path} already exists (the store refused a second create: {code or status})") \
-                    from None
+                raise PublishConflict(f"{path} {refused}: {code or status})") from None
             raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
     raise AssertionError("unreachable: the last try returns or raises")
 
@@ -1326,32 +1332,8 @@ def read_tagged(path: str) -> tuple[bytes, str] | None:
 def replace_if_match(path: str, data: bytes, etag: str) -> str:
     """PutObject with `If-Match: etag`: replace the S3 object only while it is still the one with that ETag; the new
     object's ETag. PublishConflict when it changed (or went) since: another writer's put came first."""
-    from botocore.exceptions import ClientError
-
     _wrote(path)
-    bucket, key = _bucket_key(path)
-    resent = False   # whether a put of ours may have landed before the answer we got (botocore's or our retry)
-    for attempt in range(CONFLICT_TRIES):
-        try:
-            return str(s3_client().put_object(Bucket=bucket, Key=key, Body=data, IfMatch=etag).get("ETag", ""))
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "")
-            meta = exc.response.get("ResponseMetadata", {})
-            status = meta.get("HTTPStatusCode")
-            resent = resent or bool(meta.get("RetryAttempts"))
-            if (code == "ConditionalRequestConflict" or status == 409) and attempt + 1 < CONFLICT_TRIES:
-                resent = True   # the write in progress may be an earlier try of ours
-                time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
-                continue
-            if code in ("PreconditionFailed", "NoSuchKey", "ConditionalRequestConflict") or status in (404, 409, 412):
-                # an earlier try of ours that landed changed the ETag: then the object is byte for byte `data`
-                own = _own_landed_put(bucket, key, data) if resent else None
-                if own is not None:
-                    return own
-                raise PublishConflict(f"{path} changed since it was read (the store refused the replace: "
-                                      f"{code or status})") from None
-            raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
-    raise AssertionError("unreachable: the last try returns or raises")
+    return _conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
 
 
 def _own_landed_put(bucket: str, key: str, data: bytes) -> str | None:

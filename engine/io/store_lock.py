@@ -171,16 +171,16 @@ class StoreLock:
                 return True
             except storage.PublishConflict:
                 _forget_given_back(self.path)   # taken (and maybe given back) by another since: read it now
-        current = storage.read_tagged(self.path)
-        if current is not None:
-            held = LockData.parse(current[0], self.path)
+        found = storage.read_tagged(self.path)
+        if found is not None:
+            held = LockData.parse(found[0], self.path)
             if held.running(_now_ms()):
                 self.seen_holder = held
                 return False
         lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
         try:
-            etag = storage.create_tagged(self.path, lease.to_bytes()) if current is None else \
-                storage.replace_if_match(self.path, lease.to_bytes(), current[1])
+            etag = storage.create_tagged(self.path, lease.to_bytes()) if found is None else \
+                storage.replace_if_match(self.path, lease.to_bytes(), found[1])
         except storage.PublishConflict:
             return False   # another host took it between our read and our write
         self._took(etag, lease)

@@ -85,12 +85,15 @@ def describe_table(base_path: str) -> TableDescription:
 def _lock_info(cfg: TableConfig) -> LockInfo:
     if cfg.props.get(LOCK_PROVIDER_KEY) != STORAGE_LOCK_PROVIDER:
         return LockInfo(provider="host")
-    held = store_lock.current(cfg.base_path)
+    lock_object = storage.join(cfg.base_path, store_lock.LOCKS_FOLDER, store_lock.TABLE_LOCK)
+    try:
+        held = store_lock.current(cfg.base_path)
+    except store_lock.LockObjectError:   # describing the table does not fail on it: taking the lock does, saying why
+        return LockInfo(provider="storage", lock_object=lock_object, state="unreadable")
     state = None if held is None else "free" if held.expired else \
         "held" if held.running(int(time.time() * 1000)) else "expired"
-    return LockInfo(provider="storage", lock_object=storage.join(cfg.base_path, store_lock.LOCKS_FOLDER,
-                                                                 store_lock.TABLE_LOCK),
-                    state=state or "free", owner=held.owner if held else None,
+    return LockInfo(provider="storage", lock_object=lock_object, state=state or "free",
+                    owner=held.owner if held else None,
                     valid_until=from_ms(held.valid_until_ms) if held else None)
 
 

@@ -269,6 +269,7 @@ def test_a_lock_object_no_one_can_read_refuses_and_leaves_nothing_held(s3_env, t
     storage.write_bytes(lock_object, b"garbage")
     with pytest.raises(TidemarkError, match=r"table_lock\.json is not a Hudi storage lock"):
         table.write(day_file(tmp_path, 0, "01"))
+    assert table.describe().lock.state == "unreadable"
     storage.remove(lock_object)
     table.write(day_file(tmp_path, 0, "01"))
 

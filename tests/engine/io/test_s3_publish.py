@@ -123,6 +123,28 @@ def test_a_store_without_conditional_put_needs_a_lock_outside_it(s3_env, tmp_pat
     assert again.value.reason == ALREADY_PUBLISHED
 
 
+def _land_and_lose(request) -> None:  # type: ignore[no-untyped-def]
+    """Send botocore's request to the store ourselves, then lose the answer: the put lands, its caller sees a
+    timeout (and botocore retries it)."""
+    import urllib.error
+    import urllib.request
+
+    from botocore.exceptions import ReadTimeoutError
+
+    body = request.body
+    if not isinstance(body, bytes):
+        body.seek(0)
+        body, _ = body.read(), body.seek(0)
+    headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
+               if k.lower() != "content-length"}   # urllib sets its own
+    headers.setdefault("Content-Type", "application/octet-stream")   # not urllib's form encoding
+    try:
+        urllib.request.urlopen(urllib.request.Request(request.url, data=body, method="PUT", headers=headers))
+    except urllib.error.HTTPError:   # the store's answer (a 412 too), lost all the same
+        pass
+    raise ReadTimeoutError(endpoint_url=request.url)
+
+
 def _register(handler) -> None:  # type: ignore[no-untyped-def]
     storage.s3_client().meta.events.register_first("before-send.s3.PutObject", handler)
 
@@ -134,10 +156,7 @@ def _unregister(handler) -> None:  # type: ignore[no-untyped-def]
 def test_a_publish_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # noqa: F811
     """The conditional PUT lands but its response is lost; botocore retries into the object's 412: the publish
     happened and is ours. Another writer's object under the name stays a conflict, retried or not."""
-    import urllib.error
-    import urllib.request
 
-    from botocore.exceptions import ReadTimeoutError
 
     lost = {"n": 0, "busy": False}
 
@@ -149,18 +168,7 @@ def test_a_publish_whose_response_was_lost_is_ours_not_a_conflict(s3_env):  # no
             return AWSResponse(request.url, 409, {}, _Busy())
         if request.headers.get("If-None-Match") in ("*", b"*") and lost["n"] == 0:
             lost["n"] += 1
-            body = request.body
-            if not isinstance(body, bytes):
-                body.seek(0)
-                body, _ = body.read(), body.seek(0)
-            headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
-                       if k.lower() != "content-length"}   # urllib sets its own
-            headers.setdefault("Content-Type", "application/octet-stream")   # not urllib's form encoding
-            try:
-                urllib.request.urlopen(urllib.request.Request(request.url, data=body, method="PUT", headers=headers))
-            except urllib.error.HTTPError:   # the store's answer (a 412 too), lost all the same
-                pass
-            raise ReadTimeoutError(endpoint_url=request.url)
+            _land_and_lose(request)
         return None
 
     path = f"{s3_env['bucket_uri']}/t/.hoodie/001.deltacommit"
@@ -225,28 +233,14 @@ def test_a_conditional_replace_whose_response_was_lost_is_ours_not_a_conflict(s3
     """`replace_if_match` (a lock's renewal) lands but its response is lost; botocore's retry then meets the ETag
     our own write changed: the replace happened and is ours — else a holder would count its own renewal as the
     lock lost, and block every host with a lease it no longer renews. Another writer's change stays a conflict."""
-    import urllib.error
-    import urllib.request
 
-    from botocore.exceptions import ReadTimeoutError
 
     lost = {"n": 0}
 
     def lose_first_response(request, **_):  # type: ignore[no-untyped-def]
         if request.headers.get("If-Match") and lost["n"] == 0:
             lost["n"] += 1
-            body = request.body
-            if not isinstance(body, bytes):
-                body.seek(0)
-                body, _ = body.read(), body.seek(0)
-            headers = {k: v.decode() if isinstance(v, bytes) else v for k, v in request.headers.items()
-                       if k.lower() != "content-length"}
-            headers.setdefault("Content-Type", "application/octet-stream")
-            try:
-                urllib.request.urlopen(urllib.request.Request(request.url, data=body, method="PUT", headers=headers))
-            except urllib.error.HTTPError:
-                pass
-            raise ReadTimeoutError(endpoint_url=request.url)
+            _land_and_lose(request)
         return None
 
     path = f"{s3_env['bucket_uri']}/t/.hoodie/.locks/table_lock.json"

@@ -348,12 +348,17 @@ class Table:
         hoodie.properties, under the table lock; ConfigError for an unknown key or a malformed value. Returns
         the new configuration. Turning catalog sync on does not sync by itself: the next operation, or
         `sync_catalog()`, does."""
-        from engine.config.properties import save_table_config, validate_settings
+        from engine.config.properties import TABLE_ONLY_SETTINGS, save_table_config, validate_settings
         from engine.config.resolve import refuse_impossible_settings
         from engine.lock import holding, table_lock_of
 
         checked = validate_settings(dict(settings))
-        refuse_impossible_settings(self.path, {**self._reload().props, **checked})   # as the table will be
+        if checked.keys() & TABLE_ONLY_SETTINGS:   # the lock's rules, checked against the table as it will be
+            stored = self._reload().props
+            refuse_impossible_settings(self.path, {**{k: stored[k] for k in TABLE_ONLY_SETTINGS if k in stored},
+                                                   **checked})
+        else:
+            refuse_impossible_settings(self.path, checked)
         with holding(table_lock_of(self.path, lock), "update the table's settings"):
             cfg = self._reload()
             cfg.props.update(checked)

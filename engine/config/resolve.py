@@ -20,6 +20,7 @@ from engine.config.properties import (
 )
 from engine.errors import ConfigError
 from engine.io import storage
+from engine.io.store_lock import MIN_RENEWALS_PER_LEASE
 
 ARGUMENT, TABLE, DEFAULT = "argument", "table", "default"
 STORE = "store"   # what the table's storage allows decided it (object stores carry over by copy)
@@ -95,9 +96,9 @@ def refuse_impossible_settings(base_path: str, settings: Mapping[str, str]) -> N
     except ValueError:
         raise ConfigError(f"{LOCK_VALIDITY_KEY} and {LOCK_RENEW_KEY} must be whole seconds, not "
                           f"{settings.get(LOCK_VALIDITY_KEY)!r} and {settings.get(LOCK_RENEW_KEY)!r}") from None
-    if validity < 2 * renew:
-        raise ConfigError(f"{LOCK_VALIDITY_KEY}={validity} must be at least twice {LOCK_RENEW_KEY}={renew}: a lease "
-                          "must survive a renewal that fails once")
+    if validity < MIN_RENEWALS_PER_LEASE * renew:
+        raise ConfigError(f"{LOCK_VALIDITY_KEY}={validity} must be at least {MIN_RENEWALS_PER_LEASE} times "
+                          f"{LOCK_RENEW_KEY}={renew}: a lease must survive a renewal that fails once")
 
 
 def carry_over_mode(cfg: TableConfig, mode: Resolved) -> Resolved:

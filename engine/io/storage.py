@@ -1305,7 +1305,9 @@ def _conditional_put(path: str, data: bytes, condition: dict[str, str], refused:
                 resent = True   # the write in progress may be an earlier try of ours
                 time.sleep(CONFLICT_PAUSE_S * 2 ** attempt)
                 continue
-            if code in ("PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey") or status in (404, 409, 412):
+            # If-Match is also refused by an object gone since (404, NoSuchKey); a missing bucket is no conflict
+            gone = "IfMatch" in condition and code != "NoSuchBucket" and (code == "NoSuchKey" or status == 404)
+            if gone or code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
                 own = _own_landed_put(bucket, key, data) if resent else None
                 if own is not None:
                     return own

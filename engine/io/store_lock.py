@@ -37,6 +37,9 @@ VALIDITY_S = 300                          # hoodie.write.lock.storage.validity.t
 RENEW_S = 30                              # hoodie.write.lock.storage.renew.interval.secs' default
 POLL_S = 0.25                             # the first pause between tries while the lock is held elsewhere,
 MAX_POLL_S = 2.0                          # doubled up to this
+# A lease outlasts this many renew intervals at least: one renewal may fail and be retried, and a holder still
+# counts as holding (half an interval of lease left) while the next one is on its way.
+MIN_RENEWALS_PER_LEASE = 3
 GIVE_BACK_TRIES = 3                       # a give-back the store did not answer is tried again (else it blocks
                                           # every host until the lease runs out)
 
@@ -60,6 +63,15 @@ def _remember_given_back(path: str, etag: str) -> None:
 def _forget_given_back(path: str) -> None:
     with _GIVEN_BACK_GUARD:
         _GIVEN_BACK.pop(path, None)
+
+
+def _forget_after_fork() -> None:
+    # a child forked while another thread held the guard would wait on it forever; what was given back stays true
+    global _GIVEN_BACK_GUARD
+    _GIVEN_BACK_GUARD = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _now_ms() -> int:
@@ -116,9 +128,9 @@ class StoreLock:
         if validity_s <= 0 or renew_s <= 0:
             raise TidemarkError(f"storage lock validity {validity_s:g} s and renew interval {renew_s:g} s must be "
                                 "positive")
-        # Settings refuse a lease shorter than two renewals; one stored otherwise (by hand, by another tool) renews
-        # twice per lease instead of failing every operation — including the settings update that would mend it.
-        renew_s = min(renew_s, validity_s / 2)
+        # Settings refuse a lease shorter than three renewals; one stored otherwise (by hand, by another tool) renews
+        # three times per lease instead of failing every operation — including the settings update that would mend it.
+        renew_s = min(renew_s, validity_s / MIN_RENEWALS_PER_LEASE)
         self.path = storage.join(base_path, LOCKS_FOLDER, name)
         self.validity_ms = int(validity_s * 1000)
         self.renew_s = renew_s
@@ -174,6 +186,10 @@ class StoreLock:
         found = storage.read_tagged(self.path)
         if found is not None:
             held = LockData.parse(found[0], self.path)
+            if held.running(_now_ms()) and held.owner == self.owner:
+                # our own take, whose answer was lost after it landed (the try before this one failed)
+                self._took(found[1], held)
+                return True
             if held.running(_now_ms()):
                 self.seen_holder = held
                 return False
@@ -192,25 +208,54 @@ class StoreLock:
             self._etag, self._valid_until_ms = etag, lease.valid_until_ms
 
     def _renew_until_released(self) -> None:
-        while not self._stop.wait(self.renew_s):
+        """Every renew interval, extend the lease; a renewal the store did not answer is tried again soon (the lease
+        left must outlast the tries). The request is made outside the guard: `is_held` never waits on the store."""
+        wait = self.renew_s
+        while not self._stop.wait(wait):
             with self._guard:
-                if self._etag is None:
-                    return
-                lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
+                etag = self._etag
+            if etag is None:
+                return
+            lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
+            try:
+                renewed = storage.replace_if_match(self.path, lease.to_bytes(), etag)
+            except storage.PublishConflict:
                 try:
-                    self._etag = storage.replace_if_match(self.path, lease.to_bytes(), self._etag)
-                    self._valid_until_ms = lease.valid_until_ms
-                except storage.PublishConflict:
-                    self._valid_until_ms = 0   # replaced by another host: lost for good
-                    return
-                except Exception:  # noqa: BLE001 - the store did not answer: try again; the lease says how long
+                    own = self._own_lease()   # a renewal of ours whose answer was lost changed the ETag?
+                except LockObjectError:
+                    own = None
+                except Exception:  # noqa: BLE001 - the store did not answer: ask again soon
+                    wait = min(POLL_S * 4, self.renew_s)
                     continue
+                if own is None:
+                    with self._guard:
+                        self._valid_until_ms = 0   # replaced by another host: lost for good
+                    return
+                renewed, lease = own[0], LockData(False, own[1], self.owner)
+            except Exception:  # noqa: BLE001 - the store did not answer: again soon, while the lease lasts
+                wait = min(POLL_S * 4, self.renew_s)
+                continue
+            with self._guard:
+                if self._etag == etag:   # not released meanwhile
+                    self._etag, self._valid_until_ms = renewed, lease.valid_until_ms
+            wait = self.renew_s
+
+    def _own_lease(self) -> tuple[str, int] | None:
+        """(ETag, validUntil) of the lock object when it holds a running lease of this holder's — a write of ours
+        that landed though its answer was lost — else None."""
+        found = storage.read_tagged(self.path)
+        if found is None:
+            return None
+        held = LockData.parse(found[0], self.path)
+        if held.owner != self.owner or not held.running(_now_ms()):
+            return None
+        return found[1], held.valid_until_ms
 
     def is_held(self) -> bool:
-        """Held, with a renew interval of lease left at least: a caller that publishes next does so before the
-        lease can run out, even if renewals are failing meanwhile."""
+        """Held, with half a renew interval of lease left at least: a caller that publishes next does so before
+        the lease can run out, even if renewals are failing meanwhile."""
         with self._guard:
-            return self._etag is not None and _now_ms() + self.renew_s * 1000 < self._valid_until_ms
+            return self._etag is not None and _now_ms() + self.renew_s * 500 < self._valid_until_ms
 
     def release(self) -> None:
         self._stop.set()

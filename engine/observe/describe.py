@@ -83,13 +83,15 @@ def describe_table(base_path: str) -> TableDescription:
 
 
 def _lock_info(cfg: TableConfig) -> LockInfo:
-    if cfg.props.get(LOCK_PROVIDER_KEY) != STORAGE_LOCK_PROVIDER:
-        return LockInfo(provider="host")
+    if cfg.props.get(LOCK_PROVIDER_KEY) != STORAGE_LOCK_PROVIDER or not storage.is_remote(cfg.base_path):
+        return LockInfo(provider="host")   # not set, or a copy of such a table on a disk (its flock serialises)
     lock_object = storage.join(cfg.base_path, store_lock.LOCKS_FOLDER, store_lock.TABLE_LOCK)
     try:
         held = store_lock.current(cfg.base_path)
     except store_lock.LockObjectError:   # describing the table does not fail on it: taking the lock does, saying why
         return LockInfo(provider="storage", lock_object=lock_object, state="unreadable")
+    except Exception:  # noqa: BLE001 - the store did not answer: the rest of the description stands
+        return LockInfo(provider="storage", lock_object=lock_object, state="unknown")
     state = None if held is None else "free" if held.expired else \
         "held" if held.running(int(time.time() * 1000)) else "expired"
     return LockInfo(provider="storage", lock_object=lock_object, state=state or "free",

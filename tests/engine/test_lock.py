@@ -254,7 +254,7 @@ def test_a_table_with_the_storage_lock_keeps_another_hosts_writers_and_runs_out(
 def test_the_storage_lock_is_refused_where_the_store_cannot_arbitrate(tmp_path) -> None:
     with pytest.raises(ConfigError, match="needs an object store with conditional writes"):
         create_table(tmp_path / "t", {LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER})
-    with pytest.raises(ConfigError, match=r"must be at least twice"):
+    with pytest.raises(ConfigError, match=r"must be at least 3 times"):
         create_table(tmp_path / "u", {"hoodie.write.lock.storage.validity.timeout.secs": "30",
                                       "hoodie.write.lock.storage.renew.interval.secs": "30"})
 
@@ -282,7 +282,7 @@ def test_a_run_whose_run_lock_was_taken_over_commits_nothing(s3_env, tmp_path, m
     uri = f"{s3_env['bucket_uri']}/t"
     table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
                          settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER,
-                                   "hoodie.write.lock.storage.validity.timeout.secs": "2",
+                                   "hoodie.write.lock.storage.validity.timeout.secs": "3",
                                    "hoodie.write.lock.storage.renew.interval.secs": "1"})
     for i, day in enumerate(DAYS):
         table.write(day_file(tmp_path, i, day))
@@ -310,9 +310,25 @@ def test_the_lock_settings_belong_to_the_table_not_to_one_operation(s3_env, tmp_
     uri = f"{s3_env['bucket_uri']}/t"
     table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
                          settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER,
-                                   "hoodie.write.lock.storage.validity.timeout.secs": "60"})
+                                   "hoodie.write.lock.storage.validity.timeout.secs": "90"})
     with pytest.raises(ConfigError, match="is a table setting"):
         table.write(day_file(tmp_path, 0, "01"), settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER})
-    # checked against what the table stores: a renewal interval more than half the stored lease is refused
-    with pytest.raises(ConfigError, match=r"validity.timeout.secs=60 must be at least twice"):
+    # checked against what the table stores: a renewal interval more than a third of the stored lease is refused
+    with pytest.raises(ConfigError, match=r"validity.timeout.secs=90 must be at least 3 times"):
         table.update_settings({"hoodie.write.lock.storage.renew.interval.secs": "40"})
+    # an update of another key does not check the lock's rules again (a copy of the table on a disk keeps working)
+    assert table.update_settings({"hoodie.cleaner.commits.retained": "5"}).props["hoodie.cleaner.commits.retained"] == "5"
+
+
+def test_a_copy_on_a_disk_of_a_storage_locked_table_keeps_working(tmp_path) -> None:
+    """A table copied from S3 to a disk keeps the provider in its hoodie.properties: its flock serialises it there,
+    `show` says so, and unrelated settings still update."""
+    from engine.config.properties import load_table_config, save_table_config
+
+    table = create_table(tmp_path / "t")
+    cfg = load_table_config(table.path)
+    cfg.props[LOCK_PROVIDER_KEY] = STORAGE_LOCK_PROVIDER
+    save_table_config(cfg)
+    assert table.describe().lock.provider == "host"
+    table.update_settings({"hoodie.cleaner.commits.retained": "5"})
+    table.write(day_file(tmp_path, 0, "01"))

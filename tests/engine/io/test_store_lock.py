@@ -133,6 +133,31 @@ def test_of_takers_racing_for_a_free_lock_exactly_one_wins(s3_env):  # noqa: F81
     won[0].release()
 
 
+def test_a_take_or_renewal_whose_answer_was_lost_is_recognised_as_ours(s3_env):  # noqa: F811
+    """A conditional write of ours that landed though botocore never saw its answer leaves our own lease in the
+    object under an ETag we do not know: the next try adopts it instead of waiting on itself (acquire) or counting
+    the lock as lost (renewal) — either would block every host until the lease ran out."""
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=3.0, renew_s=0.3)
+    storage.create_tagged(lock.path, LockData(False, int(time.time() * 1000) + 3000, lock.owner).to_bytes())
+    assert lock.acquire(0)   # our own take, landed: adopted
+    # a renewal that landed with its answer lost: the object holds our lease under another ETag
+    storage.write_bytes(lock.path, LockData(False, int(time.time() * 1000) + 3000, lock.owner).to_bytes())
+    time.sleep(1.0)   # renewals go on from the adopted ETag
+    assert lock.is_held()
+    assert _object(lock.path)["owner"] == lock.owner and _object(lock.path)["validUntil"] > time.time() * 1000 + 2000
+    lock.release()
+    assert _object(lock.path)["expired"] is True
+
+
+def test_a_missing_bucket_is_an_error_not_a_lost_race(s3_env):  # noqa: F811
+    path = "s3://no-such-bucket-here/t/.hoodie/.locks/table_lock.json"
+    for put in (lambda: storage.create_tagged(path, b"{}"), lambda: storage.replace_if_match(path, b"{}", '"x"')):
+        with pytest.raises(TidemarkError) as failed:
+            put()
+        assert not isinstance(failed.value, storage.PublishConflict)
+
+
 def test_a_lock_object_that_is_not_hudis_names_itself(s3_env):  # noqa: F811
     base = f"{s3_env['bucket_uri']}/t"
     lock = StoreLock(base)

@@ -471,19 +471,26 @@ def _s3_tree(path: str, skip: str | None = None) -> list[Entry]:
     FileInfo drops — each object's ETag, which validates what an operation derived from its bytes earlier
     (`listed_etag`). Folders are the keys' parent prefixes and folder markers (keys ending in "/")."""
     asked = _take_asked(("tree", path, skip))
-    if asked is not None:
+    if asked is None:   # the same requests made now, in flight together (one after another in pool work)
+        asked = _Asked(*_tree_asked(_Inline if on_requests_pool() else requests_pool(), path, skip))
+    try:
         listed: list[Entry] = asked.result()
         return listed
-    bucket, key = _bucket_key(path)
-    prefix = key.rstrip("/") + "/" if key else ""
-    fence = None if skip is None else prefix + skip + "/"
-    if fence is None:
-        objects = _s3_objects(bucket, prefix)
-    elif ordered_listings(bucket):
-        objects = _s3_objects_around(bucket, prefix, fence)
-    else:   # no key order to step over the folder with: list it too, and drop it here
-        objects = [obj for obj in _s3_objects(bucket, prefix) if not obj["Key"].startswith(fence)]
-    return _tree_entries(path, objects)
+    finally:
+        settle(asked.parts)
+
+
+class _Inline:
+    """A `submit` that runs the call at once: work on the requests pool must not wait for more of its own pool."""
+
+    @staticmethod
+    def submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
+        done: Future[Any] = Future()
+        try:
+            done.set_result(fn(*args))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever takes the result, as a pool would
+            done.set_exception(exc)
+        return done
 
 
 def _tree_entries(path: str, objects: list[dict[str, Any]]) -> list[Entry]:
@@ -522,21 +529,6 @@ def ordered_listings(bucket: str) -> bool:
     purpose bucket does; a directory bucket lists in no particular order, refuses `StartAfter` and takes only
     prefixes ending in "/". Stepping over a folder or listing by name prefix there would lose keys silently."""
     return not bucket.endswith(_DIRECTORY_BUCKET_SUFFIX)
-
-
-def _s3_objects_around(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
-    """The objects under `prefix` except those under the folder `fence` ("prefix/name/"), whose keys sort as one
-    run: those after it in one listing that starts past it (StartAfter), those before it (rare: names that sort
-    before the folder's, such as a non-partitioned table's `.<file id>` logs before `.hoodie/`) found by a
-    one-key probe, in flight together, then listed up to the fence."""
-    if on_requests_pool():
-        return _s3_objects_before(bucket, prefix, fence) + _s3_objects_after(bucket, prefix, fence)
-    after = requests_pool().submit(_s3_objects_after, bucket, prefix, fence)
-    try:
-        before = _s3_objects_before(bucket, prefix, fence)
-        return before + after.result()
-    finally:
-        settle([after])
 
 
 def _s3_objects_after(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
@@ -727,8 +719,10 @@ def _read_if_there(path: str) -> bytes | None:
 
 
 def _tree_asked(pool: Any, path: str, skip: str | None) -> tuple[list[Future[Any]], Callable[[list[Any]], Any]]:
-    """`_s3_tree`'s requests as futures of their own (the keys before and after a skipped folder in flight
-    together, as `_s3_objects_around` makes them), and how their objects become its entries."""
+    """`_s3_tree`'s requests as futures of their own, and how their objects become its entries. With `skip`, the
+    folder's keys sort as one run that is stepped over: the keys after it in one listing that starts past it
+    (StartAfter), the keys before it (rare: names that sort before the folder's, such as a non-partitioned
+    table's `.<file id>` logs before `.hoodie/`) by a one-key probe, in flight together, then listed up to it."""
     bucket, key = _bucket_key(path)
     prefix = key.rstrip("/") + "/" if key else ""
     if skip is None:
@@ -1133,8 +1127,9 @@ class S3Upload:
         self._buf = bytearray()
 
 
-def create_exclusive(path: str, data: bytes, staging_dir: str | None = None, keep: bool = False) -> None:
-    """Create `path` holding `data`, all at once, only if no file is there (PublishConflict otherwise).
+def create_exclusive(path: str, data: bytes, staging_dir: str | None = None, keep: bool = False) -> str | None:
+    """Create `path` holding `data`, all at once, only if no file is there (PublishConflict otherwise). On S3 the
+    new object's ETag (for a later `replace_if_match`), else None.
 
     Local: write `staging_dir`/<uuid> (default: a dot-temp beside `path`), fsync, hard-link it into place
     (the link refuses an existing name), unlink the temp. S3: one PutObject with `If-None-Match: *`; the
@@ -1156,16 +1151,17 @@ def create_exclusive(path: str, data: bytes, staging_dir: str | None = None, kee
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
-        return
+        return None
     _wrote(path)
     if scheme(path) in ("s3", "s3a") and conditional_put(path):
         etag = _s3_put_if_absent(path, data)
         if keep and etag:
             _keep_immutable(path, etag, data)
-        return
+        return etag
     if exists(path):
         raise PublishConflict(f"{path} already exists")
     write_bytes(path, data)
+    return None
 
 
 def link_no_clobber(tmp: str, dest: str) -> None:
@@ -1314,12 +1310,6 @@ def _conditional_put(path: str, data: bytes, condition: dict[str, str], refused:
                 raise PublishConflict(f"{path} {refused}: {code or status})") from None
             raise TidemarkError(f"{path}: conditional put failed: {code or exc}") from exc
     raise AssertionError("unreachable: the last try returns or raises")
-
-
-def create_tagged(path: str, data: bytes) -> str:
-    """`create_exclusive` on S3, returning the new object's ETag (for a later `replace_if_match`)."""
-    _wrote(path)
-    return _s3_put_if_absent(path, data)
 
 
 def read_tagged(path: str) -> tuple[bytes, str] | None:

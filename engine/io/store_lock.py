@@ -195,11 +195,12 @@ class StoreLock:
                 return False
         lease = LockData(False, _now_ms() + self.validity_ms, self.owner)
         try:
-            etag = storage.create_tagged(self.path, lease.to_bytes()) if found is None else \
+            # on S3 with conditional writes (the constructor's condition) a create gives its ETag
+            etag = storage.create_exclusive(self.path, lease.to_bytes()) if found is None else \
                 storage.replace_if_match(self.path, lease.to_bytes(), found[1])
         except storage.PublishConflict:
             return False   # another host took it between our read and our write
-        self._took(etag, lease)
+        self._took(etag or "", lease)
         return True
 
     def _took(self, etag: str, lease: LockData) -> None:

@@ -244,7 +244,7 @@ def test_a_conditional_replace_whose_response_was_lost_is_ours_not_a_conflict(s3
         return None
 
     path = f"{s3_env['bucket_uri']}/t/.hoodie/.locks/table_lock.json"
-    etag = storage.create_tagged(path, b'{"v": 1}')
+    etag = storage.create_exclusive(path, b'{"v": 1}')
     _register(lose_first_response)
     try:
         new = storage.replace_if_match(path, b'{"v": 2}', etag)

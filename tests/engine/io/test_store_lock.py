@@ -53,7 +53,7 @@ def test_a_dead_holders_lease_runs_out_and_is_taken_over(s3_env):  # noqa: F811
     base = f"{s3_env['bucket_uri']}/t"
     taker = StoreLock(base)
     dead = LockData(False, int(time.time() * 1000) - CLOCK_DRIFT_MS - 1000, "a-java-writer-that-died")
-    storage.create_tagged(taker.path, dead.to_bytes())
+    storage.create_exclusive(taker.path, dead.to_bytes())
     assert taker.acquire(0)
     assert _object(taker.path)["owner"] == taker.owner
     taker.release()
@@ -139,7 +139,7 @@ def test_a_take_or_renewal_whose_answer_was_lost_is_recognised_as_ours(s3_env): 
     the lock as lost (renewal) — either would block every host until the lease ran out."""
     base = f"{s3_env['bucket_uri']}/t"
     lock = StoreLock(base, validity_s=3.0, renew_s=0.3)
-    storage.create_tagged(lock.path, LockData(False, int(time.time() * 1000) + 3000, lock.owner).to_bytes())
+    storage.create_exclusive(lock.path, LockData(False, int(time.time() * 1000) + 3000, lock.owner).to_bytes())
     assert lock.acquire(0)   # our own take, landed: adopted
     # a renewal that landed with its answer lost: the object holds our lease under another ETag
     storage.write_bytes(lock.path, LockData(False, int(time.time() * 1000) + 3000, lock.owner).to_bytes())
@@ -152,7 +152,7 @@ def test_a_take_or_renewal_whose_answer_was_lost_is_recognised_as_ours(s3_env): 
 
 def test_a_missing_bucket_is_an_error_not_a_lost_race(s3_env):  # noqa: F811
     path = "s3://no-such-bucket-here/t/.hoodie/.locks/table_lock.json"
-    for put in (lambda: storage.create_tagged(path, b"{}"), lambda: storage.replace_if_match(path, b"{}", '"x"')):
+    for put in (lambda: storage.create_exclusive(path, b"{}"), lambda: storage.replace_if_match(path, b"{}", '"x"')):
         with pytest.raises(TidemarkError) as failed:
             put()
         assert not isinstance(failed.value, storage.PublishConflict)

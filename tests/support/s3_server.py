@@ -37,6 +37,7 @@ class CountingApp:
         self.app = app
         self.log: list[dict[str, Any]] = []
         self.lock = threading.Lock()
+        self.conditional = threading.Lock()   # one conditional write at a time (see __call__)
         self.latency_s = latency_s
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
@@ -59,6 +60,11 @@ class CountingApp:
             time.sleep(self.latency_s)
         t0 = time.thread_time()
         try:
+            if environ.get("HTTP_IF_NONE_MATCH") or environ.get("HTTP_IF_MATCH"):
+                # moto checks a write's condition, then writes: two racing conditional writes on its threads could
+                # both pass the check. S3 decides between them atomically; so does this server.
+                with self.conditional:
+                    return self.app(environ, start_response)
             return self.app(environ, start_response)
         finally:
             entry["cpu_ms"] = round((time.thread_time() - t0) * 1000, 3)   # the app's CPU on this request's thread

@@ -7,9 +7,9 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from tests.support.fixtures import FIXTURES, unzip_fixture
+from tests.support.fixtures import unzip_fixture
 
-__all__ = ["FIXTURES", "unzip_fixture"]
+__all__ = ["unzip_fixture"]
 
 # The control-plane stack (database, live server, Celery worker) for tests/tasks and tests/webapp, the catalogs
 # and the headless browser; pytest only honours `pytest_plugins` in the top-level conftest.

@@ -23,9 +23,8 @@ from engine.logformat.avro_codec import (
     decode_data_block_content,
     encode_data_block_content,
 )
-from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+from tests.support.fixtures import fixture_zip
 
-FIXTURE_ZIP = FIXTURES / "v6_trips_8i1u.zip"
 JAVA_LOG = "city=san_francisco/.d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0_20250331030642808.log.1_0-26-85"
 
 UNICODE = ["", "a", "héllo", "日本語テキスト", "emoji 🚀🌊", "x" * 300, "tab\tnew\nline", "\u0000nul"]
@@ -357,7 +356,7 @@ def test_varint_overflow_and_bad_branch_raise() -> None:
 
 def _java_block(tmp_path: Path) -> tuple[dict, bytes]:
     """Parse just enough of the Hudi log block: header SCHEMA (key 2) and the content bytes."""
-    with zipfile.ZipFile(FIXTURE_ZIP) as archive:
+    with zipfile.ZipFile(fixture_zip("v6_trips_8i1u")) as archive:
         archive.extractall(tmp_path)
     data = next(tmp_path.rglob(Path(JAVA_LOG).name)).read_bytes()
     assert data[:6] == b"#HUDI#"

@@ -9,15 +9,14 @@ import fastavro
 import pytest
 
 from engine.timeline import avro_models as am
-from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+from tests.support.fixtures import fixture_zip
 
-FIXTURE = FIXTURES / "v8_trips_8i3u1d.zip"
 PLAN_MEMBER = "v8_trips_8i3u1d/.hoodie/timeline/20251220210129235.compaction.requested"
 MDT_PLAN_MEMBER = "v8_trips_8i3u1d/.hoodie/metadata/.hoodie/timeline/20251220210130942.compaction.requested"
 
 
 def _member(name: str) -> bytes:
-    with zipfile.ZipFile(FIXTURE) as zf:
+    with zipfile.ZipFile(fixture_zip("v8_trips_8i3u1d")) as zf:
         return zf.read(name)
 
 

@@ -15,13 +15,13 @@ from engine.timeline import avro_models as am
 from engine.timeline import instants as tl
 from engine.timeline.instants import Instant, State, Timeline
 from engine.timeline.metadata import WriteStat
-from tests.support.fixtures import FIXTURES  # noqa: E402 - beside the other constants
+from tests.support.fixtures import fixture_zip
 
 TRIPS_SCHEMA_FIELDS = ["ts", "uuid", "rider", "driver", "fare", "city"]
 
 
 def unzip(name: str, dest: Path) -> Path:
-    with zipfile.ZipFile(FIXTURES / f"{name}.zip") as zf:
+    with zipfile.ZipFile(fixture_zip(name)) as zf:
         for info in zf.infolist():
             if not info.filename.startswith("__MACOSX"):
                 zf.extract(info, dest)

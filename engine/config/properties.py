@@ -254,7 +254,9 @@ class TableConfig:
 
     @property
     def ordering_field(self) -> str | None:
-        return self.props.get("hoodie.table.precombine.field") or None
+        # v9 states the ordering fields outright (hoodie.table.ordering.fields); v6 and v8 name a precombine field
+        fields = _csv(self.props.get("hoodie.table.ordering.fields") or self.props.get("hoodie.table.precombine.field", ""))
+        return fields[0] if fields else None
 
     @property
     def event_time_field(self) -> str | None:
@@ -310,7 +312,7 @@ def _csv(text: str) -> list[str]:
 
 
 # table version -> its timeline layout version
-SUPPORTED_TABLE_VERSIONS: dict[int, str] = {6: "1", 8: "2"}
+SUPPORTED_TABLE_VERSIONS: dict[int, str] = {6: "1", 8: "2", 9: "2"}
 
 
 def load_table_config(base_path: str) -> TableConfig:

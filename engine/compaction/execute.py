@@ -872,7 +872,7 @@ def _with_file_name(t: pa.Table, name: str) -> pa.Table:
 def _track(t: pa.Table, task: OpTask, counts: _Counts, keys: list[str | None]) -> None:
     counts.rows += t.num_rows
     if task.event_field and task.event_field in t.column_names:
-        lo, hi = eventtime.bounds(t.column(task.event_field))
+        lo, hi = eventtime.known_bounds(t.column(task.event_field))
         counts.min_et = lo if counts.min_et is None else (counts.min_et if lo is None else min(counts.min_et, lo))
         counts.max_et = hi if counts.max_et is None else (counts.max_et if hi is None else max(counts.max_et, hi))
     mm = pc.min_max(t.column("_hoodie_record_key"))
@@ -906,7 +906,7 @@ def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: s
 def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
     if isinstance(item, DataItem):
         rows = carried_rows(item, task.schema)
-        lo, hi = eventtime.bounds(rows.column(task.event_field)) if task.event_field else (None, None)
+        lo, hi = eventtime.known_bounds(rows.column(task.event_field)) if task.event_field else (None, None)
         return [logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, "avro", lo, hi)]
     # Processing-time deletes and deletes with an ordering value need blocks of their own (one union branch
     # per block).

@@ -353,7 +353,7 @@ def _from_content(path: str, committed: frozenset[str], field: str | None) -> Lo
     lows: list[int] = []
     highs: list[int] = []
     for col in columns:
-        lo, hi = eventtime.bounds(col)
+        lo, hi = eventtime.known_bounds(col)
         if lo is not None:
             lows.append(lo)
             highs.append(hi if hi is not None else lo)

@@ -21,7 +21,8 @@ from engine.errors import ConfigError, InputError
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 MIN_MS = -62_135_596_800_000      # 0001-01-01T00:00:00Z
 MAX_MS = 253_402_300_799_999      # 9999-12-31T23:59:59.999Z
-_OFFSET = r"(Z|z|[+-]\d{2}(:?\d{2})?)$"
+# A zone suffix only after a time of day: a date alone (`2024-01-02`) ends in `-02`, which is no offset.
+_OFFSET = r"[T ]\d{2}(:?\d{2}(:?\d{2}([.,]\d+)?)?)?(Z|z|[+-]\d{2}(:?\d{2})?)$"
 
 
 def parse_iso_strings(values: pa.Array | pa.ChunkedArray, unit: str = "us", what: str = "value") -> pa.Array:
@@ -88,6 +89,16 @@ def bounds(values: pa.Array | pa.ChunkedArray) -> tuple[int | None, int | None]:
     mm = pc.min_max(to_millis(values))
     lo, hi = mm["min"].as_py(), mm["max"].as_py()
     return lo, hi
+
+
+def known_bounds(values: pa.Array | pa.ChunkedArray) -> tuple[int | None, int | None]:
+    """`bounds`, or (None, None) — unknown — when the values are no times (a Java table's ordering field may be a
+    decimal or a free string such as `ord_1`): for statistics of data already committed, where refusing would
+    only strand the operation, and an unknown time makes planning compact the log rather than skip it."""
+    try:
+        return bounds(values)
+    except (ConfigError, InputError):
+        return None, None
 
 
 def iso(ms: int | None) -> str | None:

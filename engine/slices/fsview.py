@@ -81,6 +81,10 @@ class FileSystemView:
         self._remote: dict[str, list[storage.Entry]] | None = None
         self._planned_outputs = self._pending_plan_outputs()
         self._replaced = self.timeline.replaced_file_groups()
+        # The same groups by the replacecommit's completion time (v8/v9): a range ending at a completion time
+        # sees a group replaced only once its replacecommit completed, not when it was requested.
+        done = {i.timestamp: i.completion_time or i.timestamp for i in self.timeline.completed()}
+        self._replaced_done = {key: done.get(ts, ts) for key, ts in self._replaced.items()}
         self._groups: dict[tuple[str, str], FileGroup] | None = None
         self._dangling: list[tuple[tuple[str, str], str]] = []   # (group, link path): links whose target is gone
         self._cleans: list[tuple[str, dict[str, list[str]]]] | None = None
@@ -139,13 +143,15 @@ class FileSystemView:
         return [(g, self._replaced[(g.partition_path, g.file_id)]) for g in self.all_file_groups()
                 if (g.partition_path, g.file_id) in self._replaced]
 
-    def _groups_as_of(self, as_of: str) -> list[FileGroup]:
+    def _groups_as_of(self, as_of: str, by_completion: bool = False) -> list[FileGroup]:
         """The groups live at instant `as_of`: one replaced by a later replacecommit was still live then."""
-        return [g for g in self.all_file_groups() if self.live_at((g.partition_path, g.file_id), as_of)]
+        return [g for g in self.all_file_groups()
+                if self.live_at((g.partition_path, g.file_id), as_of, by_completion=by_completion)]
 
-    def live_at(self, key: tuple[str, str], as_of: str) -> bool:
-        """Was file group `key` live at instant `as_of` (not yet replaced by a completed replacecommit)?"""
-        return self._replaced.get(key, "~") > as_of
+    def live_at(self, key: tuple[str, str], as_of: str, *, by_completion: bool = False) -> bool:
+        """Was file group `key` live at instant `as_of` (not yet replaced by a completed replacecommit)? With
+        `by_completion`, `as_of` is a completion time and the replacecommit's completion time decides."""
+        return (self._replaced_done if by_completion else self._replaced).get(key, "~") > as_of
 
     def committed_slice_instants(self) -> dict[tuple[str, str], list[str]]:
         """(partition, fileId) -> base instants of the group's slices on disk that are completed writes."""
@@ -254,7 +260,7 @@ class FileSystemView:
         instant `as_of` (slices with a later base instant ignored; `by_completion`: slices whose base instant
         completed after `as_of` ignored — a v8 incremental range's end is a completion time)."""
         out: list[FileSlice] = []
-        for group in self.file_groups() if as_of is None else self._groups_as_of(as_of):
+        for group in self.file_groups() if as_of is None else self._groups_as_of(as_of, by_completion):
             sl = self.latest_of(group, as_of, by_completion=by_completion)
             if sl is not None:
                 out.append(sl)

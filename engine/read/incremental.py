@@ -40,7 +40,7 @@ from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.window import InstantWindow
 from engine.slices.fsview import WRITE_ACTIONS, FileSystemView
 from engine.slices.groups import FileSlice
-from engine.timeline.instants import COMMIT, ROLLBACK, Instant, Timeline
+from engine.timeline.instants import ROLLBACK, Instant, Timeline
 
 EARLIEST = "0"   # an incremental read without a begin instant starts before every instant (hudi-rs: "19700101…")
 
@@ -106,7 +106,9 @@ def _written_groups(timeline: Timeline, begin: str, end: str) -> set[tuple[str, 
         if inst.action not in WRITE_ACTIONS or not begin < _position(inst) <= end:
             continue
         meta = timeline.commit_metadata(inst)
-        if not (inst.action == COMMIT and meta.is_compaction):
+        # A log compaction (v9: a deltacommit marked compacted, operation LOG_COMPACT) selects no file group either,
+        # as in hudi 0.5.0; its rewritten rows, stamped with its instant, count once another write selects the group.
+        if not meta.is_compaction:
             changed.update(s.key for s in meta.write_stats)
     return changed
 

@@ -45,12 +45,14 @@ class InstantWindow:
         return not self.incremental or self.in_range(base_instant)
 
     def filter_rows(self, table: pa.Table) -> pa.Table:
-        """Incremental: only merged rows committed in (begin, end]; time travel: all rows."""
+        """Incremental: only merged rows committed in (begin, end]; time travel: all rows. A row without a commit
+        time (a table written without meta fields) cannot be placed: it is kept, as hudi 0.5.0 keeps it, since
+        the base and blocks it came from were already chosen by the window."""
         if not self.incremental or COMMIT_TIME not in table.column_names or table.num_rows == 0:
             return table
         times = table.column(COMMIT_TIME)
         if self.members is not None:
-            return table.filter(pc.fill_null(pc.is_in(times, value_set=pa.array(sorted(self.members), pa.string())),
-                                             False))
-        keep = pc.and_(pc.greater(times, self.begin), pc.less_equal(times, self.end))
-        return table.filter(pc.fill_null(keep, False))
+            keep = pc.is_in(times, value_set=pa.array(sorted(self.members), pa.string()))
+        else:
+            keep = pc.and_(pc.greater(times, self.begin), pc.less_equal(times, self.end))
+        return table.filter(pc.or_(pc.fill_null(keep, False), pc.is_null(times)))

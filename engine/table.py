@@ -87,8 +87,8 @@ class Table:
                event_time_field: str, partition_fields: Sequence[str] | None = None,
                merge_mode: str = "event_time", hive_style: bool = False,
                settings: Mapping[str, str] | None = None, table_version: int = 6) -> Table:
-        """Create an empty MOR table at `path` (ConfigError if one exists there): table version 6 (the default) or
-        8 (Hudi 1.x: timeline layout 2, completion times)."""
+        """Create an empty MOR table at `path` (ConfigError if one exists there): table version 6 (the default),
+        8 (Hudi 1.0: timeline layout 2, completion times) or 9 (Hudi 1.1)."""
         from engine.config.layout import create_table
         from engine.config.properties import validate_settings
 

@@ -15,6 +15,7 @@ from typing import Any
 from engine import placement
 from engine.cli import output
 from engine.config import eventtime
+from engine.config.properties import CREATABLE_TABLE_VERSIONS, DEFAULT_TABLE_VERSION
 from engine.errors import ConfigError, Refused, TidemarkError
 from engine.io import storage
 from engine.table import WRITE_OPERATIONS, Table
@@ -317,8 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--event-time-field", required=True)
     p.add_argument("--merge-mode", choices=["event_time", "commit_time"], help="default: event_time")
     p.add_argument("--hive-style", action="store_true")
-    p.add_argument("--table-version", type=int, choices=[6, 8], default=6,
-                   help="6 (default; Hudi 0.14/0.15) or 8 (Hudi 1.x: timeline layout 2, completion-time slicing)")
+    p.add_argument("--table-version", type=int, choices=list(CREATABLE_TABLE_VERSIONS), default=DEFAULT_TABLE_VERSION,
+                   help="6 (default; Hudi 0.14/0.15), 8 (Hudi 1.0: timeline layout 2, completion-time slicing) or "
+                        "9 (Hudi 1.1: ordering fields and merge mode stated outright)")
     _add_config(p)
 
     p = _command(sub, "write", cmd_write, "upsert/insert/delete a .parquet, .csv or .jsonl file as one deltacommit "

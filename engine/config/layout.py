@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 from engine.config.discovery import enclosing_table
 from engine.config.properties import (
+    DEFAULT_TABLE_VERSION,
     HOODIE_DIR,
     MERGE_MODES,
     PROPERTIES_FILE,
@@ -30,8 +31,8 @@ PARTITION_METAFILE = ".hoodie_partition_metadata"
 def create_table(path: str, *, name: str, record_keys: list[str], ordering_field: str, event_time_field: str,
                  partition_fields: list[str] | None = None, merge_mode: str = "event_time",
                  hive_style: bool = False, settings: Mapping[str, str] | None = None,
-                 table_version: int = 6) -> TableConfig:
-    """Create an empty MOR table (version 6, or 8: Hudi 1.x); refuses to overwrite an existing one."""
+                 table_version: int = DEFAULT_TABLE_VERSION) -> TableConfig:
+    """Create an empty MOR table (version 6, 8: Hudi 1.0, or 9: Hudi 1.1); refuses to overwrite an existing one."""
     if storage.exists(storage.join(path, HOODIE_DIR, PROPERTIES_FILE)):
         raise ConfigError(f"a Hudi table already exists at {path}")
     refuse_impossible_settings(path, settings or {})

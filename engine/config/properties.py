@@ -268,7 +268,9 @@ class TableConfig:
         if explicit:
             return explicit
         payload = self.props.get("hoodie.compaction.payload.class", "")
-        return MODE_FOR_PAYLOAD.get(payload, COMMIT_TIME_ORDERING)
+        if not payload and self.version >= 9 and self.ordering_field:
+            return EVENT_TIME_ORDERING   # Hudi 1.1 infers event-time ordering from stated ordering fields
+        return KNOWN_PAYLOADS.get(payload, COMMIT_TIME_ORDERING)
 
     @property
     def hive_style(self) -> bool:
@@ -316,7 +318,8 @@ SUPPORTED_TABLE_VERSIONS: dict[int, str] = {6: "1", 8: "2", 9: "2"}
 
 
 def load_table_config(base_path: str) -> TableConfig:
-    """Read and check hoodie.properties: MOR tables of version 6 (timeline layout 1) or 8 (layout 2)."""
+    """Read and check hoodie.properties: MOR tables of version 6 (timeline layout 1), 8 or 9 (layout 2) whose
+    records merge in a way Tidemark reproduces."""
     path = storage.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
     text = _read_properties(path)
     if text is None:
@@ -326,17 +329,45 @@ def load_table_config(base_path: str) -> TableConfig:
     if cfg.version not in SUPPORTED_TABLE_VERSIONS:
         raise UnsupportedTableError(
             f"{base_path}: hoodie.table.version={cfg.version} is not supported (Tidemark supports table versions 6 "
-            "(timeline layout 1) and 8 (timeline layout 2))")
+            "(timeline layout 1), 8 and 9 (timeline layout 2))")
     layout = props.get("hoodie.timeline.layout.version")
     if layout is not None and layout != SUPPORTED_TABLE_VERSIONS[cfg.version]:
         raise UnsupportedTableError(f"{base_path}: hoodie.table.version={cfg.version} with "
                                     f"hoodie.timeline.layout.version={layout} (expected "
                                     f"{SUPPORTED_TABLE_VERSIONS[cfg.version]})")
+    check_merge_behaviour(cfg)
     if props.get("hoodie.table.type") != "MERGE_ON_READ":
         raise UnsupportedTableError(f"{base_path}: hoodie.table.type={props.get('hoodie.table.type')} is not MERGE_ON_READ")
     if not cfg.record_key_fields:
         raise UnsupportedTableError(f"{base_path}: hoodie.table.recordkey.fields is missing")
     return cfg
+
+
+# Payload classes whose merge Tidemark reproduces (the built-in ones behind the two merge modes), and the one key
+# Hudi 1.1 adds to say the table is not Hudi's own format.
+KNOWN_PAYLOADS = {**MODE_FOR_PAYLOAD, "org.apache.hudi.common.model.EventTimeAvroPayload": EVENT_TIME_ORDERING}
+NATIVE_TABLE_FORMAT = "native"
+
+
+def check_merge_behaviour(cfg: TableConfig) -> None:
+    """Refuse, naming the setting, a table whose records merge in a way Tidemark cannot reproduce: a merge mode
+    other than EVENT_TIME_ORDERING / COMMIT_TIME_ORDERING (CUSTOM runs a Java merger class), a payload class of
+    its own where the payload decides (no merge mode stated, or CUSTOM), or a table format other than Hudi's
+    native one. Reading such a table with our merge would return other rows than Java Hudi; writing or
+    compacting it would store them."""
+    where, props = cfg.base_path, cfg.props
+    mode = props.get("hoodie.record.merge.mode")
+    if mode and mode not in (EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING):
+        raise UnsupportedTableError(f"{where}: hoodie.record.merge.mode={mode} is not supported: Tidemark merges by "
+                                    f"{EVENT_TIME_ORDERING} or {COMMIT_TIME_ORDERING} only (a CUSTOM merger is Java code)")
+    payload = props.get("hoodie.compaction.payload.class")
+    if payload and not mode and payload not in KNOWN_PAYLOADS:
+        raise UnsupportedTableError(f"{where}: hoodie.compaction.payload.class={payload} is not supported: Tidemark "
+                                    f"merges as {', '.join(sorted(KNOWN_PAYLOADS))} do")
+    fmt = props.get("hoodie.table.format", NATIVE_TABLE_FORMAT)
+    if fmt != NATIVE_TABLE_FORMAT:
+        raise UnsupportedTableError(f"{where}: hoodie.table.format={fmt} is not supported: Tidemark reads and writes "
+                                    f"Hudi's own format ({NATIVE_TABLE_FORMAT}) only")
 
 
 def _read_properties(path: str) -> str | None:
@@ -413,23 +444,41 @@ _KEYGEN_TYPE = {"org.apache.hudi.keygen.NonpartitionedKeyGenerator": "NON_PARTIT
                 "org.apache.hudi.keygen.SimpleKeyGenerator": "SIMPLE"}
 
 
-def version_props(table_version: int, merge_mode: str, keygen: str) -> dict[str, str]:
-    """The keys that differ between a new version-6 and version-8 table (the v8 ones as Hudi 1.0 writes them)."""
+CREATABLE_TABLE_VERSIONS = (6, 8, 9)
+DEFAULT_TABLE_VERSION = 6
+
+# Keys a version-9 table no longer carries: Hudi 1.1 states the ordering fields, the merge mode and the key
+# generator type outright instead (hoodie.table.ordering.fields, hoodie.record.merge.mode,
+# hoodie.table.keygenerator.type), and has no payload class or merge strategy id for the built-in modes.
+_V9_DROPPED = ("hoodie.table.precombine.field", "hoodie.compaction.payload.class", "hoodie.table.keygenerator.class")
+
+
+def apply_table_version(props: dict[str, str], table_version: int) -> None:
+    """Turn a new table's version-6 properties into those of `table_version`, as Hudi writes that version:
+    Hudi 1.0 for 8, Hudi 1.1 for 9 (tests/engine/config/test_properties.py holds them against the Java fixtures)."""
+    if table_version not in CREATABLE_TABLE_VERSIONS:
+        raise ConfigError(f"table version {table_version} cannot be created; use "
+                          f"{', '.join(map(str, CREATABLE_TABLE_VERSIONS))} (default {DEFAULT_TABLE_VERSION})")
     if table_version == 6:
-        return {"hoodie.table.version": "6", "hoodie.timeline.layout.version": "1"}
+        return
+    keygen = props["hoodie.table.keygenerator.class"]
+    props.update({"hoodie.table.version": str(table_version), "hoodie.timeline.layout.version": "2",
+                  "hoodie.table.initial.version": str(table_version), "hoodie.timeline.path": "timeline",
+                  "hoodie.timeline.history.path": "history", "hoodie.table.keygenerator.type": _KEYGEN_TYPE[keygen]})
     if table_version == 8:
-        return {"hoodie.table.version": "8", "hoodie.timeline.layout.version": "2", "hoodie.table.initial.version": "8",
-                "hoodie.timeline.path": "timeline", "hoodie.timeline.history.path": "history",
-                "hoodie.record.merge.strategy.id": MERGE_STRATEGY_FOR_MODE[merge_mode],
-                "hoodie.table.keygenerator.type": _KEYGEN_TYPE[keygen]}
-    raise ConfigError(f"table version {table_version} cannot be created; use 6 (the default) or 8")
+        props["hoodie.record.merge.strategy.id"] = MERGE_STRATEGY_FOR_MODE[props["hoodie.record.merge.mode"]]
+        return
+    props["hoodie.table.ordering.fields"] = props["hoodie.table.precombine.field"]
+    props["hoodie.table.format"] = "native"
+    for key in _V9_DROPPED:
+        props.pop(key, None)
 
 
 def new_table_props(*, name: str, record_keys: list[str], partition_fields: list[str], ordering_field: str,
                     event_time_field: str, merge_mode: str, hive_style: bool,
                     settings: Mapping[str, str] | None = None, database: str = "default",
-                    table_version: int = 6) -> dict[str, str]:
-    """hoodie.properties content for a new MOR table (version 6 or 8) with a bucket index."""
+                    table_version: int = DEFAULT_TABLE_VERSION) -> dict[str, str]:
+    """hoodie.properties content for a new MOR table (version 6, 8 or 9) with a bucket index."""
     if merge_mode not in PAYLOAD_FOR_MODE:
         raise ConfigError(f"unknown merge mode {merge_mode!r}; use event_time or commit_time")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
@@ -461,6 +510,6 @@ def new_table_props(*, name: str, record_keys: list[str], partition_fields: list
     }
     if partition_fields:
         props["hoodie.table.partition.fields"] = ",".join(partition_fields)
-    props.update(version_props(table_version, merge_mode, props["hoodie.table.keygenerator.class"]))
+    apply_table_version(props, table_version)
     props.update(validate_settings(dict(settings or {})))
     return props

@@ -1,5 +1,6 @@
-"""Tables Tidemark creates at version 8 (Hudi 1.x): written, compacted by event time with carry-over, rolled back
-and cleaned in 1.x's on-disk form, with hudi 0.5.0 reading the same snapshot and RO view after every step."""
+"""Tables Tidemark creates at version 8 (Hudi 1.0) and 9 (Hudi 1.1): written, compacted by event time with
+carry-over, rolled back and cleaned in 1.x's on-disk form, with hudi 0.5.0 reading the same snapshot and RO view
+after every step. Both versions share timeline layout 2; 9 states its ordering fields and merge mode outright."""
 from __future__ import annotations
 
 import os
@@ -47,12 +48,33 @@ def test_create_table_version_8(tmp_path, capsys):
     capsys.readouterr()
 
 
+def test_create_table_version_9_in_hudi_1_1_form(tmp_path, capsys):
+    """The keys Hudi 1.1 writes for a new v9 table (as the sdist's v9 fixtures hold them): ordering fields and
+    merge mode stated, key generator by type, table format native; no precombine field, payload class or key
+    generator class."""
+    path = str(tmp_path / "t9")
+    assert main(["create", path, "--name", "t9", "--record-key", "id", "--ordering-field", "ts",
+                 "--event-time-field", "ts", "--partition-field", "region", "--table-version", "9"]) == 0
+    props = load_table_config(path).props
+    assert (props["hoodie.table.version"], props["hoodie.table.initial.version"]) == ("9", "9")
+    assert props["hoodie.timeline.layout.version"] == "2" and props["hoodie.timeline.path"] == "timeline"
+    assert props["hoodie.table.ordering.fields"] == "ts" and props["hoodie.record.merge.mode"] == "EVENT_TIME_ORDERING"
+    assert (props["hoodie.table.keygenerator.type"], props["hoodie.table.format"]) == ("SIMPLE", "native")
+    for gone in ("hoodie.table.precombine.field", "hoodie.compaction.payload.class",
+                 "hoodie.table.keygenerator.class", "hoodie.record.merge.strategy.id"):
+        assert gone not in props, gone
+    assert load_table_config(path).ordering_field == "ts"
+    assert hudi_read(path).num_rows == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("version", [8, 9])
 @pytest.mark.parametrize("mode,partitioned,carry,exact", [("event_time", True, "symlink", False),
                                                           ("commit_time", False, "copy", True)])
-def test_v8_table_lifecycle_agrees_with_hudi(spark, tmp_path, mode, partitioned, carry, exact):
+def test_v8_table_lifecycle_agrees_with_hudi(spark, tmp_path, mode, partitioned, carry, exact, version):
     path = tmp_path / "t"
     create_table(str(path), name="t", record_keys=["id"], partition_fields=["region"] if partitioned else [],
-                 ordering_field="ts", event_time_field="ts", merge_mode=mode, table_version=8)
+                 ordering_field="ts", event_time_field="ts", merge_mode=mode, table_version=version)
     for op, rows in HISTORY:
         write(spark, path, op, rows)
         agree(path)
@@ -102,13 +124,14 @@ def test_v8_table_lifecycle_agrees_with_hudi(spark, tmp_path, mode, partitioned,
     assert Timeline.load(str(path)).get(cleaned.instant)[0].completion_time
 
 
+@pytest.mark.parametrize("version", [8, 9])
 @pytest.mark.parametrize("carry", ["symlink", "copy"])
-def test_v8_carried_logs_of_an_unfinished_compaction_are_read_by_no_one(spark, tmp_path, monkeypatch, carry):
+def test_v8_carried_logs_of_an_unfinished_compaction_are_read_by_no_one(spark, tmp_path, monkeypatch, carry, version):
     """The carried logs are named by C: until C's commit is published they have no completion time, so hudi 0.5.0
     skips them and our view folds them away; every reader still reads the old slice once."""
     path = tmp_path / "t"
     create_table(str(path), name="t", record_keys=["id"], ordering_field="ts", event_time_field="ts",
-                 table_version=8, settings={"hoodie.bucket.index.num.buckets": "1"})
+                 table_version=version, settings={"hoodie.bucket.index.num.buckets": "1"})
     for op, rows in HISTORY:
         write(spark, path, op, rows)
     before = agree(path)
@@ -124,10 +147,15 @@ def test_v8_carried_logs_of_an_unfinished_compaction_are_read_by_no_one(spark, t
     assert agree(path) == before
 
 
-def _one_group_v8_table(tmp_path):
-    """A one-file-group v8 table ordered and timed by `ts`, and `put(op, columns)` writing one Parquet batch."""
+@pytest.fixture(params=[8, 9])
+def table_version(request) -> int:
+    return request.param
+
+
+def _one_group_v8_table(tmp_path, version: int):
+    """A one-file-group v8/v9 table ordered and timed by `ts`, and `put(op, columns)` writing one Parquet batch."""
     path = str(tmp_path / "t")
-    create_table(path, name="t", record_keys=["id"], ordering_field="ts", event_time_field="ts", table_version=8,
+    create_table(path, name="t", record_keys=["id"], ordering_field="ts", event_time_field="ts", table_version=version,
                  settings={"hoodie.bucket.index.num.buckets": "1"})
 
     def put(op: str, columns: dict) -> None:
@@ -138,12 +166,12 @@ def _one_group_v8_table(tmp_path):
     return path, put
 
 
-def test_v8_a_write_made_while_the_plan_was_pending_comes_after_the_carried_logs(tmp_path):
+def test_v8_a_write_made_while_the_plan_was_pending_comes_after_the_carried_logs(tmp_path, table_version):
     """A carried log is re-published under compaction C, which completes after every write made while C was
     pending, yet its records are older than theirs. A v8 slice's logs are read in name order (instant, version,
     write token), as Java and hudi 0.5.0 read them, so on an ordering-value tie the later write wins. Found by
     the model soak: ordered by completion time, the carried w3 came last and won over w4."""
-    path, put = _one_group_v8_table(tmp_path)
+    path, put = _one_group_v8_table(tmp_path, table_version)
     put("upsert", {"id": ["k0"], "ts": pa.array([E + 21_000], pa.int64()), "v": ["w1"]})
     put("delete", {"id": ["k0"]})                                  # a processing-time delete: compacted
     put("upsert", {"id": ["k0"], "ts": pa.array([E], pa.int64()), "v": ["w3"]})
@@ -155,12 +183,12 @@ def test_v8_a_write_made_while_the_plan_was_pending_comes_after_the_carried_logs
     agree(path)
 
 
-def test_v8_writes_made_while_the_plan_was_pending_still_order_the_compacted_records(tmp_path):
+def test_v8_writes_made_while_the_plan_was_pending_still_order_the_compacted_records(tmp_path, table_version):
     """Event-time ordering: a record folded into the new base is withheld into the carry-forward log when a later
     log in slice C deletes its key by processing time and re-inserts it with a lower ordering value (against a
     base row the re-insert would lose). On v8 those later logs are named by their own writes, not by C: the run
     must still find them (it missed them, and the older record won; found by the model soak)."""
-    path, put = _one_group_v8_table(tmp_path)
+    path, put = _one_group_v8_table(tmp_path, table_version)
     put("upsert", {"id": ["k0"], "ts": pa.array([E + 20_000], pa.int64()), "v": ["w1"]})
     plan = Table.open(path).schedule_compaction(threshold=E + 30_000, carry_over="symlink")
     assert plan.operations

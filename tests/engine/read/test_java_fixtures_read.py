@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from engine.compaction import schedule_compaction
 from engine.config.properties import load_table_config
 from engine.errors import UnsupportedTableError
 from engine.read.query import QuerySpec, read_arrow
@@ -128,9 +129,34 @@ def test_v8_first_instant_goes_to_the_timeline_folder_and_switches_the_mdt_off(f
     assert rows_by_key(hudi_read(path)) == snap == rows_by_key(read_arrow(path))   # listing storage instead
 
 
-def test_table_version_9_is_reported_unsupported(fixture_table):
+def test_an_unknown_table_version_is_reported_unsupported(fixture_table):
     path = fixture_table("v8_trips_8i3u1d")
     props = path / ".hoodie" / "hoodie.properties"
-    props.write_text(props.read_text().replace("hoodie.table.version=8", "hoodie.table.version=9"))
-    with pytest.raises(UnsupportedTableError, match="hoodie.table.version=9 is not supported"):
+    props.write_text(props.read_text().replace("hoodie.table.version=8", "hoodie.table.version=10"))
+    with pytest.raises(UnsupportedTableError, match="hoodie.table.version=10 is not supported"):
+        read_arrow(str(path))
+
+
+@pytest.mark.parametrize("key,value", [("hoodie.record.merge.mode", "CUSTOM"),
+                                       ("hoodie.table.format", "iceberg")])
+def test_a_v9_merge_we_cannot_reproduce_is_refused_naming_the_setting(fixture_table, key, value):
+    """Before anything is read or written: one line naming the setting and its value."""
+    path = fixture_table("v9_txns_simple_meta")
+    props = path / ".hoodie" / "hoodie.properties"
+    lines = [ln for ln in props.read_text().splitlines() if not ln.startswith(key + "=")]
+    props.write_text("\n".join([*lines, f"{key}={value}"]) + "\n")
+    before = sorted(p.name for p in path.rglob("*"))
+    for attempt in (lambda: read_arrow(str(path)), lambda: schedule_compaction(str(path), strategy="unbounded")):
+        with pytest.raises(UnsupportedTableError, match=f"{key}={value} is not supported") as err:
+            attempt()
+        assert "\n" not in str(err.value)
+    assert sorted(p.name for p in path.rglob("*")) == before
+
+
+def test_a_v6_payload_we_cannot_reproduce_is_refused_naming_the_setting(fixture_table):
+    path = fixture_table("v6_trips_8i1u")
+    props = path / ".hoodie" / "hoodie.properties"
+    custom = "com.example.MyPayload"
+    props.write_text(props.read_text().replace("org.apache.hudi.common.model.OverwriteWithLatestAvroPayload", custom))
+    with pytest.raises(UnsupportedTableError, match=f"hoodie.compaction.payload.class={custom} is not supported"):
         read_arrow(str(path))

@@ -191,12 +191,13 @@ def test_a_table_lives_on_s3_as_it_does_locally(twins, s3_server, spark, tmp_pat
     assert not twins.s3.recover().changed
 
 
-def test_a_version_8_table_lives_on_s3_as_it_does_locally(s3_env, s3_server, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_version_8_table_lives_on_s3_as_it_does_locally(s3_env, s3_server, tmp_path, version):  # noqa: F811
     """Hudi 1.x layout on S3: the timeline under .hoodie/timeline/ with `<requested>_<completion>` names, logs named
     by their writes, an event-time compaction whose carried logs are server-side copies re-published under its own
     instant; rollback and clean; hudi 0.5.0 reading the s3:// URI agrees after every step."""
     tmp = tmp_path
-    twins = Twins(tmp, s3_env["bucket_uri"], s3_env["storage_options"], table_version=8)
+    twins = Twins(tmp, s3_env["bucket_uri"], s3_env["storage_options"], table_version=version)
     twins.write(_jsonl(tmp, "d1", _rows("01", 1, range(0, 6))))
     twins.write(_parquet(tmp, "d2", _rows("02", 2, range(3, 9))))
     twins.write(_jsonl(tmp, "d3", _rows("03", 3, range(0, 4), "b")))

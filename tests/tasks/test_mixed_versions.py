@@ -18,7 +18,7 @@ from tests.support.runs import wait_final
 from tests.support.tables import table_copy
 
 BATCHES = 3
-VERSIONS = (6, 8)
+VERSIONS = (6, 8, 9)
 
 pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 

@@ -1,4 +1,4 @@
-"""Browser test: a Hudi table version 6 and a version 8 table side by side, as an operator sees them in Debian's
+"""Browser test: Hudi table version 6, 8 and 9 tables side by side, as an operator sees them in Debian's
 headless Chromium on the live stack (Django server + a real Celery worker, SQLite): the list shows both with their
 versions and filters by version; the v8 table's page shows its version and a plan scheduled outside the control
 plane (read from the timeline), which the operator executes and watches to the end — the run's kind reads the
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.parametrize("stack_env", ["sqlite"], indirect=True)
 @pytest.fixture(scope="module")
 def templates(tmp_path_factory, spark) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("browser-versions")
-    return {v: demo_table(root / f"v{v}" / "flights", spark, batches=BATCHES, table_version=v) for v in (6, 8)}
+    return {v: demo_table(root / f"v{v}" / "flights", spark, batches=BATCHES, table_version=v) for v in (6, 8, 9)}
 
 
 @pytest.fixture
@@ -66,11 +66,12 @@ def test_v6_and_v8_listed_and_a_cli_plan_on_the_v8_page_executed(stack, tables, 
         assert row.count() == 1
         assert row.locator("[data-version]").inner_text().strip() == f"v{version}"
     page.screenshot(path=str(ARTIFACTS / "versions-list.png"), full_page=True)
-    page.select_option("#version-filter", "8")
-    page.click(".filters button[type=submit]")
-    page.wait_for_url(re.compile(r".*version=8"))
-    assert page.locator(f"#tables a:text-is('{tables[8].name}')").count() == 1
-    assert page.locator(f"#tables a:text-is('{tables[6].name}')").count() == 0
+    for shown in (9, 8):
+        page.select_option("#version-filter", str(shown))
+        page.click(".filters button[type=submit]")
+        page.wait_for_url(re.compile(rf".*version={shown}"))
+        for version, table in tables.items():
+            assert page.locator(f"#tables a:text-is('{table.name}')").count() == (version == shown), (shown, version)
 
     # A plan scheduled outside the control plane (as `tidemark compaction schedule` does): no run knows it.
     v8 = tables[8]

@@ -28,7 +28,7 @@ def cli_table(path: str, table_version: int) -> None:
     assert main(["compaction", "schedule", path, "--threshold", THRESHOLD]) == 0
 
 
-@pytest.mark.parametrize("table_version", [6, 8])
+@pytest.mark.parametrize("table_version", [6, 8, 9])
 def test_a_plan_scheduled_from_the_cli_is_pending_on_the_page_and_in_the_json(operator_client, flights, capsys,
                                                                               table_version):
     cli_table(flights.path, table_version)

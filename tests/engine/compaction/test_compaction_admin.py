@@ -203,21 +203,27 @@ def test_an_inflight_plan_goes_back_to_requested_and_a_running_one_is_refused(tm
 
 # ------------------------------------------------------------------ table version 8 (completion-time slicing)
 
-def new_table_v8(path: str) -> None:
+def new_table_v8(path: str, version: int = 8) -> None:
     create_table(path, name="f", record_keys=["id"], partition_fields=[], ordering_field="ts", event_time_field="ts",
-                 table_version=8, settings={"hoodie.bucket.index.num.buckets": "2",
+                 table_version=version, settings={"hoodie.bucket.index.num.buckets": "2",
                                             "hoodie.client.heartbeat.interval_in_ms": "100"})
     for op, rows in HISTORY:
         write(path, op, rows)
 
 
-def pending_v8_with_late_writes(path: str) -> tuple[Table, str]:
-    return pending_with_late_writes(path, make=new_table_v8)
+@pytest.fixture(params=[8, 9])
+def layout2_version(request) -> int:
+    """Table versions 8 (Hudi 1.0) and 9 (Hudi 1.1): both slice by completion time (timeline layout 2)."""
+    return request.param
 
 
-def test_v8_validate_lists_writes_completed_since_the_plan(tmp_path):
+def pending_v8_with_late_writes(path: str, version: int = 8) -> tuple[Table, str]:
+    return pending_with_late_writes(path, make=lambda p: new_table_v8(p, version))
+
+
+def test_v8_validate_lists_writes_completed_since_the_plan(tmp_path, layout2_version):
     path = str(tmp_path / "t")
-    table, c = pending_v8_with_late_writes(path)
+    table, c = pending_v8_with_late_writes(path, layout2_version)
     expected = model_of(HISTORY + LATE)
     assert snapshot(path) == expected        # on v8 hudi 0.5.0 reads the late writes while the plan is pending
     listing = files(path)
@@ -236,9 +242,9 @@ def test_v8_validate_lists_writes_completed_since_the_plan(tmp_path):
     assert not broken.valid and any(lost.logs_compacted[0] in e and "missing" in e for e in bad.errors)
 
 
-def test_v8_unschedule_one_file_group_renames_nothing_and_keeps_every_record(tmp_path):
+def test_v8_unschedule_one_file_group_renames_nothing_and_keeps_every_record(tmp_path, layout2_version):
     path = str(tmp_path / "t")
-    table, c = pending_v8_with_late_writes(path)
+    table, c = pending_v8_with_late_writes(path, layout2_version)
     fid = group_of_late_writes(table, c)
     expected = model_of(HISTORY + LATE)
     data = {k: v for k, v in files(path).items() if not k.startswith(".hoodie")}
@@ -254,9 +260,9 @@ def test_v8_unschedule_one_file_group_renames_nothing_and_keeps_every_record(tmp
     assert Table.open(path).freshness().guarantee == "holds"
 
 
-def test_v8_unschedule_the_whole_plan_then_plan_again(tmp_path):
+def test_v8_unschedule_the_whole_plan_then_plan_again(tmp_path, layout2_version):
     path = str(tmp_path / "t")
-    table, c = pending_v8_with_late_writes(path)
+    table, c = pending_v8_with_late_writes(path, layout2_version)
     expected = model_of(HISTORY + LATE)
     done = table.unschedule_compaction(c)
     assert done.remaining_file_groups == 0 and done.rollback_instant and done.renames == []
@@ -268,13 +274,13 @@ def test_v8_unschedule_the_whole_plan_then_plan_again(tmp_path):
     assert snapshot(path) == expected
 
 
-def test_v8_unschedule_an_interrupted_run_removes_its_carried_logs(tmp_path, monkeypatch):
+def test_v8_unschedule_an_interrupted_run_removes_its_carried_logs(tmp_path, monkeypatch, layout2_version):
     """A run that got past carry-over left logs re-published under C's name (its outputs): going back to
     requested deletes them, so after the unschedule no log is named by an instant that will never complete."""
     from engine.io import faults
 
     path = str(tmp_path / "t")
-    table, c = pending_v8_with_late_writes(path)
+    table, c = pending_v8_with_late_writes(path, layout2_version)
     expected = model_of(HISTORY + LATE)
     monkeypatch.setenv("TIDEMARK_FAULT", "execute:tasks:abort")
     with pytest.raises(faults.InjectedAbort):

@@ -34,7 +34,7 @@ def assert_same_ro(path: str) -> pa.Table:
     return got
 
 
-@pytest.mark.parametrize("version,carry", [(6, "symlink"), (8, "copy")])
+@pytest.mark.parametrize("version,carry", [(6, "symlink"), (8, "copy"), (9, "symlink")])
 def test_ro_scan_equals_slice_reads(spark, tmp_path, version, carry):
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], partition_fields=["region"], ordering_field="ts",

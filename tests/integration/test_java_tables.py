@@ -99,3 +99,18 @@ def test_copy_on_write_tables_are_refused_clearly(tmp_path: Path, name: str) -> 
     path = str(unzip_fixture(name, tmp_path / "t"))
     with pytest.raises(UnsupportedTableError, match="hoodie.table.type=COPY_ON_WRITE is not MERGE_ON_READ"):
         read_arrow(path)
+
+
+def test_a_torn_tail_block_is_reported_and_no_committed_record_is_dropped(tmp_path: Path) -> None:
+    """table_corrupt_tail_block: 18 bytes claiming a 1,000,000-byte block follow the last block its commit wrote
+    (the write stat's fileSizeInBytes is 884). No committed instant wrote them, so they hide no committed record:
+    the read returns hudi 0.5.0's rows even when told to fail on corruption, and describe reports the torn block
+    (hudi-rs counts it in total_corrupt_log_blocks) rather than passing over it in silence."""
+    path = str(unzip_fixture("table_corrupt_tail_block", tmp_path / "t"))
+    assert_same(read_arrow(path, fail_on_corrupt=True), hudi_read(path), "snapshot")
+    from engine.table import Table
+
+    described = Table.open(path).describe()
+    logs = [lf for g in described.file_groups for s in g.slices for lf in s.log_files]
+    assert [lf.torn_blocks for lf in logs if lf.torn_blocks] == [1]
+    assert described.corrupt_log_blocks == 0

@@ -76,6 +76,9 @@ class _Links(html.parser.HTMLParser):
 
 def _sdist_url(index: str) -> str | None:
     page = urllib.parse.urljoin(index, "hudi/")
+    parsed = urllib.parse.urlparse(page)
+    if parsed.scheme == "file" and os.path.isdir(urllib.request.url2pathname(parsed.path)):
+        page += "index.html"   # a local index is folders of index.html pages, as pip reads them
     try:
         with urllib.request.urlopen(page, timeout=60) as resp:
             text = resp.read().decode("utf-8", "replace")

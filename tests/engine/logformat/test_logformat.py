@@ -32,7 +32,7 @@ from engine.logformat import (
 )
 from engine.logformat.avro_codec import arrow_to_avro_schema, encode_data_block_content
 from engine.logformat.encode import frame_block, schema_header
-from tests.support.fixtures import fixture_zip, fixture_zips
+from tests.support.fixtures import fixture_zip
 
 MIN_T, MAX_T = 1_700_000_000_000, 1_700_000_299_000
 

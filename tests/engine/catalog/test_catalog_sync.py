@@ -66,9 +66,10 @@ def glue_state(endpoint: str, name: str) -> dict:
                                   tuple(c["Name"] for c in p["StorageDescriptor"]["Columns"])) for p in parts)}
 
 
-@pytest.fixture(scope="module")
-def flow(tmp_path_factory, hive_metastore, glue_endpoint, spark):
-    """The table's life, with both catalogs read back after every step."""
+@pytest.fixture(scope="module", params=[6, 9], ids=["v6", "v9"])
+def flow(request, tmp_path_factory, hive_metastore, glue_endpoint, spark):
+    """The table's life, with both catalogs read back after every step; on table version 6 and 9 (whose
+    hoodie.properties states its ordering fields and merge mode: the catalogs must look the same)."""
     tmp = tmp_path_factory.mktemp("catalog")
     path = tmp / "flights"
     steps: dict[str, dict] = {}
@@ -79,7 +80,7 @@ def flow(tmp_path_factory, hive_metastore, glue_endpoint, spark):
                        "glue": {n: glue_state(glue_endpoint, n) for n in ("flights_ro", "flights_rt")}}
 
     table = Table.create(str(path), name="flights", record_keys=["id"], ordering_field="seq", event_time_field="ts",
-                         partition_fields=["day"], hive_style=True, settings={
+                         partition_fields=["day"], hive_style=True, table_version=request.param, settings={
                              "hoodie.bucket.index.num.buckets": "1",
                              "hoodie.datasource.hive_sync.enable": "true",
                              "hoodie.datasource.hive_sync.metastore.uris": hive_metastore,
@@ -102,7 +103,16 @@ def flow(tmp_path_factory, hive_metastore, glue_endpoint, spark):
     snap("rolled_back", rolled)
     cleaned = table.clean(retain_commits=1)
     snap("cleaned", cleaned)
-    return {"path": str(path), "steps": steps, "uri": hive_metastore, "glue": glue_endpoint}
+    yield {"path": str(path), "steps": steps, "uri": hive_metastore, "glue": glue_endpoint}
+    _drop_catalog_tables(hive_metastore, glue_endpoint)   # the next version's table takes the same names
+
+
+def _drop_catalog_tables(uri: str, endpoint: str) -> None:
+    glue = boto3.client("glue", region_name="us-east-1", endpoint_url=endpoint)
+    with hms.connect(uri) as client:
+        for name in ("flights_ro", "flights_rt"):
+            client.drop_table(DB, name, True)
+            glue.delete_table(DatabaseName=DB, Name=name)
 
 
 @pytest.mark.parametrize("catalog", ["hms", "glue"])

@@ -1,4 +1,4 @@
-"""HFILE_DATA log blocks (type 4): the HFile v3 container reader.
+"""HFILE_DATA log blocks (type 4): the HFile v3 container reader and the block decode on top of it.
 
 Java-written files from hudi 0.5.0's sdist (Hudi 1.1 writers, GZ and NONE), plus small HFiles built here for the
 layouts those files do not show (a two-level index) and for damage."""
@@ -10,15 +10,38 @@ import io
 import itertools
 import json
 import struct
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import fastavro
+import pyarrow as pa
 import pytest
 
-from engine.logformat import BlockType, scan_log_file
+from engine.errors import CorruptLogBlockError
+from engine.logformat import BlockType, DataBlock, read_log_file, scan_log_file
+from engine.logformat.content_check import content_faults
+from engine.logformat.encode import frame_block
 from engine.logformat.hfile import GZ, NONE, HFileError, read_hfile
+from engine.logformat.hfile_block import _refill_key_field, decode_hfile_block_content
+from engine.logformat.integrity import CorruptLogBlockWarning
+from engine.read.query import QuerySpec, read_arrow
+from tests.support.fixtures import unzip_fixture
 from tests.support.hudi_sdist import data_dir
+from tests.support.oracle import _norm, hudi_read
+
+TABLE = "table_hfile_log_block"
+TABLE_INSTANTS = ("20260607061245908", "20260607061248155")
+
+
+def _rows(table: pa.Table, columns: list[str]) -> list[str]:
+    """A table as a sorted multiset of normalised rows (what the sdist survey compares)."""
+    return sorted(repr([_norm(v) for v in row.values()]) for row in table.select(columns).to_pylist())
+
+
+def _the_log(base: Path) -> Path:
+    [log] = [p for p in base.iterdir() if ".log." in p.name]
+    return log
 
 
 def _hfile_block(path: Path) -> tuple[bytes, int, int]:
@@ -30,6 +53,47 @@ def _hfile_block(path: Path) -> tuple[bytes, int, int]:
 def _content(path: Path) -> bytes:
     raw, start, length = _hfile_block(path)
     return raw[start : start + length]
+
+
+# ---------------------------------------------------------------------------------------------- the fixture table
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Path:
+    return unzip_fixture(TABLE, tmp_path / "t")
+
+
+@pytest.mark.parametrize("query", ["snapshot", "read_optimized"])
+def test_fixture_table_reads_like_hudi(table: Path, query: str) -> None:
+    theirs = hudi_read(table, query)
+    ours = read_arrow(str(table), query)
+    assert ours.column_names == theirs.column_names
+    assert _rows(ours, theirs.column_names) == _rows(theirs, theirs.column_names)
+
+
+@pytest.mark.parametrize("as_of", TABLE_INSTANTS)
+def test_fixture_table_time_travel_like_hudi(table: Path, as_of: str) -> None:
+    theirs = hudi_read(table, "time_travel", as_of=as_of)
+    ours = read_arrow(str(table), QuerySpec("time_travel", as_of=as_of))
+    assert _rows(ours, theirs.column_names) == _rows(theirs, theirs.column_names)
+
+
+def test_fixture_log_block_records_get_their_key_back_from_the_cell(table: Path) -> None:
+    # Java blanks the "key" field in each datum (the cell key holds it); this table's record key field is "key".
+    content = _content(_the_log(table))
+    cells = read_hfile(content, "fixture")
+    assert cells.keys == [b"k1", b"k2"]
+    [block] = read_log_file(str(_the_log(table))).blocks
+    assert isinstance(block, DataBlock)
+    rows = block.records.select(["_hoodie_record_key", "key", "value", "num"]).to_pylist()
+    assert rows == [{"_hoodie_record_key": k, "key": k, "value": "v1_upd", "num": 11} for k in ("k1", "k2")]
+
+
+def test_key_refill_touches_only_empty_strings() -> None:
+    table = pa.table({"key": pa.array(["", None, "kept", ""]), "n": [1, 2, 3, 4]})
+    out = _refill_key_field(table, [b"a", b"b", b"c", b"d"], "t")
+    assert out.column("key").to_pylist() == ["a", None, "kept", "d"]
+    assert _refill_key_field(pa.table({"k": [""]}), [b"a"], "t").column("k").to_pylist() == [""]
 
 
 # ---------------------------------------------------------------------------------------------- other sdist HFiles
@@ -48,6 +112,19 @@ def test_multi_block_metadata_hfile() -> None:
     for i in range(0, 60_000, 997):
         record = fastavro.schemaless_reader(io.BytesIO(cells.values[i]), schema, None)
         assert record["key"] == "" and record["recordIndexMetadata"] is not None
+
+
+def test_none_codec_log_block_of_the_hfile_base_file_table() -> None:
+    # Uncompressed HFile in a log block (README: uuid0003..uuid0006, fares 102..105).
+    root = data_dir() / "hfile_base_file_table"
+    [log] = root.glob(".*.log.*")
+    [block] = read_log_file(str(log)).blocks
+    assert isinstance(block, DataBlock)
+    rows = block.records.select(["_hoodie_record_key", "fare"]).to_pylist()
+    assert [(r["_hoodie_record_key"], r["fare"]) for r in rows] == [
+        ("uuid0003", 102), ("uuid0004", 103), ("uuid0005", 104), ("uuid0006", 105)]
+    [base] = root.glob("*.hfile")
+    assert read_hfile(base.read_bytes(), str(base)).keys == [b"uuid0001", b"uuid0002", b"uuid0003", b"uuid0004"]
 
 
 def test_metadata_bloom_filter_log_and_base_with_a_meta_block() -> None:
@@ -131,6 +208,21 @@ def test_built_hfiles_read_back(codec: int, levels: int) -> None:
     assert list(zip(cells.keys, cells.values)) == CELLS
 
 
+def test_built_hfile_block_decodes_avro_values() -> None:
+    schema = {"type": "record", "name": "r", "fields": [{"name": "key", "type": ["null", "string"]},
+                                                        {"name": "n", "type": "long"}]}
+    parsed = fastavro.parse_schema(schema)
+
+    def datum(key: str, n: int) -> bytes:
+        out = io.BytesIO()
+        fastavro.schemaless_writer(out, parsed, {"key": key, "n": n})
+        return out.getvalue()
+
+    content = build_hfile([(b"a", datum("", 1)), (b"b", datum("own", 2)), (b"c", datum("", 3))], GZ)
+    table = decode_hfile_block_content(content, schema, "built")
+    assert table.to_pylist() == [{"key": "a", "n": 1}, {"key": "own", "n": 2}, {"key": "c", "n": 3}]
+
+
 # ---------------------------------------------------------------------------------------------- damage
 
 
@@ -176,3 +268,45 @@ def test_cell_layouts_hudi_never_writes_are_refused(info: dict[str, bytes], mess
         read_hfile(build_hfile(CELLS, info=info), "where")
 
 
+def _damage_fixture_log(table: Path, at: int) -> Path:
+    """Flip one byte `at` bytes into the fixture log's HFile content; the log framing stays intact."""
+    log = _the_log(table)
+    raw, start, _ = _hfile_block(log)
+    log.write_bytes(raw[: start + at] + bytes([raw[start + at] ^ 0xFF]) + raw[start + at + 1 :])
+    return log
+
+
+def test_damaged_block_in_a_log_is_a_corrupt_block_naming_file_and_problem(table: Path) -> None:
+    log = _damage_fixture_log(table, 60)   # inside the GZ payload of the data block
+    contents = read_log_file(str(log))
+    assert contents.blocks == []
+    [corrupt] = contents.corrupt
+    assert corrupt.content and corrupt.offset == 0
+    assert str(log) in corrupt.reason and "does not decompress (GZ)" in corrupt.reason
+
+
+def test_damaged_block_in_a_committed_write_is_never_dropped_silently(table: Path) -> None:
+    log = _damage_fixture_log(table, 60)
+    with pytest.raises(CorruptLogBlockError, match=log.name):
+        read_arrow(str(table), "snapshot", fail_on_corrupt=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        read_arrow(str(table), "snapshot")
+    assert any(issubclass(w.category, CorruptLogBlockWarning) and log.name in str(w.message) for w in caught)
+
+
+def test_content_check_flags_an_hfile_block_without_an_hfile_start(table: Path) -> None:
+    log = _the_log(table)
+    scan = scan_log_file(str(log))
+    assert content_faults(str(log), scan.blocks) == []
+    log = _damage_fixture_log(table, 0)
+    [fault] = content_faults(str(log), scan_log_file(str(log)).blocks)
+    assert "does not start with an HFile" in fault.reason
+
+
+def test_truncated_hfile_in_intact_log_framing_is_a_corrupt_block(tmp_path: Path) -> None:
+    content = build_hfile(CELLS, GZ)[:-100]
+    path = tmp_path / "t.log"
+    path.write_bytes(frame_block(BlockType.HFILE_DATA, {0: "1", 2: '{"type":"record","name":"r","fields":[]}'}, content))
+    [corrupt] = read_log_file(str(path)).corrupt
+    assert str(path) in corrupt.reason and "trailer" in corrupt.reason

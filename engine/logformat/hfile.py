@@ -163,10 +163,10 @@ def _read_block(buf: memoryview, offset: int, codec: int, magic: bytes, size: in
     if offset < 0 or offset + HEADER_SIZE > len(buf):
         raise HFileError(f"HFile block offset {offset} leaves no room for a block header in {len(buf)} bytes")
     found, on_disk, raw_size, _, _, _, data_end = _HEADER.unpack_from(buf, offset)
+    if found == ENCODED_DATA_MAGIC and magic == DATA_MAGIC:
+        raise HFileError(f"HFile block at {offset} is an encoded data block (HBase data-block encoding): not supported")
     if found != magic:
-        what = "an encoded data block (HBase data-block encoding), not supported" if found == ENCODED_DATA_MAGIC \
-            else f"{found!r}"
-        raise HFileError(f"HFile block at {offset}: expected {magic.decode()} but found {what}")
+        raise HFileError(f"HFile block at {offset}: expected {magic.decode()} but found {found!r}")
     if size is not None and size != HEADER_SIZE + on_disk:
         raise HFileError(f"HFile block at {offset} is {HEADER_SIZE + on_disk} bytes on disk but its index entry says {size}")
     if raw_size < 0 or not HEADER_SIZE <= data_end <= HEADER_SIZE + on_disk or offset + HEADER_SIZE + on_disk > len(buf):

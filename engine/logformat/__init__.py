@@ -1,7 +1,8 @@
 """HoodieLogFormat v1 log files: encode blocks, scan their headers fast, decode them fully.
 
 Modules: blocks (vocabulary and result types), encode (framing and writers), deletes (delete-block content),
-scan (header-only scan), content_check (content prefixes, no decode), read (full decode).
+hfile (the HFile container) and hfile_block (HFile-block content), scan (header-only scan), content_check (content
+prefixes, no decode), read (full decode).
 """
 
 from engine.logformat.blocks import (

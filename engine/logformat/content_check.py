@@ -7,7 +7,8 @@ what the decoder would reject too —
 - Avro data: content version 3, a record count ≥ 0 that fits the content (≥ 4 bytes per record; 0 records
   means exactly the 8-byte prefix);
 - delete: content version 3 and a datum length that fits the content;
-- Parquet data: the content starts with the Parquet magic `PAR1`.
+- Parquet data: the content starts with the Parquet magic `PAR1`;
+- HFile data: the content starts with an HFile block magic that can begin an HFile (`DATABLK*`, mostly).
 Bytes flipped deeper inside the records pass this check; a read or a compaction finds them when it decodes.
 """
 
@@ -18,10 +19,11 @@ from collections.abc import Mapping, Sequence
 
 from engine.io import storage
 from engine.logformat.blocks import CONTENT_VERSION, BlockInfo, BlockType, CorruptBlock
+from engine.logformat.hfile import FIRST_BLOCK_MAGICS
 
 _PREFIX = struct.Struct(">ii")
 _PARQUET_MAGIC = b"PAR1"
-_CHECKED = (BlockType.AVRO_DATA, BlockType.DELETE, BlockType.PARQUET_DATA)
+_CHECKED = (BlockType.AVRO_DATA, BlockType.DELETE, BlockType.PARQUET_DATA, BlockType.HFILE_DATA)
 
 
 def content_faults(path: str, blocks: Sequence[BlockInfo], heads: Mapping[int, bytes] | None = None) -> list[CorruptBlock]:
@@ -51,6 +53,8 @@ def content_faults(path: str, blocks: Sequence[BlockInfo], heads: Mapping[int, b
 def _problem(info: BlockInfo, head: bytes) -> str | None:
     if info.block_type is BlockType.PARQUET_DATA:
         return None if head[:4] == _PARQUET_MAGIC else "it does not start with the Parquet magic PAR1"
+    if info.block_type is BlockType.HFILE_DATA:
+        return None if bytes(head[:8]) in FIRST_BLOCK_MAGICS else "it does not start with an HFile data, meta or root index block"
     if len(head) < _PREFIX.size:
         return f"{info.content_length} bytes, shorter than the 8-byte content prefix"
     version, number = _PREFIX.unpack(head)

@@ -27,16 +27,17 @@ from engine.logformat.blocks import (
     LogFileContents,
 )
 from engine.logformat.deletes import decode_delete_content, decode_event_times
+from engine.logformat.hfile_block import decode_hfile_block_content
 from engine.logformat.scan import scan_log_bytes, scan_log_file
 
-_UNSUPPORTED = {BlockType.HFILE_DATA, BlockType.CDC_DATA}
+_UNSUPPORTED = {BlockType.CDC_DATA}
 
 
 def read_log_file(path: str, *, columns: list[str] | None = None) -> LogFileContents:
     """Every block decoded, in file order. Framing failures and undecodable content become CorruptBlocks.
 
     `columns` projects data blocks; names a block lacks (older schema) are skipped rather than invented.
-    HFile and CDC blocks raise TidemarkError: they belong to the metadata table / CDC logs, not to data logs.
+    CDC blocks raise TidemarkError: they belong to CDC logs, not to data logs.
     """
     # An object store is read once, whole (one GET), and scanned in memory; a local file is scanned in place.
     whole = storage.read_bytes(path) if storage.is_remote(path) else None
@@ -50,7 +51,7 @@ def read_log_file(path: str, *, columns: list[str] | None = None) -> LogFileCont
         if info.block_type in _UNSUPPORTED:
             raise TidemarkError(
                 f"{path}: unsupported log block type {info.block_type.name} at offset {info.offset} "
-                "(Tidemark reads Avro/Parquet data, delete and command blocks)"
+                "(Tidemark reads Avro/Parquet/HFile data, delete and command blocks)"
             )
     data = memoryview(whole if whole is not None else storage.read_bytes(path))
     blocks: list[DataBlock | DeleteBlock | CommandBlock] = []
@@ -76,6 +77,9 @@ def _decode_block(
         return DataBlock(info, _project(table, columns))
     if info.block_type is BlockType.PARQUET_DATA:
         return DataBlock(info, _read_parquet(content, columns))
+    if info.block_type is BlockType.HFILE_DATA:
+        table = decode_hfile_block_content(content, _block_schema(info, where), where)
+        return DataBlock(info, _project(table, columns))
     if info.block_type is BlockType.DELETE:
         deletes = decode_delete_content(bytes(content), where)
         return DeleteBlock(info, deletes.append_column(EVENT_TIME_COLUMN, _delete_event_times(info, deletes.num_rows,
@@ -106,7 +110,7 @@ def _delete_event_times(info: BlockInfo, n: int, where: str) -> pa.Array:
 def _block_schema(info: BlockInfo, where: str) -> dict[str, Any]:
     """The SCHEMA header as a dict, minus Tidemark's attributes (they describe the block, not the records)."""
     if info.schema_json is None:
-        raise TidemarkError(f"{where}: Avro data block has no SCHEMA header")
+        raise TidemarkError(f"{where}: {info.block_type.name} block has no SCHEMA header")
     schema: dict[str, Any] = json.loads(info.schema_json)
     schema.pop(MIN_EVENT_TIME_ATTR, None)
     schema.pop(MAX_EVENT_TIME_ATTR, None)

@@ -34,13 +34,13 @@ from engine.config import eventtime
 from engine.config.properties import TableConfig, load_table_config
 from engine.io import storage
 from engine.logformat import EVENT_TIMES_ATTR, BlockType
+from engine.logformat.blocks import DATA_BLOCK_TYPES
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
 from engine.timeline.metadata import LOG_MD5
 
 SOURCES = ("header", "write_stats", "decoded", "none")
-_DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
 
 
 @dataclass(frozen=True)
@@ -294,7 +294,7 @@ def _committed_blocks(scan: logformat.LogFileScan, committed: frozenset[str]) ->
 def _from_header(scan: logformat.LogFileScan, committed: frozenset[str]) -> LogEventTime | None:
     """Header attributes, if every committed block is a data block carrying them."""
     blocks = _committed_blocks(scan, committed)
-    mins = [b.min_event_time for b in blocks if b.block_type in _DATA_TYPES and b.min_event_time is not None]
+    mins = [b.min_event_time for b in blocks if b.block_type in DATA_BLOCK_TYPES and b.min_event_time is not None]
     if not blocks or len(mins) < len(blocks):
         return None
     lo = min(mins)

@@ -48,6 +48,10 @@ class BlockType(enum.IntEnum):
     CDC_DATA = 6
 
 
+# The block types that carry records of the table (an HFile block's cells are Avro records too).
+DATA_BLOCK_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA, BlockType.HFILE_DATA)
+
+
 class HeaderKey(enum.IntEnum):
     """HoodieLogBlock.HeaderMetadataType ordinals (docs/HUDI-FORMAT.md §1.2). Readers reject ordinals above 8."""
 

@@ -31,6 +31,7 @@ from engine.config.properties import RO_COMPLETION_KEY, RO_FRESHNESS_KEY, RO_INS
 from engine.config.schema import table_read_schema
 from engine.errors import ConfigError
 from engine.logformat import BlockType
+from engine.logformat.blocks import DATA_BLOCK_TYPES
 from engine.results import Freshness, from_ms
 from engine.slices.fsview import FileSystemView
 from engine.timeline import metadata as md
@@ -42,7 +43,6 @@ PROP_COMPLETION, PROP_FRESHNESS = RO_COMPLETION_KEY, RO_FRESHNESS_KEY
 PROP_THRESHOLD, PROP_INSTANT = RO_THRESHOLD_KEY, RO_INSTANT_KEY
 
 HOLDS, BROKEN, NONE = "holds", "broken", "none"
-_DATA_TYPES = (BlockType.AVRO_DATA, BlockType.PARQUET_DATA)
 
 
 @dataclass(frozen=True)
@@ -170,7 +170,7 @@ def _suspect_blocks(scan: logformat.LogFileScan, late_writes: frozenset[str], bo
     suspects: dict[int, str] = {}
     for block in scan.blocks:
         inst = block.instant_time
-        if block.block_type not in _DATA_TYPES or inst not in late_writes or inst in rolled_back:
+        if block.block_type not in DATA_BLOCK_TYPES or inst not in late_writes or inst in rolled_back:
             continue
         if block.min_event_time is None:
             late.unknown(inst)

@@ -21,7 +21,7 @@ from engine.logformat.avro_codec import arrow_to_avro_schema, decode_data_block_
 
 
 def make_table(n: int, seed: int = 42) -> pa.Table:
-    """The performance-anchors.md schema: 5 _hoodie_* strings + id, region, seq, event_time, amount, note."""
+    """The bench schema (bench/common.py): 5 _hoodie_* strings + id, region, seq, event_time, amount, note."""
     rng = np.random.default_rng(seed)
     instant = "20250331030645735"
     ids = [f"{a:08x}-{b:04x}-4{c:03x}-8{d:03x}-{e:012x}" for a, b, c, d, e in zip(
@@ -70,7 +70,7 @@ def fastavro_decode(content: bytes, parsed: dict) -> list[dict]:
 
 
 def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
-    """Minimum wall time over `repeat` runs (the VM is noisy, see performance-anchors.md)."""
+    """Minimum wall time over `repeat` runs (the VM is noisy)."""
     best, result = float("inf"), None
     for _ in range(repeat):
         start = time.perf_counter()

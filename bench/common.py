@@ -1,6 +1,6 @@
 """Shared benchmark helpers: the anchors' synthetic records, timers, peak RSS, JSON output.
 
-Schema (docs/performance-anchors.md): id string, region string, seq int64, event_time timestamp[ms, UTC],
+Schema: id string, region string, seq int64, event_time timestamp[ms, UTC],
 amount double, note string (~16 chars); the `_hoodie_*` meta columns are added only where a bench
 needs the exact bytes a log/base file holds (`with_meta_columns`).
 """

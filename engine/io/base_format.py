@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import struct
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ _EXTENSIONS = {"PARQUET": PARQUET, "LANCE": LANCE}
 # written when there is no older base file to match, so every Hudi reader of Lance tables reads our files.
 LANCE_DEFAULT_VERSION = "2.0"
 _COPY_CHUNK = 8 << 20
+_TAIL = struct.Struct("<HH4s")   # the end of every Lance file: major, minor, magic
 
 
 def table_extension(props: Mapping[str, str]) -> str:
@@ -134,12 +136,9 @@ class LanceBase:
 
     @property
     def version(self) -> str:
-        """The file's format version as a writer names it ("2.0" is stored as 0.3, the legacy ones as 0.1/0.2)."""
+        """The file's format version as a writer names it (`version_name`)."""
         # pylance's stub leaves the two version fields out; the runtime object has them.
-        major, minor = self._meta.major_version, self._meta.minor_version  # type: ignore[attr-defined]
-        if major == 0:
-            return LANCE_DEFAULT_VERSION if minor == 3 else "legacy"
-        return f"{major}.{minor}"
+        return version_name(self._meta.major_version, self._meta.minor_version)  # type: ignore[attr-defined]
 
     def batches(self, columns: Sequence[str], batch_rows: int) -> Iterator[pa.RecordBatch]:
         from lance.file import LanceFileReader
@@ -299,11 +298,25 @@ def open_writer(dest: str | IO[bytes] | pa.NativeFile, name: str, schema: pa.Sch
         shutil.rmtree(spool, ignore_errors=True)
 
 
+def version_name(major: int, minor: int) -> str:
+    """A Lance file's stored version as a writer names it: "2.0" is stored as 0.3, the legacy ones as 0.1/0.2."""
+    if major == 0:
+        return LANCE_DEFAULT_VERSION if minor == 3 else "legacy"
+    return f"{major}.{minor}"
+
+
 def lance_version(path: str) -> str:
-    """The Lance format version of the base file at `path`."""
-    with open_base(path) as base:
-        assert isinstance(base, LanceBase)
-        return base.version
+    """The format version of the Lance file at `path`, from its last 8 bytes (major and minor as little-endian
+    u16, then the magic "LANC"): one ranged read, where opening the file on a store would download it whole."""
+    try:
+        with contextlib.closing(storage.open_input(path)) as src:
+            src.seek(-_TAIL.size, os.SEEK_END)
+            major, minor, magic = _TAIL.unpack(src.read(_TAIL.size))
+    except (OSError, struct.error) as exc:
+        raise unreadable(path, exc) from None
+    if magic != b"LANC":
+        raise unreadable(path, ValueError("no Lance magic at the end of the file"))
+    return version_name(major, minor)
 
 
 def _copy(src: Any, out: Any) -> None:

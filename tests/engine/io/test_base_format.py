@@ -147,6 +147,23 @@ def test_a_lance_base_keeps_the_version_of_the_file_it_replaces(tmp_path):
         assert isinstance(base, LanceBase) and base.version == "2.1"
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_the_version_from_the_files_tail_is_the_readers(tmp_path, version):
+    path = str(tmp_path / "v.lance")
+    writer = LanceFileWriter(path, SCHEMA, version=version)
+    writer.write_batch(_rows(2))
+    writer.close()
+    with open_base(path) as base:
+        assert isinstance(base, LanceBase) and base.version == version
+    assert base_format.lance_version(path) == version
+
+
+def test_a_file_without_lances_tail_has_no_version(tmp_path):
+    (tmp_path / "p.lance").write_bytes(b"PAR1" * 8)
+    with pytest.raises(TidemarkError, match="p.lance is unreadable: no Lance magic"):
+        base_format.lance_version(str(tmp_path / "p.lance"))
+
+
 def test_a_schema_lance_2_0_cannot_hold_is_refused_by_name(tmp_path):
     schema = pa.schema([("m", pa.map_(pa.string(), pa.int32()))])
     with pytest.raises(TidemarkError, match="Lance 2.0 base file cannot hold this schema"):
@@ -173,6 +190,10 @@ def test_a_lance_base_on_s3_reads_and_writes_through_storage(s3_env, tmp_path): 
     remote = f"{s3_env['bucket_uri']}/t/city=chennai/{os.path.basename(local)}"
     storage.upload(local, remote)
     check_readable(remote)
+    s3_env["server"].reset_counts()
+    assert base_format.lance_version(remote) == "2.0"
+    gets = [r for r in s3_env["server"].counts() if r["method"] == "GET"]
+    assert gets and all(r["range"] for r in gets)   # the tail alone, not the whole object
     assert _read(remote, ["rider"]).equals(_read(local, ["rider"]))
     copy = f"{s3_env['bucket_uri']}/t/copy.lance"
     with storage.open_output(copy) as sink, open_base(remote) as base:

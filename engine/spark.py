@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,7 +142,10 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
             builder = builder.config("spark.executor.memory", os.environ["TIDEMARK_EXECUTOR_MEMORY"])
         # Read by the launcher before the driver JVM starts, so CDS and logging apply.
         builder = builder.config("spark.driver.extraJavaOptions", _driver_java_options(master))
-        with _jvm_stderr_filtered():
+        with _jvm_stderr_filtered(), warnings.catch_warnings():
+            # pylance warns at every fork once imported (a Lance base read before Spark starts); launching the
+            # JVM forks only to exec java at once, with no Lance call in the child, so the warning says nothing.
+            warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
             spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         if not is_local(master):

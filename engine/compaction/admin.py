@@ -46,7 +46,7 @@ from engine.errors import (
     Refused,
     TidemarkError,
 )
-from engine.io import storage
+from engine.io import base_format, storage
 from engine.io.locking import TableLocked
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
 from engine.lock import TableLock, compaction_run_lock, ensure_held, holding, table_lock_of
@@ -119,12 +119,10 @@ def _validate_op(view: FileSystemView, group: FileGroup | None, op: CompactionOp
 
 
 def _base_errors(path: str) -> list[str]:
-    import pyarrow.parquet as pq
-
     if not storage.exists(path):
         return [f"base file {storage.name_of(path)} named by the plan is missing"]
     try:
-        pq.read_metadata(storage.parquet_source(path))   # the footer: schema and row groups
+        base_format.check_readable(path)   # the footer: schema and row groups (Parquet) or pages (Lance)
     except Exception as exc:  # noqa: BLE001 - any decode failure is the validation's answer, not a crash
         return [f"base file {storage.name_of(path)} does not decode: {exc}"]
     return []

@@ -12,14 +12,17 @@ base is alive at once, not by the file's size. Two things bound it here:
 
 Each merge of a batch against the log winners rebuilds the hash set of the winners' keys, so a batch never
 has fewer rows than there are winners: the rebuilding then costs at most one pass over the base.
+
+A Lance base (engine.io.base_format) is sized the same way by its footer's data bytes (encoded, not decoded:
+Lance 2.0's light encodings keep the two close); the buffered stream is Parquet's alone.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from engine.io.base_format import BaseFile
 from engine.read.slice_reader import iter_base
 
 BATCH_BYTES = 32 * 1024 * 1024     # decoded bytes per batch (and per row group written)
@@ -28,16 +31,14 @@ MIN_BATCH_ROWS = 16_384            # very wide rows still come in batches worth 
 UNSIZED_BATCH_ROWS = 262_144       # a footer without sizes (some writers leave them 0)
 
 
-def batch_rows(pf: pq.ParquetFile, winners: int, batch_bytes: int | None = None) -> int:
+def batch_rows(base: BaseFile, winners: int, batch_bytes: int | None = None) -> int:
     """Rows per batch: `batch_bytes` (BATCH_BYTES) of decoded rows by the footer's sizes, at least `winners`."""
     batch_bytes = BATCH_BYTES if batch_bytes is None else batch_bytes
-    meta = pf.metadata
-    rows = meta.num_rows
-    size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
+    rows, size = base.num_rows, base.data_bytes
     by_bytes = batch_bytes * rows // size if rows and size else UNSIZED_BATCH_ROWS
     return max(MIN_BATCH_ROWS, winners, by_bytes)
 
 
 def stream_base(path: str | None, schema: pa.Schema, winners: int) -> Iterator[pa.Table]:
     """The base file's columns of `schema`, in file order, in batches of `batch_rows`."""
-    return iter_base(path, schema, lambda pf: batch_rows(pf, winners), buffer_size=READ_BUFFER_BYTES)
+    return iter_base(path, schema, lambda base: batch_rows(base, winners), buffer_size=READ_BUFFER_BYTES)

@@ -24,11 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine.config import eventtime
 from engine.config.properties import EVENT_TIME_ORDERING
-from engine.io import storage
+from engine.io import base_format
 from engine.read.merge import (
     RECORD_KEY,
     DataItem,
@@ -408,10 +407,8 @@ def base_ordering_reader(base_file: str | None, ordering_field: str | None) -> B
     def lookup(keys: pa.Array) -> tuple[pa.Array, pa.Array]:
         if base_file is None:
             return pa.array([], pa.string()), pa.array([], pa.int64())
-        fs, inner = storage.filesystem(base_file)
-        names = pq.read_schema(inner, filesystem=fs).names
-        columns = [RECORD_KEY] + ([ordering_field] if ordering_field in names else [])
-        t = pq.read_table(inner, columns=columns, filters=[(RECORD_KEY, "in", keys.to_pylist())], filesystem=fs)
+        columns = [RECORD_KEY] + ([ordering_field] if ordering_field else [])
+        t = base_format.read_rows_of_keys(base_file, RECORD_KEY, columns, keys)
         ordering = (_comparable(t.column(ordering_field).combine_chunks()) if ordering_field in t.column_names
                     else pa.nulls(t.num_rows, pa.int64()))
         return t.column(RECORD_KEY).combine_chunks(), ordering

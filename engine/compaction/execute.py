@@ -3,9 +3,9 @@
 Driver: pick the pending plan, move it to inflight, ship one small picklable `OpTask` per operation to
 the executors, then commit the write stats and publish the RO completion/freshness times.
 Executors: stream the old base batch by batch against the merged winners of the chosen logs, write the
-new base `<fid>_<token>_<C>.parquet` incrementally (temp file under `.hoodie/.temp/<C>/`, then rename),
-and carry the remaining logs into slice C (symlink or byte copy). Every step is idempotent, so a crashed
-run is finished by simply running it again.
+new base `<fid>_<token>_<C>.parquet` (`.lance` in a Lance table: engine.io.base_format) incrementally (temp
+file under `.hoodie/.temp/<C>/`, then rename), and carry the remaining logs into slice C (symlink or byte
+copy). Every step is idempotent, so a crashed run is finished by simply running it again.
 A log to fold that holds a corrupt block of a committed instant stops the run with CorruptLogBlockError before
 anything is written for it: checked from headers on the driver, and by each executor's decode (the only place
 flipped bytes deep inside a block show); nothing is committed or published, and the run rolls its own plan back
@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from engine import logformat, placement
 from engine.compaction import in_process
@@ -57,7 +56,7 @@ from engine.config.properties import (
 )
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Refused, TidemarkError
-from engine.io import storage
+from engine.io import base_format, storage
 from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import LOCK_FILE
@@ -120,6 +119,7 @@ class OpTask:
     committed: frozenset[str]
     row_group_rows: int
     compression: str
+    base_ext: str = base_format.PARQUET   # the table's base file format (hoodie.table.base.file.format)
     delete_bounds: tuple[tuple[str, int | None, int | None], ...] = ()   # (instant, min, max) of its deletes
     extents: CommittedExtents | None = None   # of log_paths, built if one is damaged
     log_sizes: tuple[int, ...] = ()      # of log_paths, from the driver's listing (no HEAD per log on a store)
@@ -452,6 +452,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
             committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
+            base_ext=base_format.table_extension(cfg.props),
             delete_bounds=tuple(bounds.get((part, op.file_id), ())),
             extents=extents, completed=completed, base_size=base_sizes.get(base, 0) if base else 0,
             carried_needed=op.carried_needed, partition_files=len(view.remote_entries(part) or ()),
@@ -634,7 +635,7 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
                                           "Folding them would lose these records for good; nothing was written.")
         listing = listed()
         following, committed_since = _following_items(task, pdir, listing, logs.items)
-    name = f"{task.file_id}_{token}_{task.instant}.parquet"
+    name = f"{task.file_id}_{token}_{task.instant}{task.base_ext}"
     with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
         split = split_slice(logs.items, following, _split_spec(task),
                             base_ordering_reader(task.base_file, task.ordering_field))
@@ -849,18 +850,19 @@ def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, 
 
 
 def _write_base(task: OpTask, winners: LogWinners, tmp: str | pa.NativeFile, name: str) -> _Counts:
-    """Stream the merged rows into `tmp` batch by batch (row groups ≤ `row_group_rows`), never the slice."""
+    """Stream the merged rows into `tmp` batch by batch (Parquet row groups ≤ `row_group_rows`), never the slice;
+    the format is `name`'s (engine.io.base_format)."""
     counts = _Counts()
-    codec = "NONE" if task.compression == "none" else task.compression
     keys: list[str | None] = [None, None]   # min and max record key written
-    with pq.ParquetWriter(tmp, task.schema, compression=codec) as writer:
+    opts = base_format.WriteOptions(task.compression, task.row_group_rows, like=task.base_file)
+    with base_format.open_writer(tmp, name, task.schema, opts) as writer:
         for t in _merged(task, winners, counts):
             t = _with_file_name(t, name)
             _track(t, task, counts, keys)
-            writer.write_table(t, row_group_size=task.row_group_rows)
+            writer.write(t)
             del t  # not alive while the generator reads the next row group
-        if keys[0] is not None:
-            writer.add_key_value_metadata({"hoodie_min_record_key": keys[0], "hoodie_max_record_key": keys[1]})
+        if keys[0] is not None and keys[1] is not None:
+            writer.add_footer({"hoodie_min_record_key": keys[0], "hoodie_max_record_key": keys[1]})
     return counts
 
 

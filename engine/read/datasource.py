@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
-from engine.io import storage
+from engine.io import base_format, storage
 from engine.io.storage import absolute_location
 from engine.read.query import QuerySpec, ReadPlan
 from engine.read.slice_reader import ReadContext, SliceRef
@@ -192,8 +192,9 @@ def load_table(spark: SparkSession, path: str, query: str | QuerySpec = "snapsho
     Spark's native Parquet reader (JVM, vectorised, no Python worker). So do the slices of a snapshot that have
     no log files: their rows are their base file's. The slices that need a merge (and every slice of a
     time-travel or incremental query) come from the `tidemark` Python data source, handed this plan so it reads
-    the same table state the native scan does. Planning here (or the caller's `plan`) reports corrupt committed
-    blocks in this process; executors relay what their decode finds to `report_dir` when given.
+    the same table state the native scan does; so do Lance base files (Spark here has no Lance reader). Planning
+    here (or the caller's `plan`) reports corrupt committed blocks in this process; executors relay what their
+    decode finds to `report_dir` when given.
     """
     from engine.read.query import as_spec, plan_read
 
@@ -208,10 +209,12 @@ def load_table(spark: SparkSession, path: str, query: str | QuerySpec = "snapsho
     native: list[str] = []
     merged: list[SliceRef] = []
     for ref in plan.slices:
-        if ref.base_path and (spec.query == "read_optimized" or (spec.query == "snapshot" and not ref.log_paths)):
+        base_only = bool(ref.base_path) and (spec.query == "read_optimized"
+                                             or (spec.query == "snapshot" and not ref.log_paths))
+        if base_only and ref.base_path and not base_format.is_lance(ref.base_path):
             native.append(ref.base_path)
-        elif spec.query != "read_optimized":
-            merged.append(ref)
+        elif base_only or spec.query != "read_optimized":
+            merged.append(ref)   # a Lance base too: Spark has no Lance reader here, the data source reads it
     parts: list[DataFrame] = []
     if native:
         # Given the table schema, Spark infers nothing (no footer-reading job) and reads a column that an

@@ -15,12 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine.config.properties import load_table_config
 from engine.config.schema import table_read_schema
-from engine.errors import ConfigError, TidemarkError
-from engine.io import storage
+from engine.errors import ConfigError
+from engine.io import base_format
 from engine.logformat import CorruptBlock, integrity
 from engine.progress import Progress, Reporter
 from engine.read import incremental, ro_scan
@@ -132,13 +131,10 @@ def _slices(view: FileSystemView, spec: QuerySpec) -> tuple[InstantWindow | None
 
 
 def check_base_files(paths: Iterable[str]) -> None:
-    """Every base file a query will read has a readable Parquet footer (a truncated file fails here, by name,
-    before any task starts or any output is written)."""
+    """Every base file a query will read has a readable footer (a truncated file fails here, by name, before any
+    task starts or any output is written)."""
     for path in paths:
-        try:
-            pq.read_metadata(storage.parquet_source(path))
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None
+        base_format.check_readable(path)
 
 
 # Slices up to this size are read ahead on other threads (each held whole in memory until its turn); a plan

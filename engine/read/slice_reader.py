@@ -13,11 +13,10 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from engine import logformat
-from engine.errors import TidemarkError
 from engine.io import storage
+from engine.io.base_format import BaseFile, open_base
 from engine.io.threads import decode_pool, settle
 from engine.logformat import integrity
 from engine.read.merge import DataItem, DeleteItem, LogItem, base_batch_rows, conform_to_schema, merge_log_items, merge_with_winners
@@ -148,24 +147,20 @@ def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
                       d.column(logformat.EVENT_TIME_COLUMN).combine_chunks())
 
 
-def iter_base(path: str | None, schema: pa.Schema, batch_rows: int | Callable[[pq.ParquetFile], int] = 262_144,
+def iter_base(path: str | None, schema: pa.Schema, batch_rows: int | Callable[[BaseFile], int] = 262_144,
               buffer_size: int = 0) -> Iterator[pa.Table]:
-    """Stream a base file in batches of `batch_rows` (or as many as `batch_rows(file)` says from its footer), one
-    row group at a time, so a large base never sits in memory whole (the reader decodes a row group's pages
-    incrementally). `buffer_size` > 0 reads each column chunk through a buffered stream of that size instead
-    of loading the row group's compressed chunks whole (engine.compaction.base_stream)."""
+    """Stream a base file (Parquet or Lance, by its extension) in batches of `batch_rows` (or as many as
+    `batch_rows(file)` says from its footer), so a large base never sits in memory whole: Parquet one row group
+    at a time (the reader decodes a row group's pages incrementally). `buffer_size` > 0 reads each Parquet
+    column chunk through a buffered stream of that size instead of loading the row group's compressed chunks
+    whole (engine.compaction.base_stream)."""
     if path is None:
         return
-    try:
-        # On an object store, pre-buffering coalesces a row group's column chunks into few ranged GETs.
-        pf = pq.ParquetFile(storage.parquet_source(path), pre_buffer=storage.is_remote(path), buffer_size=buffer_size)
-        names = [f.name for f in schema if f.name in pf.schema_arrow.names]
-        size = batch_rows(pf) if callable(batch_rows) else batch_rows
-        for i in range(pf.metadata.num_row_groups):
-            for batch in pf.iter_batches(batch_size=size, row_groups=[i], columns=names, use_threads=False):
-                yield pa.Table.from_batches([batch])
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise TidemarkError(f"base file {path} is unreadable: {str(exc).strip().splitlines()[0]}") from None
+    with open_base(path, buffer_size) as base:
+        names = [f.name for f in schema if f.name in base.schema.names]
+        size = batch_rows(base) if callable(batch_rows) else batch_rows
+        for batch in base.batches(names, size):
+            yield pa.Table.from_batches([batch])
 
 
 def read_slice(ref: SliceRef, ctx: ReadContext, query: str = "snapshot") -> Iterator[pa.Table]:

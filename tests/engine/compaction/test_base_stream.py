@@ -7,6 +7,7 @@ import pytest
 
 from engine.compaction.base_stream import MIN_BATCH_ROWS, UNSIZED_BATCH_ROWS, batch_rows, stream_base
 from engine.errors import TidemarkError
+from engine.io.base_format import ParquetBase
 
 
 def _write(path: str, n: int, note_chars: int, row_group: int) -> pa.Table:
@@ -20,8 +21,8 @@ def _write(path: str, n: int, note_chars: int, row_group: int) -> pa.Table:
 def test_batches_follow_decoded_bytes_and_never_fall_below_the_winners(tmp_path):
     path = str(tmp_path / "b.parquet")
     _write(path, 50_000, 700, 20_000)
-    pf = pq.ParquetFile(path)
-    meta = pf.metadata
+    pf = ParquetBase(path)
+    meta = pq.ParquetFile(path).metadata
     row_bytes = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) / meta.num_rows
     by_bytes = batch_rows(pf, 0, batch_bytes=int(row_bytes * 30_000))
     assert abs(by_bytes - 30_000) <= 1
@@ -61,6 +62,6 @@ def test_a_footer_without_sizes_falls_back_to_a_fixed_batch(tmp_path, monkeypatc
         def row_group(self, i: int) -> object:
             return type("RG", (), {"total_byte_size": 0})()
 
-    pf = pq.ParquetFile(path)
+    pf = ParquetBase(path)
     monkeypatch.setattr(pq.ParquetFile, "metadata", property(lambda self: Unsized()))
     assert batch_rows(pf, 0) == UNSIZED_BATCH_ROWS

@@ -70,7 +70,9 @@ MAP = pa.map_(pa.string(), pa.int32())
     (pa.array([{"m": [("y", 1), ("y", None)]}], pa.struct([("m", MAP)])), pa.struct([("m", MAP)])),
     (pa.array([[("o", [("y", 1), ("y", 2)])]], pa.map_(pa.string(), MAP)), pa.map_(pa.string(), MAP)),
     (pa.array([[("b", 1), ("y", 1), ("y", 2)]], pa.map_(pa.large_string(), pa.int64())), MAP),
-], ids=["top", "list_of_maps", "in_struct", "map_value", "converted"])
+    (pa.array([None, [(f"k{i}", i) for i in range(500)] + [("y", 0)] + [(f"j{i}", i) for i in range(500)] + [("y", 1)]],
+              MAP), MAP),
+], ids=["top", "list_of_maps", "in_struct", "map_value", "converted", "far_apart"])
 def test_a_map_holding_a_key_twice_is_refused(values, target):
     """Avro blocks would keep the last entry and Parquet ones both: the write is refused instead."""
     with pytest.raises(InputError, match="column 'm' holds a map with key 'y' twice"):

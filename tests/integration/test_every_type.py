@@ -221,16 +221,18 @@ class Writer:
             else:
                 self.model[row["id"]] = row
 
-    def compact(self, threshold_ms: int) -> None:
-        plan = self.table.schedule_compaction(threshold=threshold_ms)
+    def compact(self, threshold_ms: int, exact: bool = False) -> None:
+        plan = self.table.schedule_compaction(threshold=threshold_ms, exact=exact)
         assert plan.instant is not None
         self.table.run_compaction(plan.instant, local=self.spark is None)
 
 
 def live(w: Writer, values: Values = _values, oracle_reads_logs: bool = True) -> None:
-    """Insert, upsert, delete, an event-time compaction leaving day 2 in the logs, an upsert into the
-    compacted base, a full compaction; ours and hudi 0.5.0 agree with the model after each step."""
+    """Insert, upsert, delete, an exact event-time compaction (day 1 into base files, day 2 carried forward in
+    the logs), an upsert into the compacted base, a full compaction; ours and hudi 0.5.0 agree with the model
+    after each step."""
     path = Path(w.table.path)
+    threshold = E + DAY_MS - 1
 
     def check() -> dict[str, Any]:
         return agree(path, w.model, oracle_reads_logs=oracle_reads_logs)
@@ -239,15 +241,15 @@ def live(w: Writer, values: Values = _values, oracle_reads_logs: bool = True) ->
     check()
     w.write("upsert", rows(range(1, 4), 2, day=1, values=values))
     check()
-    day_one = dict(w.model)
-    w.write("upsert", rows([5, 6], 3, day=2, values=values) + rows(range(8, 12), 3, day=2, values=values))
+    # One write across T: exact mode splits its logs, day 1 into the base, day 2 into a carry-forward log.
+    w.write("upsert", rows([5, 6], 3, day=1, values=values) + rows(range(8, 12), 3, day=2, values=values))
     check()
+    up_to_t = {key: row for key, row in w.model.items() if row["ts"].timestamp() * 1000 <= threshold}
     w.write("delete", rows([4, 9], 4, day=2, values=values))
     check()
 
-    # Day 1's writes are compacted into base files; day 2's stay in the logs, merged with the base on read.
-    w.compact(E + DAY_MS - 1)
-    assert check() == model_rows(day_one)
+    w.compact(threshold, exact=True)
+    assert check() == model_rows(up_to_t)   # the RO view: everything up to T, nothing after
     w.write("upsert", rows([0, 5, 10], 5, day=2, values=values))
     check()
     w.compact(E + 3 * DAY_MS)

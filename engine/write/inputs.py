@@ -8,7 +8,8 @@ Every rule here runs on the driver, before the deltacommit is opened, so bad inp
 - a record key may not be null or empty, as Java Hudi's key generators refuse it (with several key fields,
   not all of them);
 - every column the table already has must convert to the table's type (`schema.conform_column`), and
-  event times must lie in years 0001..9999.
+  event times must lie in years 0001..9999;
+- a map may not hold a key twice (`schema.check_map_keys`; a DataFrame's maps are checked by the tasks).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import pyarrow.parquet as pq
 
 from engine.config import eventtime
 from engine.config.properties import TableConfig
-from engine.config.schema import META_FIELDS, arrow_schema, conform_column, table_avro_schema
+from engine.config.schema import META_FIELDS, arrow_schema, check_map_keys, conform_column, has_map, table_avro_schema
 from engine.errors import InputError
 from engine.io import storage
 from engine.logformat.avro_codec import AvroCodecError
@@ -201,18 +202,20 @@ def check_keys_of(key_fields: Sequence[str], rows: pa.Table, source: str) -> Non
 
 def check_parquet_values(cfg: TableConfig, current: pa.Schema | None, files: tuple[str, ...],
                          schema: pa.Schema) -> None:
-    """Value checks on Parquet inputs, reading only the columns they need (keys, event time, converted ones).
+    """Value checks on Parquet inputs, reading only the columns they need (keys, event time, converted ones,
+    maps).
 
     Column statistics settle the common case without reading: a key column without nulls whose minimum is
     not "", a timestamp event-time column whose min and max are in range.
     """
     converted = _converted_columns(current, schema)
+    maps = [f.name for f in schema if has_map(f.type)]
     for path in files:
         meta = pq.read_metadata(storage.parquet_source(path))
         keys = [k for k in cfg.record_key_fields if k in converted or not _stats_prove_key(meta, schema, k)]
         event = cfg.event_time_field
         events = [event] if event in schema.names and (event in converted or not _stats_prove_time(meta, str(event))) else []
-        columns = list(dict.fromkeys([*keys, *events, *converted]))
+        columns = list(dict.fromkeys([*keys, *events, *converted, *maps]))
         if not columns:
             continue
         if keys and len(cfg.record_key_fields) > 1:  # blank composite keys are judged on all their fields
@@ -226,6 +229,16 @@ def check_parquet_values(cfg: TableConfig, current: pa.Schema | None, files: tup
         rows = conform(current, rows, path)
         if events:
             eventtime.check_range(rows.column(event), f"{path}: column {event!r}")
+        _check_maps(rows, [m for m in maps if m not in converted], path)   # `conform` checked the others
+
+
+def _check_maps(rows: pa.Table, names: list[str], source: str) -> None:
+    """Maps holding a key twice are refused here, before the write opens its instant, rather than by its tasks."""
+    for name in names:
+        try:
+            check_map_keys(rows.column(name).combine_chunks(), name)
+        except InputError as exc:
+            raise InputError(f"{source}: {exc}") from None
 
 
 def _column_stats(meta: pq.FileMetaData, name: str) -> list[Any] | None:

@@ -101,6 +101,12 @@ def row(**overrides) -> dict:
     return {"id": "k1", "region": "eu", "seq": 9, "ts": "2024-01-01T05:00:00Z", "v": 1.0, **overrides}
 
 
+def with_map(values: pa.Array) -> pa.Table:
+    """One good row, plus a map column `m` holding `values`."""
+    return pa.table({"id": ["k1"], "region": ["eu"], "seq": [9], "ts": pa.array([T0], pa.timestamp("us", tz="UTC")),
+                     "v": [1.0], "m": values})
+
+
 def jsonl(tmp: Path, *rows: dict) -> Path:
     return write_text(tmp, "in.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
 
@@ -155,6 +161,11 @@ WRITE_CASES: dict[str, tuple[Callable[[Path], Path], tuple[str, ...], str]] = {
     "null_only_new_column": (lambda t: jsonl(t, row(colour=None)), ("in.jsonl", "colour", "only nulls"), "upsert"),
     "repeated_column": (lambda t: write_text(t, "in.csv", "id,region,seq,ts,v,id\nk1,eu,9,2024-01-01T00:00:00Z,1,k2\n"),
                         ("in.csv", "id", "more than once"), "upsert"),
+    "map_with_int_keys": (lambda t: parquet(t, "in.parquet", with_map(pa.array([[(1, "a")]], pa.map_(pa.int32(), pa.string())))),
+                          ("in.parquet", "'m'", "int32", "string keys"), "upsert"),
+    "map_with_a_key_twice": (lambda t: parquet(t, "in.parquet", with_map(pa.array([[("a", "x"), ("a", "y")]],
+                                                                                    pa.map_(pa.string(), pa.string())))),
+                             ("'m'", "'a' twice"), "upsert"),
     "not_utf8_csv": (lambda t: write_bytes(t, "in.csv", b"id,region,seq,ts,v\n\xff\xfe,eu,9,2024-01-01T00:00:00Z,1\n"),
                      ("in.csv", "UTF-8"), "upsert"),
 }

@@ -59,3 +59,29 @@ def test_new_second_and_nanosecond_timestamps_are_stored_in_microseconds():
     schema = pa.schema([("a", pa.timestamp("s")), ("b", pa.timestamp("ns", tz="UTC")), ("c", pa.timestamp("ms"))])
     types = {f["name"]: f["type"][1]["logicalType"] for f in table_avro_schema("t", schema)["fields"]}
     assert types == {"a": "timestamp-micros", "b": "timestamp-micros", "c": "timestamp-millis"}
+
+
+MAP = pa.map_(pa.string(), pa.int32())
+
+
+@pytest.mark.parametrize("values,target", [
+    (pa.array([[("a", 1)], [("y", 2), ("y", 3)]], MAP), MAP),
+    (pa.array([[[("a", 1)]], None, [[("x", 1)], [("y", 1), ("y", 2)]]], pa.list_(MAP)), pa.list_(MAP)),
+    (pa.array([{"m": [("y", 1), ("y", None)]}], pa.struct([("m", MAP)])), pa.struct([("m", MAP)])),
+    (pa.array([[("o", [("y", 1), ("y", 2)])]], pa.map_(pa.string(), MAP)), pa.map_(pa.string(), MAP)),
+    (pa.array([[("b", 1), ("y", 1), ("y", 2)]], pa.map_(pa.large_string(), pa.int64())), MAP),
+    (pa.array([None, [(f"k{i}", i) for i in range(500)] + [("y", 0)] + [(f"j{i}", i) for i in range(500)] + [("y", 1)]],
+              MAP), MAP),
+], ids=["top", "list_of_maps", "in_struct", "map_value", "converted", "far_apart"])
+def test_a_map_holding_a_key_twice_is_refused(values, target):
+    """Avro blocks would keep the last entry and Parquet ones both: the write is refused instead."""
+    with pytest.raises(InputError, match="column 'm' holds a map with key 'y' twice"):
+        conform_column(values, target, "m")
+
+
+def test_maps_with_distinct_keys_pass_and_nulls_hide_nothing():
+    values = pa.array([[("a", 1), ("b", None)], None, [], [("a", 2)]], MAP)
+    assert conform_column(values, MAP, "m").equals(values)
+    assert conform_column(values.slice(1), MAP, "m").to_pylist() == [None, [], [("a", 2)]]
+    strict = pa.map_(pa.string(), pa.field("value", pa.int32(), nullable=False))
+    assert conform_column(pa.array([[("k", 1)]], strict), MAP, "m").to_pylist() == [[("k", 1)]]

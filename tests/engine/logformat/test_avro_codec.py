@@ -120,6 +120,41 @@ def test_unsupported_arrow_type_names_column() -> None:
     assert issubclass(AvroCodecError, TidemarkError)
 
 
+def test_map_schema_is_javas() -> None:
+    """Maps, lists and structs get the Avro types Java Hudi wrote for the same columns (table_all_data_types):
+    nullable values, and records named after their field in the parent record's namespace."""
+    with zipfile.ZipFile(fixture_zip("table_all_data_types")) as archive:
+        props = next(n for n in archive.namelist() if n.endswith(".hoodie/hoodie.properties"))
+        text = archive.read(props).decode()
+    line = next(x for x in text.splitlines() if x.startswith("hoodie.table.create.schema="))
+    java = json.loads(line.split("=", 1)[1].replace("\\:", ":"))
+    nested = ["nested_record", "nullable_map_field", "array_field"]
+    arrow = pa.schema([f for f in avro_to_arrow_schema(java) if f.name in nested])
+    ours = arrow_to_avro_schema(arrow, java["name"], java["namespace"])
+    assert pa.types.is_map(arrow.field("nullable_map_field").type)
+    assert ours["fields"] == [f for f in java["fields"] if f["name"] in nested]
+
+
+def test_map_schema_nests_and_names_never_collide() -> None:
+    value = pa.struct([("n", pa.int32()), ("m", pa.map_(pa.string(), pa.list_(pa.int64())))])
+    schema = pa.schema([("m", pa.map_(pa.large_string(), value)), ("m_m", pa.struct([("m", value)]))])
+    avro = arrow_to_avro_schema(schema, "rec", "hoodie.t")
+    fastavro.parse_schema(avro)  # valid Avro: every named type defined once
+    record = avro["fields"][0]["type"][1]["values"][1]
+    assert (record["name"], record["namespace"]) == ("m", "hoodie.t.rec")
+    assert record["fields"][1]["type"][1] == {"type": "map", "values": ["null", {"type": "array",
+                                                                                 "items": ["null", "long"]}]}
+    assert avro_to_arrow_schema(avro).field("m").type == pa.map_(pa.string(), value)
+
+
+@pytest.mark.parametrize("key", [pa.int32(), pa.binary(), pa.timestamp("us")])
+def test_map_with_non_string_keys_names_the_column_and_why(key: pa.DataType) -> None:
+    with pytest.raises(AvroCodecError, match=r"column 'st\.m'.*only have string keys"):
+        arrow_to_avro_schema(pa.schema([("st", pa.struct([("m", pa.map_(key, pa.int32()))]))]), "r", "n")
+    with pytest.raises(AvroCodecError, match=r"column 'm'.*only have string keys"):
+        arrow_to_avro_schema(pa.schema([("m", pa.map_(key, pa.int32()))]), "r", "n")
+
+
 def test_avro_to_arrow_schema_both_union_orders_and_plain_types() -> None:
     avro = {"type": "record", "name": "r", "fields": [
         {"name": "a", "type": ["long", "null"]},
@@ -273,6 +308,52 @@ def test_fallback_nested_schema_round_trip_and_byte_identity() -> None:
     assert content == expected.getvalue()
     decoded = decode_data_block_content(content, NESTED_SCHEMA)
     assert decoded.equals(table)
+
+
+MAP_TYPES = {
+    "m_int": pa.map_(pa.string(), pa.int32()),
+    "m_st": pa.map_(pa.string(), pa.struct([("n", pa.int32()), ("label", pa.string())])),
+    "m_map": pa.map_(pa.string(), pa.map_(pa.string(), pa.float64())),
+    "l_map": pa.list_(pa.map_(pa.string(), pa.decimal128(38, 2))),
+}
+MAP_ROWS = [
+    {"m_int": [("a", 1), ("b", None), ("日本", -(2**31))], "m_st": [("x", {"n": 1, "label": "é"}), ("y", None)],
+     "m_map": [("o", [("i", float("inf")), ("j", None)]), ("p", None), ("q", [])],
+     "l_map": [[("max", decimal.Decimal("9" * 36 + ".99"))], None, [], [("min", decimal.Decimal("-" + "9" * 36 + ".99"))]]},
+    {"m_int": [], "m_st": [], "m_map": [], "l_map": []},
+    {"m_int": None, "m_st": None, "m_map": None, "l_map": None},
+    {"m_int": [("", 0)], "m_st": [("k", {"n": None, "label": None})], "m_map": [("", [("", -0.0)])],
+     "l_map": [[("null", None)]]},
+]
+
+
+def test_maps_round_trip_byte_identical_to_fastavro() -> None:
+    schema = pa.schema(MAP_TYPES.items())
+    table = pa.Table.from_pylist(MAP_ROWS * 3, schema=schema)
+    avro = arrow_to_avro_schema(schema, "rec", "hoodie.t")
+    parsed = fastavro.parse_schema(avro)
+    expected = io.BytesIO()
+    expected.write(struct.pack(">ii", 3, table.num_rows))
+    for row in MAP_ROWS * 3:
+        datum = io.BytesIO()
+        fastavro.schemaless_writer(datum, parsed, {k: _as_avro(v, schema.field(k).type) for k, v in row.items()})
+        expected.write(struct.pack(">i", datum.tell()) + datum.getvalue())
+    content = encode_data_block_content(table, avro)
+    assert content == expected.getvalue()
+    assert decode_data_block_content(content, avro).equals(table)
+
+
+def _as_avro(value: object, dtype: pa.DataType) -> object:
+    """A Python value of `dtype` as fastavro takes it: maps (lists of pairs) become dicts, at any depth."""
+    if value is None:
+        return None
+    if pa.types.is_map(dtype):
+        return {k: _as_avro(v, dtype.item_type) for k, v in value}
+    if pa.types.is_list(dtype):
+        return [_as_avro(v, dtype.value_type) for v in value]
+    if pa.types.is_struct(dtype):
+        return {f.name: _as_avro(value[f.name], f.type) for f in dtype}
+    return value
 
 
 def test_fallback_for_multi_branch_union_is_a_clear_error() -> None:

@@ -68,7 +68,7 @@ def _operations_read_the_layout_once(cls: _C) -> _C:
 
 @_operations_read_the_layout_once
 class Table:
-    """A Hudi Merge-On-Read table (table version 6 or 8) managed by Tidemark."""
+    """A Hudi Merge-On-Read table (table version 6, 8 or 9) managed by Tidemark."""
 
     def __init__(self, config: TableConfig) -> None:
         self._config = config

@@ -265,10 +265,10 @@ def bounded_int(raw: Any, name: str, *, minimum: int = 1, maximum: int = MAX_MIN
 
 
 def parse_table_version(raw: Any) -> int | None:
-    """A Hudi table version to filter on (`hoodie.table.version`, e.g. 6 or 8); empty is None."""
+    """A Hudi table version to filter on (`hoodie.table.version`, e.g. 6, 8 or 9); empty is None."""
     if raw in (None, ""):
         return None
     text = str(raw).strip().lower().removeprefix("v")
     if not re.fullmatch(r"[0-9]{1,2}", text) or int(text) == 0:
-        raise InvalidInput(f"version must be a Hudi table version number such as 6 or 8, got {raw!r}")
+        raise InvalidInput(f"version must be a Hudi table version number such as 6, 8 or 9, got {raw!r}")
     return int(text)

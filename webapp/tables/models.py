@@ -137,7 +137,7 @@ class MetricSample(models.Model):
     rolled_up = models.IntegerField(default=1)
     # engine.Table.catalog_status(): catalogs, `<db>.<name>_ro/_rt`, the last sync (synced_at, ok, error)
     catalog = models.JSONField(default=dict, blank=True)
-    # hoodie.table.version as the engine read it (6, or 8 for Hudi 1.x); null on samples taken before it was kept
+    # hoodie.table.version as the engine read it (6, or 8 and 9 for Hudi 1.x); null on samples taken before it was kept
     table_version = models.PositiveSmallIntegerField(null=True, blank=True)
 
     class Meta:

@@ -74,7 +74,7 @@ from engine.lock import (
 )
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.read.merge import DataItem, DeleteItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
+from engine.read.merge import BaseMerge, DataItem, DeleteItem, LogItem, LogWinners, conform_to_schema
 from engine.read.slice_reader import read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
@@ -812,20 +812,18 @@ class _Counts:
 
 
 def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.Table]:
-    """merge_slice, unrolled so the stats can count superseded base rows."""
-    shadowed = np.zeros(winners.size, bool)
+    """merge_with_winners, unrolled so the stats can count superseded base rows."""
+    merge = BaseMerge(winners, task.merge_mode, task.ordering_field, task.schema)
     for batch in stream_base(task.base_file, task.schema, winners.size):
-        res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
-        shadowed |= res.shadowed
+        kept = merge.resolve(batch).kept
         counts.base_rows += batch.num_rows
-        counts.base_kept += res.kept.num_rows
-        kept = res.kept
+        counts.base_kept += kept.num_rows
         # Drop our references before the next row group is read, so only one is ever alive.
-        del batch, res
+        del batch
         if kept.num_rows:
             yield kept
         del kept
-    rest = remaining_log_rows(winners, shadowed)
+    rest = merge.rest()
     counts.from_logs = rest.num_rows
     if rest.num_rows:
         yield conform_to_schema(rest, task.schema)

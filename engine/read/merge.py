@@ -18,6 +18,9 @@ Semantics, matching hudi 0.5.0 and Java Hudi's file group reader (docs/ARCHITECT
   - the log winner then meets the base row: a processing-time delete removes it; otherwise the greater
     ordering value wins, ties to the log. A processing-time delete that a later record replaced is
     forgotten: that record competes with the base row by ordering value like any other.
+- Each log winner meets only the *first* base row of its key: hudi 0.5.0 and Java key the log records by
+  record key and take the record out of the buffer at that row, so further base rows of the key (a file group
+  holding a key twice) pass through unchanged.
 """
 from __future__ import annotations
 
@@ -238,37 +241,59 @@ def conform_to_schema(t: pa.Table, schema: pa.Schema) -> pa.Table:
 @dataclass
 class BaseResolution:
     kept: pa.Table              # base rows that survive, in base order
-    shadowed: np.ndarray        # bool per log winner: a base row beat it (event time) -> do not emit
 
 
-def apply_to_base(batch: pa.Table, winners: LogWinners, merge_mode: str, ordering_field: str | None,
-                  schema: pa.Schema) -> BaseResolution:
-    """Resolve one batch of base rows against the log winners."""
-    shadowed = np.zeros(winners.size, bool)
-    if winners.size == 0 or batch.num_rows == 0:
-        return BaseResolution(conform_to_schema(batch, schema), shadowed)
-    match = pc.index_in(batch.column(RECORD_KEY), value_set=winners.keys)
-    has = np.asarray(match.is_valid().to_numpy(zero_copy_only=False), bool)
-    idx = np.asarray(match.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
-    if merge_mode == EVENT_TIME_ORDERING:
-        base_ord = _ordering_of(batch, ordering_field, merge_mode)
-        assert winners.ordering is not None, "event-time winners carry their ordering (merge_log_items)"
-        log_ord = winners.ordering.take(pa.array(idx))
+class BaseMerge:
+    """Phase 2, batch by batch in base-file order: each log winner meets the first base row of its key.
+
+    What a winner met is remembered across batches: a base row of a key already met passes through unchanged
+    (a file group holding a key twice keeps its second row, as hudi 0.5.0 does)."""
+
+    def __init__(self, winners: LogWinners, merge_mode: str, ordering_field: str | None, schema: pa.Schema) -> None:
+        self.winners, self.merge_mode, self.ordering_field, self.schema = winners, merge_mode, ordering_field, schema
+        self.met = np.zeros(winners.size, bool)
+        # Not emitted by `rest`: a base row beat it (event time).
+        self.settled = np.zeros(winners.size, bool)
+
+    def resolve(self, batch: pa.Table) -> BaseResolution:
+        """One batch of base rows against the log winners."""
+        w = self.winners
+        if w.size == 0 or batch.num_rows == 0:
+            return BaseResolution(conform_to_schema(batch, self.schema))
+        match = pc.index_in(batch.column(RECORD_KEY), value_set=w.keys)
+        idx = np.asarray(match.fill_null(0).to_numpy(zero_copy_only=False), np.int64)
+        has = self._first_meetings(np.asarray(match.is_valid().to_numpy(zero_copy_only=False), bool), idx)
+        self.met[idx[has]] = True
+        log_wins = has & self._log_wins(batch, idx) if self.merge_mode == EVENT_TIME_ORDERING else has
+        self.settled[idx[has & ~log_wins]] = True
+        kept = batch.filter(pa.array(~log_wins)) if log_wins.any() else batch  # no copy when nothing is replaced
+        return BaseResolution(conform_to_schema(kept, self.schema))
+
+    def rest(self) -> pa.Table:
+        """Log winners to emit after the base: not deletes and not beaten by a base row."""
+        return self.winners.rows.filter(pa.array(~self.winners.is_delete & ~self.settled))
+
+    def _first_meetings(self, has: np.ndarray, idx: np.ndarray) -> np.ndarray:
+        """`has` narrowed to the first row of each winner's key not met in an earlier batch."""
+        has = has & ~self.met[idx]
+        rows = np.nonzero(has)[0]
+        _, first = np.unique(idx[rows], return_index=True)
+        if len(first) == len(rows):
+            return has
+        out = np.zeros(len(has), bool)
+        out[rows[first]] = True
+        return out
+
+    def _log_wins(self, batch: pa.Table, idx: np.ndarray) -> np.ndarray:
+        """Event time: whether each row's winner beats it (a processing-time delete, or ordering ≥ the base's)."""
+        w = self.winners
+        base_ord = _ordering_of(batch, self.ordering_field, self.merge_mode)
+        assert w.ordering is not None, "event-time winners carry their ordering (merge_log_items)"
+        log_ord = w.ordering.take(pa.array(idx))
         log_ge = np.asarray(pc.fill_null(pc.greater_equal(_concat([log_ord]), _concat([base_ord])), True)
                             .to_numpy(zero_copy_only=False), bool)
-        log_wins = has & (winners.kills_base[idx] | log_ge)
-        base_wins = has & ~log_wins
-        shadowed[idx[base_wins]] = True
-    else:
-        log_wins = has
-    kept = batch.filter(pa.array(~log_wins)) if log_wins.any() else batch  # no copy when nothing is replaced
-    return BaseResolution(conform_to_schema(kept, schema), shadowed)
-
-
-def remaining_log_rows(winners: LogWinners, shadowed: np.ndarray) -> pa.Table:
-    """Log winners to emit after the base: not deletes and not beaten by a base row."""
-    keep = ~winners.is_delete & ~shadowed
-    return winners.rows.filter(pa.array(keep))
+        out: np.ndarray = w.kills_base[idx] | log_ge
+        return out
 
 
 def merge_slice(base_batches: Iterable[pa.Table], items: Sequence[LogItem], merge_mode: str,
@@ -283,16 +308,14 @@ def merge_slice(base_batches: Iterable[pa.Table], items: Sequence[LogItem], merg
 def merge_with_winners(base_batches: Iterable[pa.Table], winners: LogWinners, merge_mode: str,
                        ordering_field: str | None, schema: pa.Schema) -> Iterator[pa.Table]:
     """Phase 2 alone, for callers that size the base batches by the number of winners."""
-    shadowed = np.zeros(winners.size, bool)
+    merge = BaseMerge(winners, merge_mode, ordering_field, schema)
     for batch in base_batches:
-        res = apply_to_base(batch, winners, merge_mode, ordering_field, schema)
-        shadowed |= res.shadowed
-        kept = res.kept
-        del batch, res  # only one base batch alive at a time
+        kept = merge.resolve(batch).kept
+        del batch  # only one base batch alive at a time
         if kept.num_rows:
             yield kept
         del kept
-    rest = remaining_log_rows(winners, shadowed)
+    rest = merge.rest()
     if rest.num_rows:
         yield rest
 

@@ -95,3 +95,15 @@ def test_distinct_keys_shortcut_equals_the_fold(entries, distinct):
         assert got.kills_base.tolist() == kills.tolist()
         assert got.keys.to_pylist() == [keys[i] for i in want]
         assert got.is_delete.tolist() == is_del[want].tolist()
+
+
+# ---------------------------------------------------------------------------------- keys the base holds twice
+
+def test_a_base_key_held_twice_meets_its_log_winner_once_across_batches():
+    base = [rows(["a", "b"], [5, 5], ["a0", "b0"]), rows(["a", "b"], [5, 5], ["a1", "b1"])]
+    logs = [DataItem(rows(["a"], [6], ["a2"])),
+            DeleteItem(pa.array(["b"]), pa.array([0], pa.int64()), pa.array([True]))]
+    for mode in (EVENT_TIME_ORDERING, COMMIT_TIME_ORDERING):
+        out = pa.concat_tables(list(merge_slice(base, logs, mode, "ts", SCHEMA)))
+        assert sorted(zip(out.column("_hoodie_record_key").to_pylist(), out.column("v").to_pylist())) == [
+            ("a", "a1"), ("a", "a2"), ("b", "b1")]

@@ -815,16 +815,18 @@ def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.T
     """merge_with_winners, unrolled so the stats can count superseded base rows."""
     merge = BaseMerge(winners, task.merge_mode, task.ordering_field, task.schema)
     for batch in stream_base(task.base_file, task.schema, winners.size):
-        kept = merge.resolve(batch).kept
+        res = merge.resolve(batch)
         counts.base_rows += batch.num_rows
-        counts.base_kept += kept.num_rows
+        counts.base_kept += res.kept.num_rows
         # Drop our references before the next row group is read, so only one is ever alive.
         del batch
-        if kept.num_rows:
-            yield kept
-        del kept
+        for part in (res.kept, res.overlaid):
+            if part is not None and part.num_rows:
+                yield part
+        counts.from_logs += 0 if res.overlaid is None else res.overlaid.num_rows
+        del res
     rest = merge.rest()
-    counts.from_logs = rest.num_rows
+    counts.from_logs += rest.num_rows
     if rest.num_rows:
         yield conform_to_schema(rest, task.schema)
 

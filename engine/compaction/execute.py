@@ -250,7 +250,8 @@ def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: lis
     a record meets the old base row, not the one the task folded in — so a group whose slice-C logs now hold
     committed blocks its task did not read (a log it never listed, or a write that completed after it read
     the timeline) runs again here, on the driver, under the table lock: when it replays (a folded delete, or
-    one the plan recorded in a carried log) or when any of those logs holds a delete. One listing per partition
+    one the plan recorded in a carried log, or a folded partial update) or when any of those logs holds a delete
+    or a partial update (carry_forward: withheld against what follows). One listing per partition
     (on a store the view's one listing of the table, which the commit goes on with) and the headers of the
     groups' slice-C logs; nothing is read where no write came. Whether a group ran again."""
     completed = frozenset(i.timestamp for i in timeline.completed())
@@ -266,8 +267,8 @@ def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: lis
         scans = logformat.scan_log_files((storage.join(pdir, n), None) for n in names)
         blocks = [(n, b) for n in names for b in scans[storage.join(pdir, n)].blocks if b.instant_time in completed]
         unread = any(n not in seen or b.instant_time not in read_as_committed for n, b in blocks)
-        deletes = any(b.block_type == logformat.BlockType.DELETE for _, b in blocks)
-        if unread and (outs[i]["replays"] or deletes):
+        matters = any(b.block_type == logformat.BlockType.DELETE or b.is_partial for _, b in blocks)
+        if unread and (outs[i]["replays"] or matters):
             outs[i] = execute_operation(dataclasses.replace(task, listed=None, completed=frozenset()))
             again = True
     return again
@@ -756,12 +757,11 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int],
     among the folded records or among its own logs (carry_forward._carry_decisions). So when the plan
     recorded that no log of the operation holds a delete and none was written into slice C, they are not read
     at all — on a store, the carried logs' GETs are saved. (A folded delete the plan did not know of still
-    makes them read.) Also the instants read as committed beyond those of the run's start (the commit's check)."""
-    if task.merge_mode != EVENT_TIME_ORDERING:
-        return [], frozenset()
+    makes them read.) Partial updates make them matter under commit time too (carry_forward.split_slice).
+    Also the instants read as committed beyond those of the run's start (the commit's check)."""
     carried = [storage.join(pdir, target) for _, target in task.links]
     written = [storage.join(pdir, n) for n in _written_logs(task, listing)]
-    if not written and not _replays(task, folded):
+    if not _following_matters(task, folded, written):
         return [], frozenset()
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
@@ -769,12 +769,28 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int],
     return read_slice_logs(carried + written, committed).items, committed - task.completed
 
 
+def _following_matters(task: OpTask, folded: Sequence[LogItem], written: Sequence[str]) -> bool:
+    """Whether the logs following the carry-forward log can change what this task writes."""
+    if task.merge_mode == EVENT_TIME_ORDERING:
+        return bool(written) or _replays(task, folded)
+    # Commit time: logs win, so what follows never changes the base, unless partial updates are involved (a partial
+    # record after a folded delete takes the old base row's other columns). The plan carries no log of a group
+    # holding partial blocks (strategy.CompactionStrategy.plan), so only writes into slice C can follow.
+    return bool(written) and (any(isinstance(i, DataItem) and i.partial for i in folded) or _hold_partial(written))
+
+
+def _hold_partial(paths: Sequence[str]) -> bool:
+    """A partial-update block among the logs' blocks, from their headers."""
+    scans = logformat.scan_log_files((p, None) for p in paths)
+    return any(b.is_partial for scan in scans.values() for b in scan.blocks)
+
+
 def _replays(task: OpTask, folded: Sequence[LogItem]) -> bool:
     """Whether records following the folded ones can change what this task's base holds (and what its
     carry-forward log replays): under event-time ordering, after a delete among the folded records or one the
-    plan recorded in a carried log (carry_forward._carry_decisions)."""
-    return task.merge_mode == EVENT_TIME_ORDERING and (task.carried_needed
-                                                       or any(isinstance(i, DeleteItem) for i in folded))
+    plan recorded in a carried log (carry_forward._carry_decisions), or after a folded partial-update record."""
+    return task.merge_mode == EVENT_TIME_ORDERING and (
+        task.carried_needed or any(isinstance(i, DeleteItem) or isinstance(i, DataItem) and i.partial for i in folded))
 
 
 def _written_logs(task: OpTask, names: Iterable[str]) -> list[str]:
@@ -906,8 +922,12 @@ def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: s
 def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
     if isinstance(item, DataItem):
         rows = carried_rows(item, task.schema)
-        lo, hi = eventtime.bounds(rows.column(task.event_field)) if task.event_field else (None, None)
-        return [logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, "avro", lo, hi)]
+        lo, hi = (eventtime.bounds(rows.column(task.event_field)) if task.event_field in rows.column_names
+                  else (None, None))
+        avro = json.loads(task.log_avro_schema)
+        if item.partial:   # a partial item's block declares only its columns, as Java's partial blocks do
+            avro = {**avro, "fields": [f for f in avro["fields"] if f["name"] in rows.column_names]}
+        return [logformat.encode_data_block(rows, avro, task.instant, "avro", lo, hi, partial=item.partial)]
     # Processing-time deletes and deletes with an ordering value need blocks of their own (one union branch
     # per block).
     hard = np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool)

@@ -296,6 +296,7 @@ def _rest(items: Sequence[LogItem], spec: SplitSpec) -> _Rest:
 
 
 BaseOrdering = Callable[[pa.Array], tuple[pa.Array, pa.Array]]   # keys -> (keys found in the base, ordering)
+BaseTwice = Callable[[pa.Array], pa.Array]   # keys -> those of them the base holds more than once
 
 
 def _carry_decisions(winners: LogWinners, rest: _Rest, base_ordering: BaseOrdering | None) -> tuple[np.ndarray, np.ndarray]:
@@ -410,8 +411,11 @@ def _met_later(winners: LogWinners, following: Sequence[LogItem], spec: SplitSpe
 
 
 def _decisions(winners: LogWinners, items: Sequence[LogItem], following: Sequence[LogItem], spec: SplitSpec,
-               base_ordering: BaseOrdering | None) -> tuple[np.ndarray, np.ndarray]:
-    """(withhold, carry) per winner (_carry_decisions); only winners whose key something follows can need either."""
+               base_ordering: BaseOrdering | None, base_twice: BaseTwice | None) -> tuple[np.ndarray, np.ndarray]:
+    """(withhold, carry) per winner (_carry_decisions); only winners whose key something follows can need either.
+
+    A key the old base holds twice is withheld too: a winner meets only the first base row of its key, so folded
+    into the base it would leave the second as the row what follows meets — it met none before."""
     none = np.zeros(winners.size, bool)
     met = _met_later(winners, following, spec)
     if not met.any():
@@ -422,6 +426,10 @@ def _decisions(winners: LogWinners, items: Sequence[LogItem], following: Sequenc
         withhold, carry = _carry_decisions(winners, _rest(following, spec), base_ordering)
     else:
         withhold, carry = none, none
+    if base_twice is not None:
+        twice = met & np.asarray(pc.is_in(winners.keys, value_set=base_twice(winners.keys.filter(pa.array(met))))
+                                 .to_numpy(zero_copy_only=False), bool)
+        withhold, carry = withhold | twice, carry & ~twice
     return withhold, carry
 
 
@@ -431,12 +439,13 @@ def _min_ms(values: np.ndarray) -> int | None:
 
 
 def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: SplitSpec,
-                base_ordering: BaseOrdering | None = None) -> SliceSplit:
+                base_ordering: BaseOrdering | None = None, base_twice: BaseTwice | None = None) -> SliceSplit:
     """Split the compacted logs' items into the new base's winners and the carry-forward items.
 
     `rest_items`: the items of the logs that follow in slice C (carried logs, writes made while the plan
     was pending), in order — only their keys, record orderings and processing-time deletes matter.
     `base_ordering`: the old base's ordering values of some keys (absent: assume the base row wins).
+    `base_twice`: which of some keys the old base holds more than once (absent: assume none).
     """
     flat = _flatten(items, spec)
     threshold = spec.threshold_ms
@@ -448,7 +457,7 @@ def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: S
     spill = _select(items, flat, kept_late | _following(kept_late, late, codes, flat.is_hard), et)
     winners = merge_log_items(_select(items, flat, ~late), spec.merge_mode, spec.ordering_field, spec.schema)
     spill_min = _min_ms(earliest[kept_late]) if kept_late.any() else None
-    withhold, carry = _decisions(winners, items, [*spill, *rest_items], spec, base_ordering)
+    withhold, carry = _decisions(winners, items, [*spill, *rest_items], spec, base_ordering, base_twice)
     if not (withhold | carry).any():
         return SliceSplit(winners, spill, spill_min)
     on_time_et = et[~late]
@@ -475,6 +484,19 @@ def base_ordering_reader(base_file: str | None, ordering_field: str | None) -> B
         ordering = (_comparable(t.column(ordering_field).combine_chunks()) if ordering_field in t.column_names
                     else pa.nulls(t.num_rows, pa.int64()))
         return t.column(RECORD_KEY).combine_chunks(), ordering
+    return lookup
+
+
+def base_twice_reader(base_file: str | None) -> BaseTwice:
+    """Looks up which of some keys a base file holds more than once (only the key column is read, filtered)."""
+    def lookup(keys: pa.Array) -> pa.Array:
+        if base_file is None or len(keys) == 0:
+            return pa.array([], pa.string())
+        fs, inner = storage.filesystem(base_file)
+        t = pq.read_table(inner, columns=[RECORD_KEY], filters=[(RECORD_KEY, "in", keys.to_pylist())], filesystem=fs)
+        counts = pc.value_counts(t.column(RECORD_KEY).combine_chunks())
+        twice: pa.Array = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        return twice
     return lookup
 
 

@@ -34,7 +34,14 @@ import pyarrow.parquet as pq
 from engine import logformat, placement
 from engine.compaction import in_process
 from engine.compaction.base_stream import stream_base
-from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
+from engine.compaction.carry_forward import (
+    SliceSplit,
+    SplitSpec,
+    base_ordering_reader,
+    base_twice_reader,
+    carried_rows,
+    split_slice,
+)
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import (
     LogEventTime,
@@ -638,7 +645,7 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     name = f"{task.file_id}_{token}_{task.instant}.parquet"
     with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
         split = split_slice(logs.items, following, _split_spec(task),
-                            base_ordering_reader(task.base_file, task.ordering_field))
+                            base_ordering_reader(task.base_file, task.ordering_field), base_twice_reader(task.base_file))
         counts, size = _write_base_file(task, split, pdir, temp_dir, name, listing)
         spill = _write_carry_forward(task, split, pdir, temp_dir, token, listing)
         fault_point("carry_over", "base_written")

@@ -55,7 +55,7 @@ def configured_indexes() -> list[str]:
         elif key.endswith(".extra-index-url"):
             extra += value.split()
     if not index:
-        from pip._internal.models.index import PyPI   # pip's own default index when none is configured
+        from pip._internal.models.index import PyPI  # pip's own default index when none is configured
         index = [PyPI.simple_url]
     return [u.rstrip("/") + "/" for u in index + extra]
 

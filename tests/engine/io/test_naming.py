@@ -26,7 +26,6 @@ from engine.io.naming import (
 from tests.support.fixtures import fixture_zips
 
 
-
 def _fixture_file_names() -> list[str]:
     names: list[str] = []
     for z in fixture_zips().values():

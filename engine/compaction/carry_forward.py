@@ -15,6 +15,11 @@ carried log:
    in log order — not only the final winner — minus those a later item with event time ≤ T always beats.
 Under commit-time ordering only 3 applies: logs always beat the base, and a key's kept late items all
 come after its ≤ T items in log order, so replaying them after the base reproduces the fold.
+Partial updates (IS_PARTIAL records) replace 1 and 2, under either ordering: hudi's fold of them is no fold of a
+base row and a winner (a losing partial record fills what the winner lacks, but only among log records; one
+after a delete takes the base row's other columns), so every winner whose key meets a following record is
+withheld: the old base row stays and the winner — the fold's state after P, a partial record when it lacks
+columns — is replayed first, which the fold of what follows continues exactly as it would have.
 """
 from __future__ import annotations
 
@@ -112,7 +117,7 @@ def _select(items: Sequence[LogItem], flat: _Flat, mask: np.ndarray, et: np.ndar
         if not m.any():
             continue
         if isinstance(item, DataItem):
-            out.append(item if m.all() else DataItem(item.records.filter(pa.array(m))))
+            out.append(item if m.all() else DataItem(item.records.filter(pa.array(m)), item.partial))
             continue
         keep = pa.array(m)
         event_ms = item.event_ms
@@ -290,6 +295,7 @@ def _rest(items: Sequence[LogItem], spec: SplitSpec) -> _Rest:
 
 
 BaseOrdering = Callable[[pa.Array], tuple[pa.Array, pa.Array]]   # keys -> (keys found in the base, ordering)
+BaseTwice = Callable[[pa.Array], pa.Array]   # keys -> those of them the base holds more than once
 
 
 def _carry_decisions(winners: LogWinners, rest: _Rest, base_ordering: BaseOrdering | None) -> tuple[np.ndarray, np.ndarray]:
@@ -336,12 +342,10 @@ def _carry_decisions(winners: LogWinners, rest: _Rest, base_ordering: BaseOrderi
     return withhold, carry
 
 
-def _winner_items(winners: LogWinners, mask: np.ndarray, event_ms: np.ndarray) -> list[LogItem]:
+def _winner_items(winners: LogWinners, mask: np.ndarray, event_ms: np.ndarray,
+                  ordering_field: str | None) -> list[LogItem]:
     """Winners as log items (`event_ms`: each winner's event time, NaN unknown, kept on its delete)."""
-    out: list[LogItem] = []
-    data = mask & ~winners.is_delete
-    if data.any():
-        out.append(DataItem(winners.rows.filter(pa.array(data))))
+    out: list[LogItem] = _data_winner_items(winners, mask & ~winners.is_delete, ordering_field)
     for hard in (True, False):
         dels = mask & winners.is_delete & (winners.kills_base == hard)
         if dels.any():
@@ -355,13 +359,77 @@ def _winner_items(winners: LogWinners, mask: np.ndarray, event_ms: np.ndarray) -
     return out
 
 
+def _data_winner_items(winners: LogWinners, data: np.ndarray, ordering_field: str | None) -> list[LogItem]:
+    """Record winners as data items: one of full records, and one partial item per set of columns lacking
+    (a winner of partial updates that no log record gave some columns: replayed, those stay the base row's).
+
+    A winner without an ordering value (an unordered partial record won last) whose row still holds the
+    ordering field — an earlier record's — is followed by its row again without that field: replayed alone its
+    row would compete with that value, the pair leaves the fold where it was (the values, and no ordering)."""
+    if not data.any():
+        return []
+    names = list(winners.absent)
+    lacking = np.stack([winners.absent[n] for n in names]) if names else np.zeros((0, winners.size), bool)
+    unordered = winners.unordered if winners.unordered is not None else np.zeros(winners.size, bool)
+    out: list[LogItem] = []
+    tails: list[LogItem] = []
+    for signature in np.unique(lacking[:, data], axis=1).T:
+        rows = data & (lacking == signature[:, None]).all(axis=0)
+        dropped = {n for n, gone in zip(names, signature) if gone}
+        keep = [c for c in winners.rows.column_names if c not in dropped]
+        out.append(DataItem(winners.rows.filter(pa.array(rows)).select(keep), bool(dropped)))
+        tail = rows & unordered
+        if tail.any() and ordering_field in keep:
+            tails.append(DataItem(winners.rows.filter(pa.array(tail)).select([c for c in keep if c != ordering_field]),
+                                  True))
+    return out + tails
+
+
 def _without(winners: LogWinners, drop: np.ndarray) -> LogWinners:
     if not drop.any():
         return winners
     keep = pa.array(~drop)
     return LogWinners(winners.keys.filter(keep), winners.rows.filter(keep), winners.is_delete[~drop],
                       winners.ordering.filter(keep) if winners.ordering is not None else None,
-                      winners.kills_base[~drop], None if winners.entries is None else winners.entries[~drop])
+                      winners.kills_base[~drop], None if winners.entries is None else winners.entries[~drop],
+                      {name: mask[~drop] for name, mask in winners.absent.items()},
+                      None if winners.unordered is None else winners.unordered[~drop])
+
+
+def _any_partial(items: Sequence[LogItem]) -> bool:
+    return any(isinstance(i, DataItem) and i.partial for i in items)
+
+
+def _met_later(winners: LogWinners, following: Sequence[LogItem], spec: SplitSpec) -> np.ndarray:
+    """Per winner: a record or delete of its key follows (the module doc: withheld under partial updates)."""
+    keys = _flatten(following, spec).keys
+    if winners.size == 0 or len(keys) == 0:
+        return np.zeros(winners.size, bool)
+    met: np.ndarray = np.asarray(pc.is_in(winners.keys, value_set=keys).to_numpy(zero_copy_only=False), bool)
+    return met
+
+
+def _decisions(winners: LogWinners, items: Sequence[LogItem], following: Sequence[LogItem], spec: SplitSpec,
+               base_ordering: BaseOrdering | None, base_twice: BaseTwice | None) -> tuple[np.ndarray, np.ndarray]:
+    """(withhold, carry) per winner (_carry_decisions); only winners whose key something follows can need either.
+
+    A key the old base holds twice is withheld too: a winner meets only the first base row of its key, so folded
+    into the base it would leave the second as the row what follows meets — it met none before."""
+    none = np.zeros(winners.size, bool)
+    met = _met_later(winners, following, spec)
+    if not met.any():
+        return none, none
+    if _any_partial(items) or _any_partial(following):
+        withhold, carry = met, none
+    elif spec.merge_mode == EVENT_TIME_ORDERING:
+        withhold, carry = _carry_decisions(winners, _rest(following, spec), base_ordering)
+    else:
+        withhold, carry = none, none
+    if base_twice is not None:
+        twice = met & np.asarray(pc.is_in(winners.keys, value_set=base_twice(winners.keys.filter(pa.array(met))))
+                                 .to_numpy(zero_copy_only=False), bool)
+        withhold, carry = withhold | twice, carry & ~twice
+    return withhold, carry
 
 
 def _min_ms(values: np.ndarray) -> int | None:
@@ -370,12 +438,13 @@ def _min_ms(values: np.ndarray) -> int | None:
 
 
 def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: SplitSpec,
-                base_ordering: BaseOrdering | None = None) -> SliceSplit:
+                base_ordering: BaseOrdering | None = None, base_twice: BaseTwice | None = None) -> SliceSplit:
     """Split the compacted logs' items into the new base's winners and the carry-forward items.
 
     `rest_items`: the items of the logs that follow in slice C (carried logs, writes made while the plan
     was pending), in order — only their keys, record orderings and processing-time deletes matter.
     `base_ordering`: the old base's ordering values of some keys (absent: assume the base row wins).
+    `base_twice`: which of some keys the old base holds more than once (absent: assume none).
     """
     flat = _flatten(items, spec)
     threshold = spec.threshold_ms
@@ -387,13 +456,13 @@ def split_slice(items: Sequence[LogItem], rest_items: Sequence[LogItem], spec: S
     spill = _select(items, flat, kept_late | _following(kept_late, late, codes, flat.is_hard), et)
     winners = merge_log_items(_select(items, flat, ~late), spec.merge_mode, spec.ordering_field, spec.schema)
     spill_min = _min_ms(earliest[kept_late]) if kept_late.any() else None
-    if spec.merge_mode != EVENT_TIME_ORDERING or winners.size == 0:
+    withhold, carry = _decisions(winners, items, [*spill, *rest_items], spec, base_ordering, base_twice)
+    if not (withhold | carry).any():
         return SliceSplit(winners, spill, spill_min)
-    withhold, carry = _carry_decisions(winners, _rest(list(spill) + list(rest_items), spec), base_ordering)
     on_time_et = et[~late]
     winner_et = (on_time_et[winners.entries] if winners.entries is not None and len(on_time_et)
                  else np.full(winners.size, np.nan))
-    carried = _winner_items(winners, withhold | carry, winner_et)
+    carried = _winner_items(winners, withhold | carry, winner_et, spec.ordering_field)
     withheld_min = None
     if withhold.any() and spec.event_field in winners.rows.column_names:
         withheld_min = _min_ms(eventtime.millis_array(winners.rows.column(spec.event_field).filter(
@@ -415,6 +484,22 @@ def base_ordering_reader(base_file: str | None, ordering_field: str | None) -> B
     return lookup
 
 
+def base_twice_reader(base_file: str | None) -> BaseTwice:
+    """Looks up which of some keys a base file holds more than once (only the key column is read, filtered)."""
+    def lookup(keys: pa.Array) -> pa.Array:
+        if base_file is None or len(keys) == 0:
+            return pa.array([], pa.string())
+        fs, inner = storage.filesystem(base_file)
+        t = pq.read_table(inner, columns=[RECORD_KEY], filters=[(RECORD_KEY, "in", keys.to_pylist())], filesystem=fs)
+        counts = pc.value_counts(t.column(RECORD_KEY).combine_chunks())
+        twice: pa.Array = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+        return twice
+    return lookup
+
+
 def carried_rows(item: DataItem, schema: pa.Schema) -> pa.Table:
-    """A carried record block's rows in the slice's read schema (older blocks may lack new columns)."""
+    """A carried record block's rows in the slice's read schema (older blocks may lack new columns); a partial
+    item's in its own columns of it, as the block it is written to holds only those."""
+    if item.partial:
+        schema = pa.schema([f for f in schema if f.name in item.records.column_names])
     return conform_to_schema(item.records, schema)

@@ -33,7 +33,14 @@ import pyarrow.compute as pc
 from engine import logformat, placement
 from engine.compaction import in_process
 from engine.compaction.base_stream import stream_base
-from engine.compaction.carry_forward import SliceSplit, SplitSpec, base_ordering_reader, carried_rows, split_slice
+from engine.compaction.carry_forward import (
+    SliceSplit,
+    SplitSpec,
+    base_ordering_reader,
+    base_twice_reader,
+    carried_rows,
+    split_slice,
+)
 from engine.compaction.freshness_math import compute_ro_times
 from engine.compaction.log_event_times import (
     LogEventTime,
@@ -73,7 +80,7 @@ from engine.lock import (
 )
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.read.merge import DataItem, DeleteItem, LogItem, LogWinners, apply_to_base, conform_to_schema, remaining_log_rows
+from engine.read.merge import BaseMerge, DataItem, DeleteItem, LogItem, LogWinners, conform_to_schema
 from engine.read.slice_reader import read_slice_logs
 from engine.results import CompactionResult, from_ms
 from engine.services.rollback import rollback_locked
@@ -254,7 +261,8 @@ def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: lis
     a record meets the old base row, not the one the task folded in — so a group whose slice-C logs now hold
     committed blocks its task did not read (a log it never listed, or a write that completed after it read
     the timeline) runs again here, on the driver, under the table lock: when it replays (a folded delete, or
-    one the plan recorded in a carried log) or when any of those logs holds a delete. One listing per partition
+    one the plan recorded in a carried log, or a folded partial update) or when any of those logs holds a delete
+    or a partial update (carry_forward: withheld against what follows). One listing per partition
     (on a store the view's one listing of the table, which the commit goes on with) and the headers of the
     groups' slice-C logs; nothing is read where no write came. Whether a group ran again."""
     completed = frozenset(i.timestamp for i in timeline.completed())
@@ -270,8 +278,8 @@ def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: lis
         scans = logformat.scan_log_files((storage.join(pdir, n), None) for n in names)
         blocks = [(n, b) for n in names for b in scans[storage.join(pdir, n)].blocks if b.instant_time in completed]
         unread = any(n not in seen or b.instant_time not in read_as_committed for n, b in blocks)
-        deletes = any(b.block_type == logformat.BlockType.DELETE for _, b in blocks)
-        if unread and (outs[i]["replays"] or deletes):
+        matters = any(b.block_type == logformat.BlockType.DELETE or b.is_partial for _, b in blocks)
+        if unread and (outs[i]["replays"] or matters):
             outs[i] = execute_operation(dataclasses.replace(task, listed=None, completed=frozenset()))
             again = True
     return again
@@ -643,7 +651,7 @@ def execute_operation(task: OpTask) -> dict[str, Any]:
     name = f"{task.file_id}_{token}_{task.instant}{task.base_ext}"
     with _remote_copies(task, pdir, listing):   # in flight while this task merges and uploads
         split = split_slice(logs.items, following, _split_spec(task),
-                            base_ordering_reader(task.base_file, task.ordering_field))
+                            base_ordering_reader(task.base_file, task.ordering_field), base_twice_reader(task.base_file))
         counts, size = _write_base_file(task, split, pdir, temp_dir, name, listing)
         spill = _write_carry_forward(task, split, pdir, temp_dir, token, listing)
         fault_point("carry_over", "base_written")
@@ -762,12 +770,11 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int],
     among the folded records or among its own logs (carry_forward._carry_decisions). So when the plan
     recorded that no log of the operation holds a delete and none was written into slice C, they are not read
     at all — on a store, the carried logs' GETs are saved. (A folded delete the plan did not know of still
-    makes them read.) Also the instants read as committed beyond those of the run's start (the commit's check)."""
-    if task.merge_mode != EVENT_TIME_ORDERING:
-        return [], frozenset()
+    makes them read.) Partial updates make them matter under commit time too (carry_forward.split_slice).
+    Also the instants read as committed beyond those of the run's start (the commit's check)."""
     carried = [storage.join(pdir, target) for _, target in task.links]
     written = [storage.join(pdir, n) for n in _written_logs(task, listing)]
-    if not written and not _replays(task, folded):
+    if not _following_matters(task, folded, written):
         return [], frozenset()
     # Logs written into slice C may hold instants completed after the run started: only then read the timeline.
     committed = (frozenset(i.timestamp for i in Timeline.load(task.base_path).completed())
@@ -775,12 +782,28 @@ def _following_items(task: OpTask, pdir: str, listing: dict[str, int],
     return read_slice_logs(carried + written, committed).items, committed - task.completed
 
 
+def _following_matters(task: OpTask, folded: Sequence[LogItem], written: Sequence[str]) -> bool:
+    """Whether the logs following the carry-forward log can change what this task writes."""
+    if task.merge_mode == EVENT_TIME_ORDERING:
+        return bool(written) or _replays(task, folded)
+    # Commit time: logs win, so what follows never changes the base, unless partial updates are involved (a partial
+    # record after a folded delete takes the old base row's other columns). The plan carries no log of a group
+    # holding partial blocks (strategy.CompactionStrategy.plan), so only writes into slice C can follow.
+    return bool(written) and (any(isinstance(i, DataItem) and i.partial for i in folded) or _hold_partial(written))
+
+
+def _hold_partial(paths: Sequence[str]) -> bool:
+    """A partial-update block among the logs' blocks, from their headers."""
+    scans = logformat.scan_log_files((p, None) for p in paths)
+    return any(b.is_partial for scan in scans.values() for b in scan.blocks)
+
+
 def _replays(task: OpTask, folded: Sequence[LogItem]) -> bool:
     """Whether records following the folded ones can change what this task's base holds (and what its
     carry-forward log replays): under event-time ordering, after a delete among the folded records or one the
-    plan recorded in a carried log (carry_forward._carry_decisions)."""
-    return task.merge_mode == EVENT_TIME_ORDERING and (task.carried_needed
-                                                       or any(isinstance(i, DeleteItem) for i in folded))
+    plan recorded in a carried log (carry_forward._carry_decisions), or after a folded partial-update record."""
+    return task.merge_mode == EVENT_TIME_ORDERING and (
+        task.carried_needed or any(isinstance(i, DeleteItem) or isinstance(i, DataItem) and i.partial for i in folded))
 
 
 def _written_logs(task: OpTask, names: Iterable[str]) -> list[str]:
@@ -818,21 +841,21 @@ class _Counts:
 
 
 def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.Table]:
-    """merge_slice, unrolled so the stats can count superseded base rows."""
-    shadowed = np.zeros(winners.size, bool)
+    """merge_with_winners, unrolled so the stats can count superseded base rows."""
+    merge = BaseMerge(winners, task.merge_mode, task.ordering_field, task.schema)
     for batch in stream_base(task.base_file, task.schema, winners.size):
-        res = apply_to_base(batch, winners, task.merge_mode, task.ordering_field, task.schema)
-        shadowed |= res.shadowed
+        res = merge.resolve(batch)
         counts.base_rows += batch.num_rows
         counts.base_kept += res.kept.num_rows
-        kept = res.kept
         # Drop our references before the next row group is read, so only one is ever alive.
-        del batch, res
-        if kept.num_rows:
-            yield kept
-        del kept
-    rest = remaining_log_rows(winners, shadowed)
-    counts.from_logs = rest.num_rows
+        del batch
+        for part in (res.kept, res.overlaid):
+            if part is not None and part.num_rows:
+                yield part
+        counts.from_logs += 0 if res.overlaid is None else res.overlaid.num_rows
+        del res
+    rest = merge.rest()
+    counts.from_logs += rest.num_rows
     if rest.num_rows:
         yield conform_to_schema(rest, task.schema)
 
@@ -913,9 +936,14 @@ def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: s
 def _carry_block(task: OpTask, item: LogItem) -> list[bytes]:
     if isinstance(item, DataItem):
         rows = carried_rows(item, task.schema)
-        lo, hi = eventtime.known_bounds(rows.column(task.event_field)) if task.event_field else (None, None)
-        return [logformat.encode_data_block(rows, json.loads(task.log_avro_schema), task.instant, task.block_format,
-                                            lo, hi)]
+        lo, hi = (eventtime.known_bounds(rows.column(task.event_field)) if task.event_field in rows.column_names
+                  else (None, None))
+        avro = json.loads(task.log_avro_schema)
+        if item.partial:   # a partial item's block declares only its columns, as Java's partial blocks do
+            avro = {**avro, "fields": [f for f in avro["fields"] if f["name"] in rows.column_names]}
+        # Java writes partial-update blocks as Avro blocks; a full item takes the table's block format.
+        block_format = "avro" if item.partial else task.block_format
+        return [logformat.encode_data_block(rows, avro, task.instant, block_format, lo, hi, partial=item.partial)]
     # Processing-time deletes and deletes with an ordering value need blocks of their own (one union branch
     # per block).
     hard = np.asarray(item.always_wins.to_numpy(zero_copy_only=False), bool)

@@ -51,6 +51,9 @@ class LogEventTime:
     # Whether a committed block of the log is a delete (True when unknown: a damaged log). A compaction task
     # reads the logs it carries over only when some delete could make their records matter to its base.
     deletes: bool = True
+    # Whether a committed block is a partial update (IS_PARTIAL): such a file group is compacted whole
+    # (strategy.CompactionStrategy.plan). Our writers never write one, so logs known from stats have none.
+    partial: bool = False
 
 
 # (partition, log name) -> (min, max, complete) event times from the write stats naming the log.
@@ -143,13 +146,19 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
                 found = _from_stats(stats, sl.partition_path, lf.name, lf.path, known)
             if found is None:
                 found = _from_content(lf.path, committed, event_time_column(cfg))
-            out[lf.path] = dataclasses.replace(found, deletes=_has_deletes(scans[lf.path], committed))
+            out[lf.path] = dataclasses.replace(found, deletes=_has_deletes(scans[lf.path], committed),
+                                               partial=_has_partial(scans[lf.path], committed))
     return out
 
 
 def _has_deletes(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool:
     """A committed delete block in the log, or damage hiding what its blocks are."""
     return bool(scan.corrupt) or any(b.block_type is BlockType.DELETE for b in _committed_blocks(scan, committed))
+
+
+def _has_partial(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool:
+    """A committed partial-update data block in the log."""
+    return any(b.is_partial for b in _committed_blocks(scan, committed) if b.block_type in _DATA_TYPES)
 
 
 @dataclass(frozen=True)
@@ -341,13 +350,15 @@ def _from_content(path: str, committed: frozenset[str], field: str | None) -> Lo
     rolled_back = {b.info.target_instant_time for b in contents.blocks
                    if isinstance(b, logformat.CommandBlock) and b.info.instant_time in committed}
     columns: list[pa.Array] = []
-    has_deletes = False
+    unknown = False
     for block in contents.blocks:
         inst = block.info.instant_time
         if inst not in committed or inst in rolled_back:
             continue
-        if isinstance(block, logformat.DeleteBlock):
-            has_deletes = True
+        if isinstance(block, logformat.DeleteBlock) or isinstance(block, logformat.DataBlock) and block.partial \
+                and field not in block.records.column_names:
+            # A partial record without the field keeps the event time it had, which the log does not tell.
+            unknown = True
         elif isinstance(block, logformat.DataBlock) and field in block.records.column_names:
             columns.append(block.records.column(field).combine_chunks())
     lows: list[int] = []
@@ -357,7 +368,8 @@ def _from_content(path: str, committed: frozenset[str], field: str | None) -> Lo
         if lo is not None:
             lows.append(lo)
             highs.append(hi if hi is not None else lo)
-    if not lows or has_deletes:
-        # Deletes have no event time of their own: the log's minimum is unknown (None = must compact).
+    if not lows or unknown:
+        # Deletes (and partial records without the field) have no event time of their own: the log's minimum is
+        # unknown (None = must compact).
         return LogEventTime(None, max(highs) if highs else None, "none" if not lows else "decoded")
     return LogEventTime(min(lows), max(highs), "decoded")

@@ -133,6 +133,7 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
     candidates = [_candidate(s, times) for s in slices]
     ops = strat.plan(candidates)
+    _refuse_exact_partial(exact, ops)
     if not ops:
         result.instant = None
         bound = f"threshold {eventtime.iso(threshold)}" if threshold is not None else "no threshold"
@@ -167,6 +168,15 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     result.written = True
     result.message = f"scheduled compaction {instant}: {len(ops)} file group(s)"
     return result
+
+
+def _refuse_exact_partial(exact: bool, ops: list[PlannedOperation]) -> None:
+    """Exact mode keeps each record after T out of the base and replays it later, reordered after the records it
+    outlives; a partial-update record's effect depends on its place in the log, so it cannot be split so."""
+    groups = [op.slice.file_id for op in ops if any(lf.partial for lf in op.slice.logs)]
+    if exact and groups:
+        raise ConfigError(f"exact mode cannot split partial-update log blocks (file group {groups[0]}"
+                          f"{f' and {len(groups) - 1} more' if len(groups) > 1 else ''}); schedule without exact mode")
 
 
 def _projected(cfg: TableConfig, threshold: int | None, exact: bool, ops: list[PlannedOperation],
@@ -218,7 +228,8 @@ def _make_strategy(cfg: TableConfig, name: str, threshold: int | None,
 
 def _candidate(sl: FileSlice, times: Mapping[str, LogEventTime]) -> SliceCandidate:
     logs = tuple(LogCandidate(lf.name, lf.path, lf.version, lf.write_token, lf.size, times[lf.path].min_ms,
-                              times[lf.path].max_ms, times[lf.path].source, times[lf.path].deletes)
+                              times[lf.path].max_ms, times[lf.path].source, times[lf.path].deletes,
+                              times[lf.path].partial)
                  for lf in sl.log_files)
     base = sl.base_file
     return SliceCandidate(sl.partition_path, sl.file_id, sl.base_instant, base.name if base else None,

@@ -28,6 +28,7 @@ class LogCandidate:
     max_event_time: int | None
     source: str
     has_deletes: bool = True     # a committed delete block (True: unknown)
+    partial: bool = False        # a committed partial-update block (IS_PARTIAL)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,12 @@ class CompactionStrategy(ABC):
         ops = []
         for sl in slices:
             to_compact, to_remain = self.filter_log_files(sl)
+            if to_compact and to_remain and any(lf.partial for lf in sl.logs):
+                # Partial updates make hudi's fold depend on the whole log sequence: a partial record that loses
+                # on ordering still fills what the winner lacks, but only against log records, never against the
+                # base; one after a delete takes the base row's other columns. A prefix folded into the base with
+                # the rest replayed after it would read differently, so the group is compacted whole.
+                to_compact, to_remain = tuple(sl.logs), ()
             if to_compact:
                 assert sl.logs[: len(to_compact)] == to_compact, "strategies may only compact a prefix"
                 ops.append(PlannedOperation(sl, to_compact, to_remain, operation_metrics(sl, to_compact)))

@@ -94,6 +94,12 @@ class BlockInfo:
     def schema_json(self) -> str | None:
         return self.headers.get(HeaderKey.SCHEMA)
 
+    @property
+    def is_partial(self) -> bool:
+        """A Hudi 1.x partial-update block: its SCHEMA holds only the columns the write changed. Java reads the
+        header as `Boolean.parseBoolean`, so only "true" (any case) counts."""
+        return (self.headers.get(HeaderKey.IS_PARTIAL) or "").lower() == "true"
+
     @cached_property
     def _event_time_bounds(self) -> tuple[int | None, int | None]:
         return event_time_bounds(self.schema_json)
@@ -124,6 +130,11 @@ class CorruptBlock:
 class DataBlock:
     info: BlockInfo
     records: pa.Table
+
+    @property
+    def partial(self) -> bool:
+        """The records hold only the block's columns; the others keep their previous values (not null)."""
+        return self.info.is_partial
 
 
 @dataclass

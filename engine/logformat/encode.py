@@ -87,12 +87,19 @@ def encode_data_block(
     fmt: str = "avro",
     min_event_time: int | None = None,
     max_event_time: int | None = None,
+    *,
+    partial: bool = False,
 ) -> bytes:
-    """One AVRO_DATA (fmt="avro") or PARQUET_DATA (fmt="parquet") block holding `table` (meta columns included)."""
+    """One AVRO_DATA (fmt="avro") or PARQUET_DATA (fmt="parquet") block holding `table` (meta columns included).
+
+    `partial`: a Hudi 1.x partial-update block (IS_PARTIAL "true"): `avro_schema` lists only the columns the rows
+    carry, and readers keep the older values of the others."""
     headers: dict[int, str] = {
         HeaderKey.INSTANT_TIME: instant_time,
         HeaderKey.SCHEMA: schema_header(avro_schema, min_event_time, max_event_time),
     }
+    if partial:
+        headers[HeaderKey.IS_PARTIAL] = "true"
     if fmt == "avro":
         return frame_block(BlockType.AVRO_DATA, headers, encode_data_block_parts(table, avro_schema))
     if fmt == "parquet":

@@ -37,17 +37,14 @@ def read_log_file(path: str, *, columns: list[str] | None = None) -> LogFileCont
     """Every block decoded, in file order. Framing failures and undecodable content become CorruptBlocks.
 
     `columns` projects data blocks; names a block lacks (older schema) are skipped rather than invented.
+    A partial-update block (IS_PARTIAL) decodes at its own schema, so its records hold only the columns it wrote
+    (`DataBlock.partial`): the merge keeps the older values of the others.
     CDC blocks raise TidemarkError: they belong to CDC logs, not to data logs.
     """
     # An object store is read once, whole (one GET), and scanned in memory; a local file is scanned in place.
     whole = storage.read_bytes(path) if storage.is_remote(path) else None
     scan = scan_log_file(path) if whole is None else scan_log_bytes(path, whole)
     for info in scan.blocks:
-        if (info.headers.get(HeaderKey.IS_PARTIAL) or "").lower() == "true":
-            # Hudi 1.x partial updates: the block holds only the changed columns, to be merged onto the previous
-            # version column by column; reading it as whole records would blank every other column.
-            raise TidemarkError(f"{path}: partial-update log block (IS_PARTIAL) at offset {info.offset} is not "
-                                "supported: Tidemark reads and compacts full-record blocks only")
         if info.block_type in _UNSUPPORTED:
             raise TidemarkError(
                 f"{path}: unsupported log block type {info.block_type.name} at offset {info.offset} "

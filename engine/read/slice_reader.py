@@ -140,7 +140,7 @@ def _decode_all(paths: Sequence[str]) -> list[logformat.LogFileContents]:
 
 def _to_item(block: logformat.DataBlock | logformat.DeleteBlock) -> LogItem:
     if isinstance(block, logformat.DataBlock):
-        return DataItem(block.records)
+        return DataItem(block.records, block.partial)
     d = block.deletes
     return DeleteItem(d.column("record_key").combine_chunks(), d.column("ordering_value").combine_chunks(),
                       d.column("always_wins").combine_chunks(), block.info.instant_time,

@@ -572,12 +572,17 @@ def test_headers_larger_than_one_read_window(tmp_path: Path, table: pa.Table, sc
     assert [b.records.num_rows for b in read_log_file(path).blocks[:2]] == [5, 5]
 
 
-def test_partial_update_block_is_refused_in_one_line(tmp_path: Path, table: pa.Table, schema: dict) -> None:
-    """Hudi 1.x partial-update blocks (IS_PARTIAL) hold only the changed columns: refused, never misread."""
-    block = frame_block(BlockType.AVRO_DATA, {HeaderKey.INSTANT_TIME: "20250101000000000",
-                                              HeaderKey.SCHEMA: schema_header(schema), HeaderKey.IS_PARTIAL: "true"},
-                        encode_data_block_content(table, schema))
-    path = write(tmp_path / "p.log", block)
-    with pytest.raises(TidemarkError, match=r"partial-update log block \(IS_PARTIAL\) at offset 0") as err:
-        read_log_file(path)
-    assert "\n" not in str(err.value)
+def test_partial_update_block_decodes_at_its_own_schema(tmp_path: Path, table: pa.Table, schema: dict) -> None:
+    """Hudi 1.x partial-update blocks (IS_PARTIAL) hold only the changed columns: decoded as written and flagged,
+    so the merge keeps the other columns' older values instead of reading them as nulls."""
+    keep = [f for f in schema["fields"] if f["name"] in ("_hoodie_record_key", "amount")]
+    narrow = dict(schema, fields=keep)
+    rows = table.select([f["name"] for f in keep])
+    headers = {HeaderKey.INSTANT_TIME: "20250101000000000", HeaderKey.SCHEMA: schema_header(narrow)}
+    full = frame_block(BlockType.AVRO_DATA, headers, encode_data_block_content(rows, narrow))
+    partial = frame_block(BlockType.AVRO_DATA, {**headers, HeaderKey.IS_PARTIAL: "TRUE"},
+                          encode_data_block_content(rows, narrow))
+    blocks = read_log_file(write(tmp_path / "p.log", full, partial)).blocks
+    assert [b.partial for b in blocks] == [False, True]
+    assert blocks[1].records.column_names == ["_hoodie_record_key", "amount"]
+    assert blocks[1].records.equals(rows)

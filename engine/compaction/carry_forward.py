@@ -489,8 +489,7 @@ def base_twice_reader(base_file: str | None) -> BaseTwice:
     def lookup(keys: pa.Array) -> pa.Array:
         if base_file is None or len(keys) == 0:
             return pa.array([], pa.string())
-        fs, inner = storage.filesystem(base_file)
-        t = pq.read_table(inner, columns=[RECORD_KEY], filters=[(RECORD_KEY, "in", keys.to_pylist())], filesystem=fs)
+        t = base_format.read_rows_of_keys(base_file, RECORD_KEY, [RECORD_KEY], keys)   # Parquet or Lance
         counts = pc.value_counts(t.column(RECORD_KEY).combine_chunks())
         twice: pa.Array = counts.field("values").filter(pc.greater(counts.field("counts"), 1))
         return twice

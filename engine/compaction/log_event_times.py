@@ -158,7 +158,7 @@ def _has_deletes(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool
 
 def _has_partial(scan: logformat.LogFileScan, committed: frozenset[str]) -> bool:
     """A committed partial-update data block in the log."""
-    return any(b.is_partial for b in _committed_blocks(scan, committed) if b.block_type in _DATA_TYPES)
+    return any(b.is_partial for b in _committed_blocks(scan, committed) if b.block_type in DATA_BLOCK_TYPES)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,15 @@ from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log
 from engine.compaction.strategy import CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate, strategy_for
 from engine.compaction.trigger import check_event_time_trigger
 from engine.config import eventtime
-from engine.config.properties import MAX_DURATION_MS, RO_COMPLETION_KEY, RO_FRESHNESS_KEY, TableConfig, load_table_config, validate_settings
+from engine.config.properties import (
+    MAX_DURATION_MS,
+    RO_COMPLETION_KEY,
+    RO_FRESHNESS_KEY,
+    TableConfig,
+    load_table_config,
+    refuse_logs_without_meta_fields,
+    validate_settings,
+)
 from engine.config.resolve import ARGUMENT, SIZE_THRESHOLD_KEY, TARGET_IO_KEY, THRESHOLD, CompactionSettings, compaction_settings
 from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
@@ -129,6 +137,7 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     view = FileSystemView(base_path, timeline)
     view.check_links()
     slices = [s for s in view.latest_slices() if s.log_files]
+    refuse_logs_without_meta_fields(cfg, bool(slices), "a compaction")
     result.listings = view.remote_listings()
     times = resolve_log_event_times(view, timeline, slices, cfg=cfg)
     candidates = [_candidate(s, times) for s in slices]

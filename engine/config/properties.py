@@ -370,6 +370,15 @@ def check_merge_behaviour(cfg: TableConfig) -> None:
                                     f"Hudi's own format ({NATIVE_TABLE_FORMAT}) only")
 
 
+def refuse_logs_without_meta_fields(cfg: TableConfig, has_logs: bool, what: str) -> None:
+    """A table written without meta fields (`hoodie.populate.meta.fields=false`) keeps no `_hoodie_record_key` in
+    its records; Tidemark merges logs into base rows by that key, so merging its logs would pair every record
+    with every other. Its base files alone (a read-optimized read, a slice without logs) read as they are."""
+    if has_logs and cfg.props.get("hoodie.populate.meta.fields", "true").lower() == "false":
+        raise UnsupportedTableError(f"{cfg.base_path}: hoodie.populate.meta.fields=false with log files: {what} "
+                                    "would merge records without their record keys; read it read-optimized")
+
+
 def _read_properties(path: str) -> str | None:
     """hoodie.properties' text; on an object store, its backup while an update is between delete and put
     (Hudi's HoodieTableConfig reads the backup the same way). None when there is neither."""

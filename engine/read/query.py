@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from engine.config.properties import load_table_config
+from engine.config.properties import load_table_config, refuse_logs_without_meta_fields
 from engine.config.schema import table_read_schema
 from engine.errors import ConfigError
 from engine.io import base_format
@@ -98,6 +98,8 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     view = FileSystemView(base_path, timeline)
     committed = frozenset(view.committed_instants)
     window, slices = _slices(view, spec)   # refuses bad instants first
+    if query != "read_optimized":
+        refuse_logs_without_meta_fields(cfg, any(s.log_files for s in slices), f"a {query} read")
     view.check_links(as_of=window.end if window is not None else None)
     check_base_files(s.base_file.path for s in slices if s.base_file is not None)
     corrupt: list[CorruptBlock] = []

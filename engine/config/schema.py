@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 from engine.config import eventtime
 from engine.config.properties import TableConfig
 from engine.errors import InputError, TidemarkError
-from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema
+from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema, has_map
 
 META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
                "_hoodie_partition_path", "_hoodie_file_name"]
@@ -139,17 +139,6 @@ def _first_failing(arr: pa.Array, target: pa.DataType) -> object:
 
 
 # ------------------------------------------------------------------------------------------ map keys
-
-def has_map(dtype: pa.DataType) -> bool:
-    """Whether `dtype` is a map or holds one at any depth."""
-    if pa.types.is_map(dtype):
-        return True
-    if pa.types.is_struct(dtype):
-        return any(has_map(f.type) for f in dtype)
-    if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return has_map(dtype.value_type)
-    return False
-
 
 def check_map_keys(values: pa.Array, column: str) -> None:
     """Refuse a map (at any depth) holding a key twice.

@@ -333,19 +333,20 @@ def _maps_to_dicts(value: Any, dtype: pa.DataType) -> Any:
     return value
 
 
-def _has_map(dtype: pa.DataType) -> bool:
+def has_map(dtype: pa.DataType) -> bool:
+    """Whether `dtype` is a map or holds one at any depth."""
     if pa.types.is_map(dtype):
         return True
     if pa.types.is_struct(dtype):
-        return any(_has_map(f.type) for f in dtype)
+        return any(has_map(f.type) for f in dtype)
     if pa.types.is_list(dtype) or pa.types.is_large_list(dtype):
-        return _has_map(dtype.value_type)
+        return has_map(dtype.value_type)
     return False
 
 
 def _table_rows(table: pa.Table) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = table.to_pylist()
-    map_fields = [f for f in table.schema if _has_map(f.type)]
+    map_fields = [f for f in table.schema if has_map(f.type)]
     for row in rows:
         for f in map_fields:
             row[f.name] = _maps_to_dicts(row[f.name], f.type)

@@ -24,10 +24,10 @@ import pyarrow.parquet as pq
 
 from engine.config import eventtime
 from engine.config.properties import TableConfig
-from engine.config.schema import META_FIELDS, arrow_schema, check_map_keys, conform_column, has_map, table_avro_schema
+from engine.config.schema import META_FIELDS, arrow_schema, check_map_keys, conform_column, table_avro_schema
 from engine.errors import InputError
 from engine.io import storage
-from engine.logformat.avro_codec import AvroCodecError
+from engine.logformat.avro_codec import AvroCodecError, has_map
 from engine.timeline.instants import Timeline
 
 PARQUET, CSV, JSONL = "parquet", "csv", "jsonl"

@@ -364,6 +364,20 @@ def check_merge_behaviour(cfg: TableConfig) -> None:
     if payload and not mode and payload not in KNOWN_PAYLOADS:
         raise UnsupportedTableError(f"{where}: hoodie.compaction.payload.class={payload} is not supported: Tidemark "
                                     f"merges as {', '.join(sorted(KNOWN_PAYLOADS))} do")
+    ordering = _csv(props.get("hoodie.table.ordering.fields", ""))
+    if len(ordering) > 1:
+        # Hudi breaks ties on the later fields; Tidemark orders by one field, so ties would fall to log order.
+        raise UnsupportedTableError(f"{where}: hoodie.table.ordering.fields={','.join(ordering)} is not supported: "
+                                    "Tidemark orders records by a single ordering field")
+    partial_mode = props.get("hoodie.table.partial.update.mode", "NONE")
+    if partial_mode.upper() != "NONE":
+        # v9's stand-in for PartialUpdateAvroPayload & co.: merge rules (defaults ignored, markers) we do not apply.
+        raise UnsupportedTableError(f"{where}: hoodie.table.partial.update.mode={partial_mode} is not supported: "
+                                    "Tidemark merges partial-update blocks, not payload-style partial updates")
+    legacy = props.get("hoodie.table.legacy.payload.class")
+    if legacy and legacy not in KNOWN_PAYLOADS:
+        raise UnsupportedTableError(f"{where}: hoodie.table.legacy.payload.class={legacy} is not supported: Tidemark "
+                                    f"merges as {', '.join(sorted(KNOWN_PAYLOADS))} do")
     fmt = props.get("hoodie.table.format", NATIVE_TABLE_FORMAT)
     if fmt != NATIVE_TABLE_FORMAT:
         raise UnsupportedTableError(f"{where}: hoodie.table.format={fmt} is not supported: Tidemark reads and writes "

@@ -138,7 +138,11 @@ def test_an_unknown_table_version_is_reported_unsupported(fixture_table):
 
 
 @pytest.mark.parametrize("key,value", [("hoodie.record.merge.mode", "CUSTOM"),
-                                       ("hoodie.table.format", "iceberg")])
+                                       ("hoodie.table.format", "iceberg"),
+                                       ("hoodie.table.ordering.fields", "txn_ts,txn_id"),
+                                       ("hoodie.table.partial.update.mode", "IGNORE_DEFAULTS"),
+                                       ("hoodie.table.legacy.payload.class",
+                                        "org.apache.hudi.common.model.AWSDmsAvroPayload")])
 def test_a_v9_merge_we_cannot_reproduce_is_refused_naming_the_setting(fixture_table, key, value):
     """Before anything is read or written: one line naming the setting and its value."""
     path = fixture_table("v9_txns_simple_meta")

@@ -30,7 +30,8 @@ def warm_enabled() -> bool:
 def start_session() -> None:
     """Create (or reuse) this process's SparkSession, run one trivial job to load its classes, and start its Python
     workers with the engine imported (the first compaction would otherwise pay that: 1.8 s instead of 0.5 s)."""
-    from engine.spark import get_spark, warm_python_workers
+    from engine.compaction.warmup import warm_python_workers
+    from engine.spark import get_spark
 
     spark = get_spark(app_name=f"tidemark-worker-{os.getpid()}")
     spark.range(1).count()

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine.errors import ConfigError, InputError
+from engine.errors import InputError
 from engine.read.query import read_arrow
 from engine.table import Table
 from tests.support.oracle import hudi_read
@@ -187,15 +187,10 @@ def agree(path: Path, model: dict[str, dict[str, Any]], *, oracle_reads_logs: bo
 # ------------------------------------------------------------------------------------------ the table's life
 
 def _create(path: Path, version: int, block_format: str) -> Table:
-    try:
-        return Table.create(str(path), name="every_type", record_keys=["id"], partition_fields=["region"],
-                            ordering_field="seq", event_time_field="ts", table_version=version,
-                            settings={"hoodie.bucket.index.num.buckets": "2",
-                                      "hoodie.logfile.data.block.format": block_format})
-    except ConfigError as exc:
-        if "cannot be created" in str(exc):
-            pytest.skip(f"table version {version} cannot be created in this tree yet: {exc}")
-        raise
+    return Table.create(str(path), name="every_type", record_keys=["id"], partition_fields=["region"],
+                        ordering_field="seq", event_time_field="ts", table_version=version,
+                        settings={"hoodie.bucket.index.num.buckets": "2",
+                                  "hoodie.logfile.data.block.format": block_format})
 
 
 @dataclass

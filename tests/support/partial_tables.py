@@ -138,3 +138,18 @@ def _nullable_meta(name: str) -> dict[str, object]:
 
 def _arrow_schema(names: list[str]) -> pa.Schema:
     return pa.schema([(n, pa.int64() if n == "ts" else pa.string()) for n in names])
+
+
+def compact_with_late_writes(path: str, late: Sequence[Step]) -> tuple[str, pa.Table]:
+    """Plan an unbounded compaction, write `late` into its pending slice, run it; its instant and hudi 0.5.0's
+    snapshot from just before the run (what the compacted table must still read as)."""
+    from engine.compaction import run_compaction, schedule_compaction
+    from engine.io.naming import new_instant_time
+    from tests.support.oracle import hudi_read
+
+    plan = schedule_compaction(path, strategy="unbounded")
+    for step in late:
+        write_step(path, new_instant_time(after=plan.instant), step)
+    before = hudi_read(path)
+    run_compaction(path, local=True)
+    return plan.instant, before

@@ -7,12 +7,11 @@ import pytest
 from engine.compaction import run_compaction, schedule_compaction
 from engine.config.eventtime import MAX_MS
 from engine.config.properties import EVENT_TIME_ORDERING
-from engine.io.naming import new_instant_time
 from engine.read.query import read_arrow
 from tests.support.fixtures import unzip_fixture
 from tests.support.java_queries import rows
 from tests.support.oracle import hudi_read
-from tests.support.partial_tables import Delete, Put, build, write_step
+from tests.support.partial_tables import Delete, Put, build, compact_with_late_writes
 
 REWRITTEN = ("_hoodie_commit_seqno", "_hoodie_file_name")   # a compaction gives each row a new file and number
 
@@ -47,9 +46,5 @@ def test_a_key_held_twice_and_written_while_the_plan_is_pending_reads_as_before(
     folded, late = HISTORIES[history]
     base = [("k0", {"ts": 3, "a": "a-0", "b": "b-0"}), ("k0", {"ts": 3, "a": "a-1", "b": "b-1"})]
     path, _ = build(tmp_path / "t", EVENT_TIME_ORDERING, base, folded)
-    plan = schedule_compaction(path, strategy="unbounded")
-    for step in late:
-        write_step(path, new_instant_time(after=plan.instant), step)
-    before = hudi_read(path)
-    run_compaction(path, local=True)
+    _, before = compact_with_late_writes(path, late)
     assert rows(hudi_read(path)) == rows(before) == rows(read_arrow(path))

@@ -19,7 +19,6 @@ from engine.compaction.carry_forward import SplitSpec, split_slice
 from engine.config.eventtime import MAX_MS
 from engine.config.properties import COMMIT_TIME_ORDERING, EVENT_TIME_ORDERING
 from engine.errors import ConfigError
-from engine.io.naming import new_instant_time
 from engine.read.merge import DataItem, DeleteItem
 from engine.read.query import read_arrow
 from engine.slices.fsview import FileSystemView
@@ -28,7 +27,7 @@ from tests.engine.compaction.test_compaction_strategy import slice_
 from tests.support.fixtures import unzip_fixture
 from tests.support.java_queries import rows as all_rows
 from tests.support.oracle import hudi_read
-from tests.support.partial_tables import Delete, Put, build, write_step
+from tests.support.partial_tables import Delete, Put, build, compact_with_late_writes
 
 REWRITTEN = ("_hoodie_commit_seqno", "_hoodie_file_name")   # a compaction gives each row a new file and number
 
@@ -106,14 +105,10 @@ def test_partial_writes_into_the_pending_slice_read_as_before_the_run(tmp_path, 
     keys meet are withheld (replayed, the old base row kept), so hudi 0.5.0 reads what it read before."""
     folded, late = HISTORIES[history]
     path, instants = build(tmp_path / "t", mode, BASE, folded)
-    plan = schedule_compaction(path, strategy="unbounded")
-    for step in late:
-        write_step(path, new_instant_time(after=plan.instant), step)
-    before = hudi_read(path)
-    run_compaction(path, local=True)
+    compaction, before = compact_with_late_writes(path, late)
     assert rows(hudi_read(path), ("_hoodie_file_name",)) == rows(before, ("_hoodie_file_name",))
     assert rows(read_arrow(path), ("_hoodie_file_name",)) == rows(before, ("_hoodie_file_name",))
-    assert any(".log.1_" in n for n in os.listdir(path) if plan.instant in n)   # the carry-forward log
+    assert any(".log.1_" in n for n in os.listdir(path) if compaction in n)   # the carry-forward log
 
 
 # ---------------------------------------------------------------------------------------------- the split

@@ -51,3 +51,19 @@ def table_copy(src: Path, dest: Path) -> Path:
     """A private copy of a table (symlinks kept as links, so carried-over logs stay carried-over)."""
     shutil.copytree(src, dest, symlinks=True)
     return dest
+
+
+def stream_commit(path: str, extra: Mapping[str, str]) -> str:
+    """A completed deltacommit that writes no file and carries `extra` in its extraMetadata, published through the
+    engine's timeline helpers as a streaming writer's micro-batch with nothing new would (either layout). Returns
+    its instant."""
+    from engine.io.naming import new_instant_time
+    from engine.timeline import instants
+
+    schema = instants.Timeline.load(path).latest_schema() or ""
+    ts = new_instant_time()
+    instants.create_requested(path, ts, instants.DELTACOMMIT)
+    instants.transition_to_inflight(path, ts, instants.DELTACOMMIT)
+    instants.complete(path, ts, instants.DELTACOMMIT,
+                      instants.commit_metadata_json({}, schema=schema, operation_type="UPSERT", extra=dict(extra)))
+    return ts

@@ -12,28 +12,17 @@ import pytest
 from engine import Table
 from engine.config.properties import load_table_config
 from tests.support.api_schema import validate
-from tests.support.tables import create_table, day_file, stream_commit
+from tests.support.tables import STREAM_WATERMARK_MS as WATERMARK_MS
+from tests.support.tables import living_table
 from webapp.tables.models import AuditEvent, Run
-
-WATERMARK_MS = 1_704_196_800_000   # 2024-01-02T12:00:00Z
 
 
 @pytest.fixture
 def living(flights, tmp_path) -> Table:
-    """`flights` made a real table: three writes, a compaction, a fourth write, a clean that deleted the three
-    folded logs, then a stream's micro-batch; sampled as the worker samples it."""
+    """`flights` made a living table (tests.support.tables.living_table), sampled as the worker samples it."""
     from tasks import sampling
 
-    table = create_table(Path(flights.path))
-    for i, day in enumerate(("01", "02", "03")):
-        table.write(day_file(tmp_path, i, day))
-    table.schedule_compaction(strategy="unbounded")
-    table.run_compaction()
-    table.write(day_file(tmp_path, 4, "04"))
-    assert table.clean(retain_commits=1).instant is not None
-    stream_commit(table.path, {"tidemark.stream.queryId": "orders-q", "tidemark.stream.batchId": "12",
-                               "tidemark.stream.watermark": str(WATERMARK_MS),
-                               "_hudi_streaming_sink_checkpoint": json.dumps({"orders-q": "12"})})
+    table = living_table(Path(flights.path), tmp_path)
     sampling.refresh(flights)
     return table
 

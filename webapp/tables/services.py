@@ -2,7 +2,8 @@
 
 Each action writes an AuditEvent naming its user. Runs are only *requested* here — the Celery task for
 the run (webapp.dispatch) is sent after the transaction commits and does the work; no table logic
-lives in the web process except the engine's dry-run plan for previews.
+lives in the web process except the engine's dry-run plan for previews and a settings edit's clean policy and
+retention, which the engine stores in the table's hoodie.properties (`Table.update_settings`).
 """
 from __future__ import annotations
 

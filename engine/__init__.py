@@ -24,6 +24,7 @@ from engine.results import (
                             RecoverResult,
                             RollbackResult,
                             SettingUsed,
+                            TableActivity,
                             TableDescription,
                             TideBucket,
                             WriteResult,
@@ -33,7 +34,7 @@ from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 __all__ = [
     "BacklogMetrics", "Cancelled", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
     "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantDetail", "InstantInfo", "ReadResult",
-    "RecoverResult", "Refused", "RollbackResult", "SettingUsed", "Table", "TableDescription", "TableLock",
+    "RecoverResult", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",
     "TableNotFoundError", "TidemarkError", "TideBucket", "TimelineMark", "WriteResult", "compaction_threshold",
     "is_object_store", "is_within", "latency_ms", "resolve_location", "split_locations", "threshold_ms",
 ]

@@ -529,6 +529,79 @@ class LockInfo(Result):
 
 
 @dataclass
+class SettingInfo(Result):
+    """One housekeeping setting as the table has it: its Hudi key, value, and whether the table sets it
+    (`table`) or Hudi's default applies (`default`)."""
+
+    key: str
+    value: str
+    source: str
+
+
+@dataclass
+class Housekeeping(Result):
+    """Cleaning and archival of the table: the settings in force and what the timeline shows they did."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("last_clean_at",)
+
+    clean_policy: str                      # KEEP_LATEST_COMMITS | KEEP_LATEST_FILE_VERSIONS | KEEP_LATEST_BY_HOURS
+    clean_retained: int | None             # commits, file versions or hours, as the policy counts
+    clean_retained_unit: str               # "commits" | "file versions" | "hours"
+    clean_retained_key: str | None         # the Hudi key of that retention
+    clean_automatic: bool
+    clean_async: bool
+    archive_automatic: bool
+    archive_min_commits: int | None
+    archive_max_commits: int | None
+    active_instants: int                   # instants on the active timeline
+    active_instant_files: int              # their files (requested, inflight and completed each count)
+    archived: bool                         # anything archived: `.hoodie/archived/` (v6) or the LSM history (v8/v9)
+    last_clean: str | None = None          # the latest completed clean's instant
+    last_clean_at: dt.datetime | None = None   # when it completed
+    last_clean_files_deleted: int | None = None   # its HoodieCleanMetadata totalFilesDeleted
+    settings: list[SettingInfo] = field(default_factory=list)
+
+    def source(self, key: str | None) -> str | None:
+        """"table" or "default" for a setting shown (None for another key)."""
+        return next((s.source for s in self.settings if s.key == key), None)
+
+
+@dataclass
+class StreamProgress(Result):
+    """What a streaming writer recorded with its deltacommit (extraMetadata)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("watermark",)
+
+    query_id: str | None
+    batch_id: int | None
+    watermark: dt.datetime | None          # the max event time written so far
+    checkpoint: str | None = None          # Hudi's `_hudi_streaming_sink_checkpoint`, as written
+
+
+@dataclass
+class Ingestion(Result):
+    """The table's latest write (deltacommit, or an overwrite's replacecommit; table services are not writes)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("last_write_at", "checked_at")
+
+    checked_at: dt.datetime                # the "now" the lag is measured from
+    last_write: str | None = None
+    last_write_action: str | None = None
+    last_write_operation: str | None = None
+    last_write_at: dt.datetime | None = None   # its completion time
+    lag_seconds: float | None = None       # checked_at - last_write_at
+    stream: StreamProgress | None = None   # set when the last write came from a stream
+
+
+@dataclass
+class TableActivity(Result):
+    """Housekeeping and ingestion facts of a table, from one timeline load and hoodie.properties."""
+
+    housekeeping: Housekeeping
+    ingestion: Ingestion
+
+
+@dataclass
 class TableDescription(Result):
     """The table as its timeline and file-system view see it (headers only, no data decoded)."""
 
@@ -545,3 +618,4 @@ class TableDescription(Result):
     replaced_file_groups: list[ReplacedGroupInfo] = field(default_factory=list)   # hidden from readers
     corrupt_log_blocks: int = 0   # corrupt blocks of committed instants over every log file listed
     lock: LockInfo | None = None
+    activity: TableActivity | None = None

@@ -388,6 +388,13 @@ class Table:
 
         return describe_table(self.path)
 
+    def activity(self, *, now: dt.datetime | None = None) -> r.TableActivity:
+        """Housekeeping (clean policy and retention, last clean, archival, active timeline size) and ingestion
+        (last write, lag to `now`, a stream's query/batch/watermark) from one timeline load; no data file read."""
+        from engine.observe.activity import table_activity
+
+        return table_activity(self.path, now=now)
+
     def freshness(self) -> r.Freshness:
         """The RO view's event-time guarantee, checked against late data in the logs."""
         from engine.observe.freshness import freshness_report

@@ -79,7 +79,20 @@ def read(table: RegisteredTable, mark: TimelineMark | None = None) -> tuple[Time
         "backlog_heatmap": heatmap.read(engine_table, tide),
         "catalog": engine_table.catalog_status().to_dict(),
         "table_version": engine_table.config.version,
+        "activity": _activity(engine_table),
     }
+
+
+# What the clock says when a sample is read: a sample keeps only what the table says (an unchanged table's floor
+# sample must equal the previous one, `same_as`); the page and the API measure the lag from `last_write_at` themselves.
+_CLOCK_FIELDS = ("checked_at", "checked_at_ms", "lag_seconds")
+
+
+def _activity(engine_table: Table) -> dict[str, Any]:
+    """engine.Table.activity() as stored: housekeeping, and ingestion without the moment it was read."""
+    activity = engine_table.activity().to_dict()
+    activity["ingestion"] = {k: v for k, v in activity["ingestion"].items() if k not in _CLOCK_FIELDS}
+    return activity
 
 
 def store(table: RegisteredTable, mark: TimelineMark, fields: dict[str, Any]) -> MetricSample:

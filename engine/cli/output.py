@@ -195,7 +195,49 @@ def describe(d: r.TableDescription) -> str:
     if d.corrupt_log_blocks:
         lines.append(f"{d.corrupt_log_blocks} corrupt log block(s) of committed instants: their records are "
                      "missing from reads and compaction refuses their logs")
+    if d.activity is not None:
+        lines += activity_lines(d.activity)
     return "\n".join(lines)
+
+
+def activity_lines(a: r.TableActivity) -> list[str]:
+    """Housekeeping and ingestion; a setting the table does not set is marked as Hudi's default."""
+    h, i = a.housekeeping, a.ingestion
+    def dflt(key: str | None) -> str:
+        return " (default)" if h.source(key) == "default" else ""
+
+    lines = ["housekeeping:",
+             f"  clean: {h.clean_policy}{dflt('hoodie.cleaner.policy')}, retain {h.clean_retained} "
+             f"{h.clean_retained_unit}{dflt(h.clean_retained_key)}; automatic "
+             f"{'on' if h.clean_automatic else 'off'}{dflt('hoodie.clean.automatic')}"
+             f"{', async' if h.clean_async else ''}",
+             "  last clean: " + (f"{h.last_clean} at {_t(h.last_clean_at)}, deleted "
+                                 f"{'?' if h.last_clean_files_deleted is None else h.last_clean_files_deleted} file(s)"
+                                 if h.last_clean else "none on the active timeline"),
+             f"  archival: automatic {'on' if h.archive_automatic else 'off'}{dflt('hoodie.archive.automatic')}, "
+             f"keep {h.archive_min_commits}-{h.archive_max_commits} commits{dflt('hoodie.keep.min.commits')}; "
+             f"{'instants archived' if h.archived else 'nothing archived'}",
+             f"  active timeline: {h.active_instants} instant(s) in {h.active_instant_files} file(s)",
+             "ingestion:"]
+    if i.last_write is None:
+        return [*lines, "  no write on the active timeline"]
+    lag = "" if i.lag_seconds is None else f", {_duration(i.lag_seconds)} ago"
+    lines.append(f"  last write: {i.last_write} {i.last_write_action} ({i.last_write_operation or '?'}) at "
+                 f"{_t(i.last_write_at)}{lag}")
+    if i.stream is not None:
+        st = i.stream
+        lines.append(f"  stream: query {st.query_id or '?'}, batch {'?' if st.batch_id is None else st.batch_id}, "
+                     f"watermark {_t(st.watermark)}")
+    return lines
+
+
+def _duration(seconds: float) -> str:
+    """"3d 4h", "2h 5m", "4m 10s", "12s": the two largest units."""
+    s = int(seconds)
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    while len(parts) > 1 and parts[0][0] == 0:
+        parts.pop(0)
+    return " ".join(f"{n}{u}" for n, u in parts[:2])
 
 
 def demo(d: dict[str, Any]) -> str:

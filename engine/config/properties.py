@@ -131,6 +131,16 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.compaction.carry.over.mode": (_choice("symlink", "copy"), "symlink"),
     "hoodie.compaction.exact.event.time": (_boolean, "false"),
     "hoodie.cleaner.commits.retained": (_positive_int, "10"),
+    # Cleaning and archival (Hudi's HoodieCleanConfig / HoodieArchivalConfig keys and defaults).
+    "hoodie.clean.automatic": (_boolean, "true"),
+    "hoodie.clean.async": (_boolean, "false"),
+    "hoodie.cleaner.policy": (_choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
+                              "KEEP_LATEST_COMMITS"),
+    "hoodie.cleaner.fileversions.retained": (_positive_int, "3"),
+    "hoodie.cleaner.hours.retained": (_positive_int, "24"),
+    "hoodie.archive.automatic": (_boolean, "true"),
+    "hoodie.keep.min.commits": (_positive_int, "20"),
+    "hoodie.keep.max.commits": (_positive_int, "30"),
     "hoodie.client.heartbeat.interval_in_ms": (_positive_int, "60000"),
     "hoodie.client.heartbeat.tolerable.misses": (_positive_int, "2"),
     # Hudi's storage-based lock (engine.io.store_lock): set, writers on every host serialise through the table's

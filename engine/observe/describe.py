@@ -15,6 +15,7 @@ from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER, T
 from engine.io import storage, store_lock
 from engine.io.naming import instant_to_millis, is_instant
 from engine.logformat import LogFileScan, integrity, scan_log_files
+from engine.observe.activity import table_activity
 from engine.results import (
     FileGroupInfo,
     InstantDetail,
@@ -79,7 +80,7 @@ def describe_table(base_path: str) -> TableDescription:
         file_groups=groups, corrupt_log_blocks=sum(corrupt.values()),
         replaced_file_groups=[ReplacedGroupInfo(partition=g.partition_path, file_id=g.file_id, replaced_by=by)
                               for g, by in view.replaced_file_groups()],
-        lock=_lock_info(cfg))
+        lock=_lock_info(cfg), activity=table_activity(base_path, timeline=timeline, cfg=cfg))
 
 
 def _lock_info(cfg: TableConfig) -> LockInfo:

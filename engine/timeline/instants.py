@@ -34,7 +34,14 @@ from engine.io.faults import fault_point
 from engine.io.naming import new_instant_time
 from engine.io.threads import requests_pool, settle
 from engine.timeline import avro_models, layout_v8, metadata_table
-from engine.timeline.metadata import CleanPlanRecord, CommitMetadata, CompactionPlanRecord, RequestedReplaceMetadata, RollbackRecord
+from engine.timeline.metadata import (
+    CleanPlanRecord,
+    CleanRecord,
+    CommitMetadata,
+    CompactionPlanRecord,
+    RequestedReplaceMetadata,
+    RollbackRecord,
+)
 
 _T = TypeVar("_T")
 
@@ -226,6 +233,9 @@ class Timeline:
     # Layout 2: the folder of the instant files and of the LSM history (layout 1: `.hoodie/`, no history).
     folder: str | None = None
     history_folder: str | None = None
+    # How many instant files the listing held (requested, inflight and completed files each count): the active
+    # timeline's size as Hudi's archival sees it grow.
+    instant_files: int = 0
     _archived_completions: dict[str, str] | None = field(default=None, repr=False)
     _active_completions: dict[str, str] | None = field(default=None, repr=False)
 
@@ -244,14 +254,15 @@ class Timeline:
             folder = layout_v8.timeline_dir(hoodie, keys)
             found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_validated(folder))
                      if inst is not None]
-            return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys))
+            return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys),
+                       instant_files=len(found))
         if layout is not None and layout != 1:
             raise UnsupportedTableError(
                 f"{props}: hoodie.timeline.layout.version={layout}; only layouts 1 (table version 6) and 2 "
                 "(table version 8) are supported"
             )
         found = [inst for inst in map(parse_instant_file_name, names) if inst is not None]
-        return cls(base_path, _merge_latest(found))
+        return cls(base_path, _merge_latest(found), instant_files=len(found))
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -428,6 +439,10 @@ class Timeline:
     def clean_plan(self, ts: str) -> CleanPlanRecord:
         """The plan of clean `ts` (its requested file, which Java and Tidemark keep after completion)."""
         return self._decoded(ts, CLEAN, State.REQUESTED, CleanPlanRecord.from_bytes)
+
+    def clean_record(self, ts: str) -> CleanRecord:
+        """What completed clean `ts` did (its HoodieCleanMetadata)."""
+        return self._decoded(ts, CLEAN, State.COMPLETED, CleanRecord.from_bytes)
 
     def _decoded(self, ts: str, action: str, state: State, decode: Callable[[bytes], _T]) -> _T:
         """One Avro instant file, decoded; a file that does not decode is named in the TimelineError."""

@@ -48,6 +48,14 @@ CARRY_OVER_MODES = ("symlink", "copy")
 LOG_MD5 = "tidemark.logMd5"
 # The same, on one write stat while it travels from a write task to the driver (never published).
 STAT_MD5 = "_tidemarkMd5"
+# A streaming writer's deltacommit: its query, micro-batch and watermark (epoch ms of the max event time written
+# so far), beside Hudi's own sink checkpoint (HoodieStreamingSink: JSON {"<writer id>": "<batch id>"}).
+STREAM_QUERY_ID = "tidemark.stream.queryId"
+STREAM_BATCH_ID = "tidemark.stream.batchId"
+STREAM_WATERMARK = "tidemark.stream.watermark"
+SINK_CHECKPOINT = "_hudi_streaming_sink_checkpoint"
+# operationType of the commits table services make (WriteOperationType values): everything else is a write.
+SERVICE_OPERATIONS = frozenset({"compact", "log_compact", "cluster"})
 CARRIED_NEEDED = "tidemark.carriedLogsNeeded"
 CARRIED_MIN = "tidemark.carriedMinEventTime."
 CARRIED_MAX = "tidemark.carriedMaxEventTime."
@@ -524,7 +532,22 @@ class RollbackRecord:
         return cls.from_avro(avro_models.read_rollback_metadata(data))
 
 
-# ------------------------------------------------------------------------------------------ clean plans
+# ------------------------------------------------------------------------------------------ cleans
+
+@dataclass(frozen=True)
+class CleanRecord:
+    """A completed clean's HoodieCleanMetadata, as far as observers need it."""
+
+    policy: str
+    files_deleted: int
+    earliest_commit_to_retain: str
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> CleanRecord:
+        record = avro_models.read_clean_metadata(data)
+        return cls(policy=record.get("policy") or "", files_deleted=int(record.get("totalFilesDeleted") or 0),
+                   earliest_commit_to_retain=record.get("earliestCommitToRetain") or "")
+
 
 @dataclass(frozen=True)
 class CleanPlanRecord:

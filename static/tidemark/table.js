@@ -210,4 +210,49 @@
 
   const reloaded = new URL(window.location.href).searchParams.has("done");
   if (box && box.dataset.runUrl) poll();
+
+  // ---- ingestion lag, live ----------------------------------------------------------------------
+  // The lag ticks every second from the last write's completion time and the server's clock at render (the
+  // browser's own clock may be off: only its elapsed time is used). Every 30 s the table's JSON (the latest
+  // sample, as the page shows it) brings a newer last write, batch and watermark without reloading.
+  const lagEl = el("ingestion-lag");
+  // Seconds in words, as the pages' `duration` filter writes them ("45 s", "2 h 5 min", "3 d 4 h").
+  const duration = (seconds) => {
+    let s = Math.max(0, Math.round(seconds));
+    if (s < 60) return s + " s";
+    let minutes = Math.floor(s / 60); s %= 60;
+    if (minutes < 60) return s && minutes < 10 ? `${minutes} min ${s} s` : `${minutes} min`;
+    let hours = Math.floor(minutes / 60); minutes %= 60;
+    if (hours < 48) return minutes ? `${hours} h ${minutes} min` : `${hours} h`;
+    const days = Math.floor(hours / 24); hours %= 24;
+    return hours ? `${days} d ${hours} h` : `${days} d`;
+  };
+  const serverNow = lagEl ? Number(lagEl.dataset.nowMs) : 0;
+  const loadedAt = Date.now();
+  function tick() {
+    const done = Number(lagEl.dataset.lastWriteMs);
+    if (!done) return;
+    lagEl.textContent = duration((serverNow + (Date.now() - loadedAt) - done) / 1000);
+  }
+  const iso = (text) => (text ? text.replace("T", " ").replace(/\.\d+Z$/, " UTC").replace(/Z$/, " UTC") : "—");
+  async function refreshIngestion() {
+    const response = await fetch(box.dataset.tableUrl, { credentials: "same-origin" });
+    if (!response.ok) return;
+    const ing = ((await response.json()).activity || {}).ingestion;
+    if (!ing || !ing.last_write_at_ms || ing.last_write_at_ms <= Number(lagEl.dataset.lastWriteMs)) return;
+    lagEl.dataset.lastWriteMs = ing.last_write_at_ms;
+    el("last-write").textContent = ing.last_write;
+    el("last-write-at").textContent = iso(ing.last_write_at);
+    if (ing.stream && el("stream")) {
+      el("stream-query").textContent = ing.stream.query_id || "—";
+      el("stream-batch").textContent = ing.stream.batch_id ?? "—";
+      el("stream-watermark").textContent = iso(ing.stream.watermark);
+    }
+    tick();
+  }
+  if (lagEl && lagEl.dataset.lastWriteMs) {
+    tick();
+    setInterval(tick, 1000);
+    if (box && box.dataset.tableUrl) setInterval(refreshIngestion, 30000);
+  }
 })();

@@ -51,3 +51,39 @@ def table_copy(src: Path, dest: Path) -> Path:
     """A private copy of a table (symlinks kept as links, so carried-over logs stay carried-over)."""
     shutil.copytree(src, dest, symlinks=True)
     return dest
+
+
+def stream_commit(path: str, extra: Mapping[str, str]) -> str:
+    """A completed deltacommit that writes no file and carries `extra` in its extraMetadata, published through the
+    engine's timeline helpers as a streaming writer's micro-batch with nothing new would (either layout). Returns
+    its instant."""
+    from engine.io.naming import new_instant_time
+    from engine.timeline import instants
+
+    schema = instants.Timeline.load(path).latest_schema() or ""
+    ts = new_instant_time()
+    instants.create_requested(path, ts, instants.DELTACOMMIT)
+    instants.transition_to_inflight(path, ts, instants.DELTACOMMIT)
+    instants.complete(path, ts, instants.DELTACOMMIT,
+                      instants.commit_metadata_json({}, schema=schema, operation_type="UPSERT", extra=dict(extra)))
+    return ts
+
+
+STREAM_WATERMARK_MS = 1_704_196_800_000   # 2024-01-02T12:00:00Z: the watermark `living_table`'s stream recorded
+
+
+def living_table(path: Path, sources: Path) -> Table:
+    """A table at `path` (the folder may exist, empty) that lives: three writes, a compaction of all of them, a
+    fourth write, a clean keeping one commit (it deletes the three folded logs), then a stream's micro-batch
+    (query `orders-q`, batch 12, watermark STREAM_WATERMARK_MS). Batches are written into `sources`."""
+    table = create_table(path)
+    for i, day in enumerate(DAYS):
+        table.write(day_file(sources, i, day))
+    table.schedule_compaction(strategy="unbounded")
+    table.run_compaction()
+    table.write(day_file(sources, 4, "04"))
+    assert table.clean(retain_commits=1).instant is not None
+    stream_commit(table.path, {"tidemark.stream.queryId": "orders-q", "tidemark.stream.batchId": "12",
+                               "tidemark.stream.watermark": str(STREAM_WATERMARK_MS),
+                               "_hudi_streaming_sink_checkpoint": json.dumps({"orders-q": "12"})})
+    return table

@@ -10,14 +10,15 @@ import yaml
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404
 from django.urls import reverse
+from django.utils import timezone
 
 from webapp.alerts import channels
 from webapp.alerts.channels import channel_dict
 from webapp.alerts.models import AlertChannel
 from webapp.api.auth import api_view, error
-from webapp.tables import inputs, listing, plans, services
+from webapp.tables import activity, inputs, listing, plans, services
 from webapp.tables.filters import filter_runs
-from webapp.tables.models import RegisteredTable, Run
+from webapp.tables.models import MetricSample, RegisteredTable, Run
 from webapp.tables.overview import statuses
 from webapp.tables.status import run_dict, table_dict
 
@@ -95,6 +96,8 @@ def get_table(request: HttpRequest, name: str) -> JsonResponse:
     compactions = plans.read(table)
     body["pending_plan"] = compactions.pending.to_dict() if compactions.pending else None
     body["timeline_error"] = compactions.error or None
+    body["activity"] = activity.as_json(MetricSample.objects.filter(sampling_latest__table=table).first(),
+                                        timezone.now())
     return JsonResponse(body)
 
 

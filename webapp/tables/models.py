@@ -139,6 +139,9 @@ class MetricSample(models.Model):
     catalog = models.JSONField(default=dict, blank=True)
     # hoodie.table.version as the engine read it (6, or 8 and 9 for Hudi 1.x); null on samples taken before it was kept
     table_version = models.PositiveSmallIntegerField(null=True, blank=True)
+    # engine.Table.activity(): housekeeping (clean policy and retention with their source, last clean, archival,
+    # active timeline size) and ingestion (last write and when, a stream's query/batch/watermark); {} before it was kept
+    activity = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-taken_at"]

@@ -2,7 +2,8 @@
 
 Each action writes an AuditEvent naming its user. Runs are only *requested* here — the Celery task for
 the run (webapp.dispatch) is sent after the transaction commits and does the work; no table logic
-lives in the web process except the engine's dry-run plan for previews.
+lives in the web process except the engine's dry-run plan for previews and a settings edit's clean policy and
+retention, which the engine stores in the table's hoodie.properties (`Table.update_settings`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from django.utils.text import slugify
 
 from webapp.accounts.roles import AnyUser
 from webapp.tables import inputs
+from webapp.tables.activity import POLICY_KEY, RETAINED_KEYS
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
 
@@ -258,23 +260,64 @@ def set_paused(user: AnyUser | None, table: RegisteredTable, paused: bool) -> Re
     return table
 
 
+CLEAN_FIELDS = ("clean_policy", "clean_retained")
+
+
 def update_settings(user: AnyUser | None, table: RegisteredTable, data: dict[str, Any]) -> RegisteredTable:
     """Edit schedule, SLA, data latency, carry-over and exact (fields absent from `data` keep their value),
-    with the same validation as registration; the audit entry holds the old and new values."""
+    with the same validation as registration, and the table's clean policy and retention (`clean_policy`,
+    `clean_retained`: Hudi's keys in its hoodie.properties, stored through the engine only when they change);
+    the audit entry holds the old and new values."""
     current = {field: getattr(table, field) for field in inputs.TableSettings.FIELDS}
+    clean = {k: data[k] for k in CLEAN_FIELDS if k in data}
+    data = {k: v for k, v in data.items() if k not in CLEAN_FIELDS}
     unknown = set(data) - set(current)
     if unknown:
         raise inputs.InvalidInput(f"unknown settings: {', '.join(sorted(unknown))}; known: "
-                                  f"{', '.join(inputs.TableSettings.FIELDS)}")
+                                  f"{', '.join((*inputs.TableSettings.FIELDS, *CLEAN_FIELDS))}")
     merged = {**current, **data}
     values = asdict(inputs.table_settings(merged, table_latency=lambda: _engine_table(table.path).default_data_latency))
     if "carry_over" in data:   # an object store has no links: symlink refused there, as at registration
         values["carry_over"] = _carry_over_for(table.path, inputs.parse_carry_over(data.get("carry_over")) or None)
-    changed = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
+    changed: dict[str, Any] = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
+    hudi = _clean_settings_changes(table, clean) if clean else {}
+    if hudi:   # checked in full above, so a refused form changes neither the table on storage nor the row
+        _store_hudi_settings(table, {key: change["to"] for key, change in hudi.items()})
+    changed.update(hudi)
     RegisteredTable.objects.filter(pk=table.pk).update(**values)
     table.refresh_from_db()
     audit(user, "settings", table=table, outcome=Run.State.SUCCEEDED, detail=changed)
+    if hudi:   # hoodie.properties is no timeline change the change checks see: sample the table again now
+        request_run(table, Run.Kind.METRICS, user)
     return table
+
+
+def _clean_settings_changes(table: RegisteredTable, clean: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """{Hudi key: {"from", "to"}} for the clean policy and its retention asked, against the table's
+    hoodie.properties (a key it does not set counts as Hudi's default); {} when nothing changes."""
+    from engine.config.properties import WRITE_SETTINGS
+
+    props = _engine_table(inputs.table_path(table.path)).config.props
+    stored = {key: props.get(key) or WRITE_SETTINGS[key][1] for key in (POLICY_KEY, *RETAINED_KEYS.values())}
+    policy = clean.get("clean_policy") or stored[POLICY_KEY]
+    if policy not in RETAINED_KEYS:
+        raise inputs.InvalidInput(f"clean_policy must be one of {', '.join(RETAINED_KEYS)}, got {policy!r}")
+    asked = {POLICY_KEY: policy}
+    retained = inputs.bounded_int(clean.get("clean_retained"), "clean_retained", maximum=1_000_000,
+                                  unit="commits, file versions or hours")
+    if retained is not None:
+        asked[RETAINED_KEYS[policy]] = str(retained)
+    return {key: {"from": stored[key], "to": value} for key, value in asked.items() if stored[key] != value}
+
+
+def _store_hudi_settings(table: RegisteredTable, settings: dict[str, str]) -> None:
+    """Write Hudi settings into the table's hoodie.properties through the engine (under its table lock)."""
+    from engine import TidemarkError
+
+    try:
+        _engine_table(inputs.table_path(table.path)).update_settings(settings)
+    except TidemarkError as exc:   # ConfigError, a lock not granted: the form says why, nothing was saved
+        raise inputs.InvalidInput(f"could not store {', '.join(sorted(settings))} on the table: {exc}") from None
 
 
 def unregister(user: AnyUser | None, table: RegisteredTable) -> None:

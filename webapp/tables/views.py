@@ -11,11 +11,12 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 
 from engine import is_object_store
 from webapp.accounts.decorators import operator_action
+from webapp.tables import activity, heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables import discovery as table_discovery
-from webapp.tables import heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso, progress_view
@@ -80,6 +81,8 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
     admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending.instant)
                       .order_by("-queued_at", "-id")[:3]) if pending else []
     return render(request, "tables/detail.html", {
+        "activity": activity.panels(sample, timezone.now()), "clean": activity.retention_of(sample),
+        "policies": activity.POLICIES,
         "admin_runs": admin_runs, "compactions": compactions, "kinds": Run.Kind,
         "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
         "table": table, "sample": sample, "runs": runs,
@@ -274,6 +277,7 @@ def edit_settings(request: HttpRequest, name: str) -> HttpResponse:
     table = get_object_or_404(RegisteredTable, name=name)
     data = {field: request.POST.get(field, "") for field in inputs.TableSettings.FIELDS}
     data["exact"] = "true" if request.POST.get("exact") else "false"
+    data.update({field: request.POST[field] for field in services.CLEAN_FIELDS if field in request.POST})
     try:
         services.update_settings(request.user, table, data)
     except inputs.InvalidInput as exc:

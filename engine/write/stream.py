@@ -52,7 +52,7 @@ from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.storage import absolute_location
-from engine.results import WriteResult
+from engine.results import CatalogSyncResult, WriteResult
 from engine.timeline.instants import Timeline
 from engine.timeline.metadata import WriteStat
 from engine.timeline.stream_checkpoint import (
@@ -268,10 +268,19 @@ def commit_batch(sink: StreamSink, staged: list[str], batch_id: int) -> WriteRes
             return None
         fault_point("stream", "committed")
         _record_commit(sink, hook, result)
+        result.catalog_sync = _sync_catalog(sink, result)
     finally:
         discard_staging(sink, up_to=batch_id)
     follow_with_compaction(sink)
     return result
+
+
+def _sync_catalog(sink: StreamSink, result: WriteResult) -> list[CatalogSyncResult] | None:
+    """The catalog sync `Table.write` does after a write (never raises; engine.catalog.sync)."""
+    from engine.catalog.sync import sync_after
+
+    partitions = {p.rpartition("/")[0] for p in result.log_files + result.base_files}
+    return sync_after(sink.base_path, "write", partitions=partitions, instant=result.instant)
 
 
 def _record_commit(sink: StreamSink, hook: _BatchHook, result: WriteResult) -> None:

@@ -64,6 +64,9 @@ def test_killed_and_restarted_stream_commits_each_batch_once(tmp_path: Path, ver
     faulted = _driver(source_dir, table, checkpoint, fault="stream:committed")
     faulted.wait(timeout=120)
     assert _deltacommits(table) > killed_at
+    on_table = max(cp.batch_id for cp in checkpoints(Timeline.load(str(table))))
+    in_spark = max((int(n) for n in os.listdir(checkpoint / "commits") if n.isdigit()), default=-1)
+    assert on_table > in_spark   # a batch on the table that Spark will run again
 
     clean = _driver(source_dir, table, checkpoint)
     assert clean.wait(timeout=120) == 0, clean.stderr.read().decode()[-2000:] if clean.stderr else ""

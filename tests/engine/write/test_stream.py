@@ -2,6 +2,7 @@
 the compaction that follows the stream."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -121,3 +122,20 @@ def test_write_stream_and_the_compaction_that_follows_it(spark, tmp_path: Path) 
     assert {int(c.threshold.timestamp() * 1000) for c in runs if c.threshold} <= {w - lateness for w in watermarks}
     assert table.plan_compaction().threshold is not None
     assert int(table.plan_compaction().threshold.timestamp() * 1000) == watermark - lateness
+
+
+def test_a_schedule_without_threshold_follows_the_stream_watermark(tmp_path: Path) -> None:
+    table_path = tmp_path / "events"
+    table = stream_table(table_path, settings={"hoodie.compaction.event.time.stream.lateness": "30m"})
+    assert table.plan_compaction().state == "nothing_to_do"   # no stream has written a watermark yet
+    sink = dataclasses.replace(_sink(tmp_path, table_path), compact=False)   # the sink schedules none itself
+    commit_batch(sink, _stage(sink, 0, 0), 0)       # event times START + 0..9 min
+    commit_batch(sink, _stage(sink, 1, 100), 1)     # START + 100..109 min
+    watermark = int((START.timestamp() + 109 * 60) * 1000)
+    plan = table.plan_compaction()
+    assert plan.threshold is not None and int(plan.threshold.timestamp() * 1000) == watermark - 30 * 60 * 1000
+    assert plan.settings_used["threshold"].source == "stream"
+    assert plan.settings_used["hoodie.compaction.event.time.stream.lateness"].value == 30 * 60 * 1000
+    explicit = table.plan_compaction(threshold=START)   # an explicit threshold, or data latency, is the caller's
+    assert explicit.threshold == START and explicit.settings_used["threshold"].source == "argument"
+    assert table.plan_compaction(data_latency="1h").settings_used["threshold"].source == "argument"

@@ -34,6 +34,7 @@ blocked by it (writers and a compaction run do not block each other). `hoodie.da
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -195,7 +196,7 @@ def stage(sink: StreamSink, batches: Iterator[pa.RecordBatch]) -> list[str]:
     storage.make_dirs(folder)
     rows = 0
     with storage.open_output(target) as sink_file, pq.ParquetWriter(sink_file, first.schema) as writer:
-        for batch in (first, *batches):
+        for batch in itertools.chain([first], batches):   # one batch in memory at a time
             if batch.num_rows:
                 writer.write_batch(batch)
                 rows += batch.num_rows

@@ -29,8 +29,8 @@ location starts at batch 0 again and must not be mistaken for a replay of the ol
 Compaction that follows the stream: when the table sets `hoodie.compaction.event.time.stream.lateness`, the commit
 of a batch schedules an event-time compaction up to watermark - lateness (if none is pending and that threshold
 moved past the RO view's freshness) and runs it in a separate process, so the next batch's data write is never
-blocked by it (writers and a compaction run do not block each other). `hoodie.datasource.compaction.async.enable`
-= false (Java's key) turns this off.
+blocked by it (writers and a compaction run do not block each other). Java's keys turn this off:
+`hoodie.datasource.compaction.async.enable=false` or `hoodie.datasource.write.streaming.disable.compaction=true`.
 """
 from __future__ import annotations
 
@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 
 OPERATION_OPTION = "hoodie.datasource.write.operation"
 ASYNC_COMPACT_OPTION = "hoodie.datasource.compaction.async.enable"
+DISABLE_COMPACTION_OPTION = "hoodie.datasource.write.streaming.disable.compaction"   # Java's sink, 0.14+
 STREAM_OPERATIONS = ("upsert", "insert", "delete")
 # Options naming what the table already fixes: accepted when they agree with it (Java users pass them always).
 def _name(c: TableConfig) -> list[str]:
@@ -102,7 +103,7 @@ _TABLE_FIXED: dict[str, Callable[[TableConfig], list[str]]] = {
     "hoodie.table.ordering.fields": _ordering,
     "hoodie.datasource.write.table.type": _mor,
 }
-_SINK_OPTIONS = {OPERATION_OPTION, IDENTIFIER_OPTION, ASYNC_COMPACT_OPTION}
+_SINK_OPTIONS = {OPERATION_OPTION, IDENTIFIER_OPTION, ASYNC_COMPACT_OPTION, DISABLE_COMPACTION_OPTION}
 STAGING = "tidemark-staging"
 SINK_STATE = "tidemark-sink"
 _BATCH_ID_PROPERTY = "streaming.sql.batchId"   # Spark's StreamExecution.BATCH_ID_KEY, a local property of tasks
@@ -161,11 +162,16 @@ def sink_from_options(options: Mapping[str, str]) -> StreamSink:
     _check_fixed(cfg, given)
     settings = validate_settings({k: v for k, v in given.items() if k.startswith("hoodie.")
                                   and k not in _SINK_OPTIONS and k not in _TABLE_FIXED}, per_operation=True)
-    compact = given.get(ASYNC_COMPACT_OPTION, "true").lower()
-    if compact not in ("true", "false"):
-        raise ConfigError(f"{ASYNC_COMPACT_OPTION}={compact!r} must be true or false")
+    compact = _flag(given, ASYNC_COMPACT_OPTION, True) and not _flag(given, DISABLE_COMPACTION_OPTION, False)
     return StreamSink(cfg.base_path, absolute_location(checkpoint), operation,
-                      given.get(IDENTIFIER_OPTION) or DEFAULT_IDENTIFIER, settings, compact == "true")
+                      given.get(IDENTIFIER_OPTION) or DEFAULT_IDENTIFIER, settings, compact)
+
+
+def _flag(given: Mapping[str, str], key: str, default: bool) -> bool:
+    raw = given.get(key, str(default)).strip().lower()
+    if raw not in ("true", "false"):
+        raise ConfigError(f"{key}={raw!r} must be true or false")
+    return raw == "true"
 
 
 def _check_fixed(cfg: TableConfig, given: Mapping[str, str]) -> None:

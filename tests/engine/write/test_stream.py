@@ -89,6 +89,7 @@ def test_another_query_on_the_table_is_not_taken_for_a_replay(tmp_path: Path) ->
     ({"hoodie.datasource.write.recordkey.field": "name"}, "disagrees with table"),
     ({"hoodie.datasource.write.operation": "insert_overwrite"}, "a stream writes with"),
     ({"hoodie.unknown.key": "1"}, "unknown config key"),
+    ({"hoodie.datasource.write.streaming.disable.compaction": "yes"}, "must be true or false"),
 ])
 def test_options_the_table_cannot_honour_are_refused(tmp_path: Path, options: dict[str, str], message: str) -> None:
     table = tmp_path / "events"
@@ -122,6 +123,15 @@ def test_write_stream_and_the_compaction_that_follows_it(spark, tmp_path: Path) 
     assert {int(c.threshold.timestamp() * 1000) for c in runs if c.threshold} <= {w - lateness for w in watermarks}
     assert table.plan_compaction().threshold is not None
     assert int(table.plan_compaction().threshold.timestamp() * 1000) == watermark - lateness
+
+
+def test_javas_keys_turn_the_sinks_compaction_off(tmp_path: Path) -> None:
+    table = tmp_path / "events"
+    stream_table(table)
+    base = {"path": str(table), "checkpointLocation": str(tmp_path / "c")}
+    assert sink_from_options(base).compact
+    assert not sink_from_options({**base, "hoodie.datasource.write.streaming.disable.compaction": "true"}).compact
+    assert not sink_from_options({**base, "hoodie.datasource.compaction.async.enable": "false"}).compact
 
 
 def test_a_schedule_without_threshold_follows_the_stream_watermark(tmp_path: Path) -> None:

@@ -92,6 +92,22 @@ class WriteResult(Result):
 
 
 @dataclass
+class StreamStatus(Result):
+    """A table's streaming writer as the active timeline records it (its newest streaming deltacommit)."""
+
+    _MS_FIELDS: ClassVar[tuple[str, ...]] = ("last_write", "watermark")
+
+    query_id: str | None        # Spark's query id (None: written by Java's sink, which records none)
+    identifier: str             # hoodie.datasource.write.streaming.checkpoint.identifier
+    last_batch_id: int
+    last_instant: str
+    last_write: dt.datetime     # when that deltacommit completed
+    watermark: dt.datetime | None   # greatest event time the query has written so far
+    lag: dt.timedelta           # now - last_write
+    lag_ms: int = 0
+
+
+@dataclass
 class ReadResult(Result):
     """A query result: exported to `output`, or (no output) held in `table` as Arrow."""
 

@@ -36,6 +36,7 @@ from engine.timeline.instants import Timeline, layout_memo
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.streaming.query import StreamingQuery
 
 Threshold = dt.datetime | str | int
 Latency = str | dt.timedelta | int
@@ -181,6 +182,38 @@ class Table:
         out.catalog_sync = _sync_after(self.path, "write", partitions=_partitions_of(out.log_files + out.base_files),
                                        instant=out.instant)
         return out
+
+    def write_stream(self, df: DataFrame, *, checkpoint_location: str, operation: str = "upsert",
+                     trigger: Mapping[str, object] | None = None, options: Mapping[str, str] | None = None,
+                     query_name: str | None = None) -> StreamingQuery:
+        """Start writing streaming DataFrame `df` into the table (`df.writeStream.format("tidemark")`): each
+        micro-batch one deltacommit, exactly once across restarts on `checkpoint_location` (engine.write.stream).
+
+        `trigger`: DataStreamWriter.trigger's keywords (e.g. {"processingTime": "10 seconds"} or
+        {"availableNow": True}); None: Spark's default (next batch as soon as the last ended). `options`: the
+        sink's options with Hudi's keys (`hoodie.datasource.write.streaming.checkpoint.identifier`, the
+        `--config` write settings, ...). The query is named for the table (`query_name` otherwise), which is what
+        Spark's Structured Streaming tab and job descriptions show. Returns the running query."""
+        from engine.read.datasource import register
+        from engine.write.stream import OPERATION_OPTION, STREAM_OPERATIONS, sink_from_options
+
+        if operation not in STREAM_OPERATIONS:
+            raise ConfigError(f"a stream writes with {', '.join(STREAM_OPERATIONS)}, not {operation!r}")
+        given = {OPERATION_OPTION: operation, **dict(options or {}),
+                 "path": self.path, "checkpointLocation": absolute_location(checkpoint_location)}
+        sink_from_options(given)   # refused here, in the caller's thread, rather than in the first batch
+        register(df.sparkSession)
+        writer = df.writeStream.format("tidemark").options(**given).queryName(query_name or f"tidemark:{self.name}")
+        if trigger:
+            writer = writer.trigger(**trigger)  # type: ignore[call-overload]  # Spark checks its own keywords
+        return writer.start()
+
+    def stream_status(self) -> r.StreamStatus | None:
+        """The table's streaming writer as its timeline shows it: last batch, query, watermark, lag (None when no
+        streaming commit is on the active timeline)."""
+        from engine.observe.stream import stream_status
+
+        return stream_status(self.path)
 
     def read(self, query: str = "snapshot", *, begin: str | None = None, end: str | None = None,
              as_of: str | None = None, output: str | None = None, local: bool | None = None,

@@ -30,7 +30,16 @@ from engine.config.properties import (
     refuse_logs_without_meta_fields,
     validate_settings,
 )
-from engine.config.resolve import ARGUMENT, SIZE_THRESHOLD_KEY, TARGET_IO_KEY, THRESHOLD, CompactionSettings, compaction_settings
+from engine.config.resolve import (
+    ARGUMENT,
+    SIZE_THRESHOLD_KEY,
+    STREAM,
+    STREAM_LATENESS_KEY,
+    TARGET_IO_KEY,
+    THRESHOLD,
+    CompactionSettings,
+    compaction_settings,
+)
 from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.io.faults import fault_point
@@ -95,8 +104,10 @@ def schedule_compaction(base_path: str, *, strategy: str | None = None, threshol
         raise ConfigError(f"unknown carry-over mode {carry_over!r}; use symlink or copy")
     resolved = compaction_settings(cfg, strategy=strategy, carry_over=carry_over, exact=exact,
                                    data_latency_ms=data_latency_ms, overrides=settings)
-    # Refuse an out-of-range threshold before the lock: a refused schedule touches nothing.
-    _threshold(resolved.strategy.value, new_instant_time(), threshold_ms, resolved.data_latency_ms.value)
+    # Refuse an out-of-range threshold before the lock: a refused schedule touches nothing. (A schedule that
+    # follows the stream learns its threshold from the timeline, under the lock.)
+    if threshold_ms is not None or not resolved.follows_stream:
+        _threshold(resolved.strategy.value, new_instant_time(), threshold_ms, resolved.data_latency_ms.value)
     if preview:
         with logformat.scan_memo():
             return _schedule_locked(cfg, resolved, threshold_ms, settings, preview=True)
@@ -122,12 +133,19 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     ask_listing_ahead(base_path)
     if not preview:
         ask_timeline_ahead(base_path, (instant, COMPACTION, (State.INFLIGHT, State.COMPLETED)), listing=False)
+    threshold_source = ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source
+    if threshold_ms is None and resolved.follows_stream:
+        threshold_ms = stream_threshold(timeline, int(resolved.stream_lateness_ms.value))
+        if threshold_ms is None:
+            return ScheduledPlan(None, None, settings=resolved, message=(
+                f"nothing to compact: {STREAM_LATENESS_KEY} follows the table's stream, and no streaming commit "
+                "on the active timeline records a watermark yet; no plan written"))
+        threshold_source = STREAM
     threshold = _threshold(strategy, instant, threshold_ms, resolved.data_latency_ms.value)
     if exact and threshold is None:
         raise ConfigError("exact mode needs an event-time threshold (threshold_ms or a data latency)")
     strat = _make_strategy(cfg, strategy, threshold, settings)
-    result = ScheduledPlan(instant, threshold, settings=resolved,
-                           threshold_source=ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source)
+    result = ScheduledPlan(instant, threshold, settings=resolved, threshold_source=threshold_source)
     if not (timeline.latest_schema() or cfg.props.get("hoodie.table.create.schema")):
         # Every write was rolled back: the logs left hold only masked blocks and rollback commands, and a
         # plan over them could never run (no schema to write a base file with).
@@ -207,6 +225,18 @@ def _settings_used(resolved: CompactionSettings, threshold: int | None, threshol
     used = {name: {"value": r.value, "source": r.source} for name, r in resolved.used().items()}
     used[THRESHOLD] = {"value": threshold, "source": threshold_source}
     return used
+
+
+def stream_threshold(timeline: Timeline, lateness_ms: int) -> int | None:
+    """The threshold a schedule following the stream plans up to: the stream's watermark minus the lateness
+    (None: no streaming commit on the active timeline records a watermark)."""
+    from engine.timeline.stream_checkpoint import latest_watermark
+
+    watermark = latest_watermark(timeline)
+    if watermark is None:
+        return None
+    # A watermark within the lateness of 1970 plans nothing older than the epoch, not an error.
+    return max(watermark - lateness_ms, 0)
 
 
 def _threshold(strategy: str, instant: str, threshold_ms: int | None, latency: int | None) -> int | None:

@@ -126,6 +126,8 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.parquet.max.row.group.rows": (_positive_int, "1000000"),
     "hoodie.compaction.strategy": (_choice("event_time", "size", "unbounded"), "event_time"),
     "hoodie.compaction.event.time.data.latency": (parse_duration_ms, "0s"),
+    # Set: a schedule with no threshold of its own follows the table's stream, up to its watermark minus this.
+    "hoodie.compaction.event.time.stream.lateness": (parse_duration_ms, "0s"),
     "hoodie.compaction.logfile.size.threshold": (int, "0"),
     "hoodie.compaction.target.io": (_positive_int, "512000"),
     "hoodie.compaction.carry.over.mode": (_choice("symlink", "copy"), "symlink"),

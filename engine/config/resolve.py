@@ -23,12 +23,14 @@ from engine.io import storage
 from engine.io.store_lock import MIN_RENEWALS_PER_LEASE
 
 ARGUMENT, TABLE, DEFAULT = "argument", "table", "default"
+STREAM = "stream"   # the threshold followed the table's stream: its watermark minus the stream lateness
 STORE = "store"   # what the table's storage allows decided it (object stores carry over by copy)
 
 STRATEGY_KEY = "hoodie.compaction.strategy"
 CARRY_OVER_KEY = "hoodie.compaction.carry.over.mode"
 EXACT_KEY = "hoodie.compaction.exact.event.time"
 DATA_LATENCY_KEY = "hoodie.compaction.event.time.data.latency"
+STREAM_LATENESS_KEY = "hoodie.compaction.event.time.stream.lateness"
 SIZE_THRESHOLD_KEY = "hoodie.compaction.logfile.size.threshold"
 TARGET_IO_KEY = "hoodie.compaction.target.io"
 THRESHOLD = "threshold"
@@ -55,16 +57,27 @@ def resolve(cfg: TableConfig, key: str, argument: Any = None,
 
 @dataclass(frozen=True)
 class CompactionSettings:
-    """Everything a compaction plan is made with. `data_latency_ms` is None when nobody configured one."""
+    """Everything a compaction plan is made with. `data_latency_ms` and `stream_lateness_ms` are None when nobody
+    configured one."""
 
     strategy: Resolved
     carry_over: Resolved
     exact: Resolved
     data_latency_ms: Resolved
+    stream_lateness_ms: Resolved = Resolved(None, DEFAULT)
 
     def used(self) -> dict[str, Resolved]:
-        return {STRATEGY_KEY: self.strategy, CARRY_OVER_KEY: self.carry_over, EXACT_KEY: self.exact,
+        used = {STRATEGY_KEY: self.strategy, CARRY_OVER_KEY: self.carry_over, EXACT_KEY: self.exact,
                 DATA_LATENCY_KEY: self.data_latency_ms}
+        if self.stream_lateness_ms.value is not None:   # recorded where it is configured only
+            used[STREAM_LATENESS_KEY] = self.stream_lateness_ms
+        return used
+
+    @property
+    def follows_stream(self) -> bool:
+        """Whether a schedule given no threshold follows the stream: a stream lateness is configured and no data
+        latency was passed with the call (an explicit latency is the caller's choice over the table's)."""
+        return self.stream_lateness_ms.value is not None and self.data_latency_ms.source != ARGUMENT
 
 
 def compaction_settings(cfg: TableConfig, *, strategy: str | None, carry_over: str | None, exact: bool | None,
@@ -72,11 +85,15 @@ def compaction_settings(cfg: TableConfig, *, strategy: str | None, carry_over: s
     latency = resolve(cfg, DATA_LATENCY_KEY, data_latency_ms, overrides)
     if latency.source == DEFAULT:  # the "0s" default is not a latency anyone asked for
         latency = Resolved(None, DEFAULT)
+    lateness = resolve(cfg, STREAM_LATENESS_KEY, None, overrides)
+    if lateness.source == DEFAULT:   # unset: schedules do not follow a stream
+        lateness = Resolved(None, DEFAULT)
     return CompactionSettings(
         strategy=resolve(cfg, STRATEGY_KEY, strategy, overrides),
         carry_over=carry_over_mode(cfg, resolve(cfg, CARRY_OVER_KEY, carry_over, overrides)),
         exact=resolve(cfg, EXACT_KEY, exact, overrides),
         data_latency_ms=latency,
+        stream_lateness_ms=lateness,
     )
 
 

@@ -27,6 +27,8 @@ STEPS: dict[str, tuple[str, ...]] = {
     "commit": ("temp_written",),
     "clean": ("requested", "inflight", "deleting", "deleted", "completed"),
     "rollback": ("requested", "inflight", "unpublished", "files_removed", "instant_removed", "completed"),
+    # The streaming sink's commit of a micro-batch: rows staged, deltacommit done (Spark's commit log not yet).
+    "stream": ("staged", "committed"),
 }
 
 

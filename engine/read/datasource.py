@@ -28,7 +28,14 @@ from collections.abc import Iterator, Mapping
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamArrowWriter,
+    DataSourceStreamWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 from engine.errors import ConfigError
@@ -37,6 +44,7 @@ from engine.io.storage import absolute_location
 from engine.read.query import QuerySpec, ReadPlan
 from engine.read.slice_reader import ReadContext, SliceRef
 from engine.spark import ship_storage_env, spark_path
+from engine.write.stream import StreamSink
 
 QUERY_TYPE = "hoodie.datasource.query.type"
 BEGIN = "hoodie.datasource.read.begin.instanttime"
@@ -117,6 +125,40 @@ class TidemarkReader(DataSourceReader):
         task_finished()
 
 
+class StagedRows(WriterCommitMessage):
+    """A streaming write task's commit message: the Parquet files it staged (engine.write.stream)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+
+class TidemarkStreamWriter(DataSourceStreamArrowWriter):
+    """`writeStream.format("tidemark")`: executors stage rows, the driver commits each micro-batch as one
+    deltacommit, exactly once (engine.write.stream)."""
+
+    def __init__(self, sink: StreamSink) -> None:
+        self.sink = sink
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        from engine.write.stream import stage
+
+        return StagedRows(stage(self.sink, iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803  # Spark's name
+        from engine.write.stream import commit_batch
+
+        commit_batch(self.sink, _staged(messages), batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803  # Spark's name
+        from engine.write.stream import abort_batch
+
+        abort_batch(self.sink, _staged(messages), batchId)
+
+
+def _staged(messages: list[WriterCommitMessage | None]) -> list[str]:
+    return [p for m in messages if isinstance(m, StagedRows) for p in m.paths]
+
+
 class TidemarkDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
@@ -152,6 +194,14 @@ class TidemarkDataSource(DataSource):
                          warn=not self._flag("corruptReported"),
                          report_dir=self.options.get("corruptReportDir") or None)
         return TidemarkReader(plan, schema, self._tasks())
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:  # noqa: N802  # Spark's
+        from engine.write.stream import sink_from_options
+
+        if overwrite:
+            raise ConfigError("writeStream.format('tidemark') appends micro-batches (output mode append); "
+                              "complete mode would overwrite the table each batch")
+        return TidemarkStreamWriter(sink_from_options(self.options))
 
     def _flag(self, name: str) -> bool:
         """A true/false option, false when absent. `corruptReported` (set by load_table): the caller's process

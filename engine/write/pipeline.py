@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -89,6 +89,16 @@ class WriteError(TidemarkError):
     """A write could not be committed; nothing it wrote is visible."""
 
 
+class CommitHook(Protocol):
+    """What a caller adds to the commit protocol (the streaming sink: engine.write.stream)."""
+
+    def admit(self, timeline: Timeline) -> None:
+        """Under the table lock, before the instant opens: raise to write nothing."""
+
+    def extra_metadata(self, timeline: Timeline, stats: list[dict[str, Any]]) -> dict[str, str]:
+        """extraMetadata the deltacommit carries besides the schema (and log MD5s)."""
+
+
 # ------------------------------------------------------------------------------------------ entry points
 
 def write_dataframe(base_path: str, df: DataFrame, operation: str = "upsert",
@@ -135,12 +145,13 @@ def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schem
 def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
                   settings: Mapping[str, str] | None = None, spark: SparkSession | None = None, *,
                   lock: TableLock | None = None, on_progress: Progress | None = None,
-                  local: bool | None = None) -> WriteResult:
+                  local: bool | None = None, hook: CommitHook | None = None) -> WriteResult:
     """Write Parquet files into the table as one deltacommit without turning rows into Spark rows.
 
     In-process or on Spark as `engine.placement` decides (`local`: the caller's choice; a given `spark`
     session means Spark unless `local` says otherwise); key or partition columns whose string form only
-    Spark gives (`routing.supports`) always take Spark's DataFrame path."""
+    Spark gives (`routing.supports`) always take Spark's DataFrame path. `hook` (in-process only) admits the
+    write under the table lock and adds to its commit metadata."""
     cfg, settings = _open(base_path, operation, settings)
     incoming = inputs.parquet_schema(tuple(paths))
     current = inputs.table_schema(cfg)
@@ -150,11 +161,11 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     rt = routing.Routing.of(cfg)
     routable = routing.supports(rt, incoming)
     chunks, total_rows = _row_group_chunks(paths)   # one footer read per file decides the path and the tasks
-    if _in_process(routable, total_rows, _asked(local, spark)):
+    if _in_process(routable, total_rows, True if hook is not None else _asked(local, spark)):
         def run_here(job: WriteJob) -> list[dict[str, Any]]:
             return in_process.write_groups(job, in_process.route_all(rt, _read_chunks(chunks)), on_progress)
 
-        return _commit_protocol(cfg, operation, incoming, settings, run_here, lock)
+        return _commit_protocol(cfg, operation, incoming, settings, run_here, lock, hook)
     from engine.spark import get_spark
 
     if not routable:
@@ -246,27 +257,31 @@ def _open(base_path: str, operation: str, settings: Mapping[str, str] | None) ->
 
 
 def _commit_protocol(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
-                     run: Callable[[WriteJob], list[dict[str, Any]]], lock: TableLock | None = None) -> WriteResult:
+                     run: Callable[[WriteJob], list[dict[str, Any]]], lock: TableLock | None = None,
+                     hook: CommitHook | None = None) -> WriteResult:
     """requested -> inflight -> run the tasks -> completed; a failure deletes the instant."""
     with holding(table_lock_of(cfg.base_path, lock), f"{operation} into {cfg.name}"):
-        return _locked_commit(cfg, operation, incoming, settings, run)
+        return _locked_commit(cfg, operation, incoming, settings, run, hook)
 
 
 def _locked_commit(cfg: TableConfig, operation: str, incoming: pa.Schema, settings: Mapping[str, str],
-                   run: Callable[[WriteJob], list[dict[str, Any]]]) -> WriteResult:
+                   run: Callable[[WriteJob], list[dict[str, Any]]], hook: CommitHook | None = None) -> WriteResult:
     base_path = cfg.base_path
     rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy: dead writers only
     timeline = Timeline.load(base_path)
+    if hook is not None:
+        hook.admit(timeline)
     schema_json = _table_schema(cfg, timeline, incoming, operation)
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # The heartbeat beats before the instant exists and stops after it completes (or is rolled back):
     # a pending instant without a fresh heartbeat is a dead writer's.
     with heartbeat.Heartbeat(base_path, instant, cfg.int_setting(heartbeat.INTERVAL_KEY, settings)):
-        return _run_instant(cfg, timeline, instant, operation, schema_json, settings, run)
+        return _run_instant(cfg, timeline, instant, operation, schema_json, settings, run, hook)
 
 
 def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
-                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict[str, Any]]]) -> WriteResult:
+                 settings: Mapping[str, str], run: Callable[[WriteJob], list[dict[str, Any]]],
+                 hook: CommitHook | None = None) -> WriteResult:
     base_path = cfg.base_path
     overwrite = operation in OVERWRITE_OPERATIONS
     if overwrite:
@@ -297,9 +312,11 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
         by_partition.setdefault(s["partitionPath"], []).append(s)
     replaced = replaced_by_overwrite(FileSystemView(base_path, timeline), operation, set(by_partition)) \
         if overwrite else None
+    extra = {LOG_MD5: json.dumps(md5s, sort_keys=True)} if md5s else {}
+    if hook is not None:
+        extra.update(hook.extra_metadata(timeline, stats))
     body = commit_metadata_json(by_partition, schema=schema_json, operation_type=OPERATIONS[operation],
-                                partition_to_replace_file_ids=replaced,
-                                extra={LOG_MD5: json.dumps(md5s, sort_keys=True)} if md5s else None)
+                                partition_to_replace_file_ids=replaced, extra=extra or None)
     ensure_held(f"committing {instant}")
     complete(base_path, instant, action, body)
     fault_point("write", "completed")

@@ -13,22 +13,17 @@ a key the table does not set shows Hudi's default, with `source` "default".
 from __future__ import annotations
 
 import datetime as dt
-import json
 
 from engine.config.properties import HOODIE_DIR, WRITE_SETTINGS, TableConfig, load_table_config
 from engine.config.resolve import DEFAULT, TABLE
 from engine.io import storage
-from engine.io.naming import instant_to_millis, is_instant
 from engine.results import Housekeeping, Ingestion, SettingInfo, StreamProgress, TableActivity, from_ms
 from engine.timeline.instants import CLEAN, COMMIT_ACTIONS, Instant, Timeline, TimelineError
 from engine.timeline.metadata import (
     SERVICE_OPERATIONS,
-    SINK_CHECKPOINT,
-    STREAM_BATCH_ID,
-    STREAM_QUERY_ID,
-    STREAM_WATERMARK,
     CommitMetadata,
 )
+from engine.timeline.stream_checkpoint import BATCH_ID_KEY, QUERY_ID_KEY, SINK_CHECKPOINT_KEY, sink_batches, watermark_of
 
 CLEAN_AUTOMATIC = "hoodie.clean.automatic"
 CLEAN_ASYNC = "hoodie.clean.async"
@@ -98,14 +93,16 @@ def ingestion(timeline: Timeline, now: dt.datetime) -> Ingestion:
 def stream_progress(commit: CommitMetadata) -> StreamProgress | None:
     """The stream facts a streaming writer recorded with `commit`; None when it did not come from a stream."""
     extra = commit.extra
-    if not any(extra.get(k) for k in (STREAM_QUERY_ID, STREAM_BATCH_ID, STREAM_WATERMARK, SINK_CHECKPOINT)):
+    batches = sink_batches(extra)
+    query_id, batch = extra.get(QUERY_ID_KEY) or None, _int(extra.get(BATCH_ID_KEY))
+    if len(batches) == 1 and (query_id is None or batch is None):   # a Hudi sink alone: its checkpoint names both
+        (writer, value), = batches.items()
+        query_id, batch = query_id or writer, batch if batch is not None else value
+    watermark = watermark_of(extra)
+    if query_id is None and batch is None and watermark is None and not extra.get(SINK_CHECKPOINT_KEY):
         return None
-    query_id, batch = extra.get(STREAM_QUERY_ID) or None, _int(extra.get(STREAM_BATCH_ID))
-    checkpoint = extra.get(SINK_CHECKPOINT) or None
-    if checkpoint and (query_id is None or batch is None):   # a Hudi sink alone: its checkpoint names both
-        query_id, batch = _from_checkpoint(checkpoint, query_id, batch)
-    return StreamProgress(query_id=query_id, batch_id=batch, watermark=from_ms(_int(extra.get(STREAM_WATERMARK))),
-                          checkpoint=checkpoint)
+    return StreamProgress(query_id=query_id, batch_id=batch, watermark=from_ms(watermark),
+                          checkpoint=extra.get(SINK_CHECKPOINT_KEY) or None)
 
 
 def _last_write(timeline: Timeline) -> tuple[Instant, CommitMetadata] | None:
@@ -125,13 +122,7 @@ def _last_write(timeline: Timeline) -> tuple[Instant, CommitMetadata] | None:
 
 
 def _completed_at(timeline: Timeline, inst: Instant) -> dt.datetime | None:
-    """When `inst` completed: layout 2 names it; layout 1 has its completed file's modification time, as Hudi."""
-    if inst.completion_time is not None and is_instant(inst.completion_time):
-        return from_ms(instant_to_millis(inst.completion_time))
-    try:
-        return from_ms(storage.mtime_ms(timeline.instant_path(inst)))
-    except (FileNotFoundError, OSError):   # removed since the listing (archived, rolled back)
-        return None
+    return from_ms(timeline.completed_at_ms(inst))
 
 
 def _archived(timeline: Timeline, cfg: TableConfig) -> bool:
@@ -150,17 +141,6 @@ def _setting(cfg: TableConfig, key: str) -> SettingInfo:
     if stored:
         return SettingInfo(key=key, value=stored, source=TABLE)
     return SettingInfo(key=key, value=WRITE_SETTINGS[key][1], source=DEFAULT)
-
-
-def _from_checkpoint(text: str, query_id: str | None, batch: int | None) -> tuple[str | None, int | None]:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return query_id, batch
-    if isinstance(doc, dict) and len(doc) == 1:
-        (writer, value), = doc.items()
-        return query_id or str(writer), batch if batch is not None else _int(value)
-    return query_id, batch
 
 
 def _int(value: object) -> int | None:

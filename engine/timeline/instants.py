@@ -31,7 +31,7 @@ from engine.config.properties import HOODIE_DIR
 from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused, TableNotFoundError, TidemarkError, UnsupportedTableError
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.io.naming import new_instant_time
+from engine.io.naming import instant_to_millis, is_instant, new_instant_time
 from engine.io.threads import requests_pool, settle
 from engine.timeline import avro_models, layout_v8, metadata_table
 from engine.timeline.metadata import (
@@ -296,6 +296,16 @@ class Timeline:
             self._archived_completions = (layout_v8.history_completion_times(self.history_folder)
                                           if self.history_folder else {})
         return self._archived_completions.get(ts)
+
+    def completed_at_ms(self, inst: Instant) -> int | None:
+        """When completed instant `inst` completed, epoch millis: layout 2 names it; layout 1 has its completed
+        file's modification time, as Hudi takes it. None when that file is gone since the listing."""
+        if inst.completion_time is not None and is_instant(inst.completion_time):
+            return instant_to_millis(inst.completion_time)
+        try:
+            return storage.mtime_ms(self.instant_path(inst))
+        except (FileNotFoundError, OSError):
+            return None
 
     def has_history(self) -> bool:
         """Layout 2: whether instants were archived into the LSM history."""

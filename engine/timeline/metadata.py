@@ -48,12 +48,6 @@ CARRY_OVER_MODES = ("symlink", "copy")
 LOG_MD5 = "tidemark.logMd5"
 # The same, on one write stat while it travels from a write task to the driver (never published).
 STAT_MD5 = "_tidemarkMd5"
-# A streaming writer's deltacommit: its query, micro-batch and watermark (epoch ms of the max event time written
-# so far), beside Hudi's own sink checkpoint (HoodieStreamingSink: JSON {"<writer id>": "<batch id>"}).
-STREAM_QUERY_ID = "tidemark.stream.queryId"
-STREAM_BATCH_ID = "tidemark.stream.batchId"
-STREAM_WATERMARK = "tidemark.stream.watermark"
-SINK_CHECKPOINT = "_hudi_streaming_sink_checkpoint"
 # operationType of the commits table services make (WriteOperationType values): everything else is a write.
 SERVICE_OPERATIONS = frozenset({"compact", "log_compact", "cluster"})
 CARRIED_NEEDED = "tidemark.carriedLogsNeeded"

@@ -19,7 +19,6 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
-from engine.io import storage
 from engine.io.naming import instant_to_millis
 from engine.timeline.instants import DELTACOMMIT, Instant, Timeline, TimelineError
 
@@ -61,21 +60,35 @@ def checkpoints(timeline: Timeline) -> Iterator[StreamCheckpoint]:
 
 
 def _parsed(timeline: Timeline, inst: Instant, extra: Mapping[str, str]) -> Iterator[StreamCheckpoint]:
+    batches = sink_batches(extra)
+    if not batches:
+        return
+    # A completed file that vanished since the listing (archived, rolled back) has no time: its requested time
+    # is the nearest one known.
+    done = timeline.completed_at_ms(inst) or instant_to_millis(inst.timestamp)
+    for identifier, batch in batches.items():
+        yield StreamCheckpoint(inst.timestamp, identifier, batch, extra.get(QUERY_ID_KEY) or None,
+                               watermark_of(extra), done)
+
+
+def sink_batches(extra: Mapping[str, str]) -> dict[str, int]:
+    """identifier -> batch id of the sink checkpoint a commit's extraMetadata holds ({} when none or malformed)."""
     raw = extra.get(SINK_CHECKPOINT_KEY)
     if not raw:
-        return
+        return {}
     try:
         ids = json.loads(raw)
     except ValueError:
-        return
+        return {}
     if not isinstance(ids, dict):
-        return
-    watermark = extra.get(WATERMARK_KEY)
-    for identifier, batch in ids.items():
-        if str(batch).lstrip("-").isdigit():
-            yield StreamCheckpoint(inst.timestamp, str(identifier), int(batch), extra.get(QUERY_ID_KEY) or None,
-                                   int(watermark) if watermark and watermark.lstrip("-").isdigit() else None,
-                                   completed_ms(timeline, inst))
+        return {}
+    return {str(k): int(v) for k, v in ids.items() if str(v).lstrip("-").isdigit()}
+
+
+def watermark_of(extra: Mapping[str, str]) -> int | None:
+    """The stream's watermark (epoch millis) a commit's extraMetadata records; None when absent or malformed."""
+    value = extra.get(WATERMARK_KEY)
+    return int(value) if value and value.lstrip("-").isdigit() else None
 
 
 def last_checkpoint(timeline: Timeline, identifier: str, query_id: str | None = None) -> StreamCheckpoint | None:
@@ -90,10 +103,3 @@ def last_checkpoint(timeline: Timeline, identifier: str, query_id: str | None = 
 def latest_watermark(timeline: Timeline) -> int | None:
     """The watermark of the newest streaming commit that records one (each is its query's running maximum)."""
     return next((cp.watermark_ms for cp in checkpoints(timeline) if cp.watermark_ms is not None), None)
-
-
-def completed_ms(timeline: Timeline, inst: Instant) -> int:
-    """When an instant completed: its completion time (layout 2), else its completed file's modification time."""
-    if inst.completion_time:
-        return instant_to_millis(inst.completion_time)
-    return storage.mtime_ms(timeline.instant_path(inst))

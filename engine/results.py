@@ -52,7 +52,7 @@ def _jsonable(value: Any) -> Any:
 
 
 # Fields present in JSON only when set: a table without catalog sync keeps its results' shape.
-_OMIT_NONE = ("catalog_sync",)
+_OMIT_NONE = ("catalog_sync", "services")
 
 
 class Result:
@@ -89,6 +89,7 @@ class WriteResult(Result):
     base_files: list[str] = field(default_factory=list)          # an overwrite's new file groups' base files
     replaced_file_groups: dict[str, list[str]] = field(default_factory=dict)   # partition -> file ids replaced
     catalog_sync: list[CatalogSyncResult] | None = None                # set when the table syncs to a catalog
+    services: TableServicesResult | None = None                        # the clean/archival that followed
 
 
 @dataclass
@@ -173,6 +174,7 @@ class CompactionResult(Result):
     ro_completion_time: dt.datetime | None
     ro_freshness_time: dt.datetime | None
     catalog_sync: list[CatalogSyncResult] | None = None
+    services: TableServicesResult | None = None   # the clean/archival that followed
 
 
 @dataclass
@@ -339,6 +341,17 @@ class CleanResult(Result):
 
 
 # ------------------------------------------------------------------------------------------ catalog
+
+
+@dataclass
+class TableServicesResult(Result):
+    """The table services a commit ran after it (engine.services.table_services): each one's result when it ran,
+    why one was skipped, what failed (the commit stands either way)."""
+
+    clean: CleanResult | None = None
+    skipped: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
 
 @dataclass
 class CatalogSyncResult(Result):

@@ -162,11 +162,25 @@ class Table:
         "insert_overwrite_table" every file group of the table (Hudi's backfill operations): one
         replacecommit whose new file groups have base files, as Java writes it. Refused (`WriteRefused`)
         while a compaction or clustering is pending."""
-        from engine.write import pipeline
+        from engine.services import table_services
 
         if operation not in WRITE_OPERATIONS:
             raise ConfigError(f"unknown operation {operation!r}; use {', '.join(WRITE_OPERATIONS)}")
         self._reload()
+        async_clean = table_services.start_async_clean(self.path, lock)
+        try:
+            out = self._write(source, operation, settings, lock, on_progress, local)
+        except BaseException:
+            if async_clean is not None:
+                async_clean.wait()   # never leave the clean's thread behind a failed write
+            raise
+        table_services.after_write(self.path, out, lock=lock, async_clean=async_clean)
+        return out
+
+    def _write(self, source: str | Sequence[str] | DataFrame, operation: str, settings: Mapping[str, str] | None,
+               lock: TableLock | None, on_progress: Progress | None, local: bool | None) -> r.WriteResult:
+        from engine.write import pipeline
+
         if isinstance(source, str):
             out = pipeline.write_file(self.path, absolute_location(source), operation, settings, lock=lock,
                                       on_progress=on_progress, local=local)
@@ -179,8 +193,6 @@ class Table:
         else:
             raise ConfigError(f"cannot write a {type(source).__name__}: pass a file path, a list of Parquet "
                               "paths or a Spark DataFrame")
-        out.catalog_sync = _sync_after(self.path, "write", partitions=_partitions_of(out.log_files + out.base_files),
-                                       instant=out.instant)
         return out
 
     def write_stream(self, df: DataFrame, *, checkpoint_location: str, operation: str = "upsert",
@@ -312,8 +324,11 @@ class Table:
         from engine.compaction.execute import run_compaction
 
         self._reload()
+        from engine.services.table_services import after_commit
+
         out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop,
                              local=local)
+        out.services = after_commit(self.path, lock=lock)
         out.catalog_sync = _sync_after(self.path, "compaction")
         return out
 
@@ -353,17 +368,21 @@ class Table:
     # ------------------------------------------------------------------------------------ services
 
     def clean(self, *, retain_commits: int | None = None, retain_versions: int | None = None,
-              dry_run: bool = False, lock: TableLock | None = None,
+              retain_hours: int | None = None, dry_run: bool = False, lock: TableLock | None = None,
               on_progress: Progress | None = None) -> r.CleanResult:
-        """Delete file slices no longer needed (KEEP_LATEST_COMMITS, or KEEP_LATEST_FILE_VERSIONS when
-        `retain_versions` is given); carried-over link targets are kept."""
-        from engine.services.clean import KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, run_clean
+        """Delete file slices no longer needed; carried-over link targets are kept. The policy is the one whose
+        retention is given — KEEP_LATEST_COMMITS (`retain_commits`), KEEP_LATEST_FILE_VERSIONS (`retain_versions`),
+        KEEP_LATEST_BY_HOURS (`retain_hours`) — else the table's `hoodie.cleaner.policy` and its retention."""
+        from engine.services.clean import KEEP_LATEST_BY_HOURS, KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, run_clean
 
-        if retain_commits is not None and retain_versions is not None:
-            raise ConfigError("pass either retain_commits or retain_versions, not both")
-        policy = KEEP_LATEST_FILE_VERSIONS if retain_versions is not None else KEEP_LATEST_COMMITS
-        out = run_clean(self.path, retain_commits=retain_commits, retain_versions=retain_versions, policy=policy,
-                        dry_run=dry_run, lock=lock, on_progress=on_progress)
+        given = {KEEP_LATEST_COMMITS: retain_commits, KEEP_LATEST_FILE_VERSIONS: retain_versions,
+                 KEEP_LATEST_BY_HOURS: retain_hours}
+        policies = [p for p, v in given.items() if v is not None]
+        if len(policies) > 1:
+            raise ConfigError("pass at most one of retain_commits, retain_versions and retain_hours")
+        out = run_clean(self.path, retain_commits=retain_commits, retain_versions=retain_versions,
+                        retain_hours=retain_hours, policy=policies[0] if policies else None, dry_run=dry_run,
+                        lock=lock, on_progress=on_progress)
         out.catalog_sync = None if out.dry_run else _sync_after(self.path, "clean")
         return out
 
@@ -553,11 +572,6 @@ def _sync_after(path: str, reason: str, partitions: set[str] | None = None,
     from engine.catalog.sync import sync_after
 
     return sync_after(path, reason, partitions=partitions, instant=instant)
-
-
-def _partitions_of(paths: list[str]) -> set[str]:
-    """The partitions of table-relative data file paths ("" for a non-partitioned table's)."""
-    return {path.rpartition("/")[0] for path in paths}
 
 
 def _is_dataframe(source: object) -> TypeGuard[DataFrame]:

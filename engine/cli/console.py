@@ -195,7 +195,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
     t = Table.open(args.path)
     with output.progress_bar("cleaning") as on_progress:
         result = t.clean(retain_commits=args.retain_commits, retain_versions=args.retain_versions,
-                         dry_run=args.dry_run, on_progress=on_progress)
+                         retain_hours=args.retain_hours, dry_run=args.dry_run, on_progress=on_progress)
     output.emit(result, args.json, output.clean)
     return EXIT_ERROR if result.errors else EXIT_OK
 
@@ -358,10 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     _compaction_parsers(sub)
 
-    p = _command(sub, "clean", cmd_clean, "delete file slices no longer needed (keeps carried-over link targets)")
+    p = _command(sub, "clean", cmd_clean, "delete file slices no longer needed (keeps carried-over link targets); no flag: the "
+                 "table's hoodie.cleaner.policy")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--retain-commits", type=int, help="KEEP_LATEST_COMMITS (default policy): commits to keep")
+    g.add_argument("--retain-commits", type=int, help="KEEP_LATEST_COMMITS (Hudi's default policy): commits to keep")
     g.add_argument("--retain-versions", type=int, help="KEEP_LATEST_FILE_VERSIONS: slices per file group")
+    g.add_argument("--retain-hours", type=int, help="KEEP_LATEST_BY_HOURS: hours of commits to keep")
     p.add_argument("--dry-run", action="store_true")
 
     _command(sub, "rollback", cmd_rollback, "roll back a deltacommit (pending, failed or latest), an overwrite or a compaction "

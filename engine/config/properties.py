@@ -136,6 +136,7 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     # Cleaning and archival (Hudi's HoodieCleanConfig / HoodieArchivalConfig keys and defaults).
     "hoodie.clean.automatic": (_boolean, "true"),
     "hoodie.clean.async": (_boolean, "false"),
+    "hoodie.clean.max.commits": (_positive_int, "1"),
     "hoodie.cleaner.policy": (_choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
                               "KEEP_LATEST_COMMITS"),
     "hoodie.cleaner.fileversions.retained": (_positive_int, "3"),

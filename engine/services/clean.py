@@ -36,7 +36,7 @@ from engine.config.properties import load_table_config
 from engine.errors import CleanRefused, ConfigError
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.io.naming import new_instant_time, parse_log_file_name
+from engine.io.naming import instant_to_millis, new_instant_time, parse_log_file_name
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Reporter
@@ -66,10 +66,16 @@ from engine.timeline.metadata import CleanPlanRecord
 
 KEEP_LATEST_COMMITS = "KEEP_LATEST_COMMITS"
 KEEP_LATEST_FILE_VERSIONS = "KEEP_LATEST_FILE_VERSIONS"
-POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS)
+KEEP_LATEST_BY_HOURS = "KEEP_LATEST_BY_HOURS"
+POLICIES = (KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS)
+POLICY_KEY = "hoodie.cleaner.policy"
 COMMITS_RETAINED_KEY = "hoodie.cleaner.commits.retained"
 FILE_VERSIONS_RETAINED_KEY = "hoodie.cleaner.fileversions.retained"
-DEFAULT_FILE_VERSIONS_RETAINED = 3
+HOURS_RETAINED_KEY = "hoodie.cleaner.hours.retained"
+_RETAINED_KEY = {KEEP_LATEST_COMMITS: COMMITS_RETAINED_KEY, KEEP_LATEST_FILE_VERSIONS: FILE_VERSIONS_RETAINED_KEY,
+                 KEEP_LATEST_BY_HOURS: HOURS_RETAINED_KEY}
+# Policies that clean by an earliest commit to retain (slices a reader as of it or later needs stay).
+_BY_EARLIEST = (KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS)
 # Pending instants that will write files: the earliest one bounds the earliest commit to retain (Java).
 _WRITE_ACTIONS = frozenset({*COMMIT_ACTIONS, COMPACTION, LOGCOMPACTION})
 
@@ -120,13 +126,15 @@ class _Guards:
 
 # -------------------------------------------------------------------------------------------- planning
 
-def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str = KEEP_LATEST_COMMITS,
-               retain_versions: int | None = None) -> CleanPlan:
-    """Decide which files a clean would delete; reads only, writes nothing."""
-    timeline = Timeline.load(base_path)
+def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str | None = None,
+               retain_versions: int | None = None, retain_hours: int | None = None,
+               timeline: Timeline | None = None) -> CleanPlan:
+    """Decide which files a clean would delete; reads only, writes nothing. `policy` None: the table's
+    `hoodie.cleaner.policy` (Hudi's default KEEP_LATEST_COMMITS)."""
+    timeline = timeline or Timeline.load(base_path)
     _check_runnable(timeline)
-    retained = _retained(base_path, policy, retain_commits, retain_versions)
-    earliest = _earliest_to_retain(timeline, retained) if policy == KEEP_LATEST_COMMITS else None
+    policy, retained = _retained(base_path, policy, retain_commits, retain_versions, retain_hours)
+    earliest = _earliest_for(timeline, policy, retained)
     plan = CleanPlan(base_path, policy, retained, earliest, _last_completed_commit(timeline))
     view = FileSystemView(base_path, timeline)
     guards = _pending_service_guards(timeline, view)
@@ -163,18 +171,20 @@ def _check_runnable(timeline: Timeline) -> None:
                                inst.timestamp)
 
 
-def _retained(base_path: str, policy: str, retain_commits: int | None, retain_versions: int | None) -> int:
+def _retained(base_path: str, policy: str | None, retain_commits: int | None, retain_versions: int | None,
+              retain_hours: int | None) -> tuple[str, int]:
+    """The policy (argument, else the table's) and how much it retains (argument, else the table's, else Hudi's
+    default)."""
     cfg = load_table_config(base_path)
-    if policy == KEEP_LATEST_COMMITS:
-        value = retain_commits if retain_commits is not None else cfg.int_setting(COMMITS_RETAINED_KEY)
-    elif policy == KEEP_LATEST_FILE_VERSIONS:
-        stored = cfg.props.get(FILE_VERSIONS_RETAINED_KEY) or DEFAULT_FILE_VERSIONS_RETAINED
-        value = retain_versions if retain_versions is not None else int(stored)
-    else:
-        raise ConfigError(f"unknown clean policy {policy!r}; use one of {', '.join(POLICIES)}")
+    policy = policy or cfg.str_setting(POLICY_KEY)
+    if policy not in _RETAINED_KEY:
+        raise ConfigError(f"unknown clean policy {policy!r} ({POLICY_KEY}); use one of {', '.join(POLICIES)}")
+    given = {KEEP_LATEST_COMMITS: retain_commits, KEEP_LATEST_FILE_VERSIONS: retain_versions,
+             KEEP_LATEST_BY_HOURS: retain_hours}[policy]
+    value = given if given is not None else cfg.int_setting(_RETAINED_KEY[policy])
     if value < 1:
         raise ConfigError(f"{policy} must retain at least 1, got {value}")
-    return value
+    return policy, value
 
 
 def _completed_commits(timeline: Timeline) -> list[Instant]:
@@ -187,17 +197,40 @@ def _last_completed_commit(timeline: Timeline) -> str:
     return commits[-1].timestamp if commits else ""
 
 
+def _earliest_for(timeline: Timeline, policy: str, retained: int) -> Instant | None:
+    if policy == KEEP_LATEST_COMMITS:
+        return _earliest_to_retain(timeline, retained)
+    if policy == KEEP_LATEST_BY_HOURS:
+        return _earliest_by_hours(timeline, retained)
+    return None
+
+
 def _earliest_to_retain(timeline: Timeline, retained: int) -> Instant | None:
     """The N-th latest completed commit, but never after the earliest pending write (CleanerUtils)."""
     commits = _completed_commits(timeline)
     if len(commits) <= retained:
         return None
-    nth = commits[len(commits) - retained]
+    return _not_after_pending(timeline, commits, commits[len(commits) - retained])
+
+
+def _earliest_by_hours(timeline: Timeline, hours: int) -> Instant | None:
+    """KEEP_LATEST_BY_HOURS (Java's CleanPlanner): the first completed commit at or after now - N hours; None
+    (nothing cleaned) when every commit is older, or none is."""
+    cutoff = int(time.time() * 1000) - hours * 3_600_000
+    commits = _completed_commits(timeline)
+    recent = [c for c in commits if instant_to_millis(c.timestamp) >= cutoff]
+    if not recent or recent[0] is commits[0]:
+        return None
+    return _not_after_pending(timeline, commits, recent[0])
+
+
+def _not_after_pending(timeline: Timeline, commits: list[Instant], candidate: Instant) -> Instant | None:
+    """`candidate`, or the last commit before the earliest pending write when that comes first."""
     pending = [i for i in timeline.pending() if i.action in _WRITE_ACTIONS]
-    if pending and nth.timestamp > pending[0].timestamp:
+    if pending and candidate.timestamp > pending[0].timestamp:
         before = [c for c in commits if c.timestamp < pending[0].timestamp]
         return before[-1] if before else None
-    return nth
+    return candidate
 
 
 def _pending_service_guards(timeline: Timeline, view: FileSystemView) -> _Guards:
@@ -243,7 +276,7 @@ def _replaced_expired(replaced_by: str, policy: str, earliest: Instant | None) -
     """Java's CleanPlanner.getReplacedFilesEligibleToClean: a replaced file group goes as a whole once its
     replacecommit is older than the earliest commit to retain (at once under KEEP_LATEST_FILE_VERSIONS,
     whose versions count only live groups); until then a reader as of an older commit may still need it."""
-    if policy == KEEP_LATEST_FILE_VERSIONS:
+    if policy not in _BY_EARLIEST:
         return True
     return earliest is not None and replaced_by < earliest.timestamp
 
@@ -401,25 +434,37 @@ def _join(base_path: str, partition: str, name: str) -> str:
 
 # -------------------------------------------------------------------------------------------- execution
 
-def run_clean(base_path: str, *, retain_commits: int | None = None, policy: str = KEEP_LATEST_COMMITS,
-              retain_versions: int | None = None, dry_run: bool = False,
+def run_clean(base_path: str, *, retain_commits: int | None = None, policy: str | None = None,
+              retain_versions: int | None = None, retain_hours: int | None = None, dry_run: bool = False,
               lock: TableLock | None = None, on_progress: Progress | None = None) -> CleanResult:
-    """Plan and execute a clean as instant R. A dry run only plans (errors are reported, not raised)."""
+    """Plan and execute a clean as instant R. A dry run only plans (errors are reported, not raised). `policy`
+    None: the table's `hoodie.cleaner.policy`."""
+    retain = _Retain(retain_commits, retain_versions, retain_hours)
     if dry_run:
-        return _run_clean(base_path, retain_commits, policy, retain_versions, dry_run, on_progress)
+        return _run_clean(base_path, policy, retain, dry_run, on_progress)
     # Under the table lock: a compaction scheduled mid-clean could otherwise link to a file being deleted.
     with holding(table_lock_of(base_path, lock), "clean"):
-        return _run_clean(base_path, retain_commits, policy, retain_versions, dry_run, on_progress)
+        return _run_clean(base_path, policy, retain, dry_run, on_progress)
 
 
-def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_versions: int | None,
-               dry_run: bool, on_progress: Progress | None = None) -> CleanResult:
+@dataclass(frozen=True)
+class _Retain:
+    commits: int | None
+    versions: int | None
+    hours: int | None
+
+
+def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: bool,
+               on_progress: Progress | None = None) -> CleanResult:
     if not dry_run:
         rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy (Java cleans them here)
     timeline = Timeline.load(base_path)
     _check_runnable(timeline)
     resumed = [] if dry_run else [_finish_pending(base_path, inst) for inst in _pending_cleans(timeline)]
-    plan = plan_clean(base_path, retain_commits=retain_commits, policy=policy, retain_versions=retain_versions)
+    if resumed:
+        timeline = Timeline.load(base_path)
+    plan = plan_clean(base_path, retain_commits=retain.commits, policy=policy, retain_versions=retain.versions,
+                      retain_hours=retain.hours, timeline=timeline)
     result = _result(plan, None, dry_run, resumed)
     if dry_run:
         result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])
@@ -432,7 +477,7 @@ def _run_clean(base_path: str, retain_commits: int | None, policy: str, retain_v
         result.message = "; ".join(["nothing to clean; no clean instant written", *plan.notes])
         return result
     ensure_held("writing a clean plan")
-    result.instant = new_instant_time(after=max(i.timestamp for i in Timeline.load(base_path).instants))
+    result.instant = new_instant_time(after=max(i.timestamp for i in timeline.instants))
     requested = _plan_record(plan).to_bytes()
     create_requested(base_path, result.instant, CLEAN, requested)
     fault_point("clean", "requested")

@@ -53,7 +53,7 @@ from engine.errors import ConfigError, TidemarkError
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.storage import absolute_location
-from engine.results import CatalogSyncResult, WriteResult
+from engine.results import WriteResult
 from engine.timeline.instants import Timeline
 from engine.timeline.metadata import WriteStat
 from engine.timeline.stream_checkpoint import (
@@ -261,6 +261,7 @@ def _recorded_commit(sink: StreamSink, query_id: str) -> tuple[int, int | None] 
 def commit_batch(sink: StreamSink, staged: list[str], batch_id: int) -> WriteResult | None:
     """Publish a micro-batch's staged rows as one deltacommit (None: skipped as a replay, or no rows); its
     staging, and any older batch's a crash left, is removed either way."""
+    from engine.services.table_services import after_write
     from engine.write import pipeline
 
     try:
@@ -275,19 +276,11 @@ def commit_batch(sink: StreamSink, staged: list[str], batch_id: int) -> WriteRes
             return None
         fault_point("stream", "committed")
         _record_commit(sink, hook, result)
-        result.catalog_sync = _sync_catalog(sink, result)
+        after_write(sink.base_path, result)
     finally:
         discard_staging(sink, up_to=batch_id)
     follow_with_compaction(sink)
     return result
-
-
-def _sync_catalog(sink: StreamSink, result: WriteResult) -> list[CatalogSyncResult] | None:
-    """The catalog sync `Table.write` does after a write (never raises; engine.catalog.sync)."""
-    from engine.catalog.sync import sync_after
-
-    partitions = {p.rpartition("/")[0] for p in result.log_files + result.base_files}
-    return sync_after(sink.base_path, "write", partitions=partitions, instant=result.instant)
 
 
 def _record_commit(sink: StreamSink, hook: _BatchHook, result: WriteResult) -> None:

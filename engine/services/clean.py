@@ -144,7 +144,8 @@ def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str
     links = _scan_links(view)
     doomed_keys = {_slice_key(s) for s in doomed}
     protected = _protected_paths(view, timeline, lambda key, _link: key in doomed_keys, links, guards, plan.errors)
-    originals = _damaged_copy_originals(view, timeline)
+    doomed_files = {_key(p) for sl in doomed for p in _slice_files(sl, links)}
+    originals = _damaged_copy_originals(view, timeline, doomed_files)
     protected.update(originals)
     for sl in doomed:
         plan.notes.extend(originals[_key(p)] for p in _slice_files(sl, links) if _key(p) in originals)
@@ -347,18 +348,20 @@ def _protect_carry_over_records(view: FileSystemView, timeline: Timeline, droppe
             _protect_chain(target, protected, errors, f"target of {entry.symlink}")
 
 
-def _damaged_copy_originals(view: FileSystemView, timeline: Timeline) -> dict[str, str]:
+def _damaged_copy_originals(view: FileSystemView, timeline: Timeline, doomed: set[str]) -> dict[str, str]:
     """Keys of the logs that carried byte copies were made from, where the copy holds a corrupt block of a
     committed instant -> why the original is kept. The original may be the only intact copy of those records:
     it stays, whatever its slice, until the copy is repaired (or the original is itself damaged, then the one
-    it was copied from too)."""
+    it was copied from too). Only copies of originals this clean would delete (keys in `doomed`) are read: a
+    clean runs after every commit, and reading every copy each time would cost a GET per copy on a store."""
     copies: dict[str, str] = {}   # copy path -> original path
     for record in compaction_records(timeline):
         for entry in carried_over_entries(record) or []:
             if entry.mode == "copy" and entry.symlink and entry.target:
                 pdir = view.partition_dir(entry.partition_path)
                 copies[storage.join(pdir, entry.symlink)] = storage.join(pdir, entry.target)
-    present = [p for p in copies if storage.is_file(p) and not storage.is_link(p)]
+    present = [p for p, original in copies.items()
+               if _key(original) in doomed and storage.is_file(p) and not storage.is_link(p)]
     if not present:
         return {}
     extents = CommittedExtents(view.base_path, timeline)
@@ -522,7 +525,7 @@ def _finish_pending(base_path: str, inst: Instant) -> str:
     view = FileSystemView(base_path, timeline)
     protected = _protected_paths(view, timeline, lambda _key_, link: _key(link) in planned, _scan_links(view),
                                  _pending_service_guards(timeline, view), [])
-    protected.update(_damaged_copy_originals(view, timeline))
+    protected.update(_damaged_copy_originals(view, timeline, planned))
     earliest = record.earliest_instant_to_retain
     earliest_inst = Instant(earliest[0], earliest[1], State.COMPLETED) if earliest else None
     result = _result(CleanPlan(base_path, record.policy, 0, earliest_inst, record.last_completed_commit),

@@ -344,11 +344,22 @@ class CleanResult(Result):
 
 
 @dataclass
+class ArchiveResult(Result):
+    """An archival of the active timeline (engine.timeline.archive): the instants moved to the archive."""
+
+    archived: list[str]
+    files_written: list[str]
+    files_deleted: int
+    message: str
+
+
+@dataclass
 class TableServicesResult(Result):
     """The table services a commit ran after it (engine.services.table_services): each one's result when it ran,
     why one was skipped, what failed (the commit stands either way)."""
 
     clean: CleanResult | None = None
+    archive: ArchiveResult | None = None
     skipped: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -471,6 +482,7 @@ class InstantInfo(Result):
     state: str
     time: dt.datetime | None   # the instant time read as a UTC time
     completion_time: str | None = None   # table version 8: when a completed instant completed (its file name)
+    archived: bool = False               # read from the archive (`timeline(archived=True)`), no longer active
 
 
 @dataclass

@@ -459,11 +459,24 @@ class Table:
 
         return backlog_metrics(self.path)
 
-    def timeline(self) -> list[r.InstantInfo]:
-        """The active timeline, oldest first."""
+    def timeline(self, *, archived: bool = False) -> list[r.InstantInfo]:
+        """The active timeline, oldest first; with `archived`, preceded by the instants in the table's archive
+        (`archived=True` on each: Hudi CLI's `commits show --archived`)."""
         from engine.observe.describe import instant_infos
+        from engine.timeline.archive import archived_instants
 
-        return instant_infos(Timeline.load(self.path))
+        timeline = Timeline.load(self.path)
+        old = instant_infos(archived_instants(timeline)) if archived else []
+        for info in old:
+            info.archived = True
+        return old + instant_infos(timeline.instants)
+
+    def archive(self, *, lock: TableLock | None = None) -> r.ArchiveResult:
+        """Archive the active timeline's oldest instants as Hudi does after a commit (`hoodie.keep.min.commits` /
+        `.max.commits`); the automatic archival after each write and compaction runs the same."""
+        from engine.timeline.archive import run_archive
+
+        return run_archive(self.path, lock=lock)
 
     def timeline_details(self) -> list[r.InstantDetail]:
         """The active timeline, oldest first, with the files, records and bytes each completed commit wrote."""

@@ -216,7 +216,12 @@ def cmd_metrics(args: argparse.Namespace) -> int:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    output.emit(Table.open(args.path).timeline(), args.json, output.timeline)
+    output.emit(Table.open(args.path).timeline(archived=args.archived), args.json, output.timeline)
+    return EXIT_OK
+
+
+def cmd_archive(args: argparse.Namespace) -> int:
+    output.emit(Table.open(args.path).archive(), args.json, output.archive)
     return EXIT_OK
 
 
@@ -375,7 +380,10 @@ def build_parser() -> argparse.ArgumentParser:
     _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
     _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")
     _command(sub, "metrics", cmd_metrics, "backlog metrics of the latest file slices")
-    _command(sub, "timeline", cmd_timeline, "the active timeline")
+    p = _command(sub, "timeline", cmd_timeline, "the active timeline")
+    p.add_argument("--archived", action="store_true", help="the archived instants first (Hudi CLI's --archived)")
+    _command(sub, "archive", cmd_archive, "archive the active timeline's oldest instants (hoodie.keep.min/max.commits; "
+             "runs after every commit by itself)")
     p = _command(sub, "tide", cmd_tide, "uncompacted log records/bytes per event-time bucket")
     p.add_argument("--bucket", help="bucket width, e.g. 1h (default), 1d")
     return parser

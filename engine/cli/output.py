@@ -311,7 +311,12 @@ def metrics(m: r.BacklogMetrics) -> str:
 
 
 def timeline(rows: Sequence[r.InstantInfo]) -> str:
-    return "\n".join(f"{i.instant} {i.action:<13} {i.state}{_completed_at(i)}" for i in rows) or "empty timeline"
+    return "\n".join(f"{i.instant} {i.action:<13} {i.state}{_completed_at(i)}{' (archived)' if i.archived else ''}"
+                     for i in rows) or "empty timeline"
+
+
+def archive(a: r.ArchiveResult) -> str:
+    return a.message
 
 
 def _completed_at(i: r.InstantInfo) -> str:

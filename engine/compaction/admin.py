@@ -81,7 +81,7 @@ def _validate(base_path: str, timeline: Timeline, pending: Instant, plan: Compac
               ops: tuple[CompactionOperation, ...]) -> r.PlanValidation:
     view = FileSystemView(base_path, timeline)
     groups = {(g.partition_path, g.file_id): g for g in view.all_file_groups()}
-    committed = frozenset(view.committed_instants)
+    committed = view.committed_instants
     extents = CommittedExtents(base_path, timeline)
     out = [_validate_op(view, groups.get(op.key), op, pending.timestamp, committed, extents,
                         _written_since(view, op, pending.timestamp)) for op in ops]

@@ -440,7 +440,7 @@ def _tasks(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRec
     schema = table_read_schema(cfg, timeline.latest_schema())
     view = FileSystemView(cfg.base_path, timeline)
     # Plan-time committed instants: all writes before C (the trigger refused pending ones).
-    committed = frozenset(t for t in view.committed_instants if t < c)
+    committed = view.committed_instants.before(c)
     avro = json.dumps(schema_with_meta(json.loads(timeline.latest_schema() or cfg.props["hoodie.table.create.schema"])))
     bounds = _delete_event_bounds(timeline) if plan.is_exact else {}
     extents = CommittedExtents(cfg.base_path, timeline)

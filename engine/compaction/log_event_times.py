@@ -124,7 +124,7 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     """
     given = dict(given or {})
     cfg = cfg or load_table_config(view.base_path)
-    committed = frozenset(view.committed_instants) | frozenset(extra_committed)
+    committed = view.committed_instants | frozenset(extra_committed)
     stats: StatTimes | None = None
     known: dict[tuple[str, str], str] | None = None
     out: dict[str, LogEventTime] = {}

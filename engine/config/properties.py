@@ -144,6 +144,7 @@ WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.archive.automatic": (_boolean, "true"),
     "hoodie.keep.min.commits": (_positive_int, "20"),
     "hoodie.keep.max.commits": (_positive_int, "30"),
+    "hoodie.commits.archival.batch": (_positive_int, "10"),
     "hoodie.client.heartbeat.interval_in_ms": (_positive_int, "60000"),
     "hoodie.client.heartbeat.tolerable.misses": (_positive_int, "2"),
     # Hudi's storage-based lock (engine.io.store_lock): set, writers on every host serialise through the table's

@@ -26,6 +26,7 @@ STEPS: dict[str, tuple[str, ...]] = {
     "carry_over": ("base_written", "linked"),
     "commit": ("temp_written",),
     "clean": ("requested", "inflight", "deleting", "deleted", "completed"),
+    "archive": ("written", "deleting"),
     "rollback": ("requested", "inflight", "unpublished", "files_removed", "instant_removed", "completed"),
     # The streaming sink's commit of a micro-batch: rows staged, deltacommit done (Spark's commit log not yet).
     "stream": ("staged", "committed"),

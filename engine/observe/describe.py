@@ -30,21 +30,21 @@ from engine.results import (
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice
 from engine.timeline.extents import CommittedExtents
-from engine.timeline.instants import COMMIT_ACTIONS, State, Timeline
+from engine.timeline.instants import COMMIT_ACTIONS, Instant, State, Timeline
 
 
-def instant_infos(timeline: Timeline) -> list[InstantInfo]:
-    """The active timeline, oldest first, each instant with its time read as UTC."""
+def instant_infos(instants: list[Instant]) -> list[InstantInfo]:
+    """Instants, oldest first, each with its time read as UTC."""
     return [InstantInfo(instant=i.timestamp, action=i.action, state=i.state.value,
                         time=from_ms(instant_to_millis(i.timestamp)) if is_instant(i.timestamp) else None,
                         completion_time=i.completion_time)
-            for i in timeline.instants]
+            for i in instants]
 
 
 def instant_details(timeline: Timeline) -> list[InstantDetail]:
     """`instant_infos` with the files, records and bytes each completed commit wrote (from its metadata)."""
     out = []
-    for info, inst in zip(instant_infos(timeline), timeline.instants):
+    for info, inst in zip(instant_infos(timeline.instants), timeline.instants):
         detail = InstantDetail(instant=info.instant, action=info.action, state=info.state, time=info.time,
                                completion_time=info.completion_time)
         if inst.state is State.COMPLETED and inst.action in COMMIT_ACTIONS:
@@ -76,7 +76,7 @@ def describe_table(base_path: str) -> TableDescription:
     return TableDescription(
         table=cfg.name, path=base_path, table_version=cfg.version, record_key=cfg.record_key_fields,
         partition_fields=cfg.partition_fields, ordering_field=cfg.ordering_field,
-        event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline),
+        event_time_field=cfg.event_time_field, merge_mode=cfg.merge_mode, timeline=instant_infos(timeline.instants),
         file_groups=groups, corrupt_log_blocks=sum(corrupt.values()),
         replaced_file_groups=[ReplacedGroupInfo(partition=g.partition_path, file_id=g.file_id, replaced_by=by)
                               for g, by in view.replaced_file_groups()],
@@ -100,7 +100,7 @@ def _lock_info(cfg: TableConfig) -> LockInfo:
                     valid_until=from_ms(held.valid_until_ms) if held else None)
 
 
-def _slice(sl: FileSlice, committed: set[str], corrupt: dict[str, int],
+def _slice(sl: FileSlice, committed: frozenset[str], corrupt: dict[str, int],
            extents: CommittedExtents, scans: dict[str, LogFileScan]) -> SliceInfo:
     logs = []
     for lf in sl.log_files:

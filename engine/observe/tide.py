@@ -62,7 +62,7 @@ def tide(base_path: str, bucket_ms: int, by_partition: bool = False) -> list[Tid
         raise ConfigError(f"tide bucket must be a positive duration, got {bucket_ms} ms")
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
-    committed = frozenset(view.committed_instants)
+    committed = view.committed_instants
     stat_times = write_stat_event_times(timeline)
     records = _records_by_log(timeline)
     bars: dict[tuple[str, int | None], _Bar] = {}

@@ -31,10 +31,8 @@ checked, as of I2; the begin needs nothing (the slice as of I2 holds every row c
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-from engine.config.properties import load_table_config
 from engine.errors import ConfigError
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.read.window import InstantWindow
@@ -125,24 +123,12 @@ def check_not_archived(timeline: Timeline, begin: str, end: str) -> None:
     commits are no longer on the timeline, so the read could not return what they wrote. Java's archive files
     do not name their instants, so any range starting before the first active instant counts."""
     first = min((_position(i) for i in timeline.instants), default=None)
-    if first is None or begin >= first or not (timeline.has_history() if timeline.uses_completion_time
-                                               else _has_archive(timeline)):
+    if first is None or begin >= first or not timeline.has_archive():
         return
-    archive = timeline.history_folder or _archive_dir(timeline)
+    archive = timeline.history_folder or timeline.archive_folder
     raise ConfigError(f"incremental range ({begin}, {end}] reaches before the active timeline, which starts at "
                       f"{first}: older instants were archived ({archive}), so commits of the range "
                       f"cannot be read; begin at {first} or later")
-
-
-def _archive_dir(timeline: Timeline) -> str:
-    folder = load_table_config(timeline.base_path).props.get("hoodie.archivelog.folder") or "archived"
-    return os.path.join(timeline.hoodie_path, folder)
-
-
-def _has_archive(timeline: Timeline) -> bool:
-    """Whether Java's archiver wrote any archive file (`.commits_.archive.N_…`) for this table."""
-    directory = _archive_dir(timeline)
-    return os.path.isdir(directory) and bool(os.listdir(directory))
 
 
 def check_instant(timeline: Timeline, ts: str, name: str) -> None:

@@ -96,7 +96,7 @@ def plan_read(base_path: str, query: str | QuerySpec = "snapshot", *, fail_on_co
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     view = FileSystemView(base_path, timeline)
-    committed = frozenset(view.committed_instants)
+    committed = view.committed_instants
     window, slices = _slices(view, spec)   # refuses bad instants first
     if query != "read_optimized":
         refuse_logs_without_meta_fields(cfg, any(s.log_files for s in slices), f"a {query} read")

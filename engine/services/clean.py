@@ -282,7 +282,7 @@ def _replaced_expired(replaced_by: str, policy: str, earliest: Instant | None) -
     return earliest is not None and replaced_by < earliest.timestamp
 
 
-def _doomed_in_group(group: FileGroup, committed: set[str], policy: str, retained: int,
+def _doomed_in_group(group: FileGroup, committed: frozenset[str], policy: str, retained: int,
                      earliest: Instant | None) -> list[FileSlice]:
     """Older slices to clean. Only committed slices count: the newest one is what readers use, and slices
     of un-committed instants (a crashed write's leftovers) are rollback's business, never the cleaner's."""
@@ -376,7 +376,7 @@ def _damaged_copy_originals(view: FileSystemView, timeline: Timeline, doomed: se
     return out
 
 
-def _damaged(path: str, committed: set[str], extents: CommittedExtents) -> bool:
+def _damaged(path: str, committed: frozenset[str], extents: CommittedExtents) -> bool:
     return storage.is_file(path) and bool(integrity.scan_corruption([path], committed, extents).committed)
 
 

@@ -23,6 +23,7 @@ from engine.config.properties import TableConfig, load_table_config
 from engine.errors import Refused, TidemarkError
 from engine.lock import TableLock
 from engine.results import CleanResult, TableServicesResult, WriteResult
+from engine.timeline.archive import run_archive
 from engine.timeline.instants import CLEAN, COMMIT_ACTIONS, Timeline
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 CLEAN_AUTOMATIC_KEY = "hoodie.clean.automatic"
 CLEAN_ASYNC_KEY = "hoodie.clean.async"
 CLEAN_MAX_COMMITS_KEY = "hoodie.clean.max.commits"
+ARCHIVE_AUTOMATIC_KEY = "hoodie.archive.automatic"
 
 T = TypeVar("T")
 
@@ -45,6 +47,8 @@ def after_commit(base_path: str, *, lock: TableLock | None = None,
         _record(out, "clean", error)
     elif cfg.setting(CLEAN_AUTOMATIC_KEY) and _clean_due(base_path, cfg):
         out.clean = _attempt(out, "clean", lambda: _clean(base_path, lock))
+    if cfg.setting(ARCHIVE_AUTOMATIC_KEY):
+        out.archive = _attempt(out, "archive", lambda: run_archive(base_path, lock=lock))
     return out
 
 

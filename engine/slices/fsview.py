@@ -28,6 +28,7 @@ from engine.io import storage
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.slices import slicing_v8
 from engine.slices.groups import BaseFile, FileGroup, FileSlice, LogFile
+from engine.timeline.committed import CommittedInstants
 from engine.timeline.instants import CLEAN, State, Timeline
 from engine.timeline.metadata import CompactionOperation
 
@@ -75,7 +76,7 @@ class FileSystemView:
     def __init__(self, base_path: str, timeline: Timeline | None = None) -> None:
         self.base_path = base_path
         self.timeline = timeline or Timeline.load(base_path)
-        self._committed = {i.timestamp for i in self.timeline.completed() if i.action in WRITE_ACTIONS}
+        self._committed = self.timeline.committed_writes()
         self._pending_compactions = {i.timestamp for i in self.timeline.pending_compactions()}
         # Object stores: the one listing `partitions()` took, kept for this view (a snapshot, like the timeline).
         self._remote: dict[str, list[storage.Entry]] | None = None
@@ -112,7 +113,7 @@ class FileSystemView:
         return [n for n in listed[partition] if n.startswith(prefix)]
 
     @property
-    def committed_instants(self) -> set[str]:
+    def committed_instants(self) -> CommittedInstants:
         return self._committed
 
     def remote_listings(self) -> dict[str, dict[str, int]] | None:

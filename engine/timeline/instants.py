@@ -34,6 +34,7 @@ from engine.io.faults import fault_point
 from engine.io.naming import instant_to_millis, is_instant, new_instant_time
 from engine.io.threads import requests_pool, settle
 from engine.timeline import avro_models, layout_v8, metadata_table
+from engine.timeline.committed import CommittedInstants
 from engine.timeline.metadata import (
     CleanPlanRecord,
     CleanRecord,
@@ -166,7 +167,11 @@ def _merge_latest(instants: list[Instant]) -> list[Instant]:
     return sorted(best.values())
 
 
-_TIMELINE_KEYS = ("hoodie.timeline.layout.version", "hoodie.timeline.path", "hoodie.timeline.history.path")
+ARCHIVE_FOLDER_KEY = "hoodie.archivelog.folder"
+DEFAULT_ARCHIVE_FOLDER = "archived"
+ARCHIVE_FILE_PREFIX = ".commits_.archive."   # Java's archive logs: file id `commits`, extension `archive`
+_TIMELINE_KEYS = ("hoodie.timeline.layout.version", "hoodie.timeline.path", "hoodie.timeline.history.path",
+                  ARCHIVE_FOLDER_KEY)
 
 
 def _timeline_properties(text: str) -> dict[str, str]:
@@ -237,6 +242,8 @@ class Timeline:
     # timeline's size as Hudi's archival sees it grow.
     instant_files: int = 0
     _archived_completions: dict[str, str] | None = field(default=None, repr=False)
+    _history_files: list[str] = field(default_factory=list, repr=False)
+    _history_read: set[str] = field(default_factory=set, repr=False)
     _active_completions: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
@@ -292,9 +299,23 @@ class Timeline:
             return self._active_completions[ts]
         if any(i.timestamp == ts for i in self.instants):
             return None   # pending
+        return self._archived_completion(ts)
+
+    def _archived_completion(self, ts: str) -> str | None:
+        """`ts`'s completion time from the LSM history: only the files whose instant range holds it are read, each
+        at most once per Timeline, so a lookup costs the same however long the history grew."""
+        if self.history_folder is None:
+            return None
         if self._archived_completions is None:
-            self._archived_completions = (layout_v8.history_completion_times(self.history_folder)
-                                          if self.history_folder else {})
+            self._archived_completions = {}
+            self._history_files = layout_v8.manifest_files(self.history_folder)
+            self._history_read = set()
+        if ts not in self._archived_completions:
+            for name in layout_v8.history_files_covering(self._history_files, ts):
+                if name not in self._history_read:
+                    self._history_read.add(name)
+                    self._archived_completions.update(
+                        layout_v8.history_file_completion_times(storage.join(self.history_folder, name)))
         return self._archived_completions.get(ts)
 
     def completed_at_ms(self, inst: Instant) -> int | None:
@@ -306,6 +327,27 @@ class Timeline:
             return storage.mtime_ms(self.instant_path(inst))
         except (FileNotFoundError, OSError):
             return None
+
+    def committed_writes(self) -> CommittedInstants:
+        """Completed commits/deltacommits/replacecommits, and — once instants were archived — every instant before
+        the first of them still on the active timeline (engine.timeline.committed)."""
+        # hudi-rs's boundary: commit, deltacommit and replacecommit instants in any state (not pending compactions).
+        start = min((i.timestamp for i in self.instants if i.action in COMMIT_ACTIONS), default=None)
+        return CommittedInstants((i.timestamp for i in self.completed() if i.action in COMMIT_ACTIONS), start,
+                                 self.has_archive)
+
+    def has_archive(self) -> bool:
+        """Whether instants left the active timeline: layout 2's LSM history has a snapshot, or (layout 1) the
+        archive folder holds an archive log (`.commits_.archive.*`)."""
+        if self.uses_completion_time:
+            return self.has_history()
+        return any(n.startswith(ARCHIVE_FILE_PREFIX) for n in storage.list_names_if_dir(self.archive_folder))
+
+    @property
+    def archive_folder(self) -> str:
+        """Layout 1's archive folder, `.hoodie/<hoodie.archivelog.folder>` (default `archived`)."""
+        keys = _timeline_keys(self.hoodie_path) or {}
+        return storage.join(self.hoodie_path, keys.get(ARCHIVE_FOLDER_KEY) or DEFAULT_ARCHIVE_FOLDER)
 
     def has_history(self) -> bool:
         """Layout 2: whether instants were archived into the LSM history."""

@@ -68,13 +68,13 @@ class HistoryError(TidemarkError):
 
 def has_history(history_path: str) -> bool:
     """Whether any instant was archived into the LSM history (a snapshot version: `_version_`, or a manifest)."""
-    return _snapshot_version(history_path) is not None
+    return snapshot_version(history_path) is not None
 
 
 _MANIFEST_RE = re.compile(r"^manifest_(\d+)$")
 
 
-def _snapshot_version(history_path: str) -> int | None:
+def snapshot_version(history_path: str) -> int | None:
     """The history's current snapshot version, as Java's LSMTimeline.latestSnapshotVersion finds it: the integer in
     `_version_`; when that file is missing or unreadable (an archiver that died between writing a manifest and
     the version file), the greatest N of the `manifest_<N>` files; None when there is neither."""
@@ -90,32 +90,55 @@ def _snapshot_version(history_path: str) -> int | None:
 
 def history_completion_times(history_path: str) -> dict[str, str]:
     """requested -> completion time of every archived instant in the current manifest's files ({} without
-    history). Java writes the manifest as {"files": [{"fileName", "fileLen"}]} (HoodieLSMTimelineManifest; an
-    empty file is an empty manifest); hudi-rs's model names them {"entries": [{"file_name", ...}]}: both are
-    accepted. A manifest named by `_version_` that is missing is an error, as in Java."""
-    version = _snapshot_version(history_path)
+    history)."""
+    out: dict[str, str] = {}
+    for name in manifest_files(history_path):
+        out.update(history_file_completion_times(storage.join(history_path, name)))
+    return out
+
+
+def manifest_files(history_path: str) -> list[str]:
+    """The history files the current manifest lists ([] without history). Java writes the manifest as
+    {"files": [{"fileName", "fileLen"}]} (HoodieLSMTimelineManifest; an empty file is an empty manifest); hudi-rs's
+    model names them {"entries": [{"file_name", ...}]}: both are accepted. A manifest named by `_version_` that is
+    missing is an error, as in Java."""
+    version = snapshot_version(history_path)
     if version is None:
-        return {}
+        return []
     manifest_path = storage.join(history_path, f"manifest_{version}")
     raw = storage.read_optional(manifest_path)
     if raw is None:
         raise HistoryError(f"{manifest_path}: the LSM timeline manifest named by _version_ does not exist")
     if not raw.strip():
-        return {}
+        return []
     try:
         doc = json.loads(raw)
     except ValueError as exc:
         raise HistoryError(f"{manifest_path}: not JSON ({exc})") from None
     entries = doc.get("files") or doc.get("entries") or []
-    out: dict[str, str] = {}
-    for entry in entries:
-        name = entry.get("fileName") or entry.get("file_name")
-        if name:
-            out.update(_completion_times(storage.join(history_path, name)))
+    return [n for e in entries if (n := e.get("fileName") or e.get("file_name"))]
+
+
+_HISTORY_FILE_RE = re.compile(r"^(?P<min>\d+)_(?P<max>\d+)_(?P<layer>\d+)\.parquet$")
+
+
+def history_file_range(name: str) -> tuple[str, str, int] | None:
+    """(min instant, max instant, layer) of a history file named `<min>_<max>_<layer>.parquet` (Java's LSMTimeline)."""
+    m = _HISTORY_FILE_RE.match(name)
+    return (m.group("min"), m.group("max"), int(m.group("layer"))) if m else None
+
+
+def history_files_covering(names: list[str], ts: str) -> list[str]:
+    """The history files whose instant range holds `ts` (a file not named by range is always read)."""
+    out = []
+    for name in names:
+        span = history_file_range(name)
+        if span is None or span[0] <= ts <= span[1]:
+            out.append(name)
     return out
 
 
-def _completion_times(path: str) -> dict[str, str]:
+def history_file_completion_times(path: str) -> dict[str, str]:
     try:
         table = pq.read_table(storage.parquet_source(path), columns=["instantTime", "completionTime"])
     except (pa.ArrowInvalid, OSError, KeyError) as exc:

@@ -9,7 +9,10 @@ one at or after
 - the earliest commit the latest clean retained (`earliestCommitToRetain`: slices of those commits are on disk),
 - a savepoint,
 - the latest completed compaction (its plan and commit carry the RO guarantee and the carried-over logs' records
-  that freshness and clean read).
+  that freshness and clean read, and the deltacommits after it tell freshness which late data arrived; Java
+  likewise keeps a Merge-On-Read table's latest compaction and the deltacommits since, for its compaction
+  trigger). So the active timeline holds keep.max commits or the commits since the latest compaction, whichever
+  is more: bounded by how often the table compacts, not by its age.
 Completed cleans and rollbacks are archived by the same counts, each action on its own, only below the first
 commit kept. Every state file of an archived instant goes.
 

@@ -141,6 +141,8 @@ def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str
     plan.skipped_file_groups = [{"partitionPath": p, "fileId": f, "reason": r}
                                 for (p, f), r in sorted(guards.groups.items())]
     doomed = _doomed_slices(view, policy, retained, earliest, guards.groups)
+    if not doomed:   # the usual case after a commit: nothing to delete, so nothing to protect or check
+        return plan
     links = _scan_links(view)
     doomed_keys = {_slice_key(s) for s in doomed}
     protected = _protected_paths(view, timeline, lambda key, _link: key in doomed_keys, links, guards, plan.errors)

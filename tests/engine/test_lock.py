@@ -65,14 +65,14 @@ def test_recording_lock_satisfies_the_protocol() -> None:
 def test_every_timeline_change_takes_the_callers_lock(table, tmp_path) -> None:
     def check(lock: RecordingLock, published: bool = True, services: int = 0) -> None:
         """One hold of the lock by the operation, then one per service that followed its commit (the automatic
-        clean takes the caller's lock anew, as Java's postCommit services do)."""
+        clean and archival each take the caller's lock anew, as Java's postCommit services do)."""
         assert lock.events[0] == "acquire" and lock.events[-1] == "release"
         assert lock.events.count("acquire") == lock.events.count("release") == 1 + services
         assert ("is_held" in lock.events) == published   # checked before publishing, only then
 
     lock = RecordingLock()
     table.write(day_file(tmp_path, 9, "04"), lock=lock)
-    check(lock, services=1)
+    check(lock, services=2)
     lock = RecordingLock()
     plan = table.schedule_compaction(threshold=THRESHOLD, lock=lock)
     check(lock)
@@ -82,7 +82,7 @@ def test_every_timeline_change_takes_the_callers_lock(table, tmp_path) -> None:
     table.schedule_compaction(threshold=THRESHOLD)
     lock = RecordingLock()
     table.run_compaction(lock=lock)
-    check(lock, services=1)
+    check(lock, services=2)
     lock = RecordingLock()
     assert table.clean(retain_versions=1, lock=lock).instant
     check(lock)

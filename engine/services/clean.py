@@ -74,6 +74,8 @@ FILE_VERSIONS_RETAINED_KEY = "hoodie.cleaner.fileversions.retained"
 HOURS_RETAINED_KEY = "hoodie.cleaner.hours.retained"
 _RETAINED_KEY = {KEEP_LATEST_COMMITS: COMMITS_RETAINED_KEY, KEEP_LATEST_FILE_VERSIONS: FILE_VERSIONS_RETAINED_KEY,
                  KEEP_LATEST_BY_HOURS: HOURS_RETAINED_KEY}
+# Completed actions that start new file slices: a compaction (completes as `commit`), a replacecommit.
+_SLICE_MAKERS = frozenset({"commit", "replacecommit"})
 # Policies that clean by an earliest commit to retain (slices a reader as of it or later needs stay).
 _BY_EARLIEST = (KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS)
 # Pending instants that will write files: the earliest one bounds the earliest commit to retain (Java).
@@ -128,14 +130,17 @@ class _Guards:
 
 def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str | None = None,
                retain_versions: int | None = None, retain_hours: int | None = None,
-               timeline: Timeline | None = None) -> CleanPlan:
+               timeline: Timeline | None = None, incremental: bool = False) -> CleanPlan:
     """Decide which files a clean would delete; reads only, writes nothing. `policy` None: the table's
-    `hoodie.cleaner.policy` (Hudi's default KEEP_LATEST_COMMITS)."""
+    `hoodie.cleaner.policy` (Hudi's default KEEP_LATEST_COMMITS). `incremental` (the automatic clean): plan
+    nothing when no compaction or replacecommit since the last clean can have made a slice deletable."""
     timeline = timeline or Timeline.load(base_path)
     _check_runnable(timeline)
     policy, retained = _retained(base_path, policy, retain_commits, retain_versions, retain_hours)
     earliest = _earliest_for(timeline, policy, retained)
     plan = CleanPlan(base_path, policy, retained, earliest, _last_completed_commit(timeline))
+    if incremental and _nothing_new_to_clean(timeline, policy, earliest):
+        return plan
     view = FileSystemView(base_path, timeline)
     guards = _pending_service_guards(timeline, view)
     plan.skipped_file_groups = [{"partitionPath": p, "fileId": f, "reason": r}
@@ -158,6 +163,31 @@ def plan_clean(base_path: str, *, retain_commits: int | None = None, policy: str
         for names in bucket.values():
             names.sort()
     return plan
+
+
+def _nothing_new_to_clean(timeline: Timeline, policy: str, earliest: Instant | None) -> bool:
+    """Java's incremental cleaning (`hoodie.cleaner.incremental.mode`, default true), decided from the timeline
+    alone: a slice becomes deletable only once a newer slice of its group exists before the earliest commit to
+    retain (KEEP_LATEST_COMMITS / BY_HOURS), or a group passes its version count (FILE_VERSIONS) — both need a
+    compaction or replacecommit the last clean has not seen. Without one, nothing new can be deleted and the clean
+    that follows every commit skips listing the table. (A file an earlier clean kept — a damaged copy's original —
+    waits for an explicit clean or the next compaction.)"""
+    last = timeline.last_completed(frozenset({CLEAN}))
+    if last is None:
+        return False
+    try:
+        since = timeline.clean_record(last.timestamp)
+    except TimelineError:
+        return False
+    if since.policy != policy:
+        return False
+    makers = [i.timestamp for i in timeline.completed() if i.action in _SLICE_MAKERS]
+    if policy in _BY_EARLIEST:
+        if earliest is None:
+            return True
+        begin = since.earliest_commit_to_retain or ""
+        return not any(begin <= ts < earliest.timestamp for ts in makers)
+    return not any(ts > last.timestamp for ts in makers)
 
 
 def _check_runnable(timeline: Timeline) -> None:
@@ -441,10 +471,11 @@ def _join(base_path: str, partition: str, name: str) -> str:
 
 def run_clean(base_path: str, *, retain_commits: int | None = None, policy: str | None = None,
               retain_versions: int | None = None, retain_hours: int | None = None, dry_run: bool = False,
-              lock: TableLock | None = None, on_progress: Progress | None = None) -> CleanResult:
+              lock: TableLock | None = None, on_progress: Progress | None = None,
+              incremental: bool = False) -> CleanResult:
     """Plan and execute a clean as instant R. A dry run only plans (errors are reported, not raised). `policy`
     None: the table's `hoodie.cleaner.policy`."""
-    retain = _Retain(retain_commits, retain_versions, retain_hours)
+    retain = _Retain(retain_commits, retain_versions, retain_hours, incremental)
     if dry_run:
         return _run_clean(base_path, policy, retain, dry_run, on_progress)
     # Under the table lock: a compaction scheduled mid-clean could otherwise link to a file being deleted.
@@ -457,6 +488,7 @@ class _Retain:
     commits: int | None
     versions: int | None
     hours: int | None
+    incremental: bool
 
 
 def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: bool,
@@ -469,7 +501,7 @@ def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: boo
     if resumed:
         timeline = Timeline.load(base_path)
     plan = plan_clean(base_path, retain_commits=retain.commits, policy=policy, retain_versions=retain.versions,
-                      retain_hours=retain.hours, timeline=timeline)
+                      retain_hours=retain.hours, timeline=timeline, incremental=retain.incremental)
     result = _result(plan, None, dry_run, resumed)
     if dry_run:
         result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])

@@ -66,7 +66,7 @@ def after_write(base_path: str, result: WriteResult, *, lock: TableLock | None =
 def _clean(base_path: str, lock: TableLock | None) -> CleanResult:
     from engine.services.clean import run_clean
 
-    return run_clean(base_path, lock=lock)
+    return run_clean(base_path, lock=lock, incremental=True)
 
 
 def _clean_due(base_path: str, cfg: TableConfig) -> bool:

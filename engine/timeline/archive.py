@@ -26,6 +26,9 @@ collapsed when read).
 """
 from __future__ import annotations
 
+import bisect
+from typing import TYPE_CHECKING
+
 from engine.config.properties import TableConfig, load_table_config
 from engine.errors import ConfigError
 from engine.io import storage
@@ -44,6 +47,9 @@ from engine.timeline.instants import (
     Timeline,
     TimelineError,
 )
+
+if TYPE_CHECKING:
+    from engine.slices.fsview import FileSystemView
 
 MIN_KEY = "hoodie.keep.min.commits"
 MAX_KEY = "hoodie.keep.max.commits"
@@ -88,6 +94,8 @@ def instants_to_archive(timeline: Timeline, keep_min: int, keep_max: int) -> lis
     if len(commits) > keep_max:
         limit = _commit_limit(timeline, commits)
         chosen = [c for c in commits[:len(commits) - keep_min] if limit is None or c.timestamp < limit]
+        if chosen and timeline.uses_completion_time:
+            chosen = _placeable_by_hudi(timeline, commits, chosen)
     kept = [c for c in commits if c not in chosen]
     first_kept = kept[0].timestamp if kept else None
     for action in (CLEAN, ROLLBACK):
@@ -118,6 +126,47 @@ def _commit_limit(timeline: Timeline, commits: list[Instant]) -> str | None:
     if done:
         limits.append(done[-1].timestamp)
     return min(limits, default=None)
+
+
+def _placeable_by_hudi(timeline: Timeline, commits: list[Instant], chosen: list[Instant]) -> list[Instant]:
+    """Layout 2: stop before the earliest deltacommit whose log hudi 0.5.0 would place in another slice once
+    archived. hudi 0.5.0 reads no LSM history: an archived deltacommit's log has no completion time there and joins
+    the slice with the greatest base instant <= its *requested* time (a log-only group then splits and a snapshot
+    loses its records). Where that is not the slice its completion time picks, the deltacommit stays active. Only
+    asked when something would be archived, so the view is built once a compaction cycle, not every commit."""
+    from engine.slices.fsview import FileSystemView  # the view sits above the timeline: imported where needed
+
+    view = FileSystemView(timeline.base_path, timeline)
+    while chosen:
+        start = commits[len(chosen)].timestamp   # where the active timeline would start
+        split = _misplaced_by_hudi(timeline, view, start)
+        if split is None:
+            return chosen
+        chosen = [c for c in chosen if c.timestamp < split]
+    return chosen
+
+
+def _misplaced_by_hudi(timeline: Timeline, view: FileSystemView, start: str) -> str | None:
+    """The earliest deltacommit before `start` whose log in a slice still read from `start` on would move slice
+    if placed by its requested time; None when there is none."""
+    first: str | None = None
+    for group in view.all_file_groups():
+        bases = sorted(s.base_instant for s in group.slices if s.base_file is not None)
+        keys = sorted(s.base_instant for s in group.slices)
+        cut = keys[max(bisect.bisect_right(keys, start) - 1, 0)] if keys else ""   # the slice as of `start`
+        for sl in group.slices:
+            if sl.base_instant < cut:
+                continue   # superseded before `start`: no instant that stays active reads it
+            for lf in sl.log_files:
+                if lf.base_instant >= start or (first is not None and lf.base_instant >= first):
+                    continue
+                done = timeline.completion_time(lf.base_instant)
+                if done is None:
+                    continue
+                by_request = bisect.bisect_right(bases, lf.base_instant)
+                if by_request == 0 or by_request != bisect.bisect_right(bases, done):
+                    first = lf.base_instant
+    return first
 
 
 def _state_files(timeline: Timeline, chosen: list[Instant]) -> dict[str, list[str]]:

@@ -39,6 +39,15 @@ def _write(table: Table, tmp_path: Path, seq: int, keys: range = range(6)):
     return table.write([str(path)], local=True)
 
 
+def _compacted(tmp_path: Path, **settings: str) -> Table:
+    """A table of three writes, then a compaction of them all."""
+    table = _table(tmp_path, **settings)
+    for seq in range(3):
+        _write(table, tmp_path, seq)
+    _compact(table)
+    return table
+
+
 def _compact(table: Table):
     table.schedule_compaction(strategy="unbounded")
     return table.run_compaction()
@@ -74,10 +83,7 @@ def test_a_compaction_cleans_the_slices_it_made_old(tmp_path: Path) -> None:
 
 
 def test_automatic_clean_can_be_switched_off(tmp_path: Path) -> None:
-    table = _table(tmp_path, **{"hoodie.clean.automatic": "false"})
-    for seq in range(3):
-        _write(table, tmp_path, seq)
-    _compact(table)
+    table = _compacted(tmp_path, **{"hoodie.clean.automatic": "false"})
     out = _write(table, tmp_path, 3)
     _write(table, tmp_path, 4)
     assert out.services is not None and out.services.clean is None
@@ -116,10 +122,7 @@ def test_keep_latest_by_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_clean_every_n_commits(tmp_path: Path) -> None:
-    table = _table(tmp_path, **{"hoodie.clean.max.commits": "3"})
-    for seq in range(3):
-        _write(table, tmp_path, seq)
-    _compact(table)
+    table = _compacted(tmp_path, **{"hoodie.clean.max.commits": "3"})
     ran = [(_write(table, tmp_path, seq).services.clean is not None) for seq in range(3, 7)]
     # Java's rule: a clean is attempted once 3 commits completed since the last clean instant (one that finds
     # nothing to delete writes none, so the next commit attempts again).
@@ -128,10 +131,7 @@ def test_clean_every_n_commits(tmp_path: Path) -> None:
 
 
 def test_async_clean_overlaps_the_write_and_is_waited_for(tmp_path: Path) -> None:
-    table = _table(tmp_path, **{"hoodie.clean.async": "true"})
-    for seq in range(3):
-        _write(table, tmp_path, seq)
-    _compact(table)
+    table = _compacted(tmp_path, **{"hoodie.clean.async": "true"})
     _write(table, tmp_path, 3)
     out = _write(table, tmp_path, 4)
     assert out.services is not None and out.services.clean is not None and out.services.errors == []
@@ -158,10 +158,7 @@ class _GrantOnce:
 
 
 def test_a_busy_lock_skips_the_clean_and_the_write_stands(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    for seq in range(3):
-        _write(table, tmp_path, seq)
-    _compact(table)
+    table = _compacted(tmp_path)
     path = tmp_path / "b9.parquet"
     _write(table, tmp_path, 9)
     out = table.write([str(path)], local=True, lock=_GrantOnce())
@@ -171,10 +168,7 @@ def test_a_busy_lock_skips_the_clean_and_the_write_stands(tmp_path: Path) -> Non
 
 
 def test_a_failing_clean_is_reported_not_raised(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    table = _table(tmp_path)
-    for seq in range(3):
-        _write(table, tmp_path, seq)
-    _compact(table)
+    table = _compacted(tmp_path)
     monkeypatch.setenv(faults.ENV, "clean:inflight:raise")
     out = _write(table, tmp_path, 4)
     assert out.services is not None and out.services.errors and "injected fault" in out.services.errors[0]
@@ -195,10 +189,7 @@ table.write([sys.argv[2]], local=True)
 
 
 def test_kill_9_inside_an_automatic_clean(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    for seq in range(3):
-        _write(table, tmp_path, seq)
-    _compact(table)
+    table = _compacted(tmp_path)
     batch = tmp_path / "kill.parquet"
     pq.write_table(pq.read_table(tmp_path / "b2.parquet").set_column(2, "seq", pa.array([7] * 6, pa.int64())), batch)
     env = {**os.environ, faults.ENV: "clean:deleting@2", "PYTHONPATH": str(ROOT)}

@@ -345,7 +345,7 @@ class CleanResult(Result):
 
 @dataclass
 class ArchiveResult(Result):
-    """An archival of the active timeline (engine.timeline.archive): the instants moved to the archive."""
+    """An archival of the active timeline (engine.services.archive): the instants moved to the archive."""
 
     archived: list[str]
     files_written: list[str]

@@ -463,7 +463,7 @@ class Table:
         """The active timeline, oldest first; with `archived`, preceded by the instants in the table's archive
         (`archived=True` on each: Hudi CLI's `commits show --archived`)."""
         from engine.observe.describe import instant_infos
-        from engine.timeline.archive import archived_instants
+        from engine.services.archive import archived_instants
 
         timeline = Timeline.load(self.path)
         old = instant_infos(archived_instants(timeline)) if archived else []
@@ -474,7 +474,7 @@ class Table:
     def archive(self, *, lock: TableLock | None = None) -> r.ArchiveResult:
         """Archive the active timeline's oldest instants as Hudi does after a commit (`hoodie.keep.min.commits` /
         `.max.commits`); the automatic archival after each write and compaction runs the same."""
-        from engine.timeline.archive import run_archive
+        from engine.services.archive import run_archive
 
         return run_archive(self.path, lock=lock)
 

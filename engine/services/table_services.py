@@ -23,7 +23,7 @@ from engine.config.properties import TableConfig, load_table_config
 from engine.errors import Refused, TidemarkError
 from engine.lock import TableLock
 from engine.results import CleanResult, TableServicesResult, WriteResult
-from engine.timeline.archive import run_archive
+from engine.services.archive import run_archive
 from engine.timeline.instants import CLEAN, COMMIT_ACTIONS, Timeline
 
 log = logging.getLogger(__name__)

@@ -313,9 +313,9 @@ _RUNS: list[subprocess.Popen[bytes]] = []   # compaction runs started by this pr
 def follow_with_compaction(sink: StreamSink) -> str | None:
     """After a batch: schedule the compaction that follows the stream and start its run in another process;
     returns the scheduled instant (None: nothing to do, one pending, or the table does not follow its stream)."""
-    from engine.compaction.plan import previous_ro_times, stream_threshold
+    from engine.compaction.plan import previous_ro_times, schedule_compaction, stream_threshold
+    from engine.config.properties import parse_duration_ms
     from engine.config.resolve import STREAM_LATENESS_KEY
-    from engine.table import Table, latency_ms
 
     _RUNS[:] = [p for p in _RUNS if p.poll() is None]
     cfg = load_table_config(sink.base_path)
@@ -325,12 +325,12 @@ def follow_with_compaction(sink: StreamSink) -> str | None:
     timeline = Timeline.load(sink.base_path)
     if timeline.pending_compactions():
         return None   # one at a time: its run (ours or the control plane's) is under way or will be
-    threshold = stream_threshold(timeline, latency_ms(lateness) or 0)
+    threshold = stream_threshold(timeline, parse_duration_ms(lateness))
     _, freshness = previous_ro_times(cfg)
     if threshold is None or (freshness is not None and threshold <= freshness):
         return None
     try:
-        plan = Table.open(sink.base_path).schedule_compaction()
+        plan = schedule_compaction(sink.base_path)
     except TidemarkError as exc:   # e.g. the lock is busy: the next batch tries again
         log.warning("tidemark sink: no follow-stream compaction scheduled: %s", exc)
         return None

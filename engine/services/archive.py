@@ -27,7 +27,6 @@ collapsed when read).
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING
 
 from engine.config.properties import TableConfig, load_table_config
 from engine.errors import ConfigError
@@ -35,6 +34,7 @@ from engine.io import storage
 from engine.io.faults import fault_point
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.results import ArchiveResult
+from engine.slices.fsview import FileSystemView
 from engine.timeline import archive_log, lsm_history
 from engine.timeline.compactions import compaction_records
 from engine.timeline.instants import (
@@ -47,9 +47,6 @@ from engine.timeline.instants import (
     Timeline,
     TimelineError,
 )
-
-if TYPE_CHECKING:
-    from engine.slices.fsview import FileSystemView
 
 MIN_KEY = "hoodie.keep.min.commits"
 MAX_KEY = "hoodie.keep.max.commits"

@@ -1,4 +1,4 @@
-"""Archival of the active timeline (engine.timeline.archive, archive_log, lsm_history): bounded by Hudi's keys,
+"""Archival of the active timeline (engine.services.archive, archive_log, lsm_history): bounded by Hudi's keys,
 stopped by what later work needs, read back, and safe across a kill -9 at each step — with hudi 0.5.0 reading the
 same rows before and after."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from engine import Table
 from engine.errors import ConfigError
 from engine.io import faults
 from engine.read.query import QuerySpec, read_arrow
+from engine.services.archive import archived_instants
 from engine.timeline import archive_log, layout_v8
-from engine.timeline.archive import archived_instants
 from engine.timeline.instants import COMMIT_ACTIONS, DELTACOMMIT, Timeline
 from tests.support.java_queries import assert_same
 from tests.support.oracle import hudi_read

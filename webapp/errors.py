@@ -39,6 +39,11 @@ def audit_refusal(request: HttpRequest, reason: str, status: int) -> None:
     request.tidemark_refusal_reason = reason  # type: ignore[attr-defined]
 
 
+class NotFound(Http404):
+    """An object the request names is not there; the message names it ("no table named 'x' is registered"),
+    where a bare 404 could only repeat the URL."""
+
+
 class ErrorResponses:
     """Middleware: JSON errors under /api/, one line + error id for crashes everywhere."""
 
@@ -63,7 +68,8 @@ class ErrorResponses:
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
         if isinstance(exc, Http404):
-            return JsonResponse({"error": f"not found: {request.path}"}, status=404) if is_api(request) else None
+            message = str(exc) if isinstance(exc, NotFound) else f"not found: {request.path}"
+            return JsonResponse({"error": message}, status=404) if is_api(request) else None
         if isinstance(exc, PermissionDenied):
             audit_refusal(request, str(exc) or "forbidden", 403)
             return JsonResponse({"error": str(exc) or "forbidden"}, status=403) if is_api(request) else None

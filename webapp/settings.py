@@ -157,6 +157,8 @@ DEFAULT_FROM_EMAIL = os.environ.get("TIDEMARK_ALERT_FROM", "tidemark@localhost")
 TIDEMARK_ALERT_ATTEMPTS = int(os.environ.get("TIDEMARK_ALERT_ATTEMPTS", "4"))
 TIDEMARK_ALERT_BACKOFF_S = float(os.environ.get("TIDEMARK_ALERT_BACKOFF_S", "30"))
 TIDEMARK_ALERT_RATE_PER_HOUR = int(os.environ.get("TIDEMARK_ALERT_RATE_PER_HOUR", "6"))
+# Webhooks to loopback, private, link-local or reserved addresses are refused unless this is set (SSRF).
+TIDEMARK_ALERT_ALLOW_PRIVATE = _flag("TIDEMARK_ALERT_ALLOW_PRIVATE", False)
 METRICS_OPEN = _flag("TIDEMARK_METRICS_OPEN", False)   # /metrics without a token only when asked for
 
 # --- Celery (owned by tasks/; read by tasks/__init__.py through namespace "CELERY") ----------------

@@ -100,8 +100,10 @@ def test_webhook_and_email_receive_refused_failed_and_breached_with_retries(stac
     smtp_port, inbox = smtp
     worker = stack_env.start_worker("alerts", warm=False, extra_env={
         "TIDEMARK_SMTP_HOST": "127.0.0.1", "TIDEMARK_SMTP_PORT": str(smtp_port),
-        "TIDEMARK_ALERT_BACKOFF_S": "0.3", "TIDEMARK_ALERT_ATTEMPTS": str(ATTEMPTS)})
+        "TIDEMARK_ALERT_BACKOFF_S": "0.3", "TIDEMARK_ALERT_ATTEMPTS": str(ATTEMPTS),
+        "TIDEMARK_ALERT_ALLOW_PRIVATE": "1"})   # the receiver is on the loopback
     monkeypatch.setattr(settings, "TIDEMARK_BASE_URL", "https://tidemark.example")  # alerts are raised here
+    monkeypatch.setattr(settings, "TIDEMARK_ALERT_ALLOW_PRIVATE", True)
     try:
         events = ["run_refused", "run_failed", "sla_breached"]
         hook = create_channel(None, {"kind": "webhook", "target": webhook + "/hook", "events": events})
@@ -154,12 +156,14 @@ def quiet_alerts(monkeypatch):
     monkeypatch.setattr(events, "_dispatch", lambda _id: None)
 
 
-def test_a_breach_is_audited_and_alerted_once_even_when_present_at_registration(stack_env, flights, quiet_alerts):
+def test_a_breach_is_audited_and_alerted_once_even_when_present_at_registration(stack_env, flights, quiet_alerts,
+                                                                                 settings):
     from tasks import change_sampling, sampling
     from webapp.alerts.channels import create_channel
     from webapp.alerts.models import AlertDelivery
     from webapp.tables.models import AuditEvent, Run
 
+    settings.TIDEMARK_ALERT_ALLOW_PRIVATE = True    # a closed port on the loopback: every delivery fails
     channel = create_channel(None, {"kind": "webhook", "target": "http://127.0.0.1:9/x",
                                     "events": ["sla_breached", "sla_recovered", "run_refused"]})
     table = register(flights, data_latency="1h", freshness_sla_minutes=1)

@@ -22,11 +22,20 @@ def assert_json_error(response, status: int) -> dict:
     return body
 
 
-@pytest.mark.parametrize("url", ["/api/tables/nope", "/api/nothing-here", "/api/runs/999999",
-                                 "/api/tables/nope/compactions"])
-def test_not_found_is_json(operator_client, flights, url):
-    method = operator_client.post if url.endswith("compactions") else operator_client.get
-    assert "not found" in assert_json_error(method(url), 404)["error"]
+@pytest.mark.parametrize(("url", "message"), [
+    ("/api/tables/nope", "no table named 'nope' is registered"),
+    ("/api/nothing-here", "not found: /api/nothing-here"),
+    ("/api/runs/999999", "no run 999999"),
+    ("/api/tables/nope/compactions", "no table named 'nope' is registered"),
+    ("/api/tables/nosuch/clean", "no table named 'nosuch' is registered"),
+    ("/api/alert-channels/424242", "no alert channel 424242"),
+])
+def test_not_found_is_json_and_names_what_is_missing(operator_client, flights, url, message):
+    if url.endswith(("compactions", "clean")):
+        response = operator_client.post(url, content_type="application/json")
+    else:
+        response = operator_client.get(url)
+    assert assert_json_error(response, 404)["error"] == message
 
 
 def test_wrong_method_is_json(operator_client, flights):

@@ -48,6 +48,33 @@ def test_cancel_a_running_compaction_asks_the_engine_to_stop(operator_client, vi
     assert refused.status_code == 409 and "cannot be cancelled" in refused.json()["error"]
 
 
+def test_a_cancel_that_can_no_longer_take_effect_is_refused(operator_client, flights):
+    committing = Run.objects.create(table=flights, kind="schedule_execute", state="running", instant="20260101000000000",
+                                    progress_done=3, progress_total=3, progress_unit="file groups")
+    refused = post(operator_client, f"/api/runs/{committing.pk}/cancel")
+    assert (refused.status_code, refused.json()["error"]) == (
+        409, f"run {committing.pk} has written all 3 of its file groups and is committing compaction "
+             "20260101000000000: a cancel can no longer take effect")
+    committing.refresh_from_db()
+    assert not committing.cancel_requested
+    planning = Run.objects.create(table=flights, kind="schedule_execute", state="running",
+                                  progress_done=2, progress_total=3, progress_unit="file groups")
+    assert post(operator_client, f"/api/runs/{planning.pk}/cancel").status_code == 202
+
+
+def test_a_cancel_the_engine_never_saw_is_reported_too_late(operator_client, flights):
+    """Accepted between the engine's last look and its commit: the run says the cancel did not take effect."""
+    run = Run.objects.create(table=flights, kind="execute", state="running", instant="20260101000000000")
+    assert post(operator_client, f"/api/runs/{run.pk}/cancel").status_code == 202
+    Run.objects.filter(pk=run.pk).update(state="succeeded")
+    body = operator_client.get(f"/api/runs/{run.pk}").json()
+    assert body["cancel_too_late"] is True and body["state"] == "succeeded"
+    assert "cancel came too late" in body["detail"]
+    assert "cancel came too late" in operator_client.get(f"/runs/{run.pk}/").content.decode()
+    honoured = Run.objects.create(table=flights, kind="execute", state="cancelled", cancel_requested=True)
+    assert operator_client.get(f"/api/runs/{honoured.pk}").json()["cancel_too_late"] is False
+
+
 def test_pause_and_resume_stop_the_schedule_and_the_sla_trigger(operator_client, flights, monkeypatch):
     from tasks import periodic
 
@@ -77,7 +104,7 @@ def test_edit_settings_validates_and_audits_old_and_new(operator_client, flights
     assert bad.status_code == 400 and bad.json()["error"].startswith("freshness_sla_minutes must be from 1")
     unknown = operator_client.patch("/api/tables/flights", json.dumps({"path": "/elsewhere"}),
                                     content_type="application/json")
-    assert unknown.status_code == 400 and "unknown settings: path" in unknown.json()["error"]
+    assert unknown.status_code == 400 and "unknown key 'path'" in unknown.json()["error"]
     page = operator_client.post("/tables/flights/settings", {"schedule_minutes": "abc", "data_latency": "2h",
                                                              "freshness_sla_minutes": "30", "carry_over": "copy"})
     assert page.status_code == 400 and 'id="settings-error"' in page.content.decode()

@@ -48,8 +48,8 @@ def test_api_queues_one_audited_run(operator_client, flights, operator, kind, bo
     ("unschedule", {"instant": "soon"}, "not a Hudi instant time"),
     ("unschedule", {"instant": C, "file_group": "../x"}, "is not a file id"),
     ("unschedule", {"instant": C, "dry_run": "maybe"}, "dry_run must be true or false"),
-    ("validate", {"instant": C, "dry_run": True}, "validate takes instant; not dry_run"),
-    ("repair", {"instant": C, "file_group": "fg-1"}, "not file_group"),
+    ("validate", {"instant": C, "dry_run": True}, "unknown key 'dry_run': this request takes instant"),
+    ("repair", {"instant": C, "file_group": "fg-1"}, "unknown key 'file_group': this request takes dry_run, instant"),
 ])
 def test_bad_input_is_refused_before_anything_is_queued(operator_client, flights, kind, body, message):
     response = post(operator_client, f"/api/tables/flights/{kind}", body)

@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import URLValidator, validate_email
 
 from webapp.accounts.roles import AnyUser
+from webapp.alerts import targets
 from webapp.alerts.models import EVENTS, AlertChannel, AlertDelivery
 from webapp.tables.inputs import InvalidInput
 from webapp.tables.services import account, audit
@@ -35,6 +36,9 @@ def parse_target(kind: str, raw: Any) -> str:
     except ValidationError:
         what = "an http(s) URL" if kind == AlertChannel.Kind.WEBHOOK else "an email address"
         raise InvalidInput(f"target {target!r} is not {what}") from None
+    refused = targets.internal_reason(target) if kind == AlertChannel.Kind.WEBHOOK else None
+    if refused:
+        raise InvalidInput(f"target {target!r} refused: {refused}")
     return target
 
 

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 from django.utils import timezone
 
+from webapp.alerts import targets
 from webapp.alerts.models import AlertChannel, AlertDelivery
 
 log = logging.getLogger(__name__)
@@ -29,11 +30,25 @@ class DeliveryError(Exception):
         self.code = code
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A webhook that answers with a redirect is not followed: the new target was never checked
+    (`webapp.alerts.targets`); the 3xx is recorded as the delivery's answer."""
+
+    def redirect_request(self, *_: Any, **__: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def post_webhook(url: str, body: dict[str, Any]) -> int:
+    refused = targets.internal_reason(url)   # again now: the name may resolve elsewhere than when it was added
+    if refused:
+        raise DeliveryError(f"webhook not sent: {refused}")
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", "User-Agent": "tidemark-alerts"})
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with _OPENER.open(request, timeout=TIMEOUT_S) as response:
             status: int = response.status
             return status
     except urllib.error.HTTPError as exc:

@@ -18,6 +18,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from webapp.accounts.models import ApiToken, digest
 from webapp.accounts.roles import is_operator
+from webapp.api import request_schema
+from webapp.tables.inputs import InvalidInput
 
 SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
 # A view function: the request, then the URL's arguments.
@@ -53,11 +55,15 @@ def _refused(request: HttpRequest, message: str) -> JsonResponse:
     return error(403, message)
 
 
-def api_view(methods: dict[str, Handler]) -> Handler:
-    """One URL, a handler per HTTP method; authentication, CSRF and roles checked before any handler.
+def api_view(methods: dict[str, Handler], path: str) -> Handler:
+    """One URL (`path` as the OpenAPI document spells it), a handler per HTTP method; authentication, CSRF
+    and roles checked before any handler.
 
-    Handlers named in `methods` for unsafe methods require the operator role.
+    Handlers named in `methods` for unsafe methods require the operator role, and get the request body,
+    checked against the document's schema for the operation, as `body` (a 400 naming each problem otherwise).
     """
+    for method in methods:   # a view the document does not describe fails at import, not on a request
+        request_schema.document()["paths"][path][method.lower()]
 
     @csrf_exempt
     @wraps(next(iter(methods.values())))
@@ -76,8 +82,14 @@ def api_view(methods: dict[str, Handler]) -> Handler:
             rejected = _csrf_failure(request)
             if rejected is not None:  # CSRF_FAILURE_VIEW (webapp.errors.csrf_failure) audited it already
                 return error(403, "CSRF check failed; send the csrftoken cookie's value as X-CSRFToken")
-        if request.method not in SAFE_METHODS and not is_operator(request.user):
+        if request.method in SAFE_METHODS:
+            return handler(request, *args, **kwargs)
+        if not is_operator(request.user):
             return _refused(request, "the operator role is required for this action")
-        return handler(request, *args, **kwargs)
+        try:
+            body = request_schema.parse_body(request.body, path, request.method or "")
+        except InvalidInput as exc:
+            return error(400, str(exc))
+        return handler(request, *args, body=body, **kwargs)
 
     return view

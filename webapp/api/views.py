@@ -1,21 +1,19 @@
 """The JSON API (documented in openapi.yaml, served at /api/schema)."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, ParamSpec
 
-import yaml
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from django.utils import timezone
 
 from webapp.alerts import channels
 from webapp.alerts.channels import channel_dict
 from webapp.alerts.models import AlertChannel
+from webapp.api import request_schema
 from webapp.api.auth import api_view, error
+from webapp.errors import NotFound
 from webapp.tables import activity, inputs, listing, plans, services
 from webapp.tables.filters import filter_runs
 from webapp.tables.models import MetricSample, RegisteredTable, Run
@@ -24,22 +22,31 @@ from webapp.tables.status import run_dict, table_dict
 
 P = ParamSpec("P")
 
-SCHEMA = Path(__file__).with_name("openapi.yaml")
+SCHEMA = request_schema.DOCUMENT
 RUNS_LIMIT = 20         # a page of the runs list: summaries, newest first
 TABLES_LIMIT = 100      # a keyset page of the tables list (webapp.tables.listing)
 TABLES_MAX = 1000
 
 
-def _body(request: HttpRequest) -> dict[str, Any]:
-    if not request.body:
-        return {}
-    try:
-        data = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise inputs.InvalidInput(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise inputs.InvalidInput("request body must be a JSON object")
-    return data
+def _table(name: str) -> RegisteredTable:
+    table = RegisteredTable.objects.filter(name=name).first()
+    if table is None:
+        raise NotFound(f"no table named {name!r} is registered")
+    return table
+
+
+def _run(run_id: int) -> Run:
+    run = Run.objects.select_related("table", "requested_by").filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"no run {run_id}")
+    return run
+
+
+def _channel(channel_id: int) -> AlertChannel:
+    channel = AlertChannel.objects.filter(pk=channel_id).first()
+    if channel is None:
+        raise NotFound(f"no alert channel {channel_id}")
+    return channel
 
 
 def _bad_input(handler: Callable[P, HttpResponse]) -> Callable[P, HttpResponse]:
@@ -83,13 +90,13 @@ def _page_url(request: HttpRequest, prefix: str, name: str, cursor: str | None) 
 
 
 @_bad_input
-def create_table(request: HttpRequest) -> JsonResponse:
-    table = services.register_table(request.user, _body(request))
+def create_table(request: HttpRequest, body: dict[str, Any]) -> JsonResponse:
+    table = services.register_table(request.user, body)
     return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]), status=201)
 
 
 def get_table(request: HttpRequest, name: str) -> JsonResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
+    table = _table(name)
     body = table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0])
     active = table.runs.filter(state__in=(Run.State.QUEUED, Run.State.RUNNING)).order_by("queued_at").first()
     body["active_run"] = run_dict(active) if active else None
@@ -102,27 +109,26 @@ def get_table(request: HttpRequest, name: str) -> JsonResponse:
 
 
 @_bad_input
-def trigger(request: HttpRequest, name: str) -> JsonResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    body = _body(request)
-    execute = inputs.parse_exact(body.get("execute", True)) is not False  # same boolean rules as "exact"
+def trigger(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+    table = _table(name)
+    execute = body.get("execute", True) is not False   # a boolean: the document's schema checked it
     args = services.trigger_args(table, {k: v for k, v in body.items() if k != "execute"})
     return _accepted(services.trigger_compaction(table, request.user, args, execute=execute))
 
 
 @_bad_input
-def execute(request: HttpRequest, name: str) -> JsonResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    instant = inputs.parse_instant(_body(request).get("instant"))
+def execute(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+    table = _table(name)
+    instant = inputs.parse_instant(body.get("instant"))
     return _accepted(services.request_run(table, Run.Kind.EXECUTE, request.user, instant=instant))
 
 
 @_bad_input
-def preview(request: HttpRequest, name: str) -> JsonResponse:
+def preview(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
     from engine import TidemarkError
 
-    table = get_object_or_404(RegisteredTable, name=name)
-    args = services.trigger_args(table, _body(request))
+    table = _table(name)
+    args = services.trigger_args(table, body)
     try:
         return JsonResponse(services.preview(table, request.user, args))
     except (TidemarkError, ValueError) as exc:
@@ -130,29 +136,29 @@ def preview(request: HttpRequest, name: str) -> JsonResponse:
                      blocking_instant=getattr(exc, "blocking_instant", None))
 
 
-def clean(request: HttpRequest, name: str) -> JsonResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
+def clean(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+    table = _table(name)
     return _accepted(services.request_run(table, Run.Kind.CLEAN, request.user))
 
 
 @_bad_input
-def rollback(request: HttpRequest, name: str) -> JsonResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
-    instant = inputs.parse_instant(_body(request).get("instant"))
+def rollback(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+    table = _table(name)
+    instant = inputs.parse_instant(body.get("instant"))
     return _accepted(services.request_run(table, Run.Kind.ROLLBACK, request.user, instant=instant))
 
 
-def _plan_admin(kind: str) -> Callable[[HttpRequest, str], HttpResponse]:
+def _plan_admin(kind: str) -> Callable[..., HttpResponse]:
     @_bad_input
-    def view(request: HttpRequest, name: str) -> JsonResponse:
-        table = get_object_or_404(RegisteredTable, name=name)
-        return _accepted(services.administer_plan(table, request.user, kind, _body(request)))
+    def view(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+        table = _table(name)
+        return _accepted(services.administer_plan(table, request.user, kind, body))
     view.__name__ = f"{kind}_plan"
     return view
 
 
-def recover(request: HttpRequest, name: str) -> JsonResponse:
-    table = get_object_or_404(RegisteredTable, name=name)
+def recover(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+    table = _table(name)
     return _accepted(services.request_run(table, Run.Kind.RECOVER, request.user))
 
 
@@ -172,7 +178,7 @@ def list_runs(request: HttpRequest) -> JsonResponse:
 
 
 def get_run(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = get_object_or_404(Run.objects.select_related("table", "requested_by"), pk=run_id)
+    run = _run(run_id)
     return JsonResponse(run_dict(run))
 
 
@@ -181,7 +187,7 @@ def schema(request: HttpRequest) -> HttpResponse | FileResponse:
     wants_json = request.GET.get("format") == "json" or \
         "application/json" in request.headers.get("Accept", "") and "yaml" not in request.headers.get("Accept", "")
     if wants_json:
-        return JsonResponse(yaml.safe_load(SCHEMA.read_text()))
+        return JsonResponse(request_schema.document())
     return FileResponse(SCHEMA.open("rb"), content_type="application/yaml")
 
 
@@ -192,63 +198,62 @@ def list_alert_channels(request: HttpRequest) -> JsonResponse:
 
 
 @_bad_input
-def create_alert_channel(request: HttpRequest) -> JsonResponse:
-    return JsonResponse(channel_dict(channels.create_channel(request.user, _body(request))), status=201)
+def create_alert_channel(request: HttpRequest, body: dict[str, Any]) -> JsonResponse:
+    return JsonResponse(channel_dict(channels.create_channel(request.user, body)), status=201)
 
 
 def get_alert_channel(request: HttpRequest, channel_id: int) -> JsonResponse:
     """The channel with its latest deliveries (status, attempts, response code)."""
-    return JsonResponse(channel_dict(get_object_or_404(AlertChannel, pk=channel_id), deliveries=100))
+    return JsonResponse(channel_dict(_channel(channel_id), deliveries=100))
 
 
-def delete_alert_channel(request: HttpRequest, channel_id: int) -> HttpResponse:
-    channels.delete_channel(request.user, get_object_or_404(AlertChannel, pk=channel_id))
+def delete_alert_channel(request: HttpRequest, channel_id: int, body: dict[str, Any]) -> HttpResponse:
+    channels.delete_channel(request.user, _channel(channel_id))
     return HttpResponse(status=204)
 
 
 @_bad_input
-def cancel_run(request: HttpRequest, run_id: int) -> JsonResponse:
-    run = services.cancel_run(request.user, get_object_or_404(Run.objects.select_related("table"), pk=run_id))
+def cancel_run(request: HttpRequest, run_id: int, body: dict[str, Any]) -> JsonResponse:
+    run = services.cancel_run(request.user, _run(run_id))
     return JsonResponse({"id": run.pk, "state": run.state, "cancel_requested": run.cancel_requested,
                          "url": run_dict(run)["url"]}, status=202)
 
 
 @_bad_input
-def edit_table(request: HttpRequest, name: str) -> JsonResponse:
-    table = services.update_settings(request.user, get_object_or_404(RegisteredTable, name=name), _body(request))
+def edit_table(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+    table = services.update_settings(request.user, _table(name), body)
     return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
 
 
 @_bad_input
-def delete_table(request: HttpRequest, name: str) -> HttpResponse:
-    services.unregister(request.user, get_object_or_404(RegisteredTable, name=name))
+def delete_table(request: HttpRequest, name: str, body: dict[str, Any]) -> HttpResponse:
+    services.unregister(request.user, _table(name))
     return HttpResponse(status=204)
 
 
-def _pause(paused: bool) -> Callable[[HttpRequest, str], JsonResponse]:
-    def view(request: HttpRequest, name: str) -> JsonResponse:
-        table = services.set_paused(request.user, get_object_or_404(RegisteredTable, name=name), paused)
+def _pause(paused: bool) -> Callable[..., JsonResponse]:
+    def view(request: HttpRequest, name: str, body: dict[str, Any]) -> JsonResponse:
+        table = services.set_paused(request.user, _table(name), paused)
         return JsonResponse(table_dict(statuses(RegisteredTable.objects.filter(pk=table.pk))[0]))
     return view
 
 
-tables = api_view({"GET": list_tables, "POST": create_table})
-table = api_view({"GET": get_table, "PATCH": edit_table, "DELETE": delete_table})
-pause_view = api_view({"POST": _pause(True)})
-resume_view = api_view({"POST": _pause(False)})
-cancel_view = api_view({"POST": cancel_run})
-compactions = api_view({"POST": trigger})
-execute_view = api_view({"POST": execute})
-preview_view = api_view({"POST": preview})
-clean_view = api_view({"POST": clean})
-rollback_view = api_view({"POST": rollback})
-recover_view = api_view({"POST": recover})
-validate_view = api_view({"POST": _plan_admin(Run.Kind.VALIDATE)})
-unschedule_view = api_view({"POST": _plan_admin(Run.Kind.UNSCHEDULE)})
-repair_view = api_view({"POST": _plan_admin(Run.Kind.REPAIR)})
-runs = api_view({"GET": list_runs})
-run = api_view({"GET": get_run})
-schema_view = api_view({"GET": schema})
-alert_channels = api_view({"GET": list_alert_channels, "POST": create_alert_channel})
-alert_channel = api_view({"GET": get_alert_channel, "DELETE": delete_alert_channel})
-
+tables = api_view({"GET": list_tables, "POST": create_table}, "/api/tables")
+table = api_view({"GET": get_table, "PATCH": edit_table, "DELETE": delete_table}, "/api/tables/{name}")
+pause_view = api_view({"POST": _pause(True)}, "/api/tables/{name}/pause")
+resume_view = api_view({"POST": _pause(False)}, "/api/tables/{name}/resume")
+cancel_view = api_view({"POST": cancel_run}, "/api/runs/{id}/cancel")
+compactions = api_view({"POST": trigger}, "/api/tables/{name}/compactions")
+execute_view = api_view({"POST": execute}, "/api/tables/{name}/execute")
+preview_view = api_view({"POST": preview}, "/api/tables/{name}/preview")
+clean_view = api_view({"POST": clean}, "/api/tables/{name}/clean")
+rollback_view = api_view({"POST": rollback}, "/api/tables/{name}/rollback")
+recover_view = api_view({"POST": recover}, "/api/tables/{name}/recover")
+validate_view = api_view({"POST": _plan_admin(Run.Kind.VALIDATE)}, "/api/tables/{name}/validate")
+unschedule_view = api_view({"POST": _plan_admin(Run.Kind.UNSCHEDULE)}, "/api/tables/{name}/unschedule")
+repair_view = api_view({"POST": _plan_admin(Run.Kind.REPAIR)}, "/api/tables/{name}/repair")
+runs = api_view({"GET": list_runs}, "/api/runs")
+run = api_view({"GET": get_run}, "/api/runs/{id}")
+schema_view = api_view({"GET": schema}, "/api/schema")
+alert_channels = api_view({"GET": list_alert_channels, "POST": create_alert_channel}, "/api/alert-channels")
+alert_channel = api_view({"GET": get_alert_channel, "DELETE": delete_alert_channel}, "/api/alert-channels/{id}")

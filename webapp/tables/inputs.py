@@ -90,7 +90,7 @@ def parse_carry_over(raw: Any) -> str:
     return str(raw)
 
 
-def parse_exact(raw: Any) -> bool | None:
+def parse_exact(raw: Any, name: str = "exact") -> bool | None:
     """JSON booleans, or the form values "true"/"false"/"on"; empty means the table's setting."""
     if raw in (None, ""):
         return None
@@ -98,7 +98,7 @@ def parse_exact(raw: Any) -> bool | None:
         return raw
     if isinstance(raw, str) and raw.lower() in ("true", "on", "1", "false", "0"):
         return raw.lower() in ("true", "on", "1")
-    raise InvalidInput(f"exact must be true or false, got {raw!r}")
+    raise InvalidInput(f"{name} must be true or false, got {raw!r}")
 
 
 def parse_flag(raw: Any, name: str) -> bool:
@@ -149,7 +149,8 @@ def validate_trigger(data: Mapping[str, Any], *, default_latency: str | None,
     args = trigger_args(data, now)
     if args.threshold is None and not args.data_latency and not default_latency:
         raise InvalidInput("give a threshold T or a data latency: this table has no default data latency")
-    if args.threshold is not None and args.threshold > now + eventtime.FUTURE_GRACE and not parse_exact(data.get(CONFIRM_FUTURE)):
+    confirmed = parse_exact(data.get(CONFIRM_FUTURE), CONFIRM_FUTURE)
+    if args.threshold is not None and args.threshold > now + eventtime.FUTURE_GRACE and not confirmed:
         when = args.threshold.isoformat().replace("+00:00", "Z")
         raise InvalidInput(f"threshold {when} is in the future: the compaction would publish the table as "
                            "complete up to a time whose data cannot have arrived yet; confirm to go ahead "

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
+from django.db.models import F, Q
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -225,6 +226,8 @@ def administer_plan(table: RegisteredTable, user: AnyUser | None, kind: str, dat
 # ------------------------------------------------------------------------------------------ operator controls
 
 CANCELLABLE_RUNNING = (Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
+# A compaction run past its last file group: the engine no longer looks at the cancel flag, it commits.
+_COMMITTING = Q(progress_unit="file groups", progress_total__gt=0, progress_done__gte=F("progress_total"))
 
 
 class Conflict(inputs.InvalidInput):
@@ -233,17 +236,23 @@ class Conflict(inputs.InvalidInput):
 
 def cancel_run(user: AnyUser | None, run: Run) -> Run:
     """A queued run never starts; a running compaction stops at its next file-group boundary (the engine
-    rolls its inflight plan back and the worker releases the lease). Other running kinds end on their own."""
+    rolls its inflight plan back and the worker releases the lease). Other running kinds end on their own.
+
+    Once a compaction has written its last file group the engine commits without looking again: the cancel is
+    refused (409). One accepted just before the engine's last look shows on the run as `cancel_too_late`."""
     now = timezone.now()
     if Run.objects.filter(pk=run.pk, state=Run.State.QUEUED).update(
             state=Run.State.CANCELLED, finished_at=now, cancel_requested=True,
             error=f"cancelled by {actor_name(user)} before it started"):
         outcome: str = Run.State.CANCELLED
-    elif run.kind in CANCELLABLE_RUNNING and Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).update(
-            cancel_requested=True):
+    elif run.kind in CANCELLABLE_RUNNING and Run.objects.filter(pk=run.pk, state=Run.State.RUNNING).exclude(
+            _COMMITTING).update(cancel_requested=True):
         outcome = "cancel_requested"
     else:
         run.refresh_from_db()
+        if run.state == Run.State.RUNNING and run.kind in CANCELLABLE_RUNNING:
+            raise Conflict(f"run {run.pk} has written all {run.progress_total} of its file groups and is committing "
+                           f"compaction {run.instant}: a cancel can no longer take effect")
         if run.state == Run.State.RUNNING:
             raise Conflict(f"run {run.pk} ({run.kind}) is running and cannot be cancelled: it ends on its own")
         raise Conflict(f"run {run.pk} is already {run.state}")

@@ -59,7 +59,7 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         "progress": {"done": run.progress_done, "total": run.progress_total, "unit": run.progress_unit or None},
         "plan": run.plan, "result": run.result, "error": run.error or None,
         "refusal_reason": run.refusal_reason or None, "blocking_instant": run.blocking_instant or None,
-        "cancel_requested": run.cancel_requested,
+        "cancel_requested": run.cancel_requested, "cancel_too_late": cancel_too_late(run),
         "file_group": run.file_group or None, "dry_run": run.dry_run,
         # How pages show it, so a script renders exactly what the server-rendered page shows.
         "kind_label": kind_label(run.kind), "state_class": state_class(run.state),
@@ -69,6 +69,12 @@ def run_dict(run: Run, summary: bool = False) -> dict[str, Any]:
         del body["plan"], body["result"]
         body["file_groups"] = len((run.plan or {}).get("operations") or [])
     return body
+
+
+def cancel_too_late(run: Run) -> bool:
+    """A cancel was accepted while the run was running, and the run still committed: it came after the engine's
+    last look (it checks between file groups), so the operator must not believe it took effect."""
+    return run.cancel_requested and run.state == Run.State.SUCCEEDED
 
 
 def progress_view(run: Run) -> dict[str, str]:
@@ -86,6 +92,8 @@ def progress_view(run: Run) -> dict[str, str]:
     if run.refusal_reason:
         blocked = f" (blocked by {run.blocking_instant})" if run.blocking_instant else ""
         detail.append(f"refused: {run.refusal_reason}{blocked}")
+    if cancel_too_late(run):
+        detail.append("cancel came too late: the compaction had finished its file groups and was committed")
     if run.error:   # a failure's first line (its error id); a refusal's whole sentence
         detail.append(run.error if run.state == Run.State.REFUSED else run.error.split("\n")[0])
     return {"bar_class": bar, "progress_text": text, "detail": " · ".join(detail)}

@@ -1,6 +1,6 @@
 """Tidemark: event-time partial compaction for Apache Hudi Merge-On-Read tables.
 
-The public API is `Table` (engine.table); see the README's "Python API" section.
+The public API is `Table` (engine.table); see docs/PYTHON-API.md.
 """
 from engine.config.discovery import FoundTable
 from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError

@@ -6,7 +6,7 @@ an edited engine is never confused with a stale zip) and added with `SparkContex
 then need only a Python with the runtime dependencies (pyarrow, fastavro, numpy, pandas, pyspark) — not
 Tidemark itself. Which Python that is comes from `PYSPARK_PYTHON` (default: this interpreter's path, right
 for a standalone cluster on hosts laid out like this one); on YARN / Kubernetes it is the packed venv that
-`spark.archives` unpacks (README, "Running on a cluster").
+`spark.archives` unpacks (docs/SPARK.md, "Running on a cluster").
 
 Spark's JVM start dominates short jobs (~5 s). On local masters we build a JVM class-data-sharing
 archive once per machine at run time (`-XX:ArchiveClassesAtExit`) and reuse it afterwards

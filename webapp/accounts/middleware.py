@@ -5,7 +5,7 @@
   `/metrics` (its own token) and static files stay reachable.
 - `RefusalAuditMiddleware`: every 401 and 403 answer — an unauthenticated API call, a viewer's POST, a
   failed CSRF check, a role-less user — is written to the audit log (`refused.401`, `refused.403`,
-  `refused.csrf`) with the method, path and client address, as the README promises.
+  `refused.csrf`) with the method, path and client address, as docs/CONTROL-PLANE.md promises.
 """
 from __future__ import annotations
 

@@ -57,7 +57,7 @@ def noop(df: Any) -> None:
 
 def cases(spark: Any, path: str, bases: list[str]) -> dict[str, Callable[[], int | None]]:
     from engine import Table
-    from engine.read.datasource import load_table
+    from engine.datasource import load_table
     from engine.spark import spark_path
 
     spark_bases = [spark_path(b) for b in bases]
@@ -80,7 +80,7 @@ def cases(spark: Any, path: str, bases: list[str]) -> dict[str, Callable[[], int
 
 def check_rows(spark: Any, path: str, bases: list[str]) -> dict[str, Any]:
     from engine import Table
-    from engine.read.datasource import load_table
+    from engine.datasource import load_table
 
     base_rows = ds.dataset(bases, format="parquet").count_rows()
     rows = {"base_files": base_rows,

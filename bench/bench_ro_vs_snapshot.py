@@ -54,8 +54,8 @@ def spark_read(spark, path: str, query: str, threshold: int | None = None) -> No
 
 
 def spark_native_ro(spark, path: str, count: bool = False) -> int | None:
-    """RO through engine.read.datasource.load_table: Spark's native Parquet reader on the latest base files."""
-    from engine.read.datasource import load_table
+    """RO through engine.datasource.load_table: Spark's native Parquet reader on the latest base files."""
+    from engine.datasource import load_table
 
     df = load_table(spark, path, "read_optimized")
     if count:
@@ -97,7 +97,7 @@ def main() -> None:
     n = int(args.records * args.scale)
     work = args.keep or scratch_dir("tm-bench-ro-")
     path = os.path.join(work, "table")
-    from engine.read.datasource import register
+    from engine.datasource import register
     from engine.spark import get_spark
 
     try:

@@ -114,7 +114,7 @@ def main() -> None:
     n_base, n_up = int(args.base * args.scale), int(args.upserts * args.scale)
     work = args.keep or scratch_dir("tm-bench-read-")
     path = os.path.join(work, "table")
-    from engine.read.datasource import register
+    from engine.datasource import register
     from engine.spark import get_spark
 
     try:

@@ -100,7 +100,7 @@ def main() -> None:
     batch_s, _ = timed(lambda: [batch_table.write(f) for f in files])
     batch_cpu = tree_cpu_s() - cpu0
 
-    from engine.read.datasource import register
+    from engine.datasource import register
     from engine.spark import get_spark
 
     spark = register(get_spark(cores=args.cores))

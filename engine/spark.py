@@ -162,9 +162,7 @@ def engine_archive() -> Path:
     the answer. The zip is written under a private name and renamed into place, so two drivers starting at
     once never read a half-written file.
     """
-    import engine
-
-    package = Path(engine.__file__).resolve().parent
+    package = Path(__file__).resolve().parent   # this module's package: engine itself, a folder or in a zip
     if not package.is_dir():
         return _enclosing_archive(package)
     sources = sorted(p for p in package.rglob("*") if p.is_file() and _shipped(p))
@@ -210,7 +208,7 @@ STORAGE_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"
 
 def ship_storage_env(spark: SparkSession) -> dict[str, str]:
     """Copy the storage variables into the environment every Python task of this session gets; returns
-    them as shipped (engine.read.datasource registers its source again when they change: its planner workers
+    them as shipped (engine.datasource registers its source again when they change: its planner workers
     take the environment its registration captured)."""
     env = spark.sparkContext.environment
     for key in STORAGE_ENV:

@@ -162,6 +162,7 @@ class Table:
         "insert_overwrite_table" every file group of the table (Hudi's backfill operations): one
         replacecommit whose new file groups have base files, as Java writes it. Refused (`WriteRefused`)
         while a compaction or clustering is pending."""
+        from engine.post_commit import after_write
         from engine.services import table_services
 
         if operation not in WRITE_OPERATIONS:
@@ -174,7 +175,7 @@ class Table:
             if async_clean is not None:
                 async_clean.wait()   # never leave the clean's thread behind a failed write
             raise
-        table_services.after_write(self.path, out, lock=lock, async_clean=async_clean)
+        after_write(self.path, out, lock=lock, async_clean=async_clean)
         return out
 
     def _write(self, source: str | Sequence[str] | DataFrame, operation: str, settings: Mapping[str, str] | None,
@@ -206,7 +207,7 @@ class Table:
         sink's options with Hudi's keys (`hoodie.datasource.write.streaming.checkpoint.identifier`, the
         `--config` write settings, ...). The query is named for the table (`query_name` otherwise), which is what
         Spark's Structured Streaming tab and job descriptions show. Returns the running query."""
-        from engine.read.datasource import register
+        from engine.datasource import register
         from engine.write.stream import OPERATION_OPTION, STREAM_OPERATIONS, sink_from_options
 
         if operation not in STREAM_OPERATIONS:
@@ -242,7 +243,7 @@ class Table:
         A corrupt log block of a committed instant hides its records: the in-process read warns
         (CorruptLogBlockWarning, naming file and offset) and goes on; a read into `output` raises
         CorruptLogBlockError and writes nothing, unless `skip_corrupt` (then it warns and goes on too)."""
-        from engine.read.export import export_query
+        from engine.export import export_query
         from engine.read.query import QuerySpec, read_arrow
 
         spec = QuerySpec(query, begin=begin, end=end, as_of=as_of)

@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(items) -> None:
 
 @pytest.fixture(scope="session")
 def spark():
-    from engine.read.datasource import register
+    from engine.datasource import register
     from engine.spark import get_spark
 
     session = register(get_spark(cores=2))   # tests read with spark.read.format("tidemark") too

@@ -22,7 +22,7 @@ from typing import TypeVar
 from engine.config.properties import TableConfig, load_table_config
 from engine.errors import Refused, TidemarkError
 from engine.lock import TableLock
-from engine.results import CleanResult, TableServicesResult, WriteResult
+from engine.results import CleanResult, TableServicesResult
 from engine.services.archive import run_archive
 from engine.timeline.instants import CLEAN, COMMIT_ACTIONS, Timeline
 
@@ -50,17 +50,6 @@ def after_commit(base_path: str, *, lock: TableLock | None = None,
     if cfg.setting(ARCHIVE_AUTOMATIC_KEY):
         out.archive = _attempt(out, "archive", lambda: run_archive(base_path, lock=lock))
     return out
-
-
-def after_write(base_path: str, result: WriteResult, *, lock: TableLock | None = None,
-                async_clean: AsyncClean | None = None) -> None:
-    """Everything a write owes once its instant is published: the table services, then the catalog sync (both
-    recorded in `result`, neither raising). `Table.write` and the streaming sink call it."""
-    from engine.catalog.sync import sync_after
-
-    result.services = after_commit(base_path, lock=lock, async_clean=async_clean)
-    partitions = {p.rpartition("/")[0] for p in result.log_files + result.base_files}
-    result.catalog_sync = sync_after(base_path, "write", partitions=partitions, instant=result.instant)
 
 
 def _clean(base_path: str, lock: TableLock | None) -> CleanResult:

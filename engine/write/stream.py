@@ -3,7 +3,7 @@
     df.writeStream.format("tidemark").option("checkpointLocation", c)
       .option("hoodie.datasource.write.operation", "upsert").start(table_path)
 
-(`engine.read.datasource.register(spark)` first; `Table.write_stream` does both.)
+(`engine.datasource.register(spark)` first; `Table.write_stream` does both.)
 
 How a micro-batch travels (pyspark's DataSourceStreamArrowWriter contract):
 - executors (`write`): each task stages its Arrow batches as one Parquet file under the query's checkpoint
@@ -37,9 +37,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -260,8 +257,8 @@ def _recorded_commit(sink: StreamSink, query_id: str) -> tuple[int, int | None] 
 
 def commit_batch(sink: StreamSink, staged: list[str], batch_id: int) -> WriteResult | None:
     """Publish a micro-batch's staged rows as one deltacommit (None: skipped as a replay, or no rows); its
-    staging, and any older batch's a crash left, is removed either way."""
-    from engine.services.table_services import after_write
+    staging, and any older batch's a crash left, is removed either way. What the commit owes afterwards (table
+    services, catalog sync, the compaction that follows the stream) is the caller's: `engine.datasource`."""
     from engine.write import pipeline
 
     try:
@@ -276,10 +273,8 @@ def commit_batch(sink: StreamSink, staged: list[str], batch_id: int) -> WriteRes
             return None
         fault_point("stream", "committed")
         _record_commit(sink, hook, result)
-        after_write(sink.base_path, result)
     finally:
         discard_staging(sink, up_to=batch_id)
-    follow_with_compaction(sink)
     return result
 
 
@@ -303,47 +298,3 @@ def abort_batch(sink: StreamSink, staged: list[str], batch_id: int) -> None:
     for path in staged:
         storage.remove(path)
     storage.remove_tree(sink.batch_staging(batch_id))
-
-
-# ------------------------------------------------------------------------------------------ compaction
-
-_RUNS: list[subprocess.Popen[bytes]] = []   # compaction runs started by this process (reaped as they end)
-
-
-def follow_with_compaction(sink: StreamSink) -> str | None:
-    """After a batch: schedule the compaction that follows the stream and start its run in another process;
-    returns the scheduled instant (None: nothing to do, one pending, or the table does not follow its stream)."""
-    from engine.compaction.plan import previous_ro_times, schedule_compaction, stream_threshold
-    from engine.config.properties import parse_duration_ms
-    from engine.config.resolve import STREAM_LATENESS_KEY
-
-    _RUNS[:] = [p for p in _RUNS if p.poll() is None]
-    cfg = load_table_config(sink.base_path)
-    lateness = cfg.props.get(STREAM_LATENESS_KEY, "").strip()
-    if not sink.compact or not lateness:
-        return None
-    timeline = Timeline.load(sink.base_path)
-    if timeline.pending_compactions():
-        return None   # one at a time: its run (ours or the control plane's) is under way or will be
-    threshold = stream_threshold(timeline, parse_duration_ms(lateness))
-    _, freshness = previous_ro_times(cfg)
-    if threshold is None or (freshness is not None and threshold <= freshness):
-        return None
-    try:
-        plan = schedule_compaction(sink.base_path)
-    except TidemarkError as exc:   # e.g. the lock is busy: the next batch tries again
-        log.warning("tidemark sink: no follow-stream compaction scheduled: %s", exc)
-        return None
-    if plan.instant is None:
-        return None
-    _RUNS.append(start_compaction_run(sink.base_path, plan.instant))
-    return plan.instant
-
-
-def start_compaction_run(base_path: str, instant: str) -> subprocess.Popen[bytes]:
-    """Run compaction `instant` in a process of its own: the stream's next batch does not wait for it."""
-    code = ("import sys; from engine import Table; "
-            "Table.open(sys.argv[1]).run_compaction(sys.argv[2], local=True)")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    return subprocess.Popen([sys.executable, "-c", code, base_path, instant], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)

@@ -19,7 +19,7 @@ def package_copy(tmp_path, monkeypatch) -> Path:
     shutil.copytree(Path(engine.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "__pycache__").mkdir()
     (copy / "__pycache__" / "table.cpython-311.pyc").write_bytes(b"stale bytecode")
-    monkeypatch.setattr(engine, "__file__", str(copy / "__init__.py"))
+    monkeypatch.setattr(factory, "__file__", str(copy / "spark.py"))   # the package engine.spark belongs to
     monkeypatch.setenv("TIDEMARK_CACHE", str(tmp_path / "cache"))
     return copy
 
@@ -46,9 +46,9 @@ def test_the_zip_is_reused_until_a_source_changes(package_copy):
 
 def test_an_engine_imported_from_a_zip_ships_that_zip(package_copy, tmp_path, monkeypatch):
     built = factory.engine_archive()
-    monkeypatch.setattr(engine, "__file__", f"{built}/engine/__init__.py")
+    monkeypatch.setattr(factory, "__file__", f"{built}/engine/spark.py")
     assert factory.engine_archive() == built
-    monkeypatch.setattr(engine, "__file__", str(tmp_path / "nowhere" / "engine" / "__init__.py"))
+    monkeypatch.setattr(factory, "__file__", str(tmp_path / "nowhere" / "engine" / "spark.py"))
     with pytest.raises(RuntimeError, match="cannot ship the engine package"):
         factory.engine_archive()
 

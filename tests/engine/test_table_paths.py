@@ -7,9 +7,9 @@ import os
 import pytest
 
 from engine import Table
+from engine.datasource import load_table
 from engine.errors import ConfigError
 from engine.io.storage import absolute_location
-from engine.read.datasource import load_table
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 from tests.support.tables import create_table, day_file
 

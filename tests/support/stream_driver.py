@@ -14,7 +14,7 @@ SOURCE_SCHEMA = "id long, name string, ts long, event_time timestamp, region str
 
 
 def main(source: str, table: str, checkpoint: str) -> int:
-    from engine.read.datasource import register
+    from engine.datasource import register
     from engine.spark import get_spark
 
     spark = register(get_spark(cores=2))

@@ -16,11 +16,11 @@ from engine import Table
 from engine.cli import main
 from engine.compaction import schedule_compaction
 from engine.config.layout import create_table
+from engine.datasource import load_table
 from engine.errors import CorruptLogBlockError
 from engine.io.faults import ENV as FAULT_ENV
 from engine.logformat import BlockType, encode_data_block, encode_rollback_block, integrity, scan_log_file
 from engine.logformat.integrity import CorruptLogBlockWarning
-from engine.read.datasource import load_table
 from engine.read.query import read_arrow
 from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline

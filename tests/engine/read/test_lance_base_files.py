@@ -6,8 +6,8 @@ import os
 
 import pytest
 
+from engine.datasource import load_table
 from engine.io import storage
-from engine.read.datasource import load_table
 from engine.read.query import QuerySpec, read_arrow
 from engine.timeline.instants import Timeline
 from tests.support.fixtures import unzip_fixture

@@ -192,7 +192,7 @@ def test_balance_packs_small_slices_and_keeps_big_ones_apart():
 
 def test_load_table_reads_ro_natively_and_snapshot_through_the_source(spark, tmp_path):
     from engine.compaction import run_compaction, schedule_compaction
-    from engine.read.datasource import load_table
+    from engine.datasource import load_table
 
     path = str(tmp_path / "t")
     create_table(path, name="t", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
@@ -217,7 +217,7 @@ def test_load_table_snapshot_reads_log_free_slices_natively(spark, tmp_path):
     """Slices without logs go to Spark's Parquet reader, the rest through the data source given the same plan;
     the union holds exactly the snapshot (ours in-process and hudi 0.5.0's), deletes included."""
     from engine.compaction import run_compaction, schedule_compaction
-    from engine.read.datasource import load_table
+    from engine.datasource import load_table
     from engine.read.query import plan_read
 
     path = str(tmp_path / "t")

@@ -43,6 +43,7 @@ from engine.io import base_format, storage
 from engine.io.storage import absolute_location
 from engine.read.query import QuerySpec, ReadPlan
 from engine.read.slice_reader import ReadContext, SliceRef
+from engine.results import WriteResult
 from engine.spark import ship_storage_env, spark_path
 from engine.write.stream import StreamSink
 
@@ -145,14 +146,28 @@ class TidemarkStreamWriter(DataSourceStreamArrowWriter):
         return StagedRows(stage(self.sink, iterator))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803  # Spark's name
-        from engine.write.stream import commit_batch
-
-        commit_batch(self.sink, _staged(messages), batchId)
+        commit_micro_batch(self.sink, _staged(messages), batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:  # noqa: N803  # Spark's name
         from engine.write.stream import abort_batch
 
         abort_batch(self.sink, _staged(messages), batchId)
+
+
+def commit_micro_batch(sink: StreamSink, staged: list[str], batch_id: int) -> WriteResult | None:
+    """One micro-batch, start to end: its deltacommit (exactly once: None when it was a replay or empty), what
+    the commit owes (table services, catalog sync), then the compaction that follows the stream, if the table
+    asks for one."""
+    from engine.compaction.follow_stream import follow_with_compaction
+    from engine.post_commit import after_write
+    from engine.write.stream import commit_batch
+
+    result = commit_batch(sink, staged, batch_id)
+    if result is not None:
+        after_write(sink.base_path, result)
+    if sink.compact:
+        follow_with_compaction(sink.base_path)
+    return result
 
 
 def _staged(messages: list[WriterCommitMessage | None]) -> list[str]:

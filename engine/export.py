@@ -45,7 +45,8 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, local: boo
     os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
     if placement.read_in_process(sum(ref.size for ref in plan.slices), local):
         return _write_stream(output, plan.context.schema, iter_arrow(plan, on_progress))
-    from engine.read.datasource import load_table
+    # Spark only from here on: an in-process export never imports pyspark.
+    from engine.datasource import load_table
     from engine.spark import get_spark, spark_path
 
     spark = get_spark()

@@ -1328,6 +1328,26 @@ def replace_if_match(path: str, data: bytes, etag: str) -> str:
     return _conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
 
 
+def still_tagged(path: str, etag: str) -> bool | None:
+    """Whether the S3 object is still the one with `etag`: a HEAD with `If-Match`, which the store answers from
+    the object as it is now (True), refuses with 412 when it was replaced (False), or 404 when it is gone (None).
+    A fence: a lock holder proves the lock object is still its own lease without reading it."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key, IfMatch=etag)
+        return True
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return False
+        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+            return None
+        raise OSError(f"{path}: {code or exc}") from exc
+
+
 def _own_landed_put(bucket: str, key: str, data: bytes) -> str | None:
     """The object's ETag when it holds exactly `data` — a put whose response was lost (a timeout, a 5xx after the
     write landed) and that was retried into its own object's 412: the publish happened, it is ours. None

@@ -418,8 +418,8 @@ def create_table_on(uri: str) -> Table:
                         settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER, "hoodie.bucket.index.num.buckets": "1"})
 
 
-def test_a_lease_that_java_wrote_with_a_string_flag_is_respected_and_a_garbled_one_stops_the_write(  # noqa: F811
-        s3_env, tmp_path, monkeypatch) -> None:
+def test_a_lease_that_java_wrote_with_a_string_flag_is_respected_and_a_garbled_one_stops_the_write(
+        s3_env, tmp_path, monkeypatch) -> None:  # noqa: F811
     monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "0.5")
     uri = f"{s3_env['bucket_uri']}/t"
     table = create_table_on(uri)

@@ -5,7 +5,8 @@ Every operation that changes the timeline (write commit, compaction schedule and
 recover) takes the lock object given by its caller, through `holding`. A lock not granted within the
 timeout refuses the operation (`Refused(reason="lock_unavailable")`); nothing was changed then. A lease
 can expire while a long operation runs, so just before an operation publishes its instant it calls
-`ensure_held`, which refuses (`lock_lost`) rather than commit without the lock.
+`ensure_held`, which refuses (`lock_lost`) rather than commit without the lock; a lock in the table's store is
+fenced there (`StoreLock.fence`: the lock object itself is asked, not this process's memory of it).
 """
 from __future__ import annotations
 
@@ -91,6 +92,12 @@ class FileLock:
 
     def is_held(self) -> bool:
         return self._fd is not None and (self._store is None or self._store.is_held())
+
+    def fence(self) -> str | None:
+        """None while held (the store's lock proven by a request to the store), else why not (`StoreLock.fence`)."""
+        if self._fd is None:
+            return f"the lock {self.lock_file} of {self.base_path} is not held by this process"
+        return None if self._store is None else self._store.fence()
 
     def holder(self) -> str:
         """Who holds the lock now: as its holder on this host wrote it ("pid 123 (clean)"), or the store lock's
@@ -185,10 +192,23 @@ def holding(lock: TableLock, purpose: str, timeout_s: float | None = None) -> It
 
 
 def ensure_held(action: str) -> None:
-    """Refuse (lock_lost) if a lock this thread's operation holds is no longer ours, before `action`."""
+    """Refuse (lock_lost) if a lock this thread's operation holds is no longer ours, before `action`: called
+    immediately before every publish of a completed instant and every rename or overwrite of a committed file.
+    The refusal is one line: which lock, who holds it now and until when, and what was not published."""
     for lock in _HELD.get():
-        if not lock.is_held():
-            raise Refused(LOCK_LOST, f"the table lock was lost before {action}; nothing was published")
+        why = lost_because(lock)
+        if why is not None:
+            raise Refused(LOCK_LOST, f"lock lost: {why}; stopped before {action}: nothing of it was published")
+
+
+def lost_because(lock: TableLock) -> str | None:
+    """Why `lock` is no longer held (None: it is). A lock that can be fenced (`fence() -> str | None`: the store's
+    lock, through the host's `FileLock`) is asked to prove itself against its store; any other, `is_held`."""
+    fence = getattr(lock, "fence", None)
+    if callable(fence):
+        why = fence()
+        return None if why is None else str(why)
+    return None if lock.is_held() else f"{lock!r} is no longer held (its lease ran out or was taken over)"
 
 
 def holds_lock_outside_store() -> bool:
@@ -267,6 +287,13 @@ class CallerAndHostLock:
 
     def is_held(self) -> bool:
         return self.caller.is_held() and bool(self._nested) and (self._nested[0] or self.file.is_held())
+
+    def fence(self) -> str | None:
+        """The caller's lock by `lost_because`, then (unless an outer hold owns it) the host's file lock's fence."""
+        why = lost_because(self.caller) if self._nested else f"{self!r} is not held"
+        if why is None and not self._nested[0]:
+            why = self.file.fence()
+        return why
 
     def holder(self) -> str:
         return self.file.holder()

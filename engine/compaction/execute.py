@@ -87,7 +87,16 @@ from engine.services.rollback import rollback_locked
 from engine.slices.fsview import FileSystemView, ask_listing_ahead
 from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.extents import CommittedExtents
-from engine.timeline.instants import COMPACTION, Instant, State, Timeline, commit_metadata_json, complete, transition_to_inflight
+from engine.timeline.instants import (
+    COMPACTION,
+    Instant,
+    State,
+    Timeline,
+    commit_metadata_json,
+    complete,
+    completed_file,
+    transition_to_inflight,
+)
 from engine.timeline.instants import ask_ahead as ask_timeline_ahead
 from engine.timeline.metadata import CarriedEntry, CompactionPlanRecord, WriteStat, compaction_commit_extra
 from engine.worker_gc import task_finished
@@ -208,6 +217,9 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         raise Cancelled(c, f"compaction {c} cancelled after {stopped.done} of {len(tasks)} file groups; its plan "
                            "was rolled back and nothing was committed") from None
     except Exception as exc:  # noqa: BLE001 - any executor failure leaves the plan inflight, re-runnable
+        # A run whose lock was taken over fails its tasks on the other run's files: say that, not "failed".
+        ensure_held(f"committing compaction {c} (its file groups ran into another run's files: {exc})"
+                    if isinstance(exc, CompactionTakenOver) else f"committing compaction {c}")
         found = integrity.found_in(exc)
         if found is not None:
             raise _give_up(base_path, c, lock, f"compaction {c} failed, nothing was committed: {found}",
@@ -862,19 +874,43 @@ def _merged(task: OpTask, winners: LogWinners, counts: _Counts) -> Iterator[pa.T
 
 def _write_base_file(task: OpTask, split: SliceSplit, pdir: str, temp_dir: str, name: str,
                      listing: dict[str, int]) -> tuple[_Counts, int]:
-    """The new base file of slice C, made visible whole: local, written under `.hoodie/.temp` and renamed into
-    the partition; object stores, one PutObject (a multipart upload when large) that appears only complete."""
-    _remove_stale(pdir, listing, lambda n: _is_base_of(n, task.file_id, task.instant) and n != name)
+    """The new base file of slice C, made visible whole and only where no file is: local, written under
+    `.hoodie/.temp` and linked into the partition; object stores, one PutObject (a multipart upload when large)
+    with `If-None-Match: *`, that appears only complete. A run that was taken over (another run committed C since
+    this one listed the partition) is refused there rather than overwrite a committed base file."""
+    _remove_stale(task, pdir, listing, lambda n: _is_base_of(n, task.file_id, task.instant))
     dest = storage.join(pdir, name)
-    if storage.is_remote(dest):
-        with storage.open_output(dest) as sink:
-            counts = _write_base(task, split.base_winners, sink, name)
-            size = sink.tell()   # what was uploaded: no HEAD afterwards
-        return counts, size
-    tmp = os.path.join(temp_dir, name)
-    counts = _write_base(task, split.base_winners, tmp, name)
-    os.replace(tmp, dest)
+    try:
+        if storage.is_remote(dest):
+            with storage.open_output(dest, exclusive=True) as sink:
+                counts = _write_base(task, split.base_winners, sink, name)
+                size = sink.tell()   # what was uploaded: no HEAD afterwards
+            return counts, size
+        tmp = os.path.join(temp_dir, name)
+        counts = _write_base(task, split.base_winners, tmp, name)
+        _link_new(tmp, dest)
+    except storage.PublishConflict:
+        raise _taken_over(task, dest) from None
     return counts, os.path.getsize(dest)
+
+
+def _link_new(tmp: str, dest: str) -> None:
+    """Local: move `tmp` into place only where no file is (a hard link refuses an existing name)."""
+    try:
+        storage.link_no_clobber(tmp, dest)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class CompactionTakenOver(TidemarkError):
+    """A file this run would write is already there: another run of the same plan wrote it (and may have
+    committed it) after this one started — this run is a zombie and writes nothing more."""
+
+
+def _taken_over(task: OpTask, dest: str) -> CompactionTakenOver:
+    return CompactionTakenOver(f"{dest} was written by another run of compaction {task.instant} while this one "
+                               "ran (this run's lock was taken over); this run changed no file")
 
 
 def _write_base(task: OpTask, winners: LogWinners, tmp: str | pa.NativeFile, name: str) -> _Counts:
@@ -916,20 +952,24 @@ def _write_carry_forward(task: OpTask, split: SliceSplit, pdir: str, temp_dir: s
                          listing: dict[str, int]) -> str | None:
     """The carry-forward items as log version 1 of slice C, one block per item in replay order; the blocks'
     instant is C, so readers take them once C completes."""
-    _remove_stale(pdir, listing, lambda n: _is_log_of(n, task.file_id, task.instant, CARRY_FORWARD_VERSION))
+    _remove_stale(task, pdir, listing,
+                  lambda n: _is_log_of(n, task.file_id, task.instant, CARRY_FORWARD_VERSION))
     if not split.carry:
         return None
     blocks = [_carry_block(task, item) for item in split.carry]
     name = LogFileName(task.file_id, task.instant, CARRY_FORWARD_VERSION, token).name
     dest = storage.join(pdir, name)
-    if storage.is_remote(dest):
-        storage.write_bytes(dest, b"".join(b for pair in blocks for b in pair))   # one PUT: whole or absent
-    else:
-        tmp = os.path.join(temp_dir, name)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
-        os.replace(tmp, dest)
+    try:
+        if storage.is_remote(dest):   # one conditional PUT: whole or absent, and never over another run's
+            storage.create_exclusive(dest, b"".join(b for pair in blocks for b in pair))
+        else:
+            tmp = os.path.join(temp_dir, name)
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            logformat.append_blocks(tmp, [b for pair in blocks for b in pair])
+            _link_new(tmp, dest)
+    except storage.PublishConflict:
+        raise _taken_over(task, dest) from None
     return f"{task.partition_path}/{name}" if task.partition_path else name
 
 
@@ -995,8 +1035,11 @@ def _remote_copies(task: OpTask, pdir: str, listing: dict[str, int]) -> Iterator
         settle(copies)   # the task failed: copies not yet started are dropped, running ones finish
         raise
     try:
-        for done in copies:
-            done.result()
+        for done, (link, _) in zip(copies, task.links, strict=True):
+            try:
+                done.result()
+            except storage.PublishConflict:
+                raise _taken_over(task, storage.join(pdir, link)) from None
     finally:
         settle(copies)   # one copy failed: the others are not left running past the task's end
 
@@ -1048,12 +1091,19 @@ def _ensure_remote_copy(src: str, dest: str, src_size: int | None, dest_size: in
         if dest_size == src_size:
             return
         raise TidemarkError(f"{dest}: exists and differs from {src}, the log it should copy")
-    storage.copy(src, dest)
+    storage.copy_new(src, dest, src_size)   # never over a copy another run of the plan made (and committed)
 
 
-def _remove_stale(pdir: str, listing: dict[str, int], predicate: Callable[[str], bool]) -> None:
-    """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible)."""
-    for n in [n for n in listing if predicate(n)]:
+def _remove_stale(task: OpTask, pdir: str, listing: dict[str, int], predicate: Callable[[str], bool]) -> None:
+    """Delete leftovers of a crashed earlier attempt (named with the still-pending C, so never visible). Only
+    while C is pending: a file named by a completed C is committed data, which a run taken over while it was
+    paused (a zombie) must never delete. The check costs a request only when there is something to delete."""
+    stale = [n for n in listing if predicate(n)]
+    if not stale:
+        return
+    if completed_file(task.base_path, task.instant, COMPACTION) is not None:
+        raise _taken_over(task, storage.join(pdir, stale[0]))
+    for n in stale:
         storage.remove(storage.join(pdir, n))
         del listing[n]
 

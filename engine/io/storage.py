@@ -1009,17 +1009,19 @@ def write_replace(path: str, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def open_output(path: str) -> Iterator[IO[bytes] | Any]:
+def open_output(path: str, exclusive: bool = False) -> Iterator[IO[bytes] | Any]:
     """A writable stream for a whole new file (Parquet writers), seen by readers only once complete. On S3 a
     file up to UPLOAD_PART_BYTES is one PutObject, a larger one a multipart upload; a failure inside the block
-    publishes nothing (the upload is aborted)."""
+    publishes nothing (the upload is aborted). `exclusive` (S3 only; locally the caller links into place): the
+    object is created only where none is (`If-None-Match: *` on the PutObject or the upload's completion),
+    PublishConflict otherwise — a file no one else may have written is never replaced."""
     if not is_remote(path):
         with open(path, "wb") as fh:
             yield fh
         return
     _wrote(path)
     if scheme(path) in ("s3", "s3a"):
-        out = S3Upload(path)
+        out = S3Upload(path, exclusive=exclusive)
         try:
             yield out
         except BaseException:
@@ -1040,8 +1042,10 @@ class S3Upload:
     UPLOAD_PART_BYTES (pyarrow's stream always makes a multipart upload: 3 requests even for a small file);
     beyond that a multipart upload whose parts go up on a background thread while the caller writes on."""
 
-    def __init__(self, path: str, part_bytes: int | None = None) -> None:
+    def __init__(self, path: str, part_bytes: int | None = None, exclusive: bool = False) -> None:
         self.path = path
+        # If-None-Match on the request that makes the object visible: S3 refuses it (412) when one is there
+        self._condition = {"IfNoneMatch": "*"} if exclusive and conditional_put(path) else {}
         self._bucket, self._key = _bucket_key(path)
         self._part_bytes = part_bytes or UPLOAD_PART_BYTES
         self._buf = bytearray()
@@ -1095,16 +1099,31 @@ class S3Upload:
     def close(self) -> None:
         if self.closed:
             return
+        from botocore.exceptions import ClientError
+
         client = s3_client()
         try:
+            body = b""   # the single PutObject's bytes, kept to recognise our own landed put
             if self._upload_id is None:
-                client.put_object(Bucket=self._bucket, Key=self._key, Body=bytes(self._buf))
+                body = bytes(self._buf)
+                client.put_object(Bucket=self._bucket, Key=self._key, Body=body, **self._condition)
             else:
                 if self._buf:
                     self._send_part()
                 self._wait_part()
                 client.complete_multipart_upload(Bucket=self._bucket, Key=self._key, UploadId=self._upload_id,
-                                                 MultipartUpload={"Parts": self._parts})
+                                                 MultipartUpload={"Parts": self._parts}, **self._condition)
+        except ClientError as exc:
+            self.abort()
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            resent = bool(exc.response.get("ResponseMetadata", {}).get("RetryAttempts"))
+            if self._condition and status == 412 and resent and self._upload_id is None \
+                    and _own_landed_put(self._bucket, self._key, body) is not None:
+                self._finish()   # botocore's retry ran into our own first try, which landed: the object is ours
+                return
+            if self._condition and status == 412:
+                raise PublishConflict(f"{self.path} already exists (the store refused to replace it)") from None
+            raise
         except BaseException:
             self.abort()
             raise
@@ -1328,6 +1347,26 @@ def replace_if_match(path: str, data: bytes, etag: str) -> str:
     return _conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
 
 
+def still_tagged(path: str, etag: str) -> bool | None:
+    """Whether the S3 object is still the one with `etag`: a HEAD with `If-Match`, which the store answers from
+    the object as it is now (True), refuses with 412 when it was replaced (False), or 404 when it is gone (None).
+    A fence: a lock holder proves the lock object is still its own lease without reading it."""
+    from botocore.exceptions import ClientError
+
+    bucket, key = _bucket_key(path)
+    try:
+        s3_client().head_object(Bucket=bucket, Key=key, IfMatch=etag)
+        return True
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("PreconditionFailed", "412") or status == 412:
+            return False
+        if code in ("NoSuchKey", "404", "NotFound") or status == 404:
+            return None
+        raise OSError(f"{path}: {code or exc}") from exc
+
+
 def _own_landed_put(bucket: str, key: str, data: bytes) -> str | None:
     """The object's ETag when it holds exactly `data` — a put whose response was lost (a timeout, a 5xx after the
     write landed) and that was retried into its own object's 412: the publish happened, it is ours. None
@@ -1380,6 +1419,29 @@ def copy(src: str, dst: str) -> None:
     fs, s = filesystem(src)
     _, d = filesystem(dst)
     fs.copy_file(s, d)
+
+
+COPY_OBJECT_MAX_BYTES = 5 << 30   # S3's limit of one CopyObject
+
+
+def copy_new(src: str, dst: str, size: int | None = None) -> None:
+    """`copy`, creating `dst` only where no object is: on S3 one CopyObject with `If-None-Match: *` (PublishConflict
+    when the store refuses it; a store that ignores the condition copies anyway), elsewhere a plain `copy`."""
+    if scheme(dst) not in ("s3", "s3a") or not conditional_put(dst) or (size or 0) >= COPY_OBJECT_MAX_BYTES:
+        copy(src, dst)
+        return
+    from botocore.exceptions import ClientError
+
+    _wrote(dst)
+    bucket, key = _bucket_key(dst)
+    src_bucket, src_key = _bucket_key(src)
+    try:
+        s3_client().copy_object(Bucket=bucket, Key=key, CopySource={"Bucket": src_bucket, "Key": src_key},
+                                IfNoneMatch="*")
+    except ClientError as exc:
+        if exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") == 412:
+            raise PublishConflict(f"{dst} already exists (the store refused to copy over it)") from None
+        raise
 
 
 def remove(path: str) -> None:

@@ -11,6 +11,12 @@ A holder that dies stops renewing: its lease runs out and the next taker replace
 is refused (the lease ran out and another host took it) has lost the lock: `is_held` turns False, and
 `engine.lock.ensure_held` then refuses to publish.
 
+A renewal finds a lost lease only every renew interval, so before every publish the holder also fences
+(`fence`): a conditional HEAD (`If-Match: <the ETag it holds>`) proves the lock object is still its own lease,
+and the lease has at least the safety margin left (`TIDEMARK_LOCK_FENCE_MARGIN`). A deleted or replaced object
+is a lost lock at once. What this cannot promise (docs/ARCHITECTURE.md): a pause longer than the margin
+between the fence and the publish's PUT.
+
 Hosts' clocks are compared through `validUntil`: like Hudi, a lease counts as running until 500 ms past it,
 so clocks must agree within that (one cloud's NTP does).
 """
@@ -40,6 +46,9 @@ MAX_POLL_S = 2.0                          # doubled up to this
 # A lease outlasts this many renew intervals at least: one renewal may fail and be retried, and a holder still
 # counts as holding (half an interval of lease left) while the next one is on its way.
 MIN_RENEWALS_PER_LEASE = 3
+# The least lease left at a fence for the publish after it to go ahead (seconds): the longest pause it survives
+# between the fence and the PUT. Unset, half a renew interval (a renewal may be on its way meanwhile).
+FENCE_MARGIN_ENV = "TIDEMARK_LOCK_FENCE_MARGIN"
 GIVE_BACK_TRIES = 3                       # a give-back the store did not answer is tried again (else it blocks
                                           # every host until the lease runs out)
 
@@ -98,7 +107,10 @@ class LockData:
     def parse(cls, data: bytes, path: str) -> LockData:
         try:
             doc = json.loads(data.decode("utf-8"))
-            return cls(bool(doc["expired"]), int(doc["validUntil"]), str(doc["owner"]))
+            if not isinstance(doc, dict):
+                raise ValueError("not a JSON object")
+            return cls(_strict_bool(doc["expired"], "expired"), _strict_ms(doc["validUntil"]),
+                       _strict_str(doc["owner"]))
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             raise LockObjectError(f"{path} is not a Hudi storage lock ({exc}); if no writer of this table is running, "
                                 "remove it") from None
@@ -106,6 +118,50 @@ class LockData:
     def running(self, now_ms: int) -> bool:
         """Whether this lease still holds the lock, whoever's clock is a little ahead."""
         return not self.expired and now_ms <= self.valid_until_ms + CLOCK_DRIFT_MS
+
+
+def _strict_bool(value: object, field: str) -> bool:
+    """A JSON boolean, or the strings "true"/"false" Java's reader (Jackson) coerces; anything else is refused:
+    `bool("false")` is True, and a lock read as expired by mistake is taken from its holder."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise ValueError(f"{field} is {value!r}, not a boolean")
+
+
+def _strict_ms(value: object) -> int:
+    """Epoch milliseconds: a JSON integer, or a string of digits (Jackson coerces it); never a boolean or a
+    fraction, which would read as some other moment."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    raise ValueError(f"validUntil is {value!r}, not an integer")
+
+
+def _strict_str(value: object) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"owner is {value!r}, not a string")
+    return value
+
+
+def fence_margin_s(renew_s: float) -> float:
+    """The safety margin (seconds): `TIDEMARK_LOCK_FENCE_MARGIN`, else half a renew interval."""
+    raw = os.environ.get(FENCE_MARGIN_ENV, "").strip()
+    if not raw:
+        return renew_s / 2
+    try:
+        margin = float(raw)
+    except ValueError:
+        raise TidemarkError(f"{FENCE_MARGIN_ENV}={raw!r} must be a number of seconds") from None
+    if margin < 0:
+        raise TidemarkError(f"{FENCE_MARGIN_ENV}={raw!r} must not be negative")
+    return margin
+
+
+def _until_text(ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
 def current(base_path: str, name: str = TABLE_LOCK) -> LockData | None:
@@ -120,7 +176,7 @@ class StoreLock:
     a holder that asks again waits for itself, as a `FileLock` does."""
 
     def __init__(self, base_path: str, name: str = TABLE_LOCK, validity_s: float = VALIDITY_S,
-                 renew_s: float = RENEW_S) -> None:
+                 renew_s: float = RENEW_S, margin_s: float | None = None) -> None:
         if not storage.is_remote(base_path) or not storage.conditional_put(base_path) \
                 or storage.scheme(base_path) not in ("s3", "s3a"):
             raise TidemarkError(f"{base_path}: the storage-based lock ({PROVIDER}) needs an object store with "
@@ -131,9 +187,15 @@ class StoreLock:
         # Settings refuse a lease shorter than three renewals; one stored otherwise (by hand, by another tool) renews
         # three times per lease instead of failing every operation — including the settings update that would mend it.
         renew_s = min(renew_s, validity_s / MIN_RENEWALS_PER_LEASE)
+        margin = fence_margin_s(renew_s) if margin_s is None else margin_s
+        if margin >= validity_s - renew_s:
+            # a renewed lease has validity minus up to one renew interval left: the fence would refuse every publish
+            raise TidemarkError(f"the storage lock's safety margin {margin:g} s ({FENCE_MARGIN_ENV}) must be shorter "
+                                f"than its lease {validity_s:g} s minus a renew interval {renew_s:g} s")
         self.path = storage.join(base_path, LOCKS_FOLDER, name)
         self.validity_ms = int(validity_s * 1000)
         self.renew_s = renew_s
+        self.margin_ms = int(margin * 1000)
         self.owner = f"tidemark-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4()}"
         self._guard = threading.Lock()       # the ETag and lease, shared with the renewing thread
         self._etag: str | None = None
@@ -253,10 +315,74 @@ class StoreLock:
         return found[1], held.valid_until_ms
 
     def is_held(self) -> bool:
-        """Held, with half a renew interval of lease left at least: a caller that publishes next does so before
-        the lease can run out, even if renewals are failing meanwhile."""
+        """Held, as far as this process knows, with the safety margin of lease left at least: a caller that
+        publishes next does so before the lease can run out, even if renewals are failing meanwhile. Asks the
+        store nothing; `fence` does."""
         with self._guard:
-            return self._etag is not None and _now_ms() + self.renew_s * 500 < self._valid_until_ms
+            return self._etag is not None and _now_ms() + self.margin_ms < self._valid_until_ms
+
+    def fence(self) -> str | None:
+        """Prove, just before a publish, that the lock object is still this holder's lease (a conditional HEAD on
+        the ETag held) and that the margin of lease is left: None then; else why not, in words naming the lock and
+        who holds it now (the lock then counts as lost: no renewal, no give-back over another's lease)."""
+        with self._guard:
+            etag, until = self._etag, self._valid_until_ms
+        if etag is None:
+            return f"{self.path} is not held by this process"
+        if until == 0:
+            return self._lost_to(self._seen_now(None))   # a renewal was refused: another host took it
+        try:
+            same = storage.still_tagged(self.path, etag)
+            # Another ETag may still be our lease: a renewal that landed meanwhile (or whose answer was lost).
+            found = None if same else storage.read_tagged(self.path)
+        except Exception as exc:  # noqa: BLE001 - unproven is not held: publishing blind is what fencing stops
+            return f"{self.path} could not be checked ({exc}); this process may no longer hold it"
+        if not same:
+            own = self._own(found)
+            if own is None:
+                return self._lost_to(self._seen_now(found))
+            with self._guard:
+                if self._etag is None or self._valid_until_ms == 0:
+                    return f"{self.path} was given up by this process meanwhile"
+                self._etag, self._valid_until_ms = own[1], own[0].valid_until_ms
+                until = own[0].valid_until_ms
+        left = until - _now_ms()
+        if left < self.margin_ms:
+            return (f"{self.path}: this process's lease has {max(left, 0)} ms left, under the safety margin of "
+                    f"{self.margin_ms} ms ({FENCE_MARGIN_ENV}); no one else took it yet")
+        return None
+
+    def _own(self, found: tuple[bytes, str] | None) -> tuple[LockData, str] | None:
+        """The lock object's lease and ETag when it is a running lease of this holder's."""
+        if found is None:
+            return None
+        try:
+            held = LockData.parse(found[0], self.path)
+        except LockObjectError:
+            return None
+        return (held, found[1]) if held.owner == self.owner and held.running(_now_ms()) else None
+
+    def _seen_now(self, found: tuple[bytes, str] | None) -> str:
+        """Who holds the lock object now (`found`, else read again), for a lost holder's message."""
+        try:
+            found = found or storage.read_tagged(self.path)
+        except Exception as exc:  # noqa: BLE001 - the message says so; the lock counts as lost either way
+            return f"{self.path} changed and could not be read again ({exc})"
+        if found is None:
+            return f"{self.path} was deleted (no one holds it now)"
+        try:
+            now = LockData.parse(found[0], self.path)
+        except LockObjectError:
+            return f"{self.path} was replaced by something that is not a Hudi storage lock"
+        if now.expired or not now.running(_now_ms()):
+            return f"{self.path} holds a lease that ran out or was given back (last {now.owner}, until " \
+                   f"{_until_text(now.valid_until_ms)})"
+        return f"{self.path} is now held by {now.owner} until {_until_text(now.valid_until_ms)}"
+
+    def _lost_to(self, why: str) -> str:
+        with self._guard:
+            self._valid_until_ms = 0   # lost for good: the renewer stops, release gives nothing back
+        return why
 
     def release(self) -> None:
         self._stop.set()
@@ -285,8 +411,7 @@ class StoreLock:
         seen = self.seen_holder
         if seen is None:
             return f"another writer ({self.path})"
-        until = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seen.valid_until_ms / 1000))
-        return f"{seen.owner}, lease until {until} ({self.path})"
+        return f"{seen.owner}, lease until {_until_text(seen.valid_until_ms)} ({self.path})"
 
     def __repr__(self) -> str:
         return f"StoreLock({self.path!r})"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -334,3 +335,102 @@ def test_a_copy_on_a_disk_of_a_storage_locked_table_keeps_working(tmp_path) -> N
     assert table.describe().lock.provider == "host"
     table.update_settings({"hoodie.cleaner.commits.retained": "5"})
     table.write(day_file(tmp_path, 0, "01"))
+
+
+# --- fencing: a holder whose lock object changed under it publishes nothing --------------------------------------
+
+def _as_another_host(tmp_path: Path, monkeypatch, work) -> None:
+    """Run `work` as another host would: its own flock folder (this host's flock cannot see it), its own thread
+    (no lock of this thread's operation in its context)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failed.append(exc)
+
+    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "other-host-locks"))
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        monkeypatch.delenv("TIDEMARK_LOCK_DIR")
+    if failed:
+        raise failed[0]
+
+
+@pytest.mark.parametrize("change", ["deleted", "replaced"])
+def test_a_holder_whose_lock_object_changed_before_its_publish_publishes_nothing(s3_env, tmp_path,  # noqa: F811
+                                                                                  monkeypatch, change) -> None:
+    """Between the holder's last renewal and its publish the lock object is deleted (an operator, a lifecycle rule)
+    or replaced by another owner's lease (the holder paused past it); another host then takes the lock and
+    commits. The holder's own copy of its lease still says held: the fence asks the object, refuses (lock_lost,
+    one line naming the lock and its holder), and hudi 0.5.0 reads the other host's write alone."""
+    from engine.write import pipeline
+    from tests.support.oracle import hudi_read, rows_by_key
+
+    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "this-host-locks"))
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = create_table_on(uri)
+    table.write(day_file(tmp_path, 0, "01"))
+    lock_object = StoreLock(uri).path
+    other_commit: list[str] = []
+    real, main = pipeline.fault_point, threading.current_thread()
+
+    def lock_object_changes(operation: str, step: str) -> None:
+        real(operation, step)
+        if (operation, step) != ("write", "reconciled") or other_commit or threading.current_thread() is not main:
+            return   # the holder's write only, not the other host's
+        if change == "deleted":
+            storage.remove(lock_object)
+        else:   # another owner's lease, as a host that found this one's run out writes it
+            _, etag = storage.read_tagged(lock_object)
+            storage.replace_if_match(lock_object, LockData(False, int(time.time() * 1000) - 60_000,
+                                                           "a-host-that-took-it").to_bytes(), etag)
+        other_dir = tmp_path / "other"
+        other_dir.mkdir()
+        _as_another_host(tmp_path, monkeypatch,
+                         lambda: other_commit.append(Table.open(uri).write(day_file(other_dir, 2, "03")).instant))
+        monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "this-host-locks"))
+
+    monkeypatch.setattr(pipeline, "fault_point", lock_object_changes)
+    with pytest.raises(Refused) as refused:
+        table.write(day_file(tmp_path, 1, "02"))
+    assert refused.value.reason == LOCK_LOST
+    message = refused.value.message
+    assert "\n" not in message and message.startswith(f"lock lost: {lock_object} ")
+    assert "stopped before committing" in message and "nothing of it was published" in message
+    # the other host gave the lock back: the message names who had it last and until when
+    assert "ran out or was given back (last tidemark-" in message and "until 20" in message
+    mine = [i for i in Timeline.load(uri).instants if i.timestamp not in other_commit]
+    assert [i.state.value for i in mine if i.action == "deltacommit"] == ["completed", "inflight"]   # day 1 pending
+    rows = rows_by_key(hudi_read(uri, "snapshot", storage_options=s3_env["storage_options"]))
+    assert {k: (r["seq"], r["_hoodie_commit_time"]) for k, r in rows.items()} == \
+        {("", f"k{k}"): (2, other_commit[0]) for k in range(3)}
+    lock_now = json.loads(storage.read_bytes(lock_object))
+    assert lock_now["owner"] != "a-host-that-took-it" and lock_now["expired"] is True   # the other host's give-back
+
+
+def create_table_on(uri: str) -> Table:
+    return Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                        settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER, "hoodie.bucket.index.num.buckets": "1"})
+
+
+def test_a_lease_that_java_wrote_with_a_string_flag_is_respected_and_a_garbled_one_stops_the_write(
+        s3_env, tmp_path, monkeypatch) -> None:  # noqa: F811
+    monkeypatch.setenv("TIDEMARK_LOCK_TIMEOUT", "0.5")
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = create_table_on(uri)
+    lock_object = StoreLock(uri).path
+    until = int(time.time() * 1000) + 3_600_000
+    storage.write_bytes(lock_object, json.dumps({"expired": "false", "validUntil": until, "owner": "java"}).encode())
+    with pytest.raises(Refused) as refused:
+        table.write(day_file(tmp_path, 0, "01"))
+    assert refused.value.reason == LOCK_UNAVAILABLE and "java" in refused.value.message
+    storage.write_bytes(lock_object, json.dumps({"expired": "maybe", "validUntil": until, "owner": "java"}).encode())
+    with pytest.raises(TidemarkError, match=r"table_lock\.json is not a Hudi storage lock \(expired is 'maybe'"):
+        table.write(day_file(tmp_path, 0, "01"))
+    assert Timeline.load(uri).instants == []
+    assert json.loads(storage.read_bytes(lock_object))["owner"] == "java"   # never taken

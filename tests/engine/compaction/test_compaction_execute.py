@@ -2,6 +2,7 @@
 symlink and copy carry-over, exact mode, writes during a pending plan, rollback."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from types import SimpleNamespace
@@ -690,3 +691,100 @@ def test_a_commit_that_cannot_get_the_table_lock_says_the_run_is_still_inflight(
     t.run_compaction(plan.instant, local=True)   # run again once the write is done
     assert execute.LOCK_FILE == ".tidemark.lock"
     _assert_same(twin, t)
+
+
+# --- a zombie run (paused past its lock, taken over, resumed) changes no committed file ---------------------------
+
+def _data_etags(s3_env, uri: str) -> dict[str, tuple[str, str]]:  # noqa: F811
+    """ETag and last-modified time of every object of the table outside `.hoodie/`: its data files (a rewrite with
+    the same bytes keeps the ETag, not the time)."""
+    bucket, prefix = uri[len("s3://"):].split("/", 1)
+    pages = s3_env["server"].client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix + "/")
+    return {o["Key"]: (o["ETag"], o["LastModified"].isoformat()) for page in pages for o in page.get("Contents") or []
+            if "/.hoodie/" not in o["Key"]}
+
+
+@pytest.mark.parametrize("paused", ["before_its_tasks", "after_listing_before_its_upload"])
+def test_a_resumed_zombie_run_changes_no_committed_file(s3_env, tmp_path, monkeypatch, paused) -> None:  # noqa: F811
+    """Run A of a plan stops (a SIGSTOP, a GC pause) past its run lock's lease; run B, on another host, takes the
+    lock, runs the same plan and commits it. A resumes — before its tasks listed the partition (it then finds
+    B's files) or after (its upload then meets B's base file): either way it writes nothing over B's committed
+    files (their ETags unchanged, no file added) and is refused `lock_lost`, naming the lock and its holder."""
+    import threading
+    import time
+
+    from engine import Refused, Table
+    from engine.compaction import execute
+    from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER
+    from engine.errors import LOCK_LOST
+    from engine.io import storage
+    from engine.io.store_lock import COMPACTION_LOCK, LockData, StoreLock
+    from tests.support.tables import DAYS, THRESHOLD, day_file
+
+    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "host-a"))
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                         settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER, "hoodie.bucket.index.num.buckets": "1"})
+    for i, day in enumerate(DAYS):
+        table.write(day_file(tmp_path, i, day))
+    c = table.schedule_compaction(threshold=THRESHOLD).instant
+    run_lock = StoreLock(uri, COMPACTION_LOCK).path
+    seen: dict[str, dict[str, tuple[str, str]]] = {}
+    b_done: list[str] = []
+
+    def take_over() -> None:
+        """A's lease ran out while it stood still (here: made so); B, another host, runs the plan and commits."""
+        b_done.append("started")
+        _, etag = storage.read_tagged(run_lock)
+        a_owner = json.loads(storage.read_bytes(run_lock))["owner"]
+        storage.replace_if_match(run_lock, LockData(False, int(time.time() * 1000) - 60_000, a_owner).to_bytes(),
+                                 etag)
+        failed: list[BaseException] = []
+
+        def run_b() -> None:
+            try:
+                b_done.append(Table.open(uri).run_compaction(c, local=True).instant)
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                failed.append(exc)
+
+        monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "host-b"))
+        thread = threading.Thread(target=run_b)
+        thread.start()
+        thread.join()
+        monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "host-a"))
+        if failed:
+            raise failed[0]
+        seen["committed"] = _data_etags(s3_env, uri)
+        time.sleep(1.1)   # a rewrite from now on shows in the last-modified time, whole seconds on S3
+
+    if paused == "before_its_tasks":
+        real = execute.fault_point
+
+        def pause(operation: str, step: str) -> None:
+            real(operation, step)
+            if (operation, step) == ("execute", "inflight") and not b_done:
+                take_over()
+        monkeypatch.setattr(execute, "fault_point", pause)
+    else:
+        real_write = execute._write_base
+
+        def pause_in_upload(task, winners, tmp, name):
+            if not b_done:
+                take_over()
+            return real_write(task, winners, tmp, name)
+        monkeypatch.setattr(execute, "_write_base", pause_in_upload)
+
+    with pytest.raises(Refused) as refused:
+        table.run_compaction(c, local=True)
+    assert b_done[-1] == c   # B committed the plan
+    now = _data_etags(s3_env, uri)
+    assert {k: etag for k, (etag, _) in now.items()} == {k: etag for k, (etag, _) in seen["committed"].items()}
+    if paused == "after_listing_before_its_upload":
+        # not even rewritten with the same bytes. (Paused before its tasks, the run's listing predates B's files, so
+        # it copies the carried logs again: S3 refuses that CopyObject's If-None-Match, moto ignores it.)
+        assert now == seen["committed"]
+    assert refused.value.reason == LOCK_LOST
+    message = refused.value.message
+    assert "\n" not in message and message.startswith(f"lock lost: {run_lock} ")
+    assert f"stopped before committing compaction {c}" in message and "was written by another run" in message
+    assert [i.state.value for i in Timeline.load(uri).instants if i.timestamp == c] == ["completed"]

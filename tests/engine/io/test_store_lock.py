@@ -172,3 +172,122 @@ def test_only_a_store_with_conditional_writes_can_hold_it(s3_env, tmp_path, monk
     monkeypatch.setenv("TIDEMARK_S3_CONDITIONAL_PUT", "false")
     with pytest.raises(TidemarkError, match="needs an object store with conditional writes"):
         StoreLock(f"{s3_env['bucket_uri']}/t")
+
+
+# --- parsing strictly: a lock no one can read is never a free one ------------------------------------------------
+
+@pytest.mark.parametrize(("expired", "valid_until", "taken"), [
+    ("false", None, False),     # Java's reader (Jackson) coerces the string: a running lease, respected
+    (False, None, False),
+    ("true", None, True),       # given back
+    (True, None, True),
+])
+def test_expired_as_java_reads_it(s3_env, expired, valid_until, taken):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base)
+    until = int(time.time() * 1000) + 3_600_000
+    storage.write_bytes(lock.path, json.dumps({"expired": expired, "validUntil": until, "owner": "java"}).encode())
+    assert lock.acquire(0) is taken
+    if taken:
+        lock.release()
+
+
+@pytest.mark.parametrize("doc", [
+    {"expired": "maybe", "validUntil": 1, "owner": "x"},
+    {"expired": 0, "validUntil": 1, "owner": "x"},
+    {"expired": None, "validUntil": 1, "owner": "x"},
+    {"expired": False, "validUntil": 1.5, "owner": "x"},
+    {"expired": False, "validUntil": True, "owner": "x"},
+    {"expired": False, "validUntil": "soon", "owner": "x"},
+    {"expired": False, "validUntil": 1, "owner": 7},
+    ["not", "an", "object"],
+])
+def test_a_lock_with_fields_of_the_wrong_type_is_unreadable_not_free(s3_env, doc):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base)
+    storage.write_bytes(lock.path, json.dumps(doc).encode())
+    with pytest.raises(TidemarkError, match=r"table_lock\.json is not a Hudi storage lock"):
+        lock.acquire(0)
+    assert storage.read_bytes(lock.path) == json.dumps(doc).encode()   # left as it was
+
+
+def test_a_string_valid_until_of_digits_is_read_as_java_does():
+    data = LockData.parse(b'{"expired": false, "validUntil": "1700000000000", "owner": "o"}', "p")
+    assert data == LockData(False, 1_700_000_000_000, "o")
+
+
+# --- fencing: the lock object itself is asked before a publish ----------------------------------------------------
+
+def test_the_fence_passes_for_the_holder_with_one_conditional_head(s3_env):  # noqa: F811
+    base, server = f"{s3_env['bucket_uri']}/t", s3_env["server"]
+    lock = StoreLock(base, validity_s=60, renew_s=10)
+    assert lock.acquire(1)
+    server.reset_counts()
+    assert lock.fence() is None
+    assert [r["method"] for r in server.counts()] == ["HEAD"]
+    lock.release()
+    assert lock.fence() == f"{lock.path} is not held by this process"
+
+
+def test_a_deleted_lock_object_fails_the_fence_at_once(s3_env):  # noqa: F811
+    """Deleted between the last renewal and the publish: the holder's own copy still says held."""
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=60, renew_s=10)
+    assert lock.acquire(1)
+    storage.remove(lock.path)
+    assert lock.is_held()   # what the holder believes without asking
+    assert lock.fence() == f"{lock.path} was deleted (no one holds it now)"
+    assert not lock.is_held()
+    taker = StoreLock(base)
+    assert taker.acquire(0)
+    lock.release()   # lost: nothing given back over the new holder's lease
+    assert _object(lock.path)["owner"] == taker.owner and _object(lock.path)["expired"] is False
+    taker.release()
+
+
+def test_a_lock_object_replaced_by_another_owner_fails_the_fence_naming_it(s3_env):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=60, renew_s=10)
+    assert lock.acquire(1)
+    _, etag = storage.read_tagged(lock.path)
+    until = int(time.time() * 1000) + 60_000
+    storage.replace_if_match(lock.path, LockData(False, until, "another-host").to_bytes(), etag)
+    why = lock.fence()
+    assert why is not None and why.startswith(f"{lock.path} is now held by another-host until 20")
+    assert time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(until / 1000)) in why
+    lock.release()
+    assert _object(lock.path)["owner"] == "another-host"
+
+
+def test_a_renewal_that_landed_meanwhile_passes_the_fence(s3_env):  # noqa: F811
+    """The object holds this holder's own running lease under an ETag it has not seen yet (its renewer's PUT
+    landed between the snapshot and the HEAD, or its answer was lost): still held, and adopted."""
+    base = f"{s3_env['bucket_uri']}/t"
+    lock = StoreLock(base, validity_s=60, renew_s=10)
+    assert lock.acquire(1)
+    storage.write_bytes(lock.path, LockData(False, int(time.time() * 1000) + 60_000, lock.owner).to_bytes())
+    assert lock.fence() is None
+    assert lock.fence() is None   # the new ETag adopted: one HEAD again
+    lock.release()
+    assert _object(lock.path)["expired"] is True
+
+
+def test_the_fence_refuses_a_lease_with_less_than_the_margin_left(s3_env, monkeypatch):  # noqa: F811
+    base = f"{s3_env['bucket_uri']}/t"
+    monkeypatch.setenv("TIDEMARK_LOCK_FENCE_MARGIN", "45")
+    lock = StoreLock(base, validity_s=60, renew_s=10)
+    assert lock.margin_ms == 45_000
+    assert lock.acquire(1)
+    assert lock.fence() is None
+    with lock._guard:   # as if renewals had failed for a while: 40 s of lease left, under the margin of 45 s
+        lock._valid_until_ms = int(time.time() * 1000) + 40_000
+    why = lock.fence()
+    assert why is not None and "under the safety margin of 45000 ms (TIDEMARK_LOCK_FENCE_MARGIN)" in why
+    assert not lock.is_held()
+    lock.release()
+    monkeypatch.setenv("TIDEMARK_LOCK_FENCE_MARGIN", "55")
+    with pytest.raises(TidemarkError, match="safety margin 55 s .* must be shorter than its lease 60 s"):
+        StoreLock(base, validity_s=60, renew_s=10)
+    monkeypatch.setenv("TIDEMARK_LOCK_FENCE_MARGIN", "soon")
+    with pytest.raises(TidemarkError, match="must be a number of seconds"):
+        StoreLock(base)

@@ -2,6 +2,7 @@
 
 The public API is `Table` (engine.table); see docs/PYTHON-API.md.
 """
+from engine.config.choices import CarryOver, CleanerPolicy, StrategyName
 from engine.config.discovery import FoundTable
 from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
 from engine.io.storage import is_remote as is_object_store
@@ -32,7 +33,8 @@ from engine.results import (
 from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
-    "BacklogMetrics", "Cancelled", "CarriedLog", "CleanResult", "CompactionPlan", "CompactionResult", "CompactionSummary",
+    "BacklogMetrics", "Cancelled", "CarriedLog", "CarryOver", "CleanerPolicy", "CleanResult", "CompactionPlan",
+    "CompactionResult", "CompactionSummary", "StrategyName",
     "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantDetail", "InstantInfo", "ReadResult",
     "RecoverResult", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",
     "TableNotFoundError", "TidemarkError", "TideBucket", "TimelineMark", "WriteResult", "compaction_threshold",

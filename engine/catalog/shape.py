@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.config.properties import TableConfig
-from engine.config.schema import META_FIELDS, schema_with_meta
+from engine.config.schema import schema_with_meta
 from engine.timeline.instants import Timeline
 
 RO_SUFFIX, RT_SUFFIX = "_ro", "_rt"
@@ -277,4 +277,4 @@ def _unwrap(t: Any) -> tuple[Any, bool]:
 
 
 __all__ = ["CatalogShape", "CatalogTable", "Column", "Partition", "RoGuarantee", "SyncNames", "catalog_shape", "hive_type",
-           "spark_type", "table_location", "partition_values", "META_FIELDS"]
+           "spark_type", "table_location", "partition_values"]

@@ -15,6 +15,7 @@ from typing import Any
 from engine import placement
 from engine.cli import output
 from engine.config import eventtime
+from engine.config.choices import CarryOver, StrategyName
 from engine.config.properties import CREATABLE_TABLE_VERSIONS, DEFAULT_TABLE_VERSION
 from engine.errors import ConfigError, Refused, TidemarkError
 from engine.io import storage
@@ -274,14 +275,14 @@ def _compaction_parsers(sub: Any) -> None:
                                                       "repair a compaction")
     csub = comp.add_subparsers(dest="action", required=True)
     p = _command(csub, "schedule", cmd_schedule, "plan a compaction (flags absent: the table's settings)")
-    p.add_argument("--strategy", choices=["event_time", "size", "unbounded"],
+    p.add_argument("--strategy", choices=[s.value for s in StrategyName],
                    help="default: hoodie.compaction.strategy of the table")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--threshold", help="event time T: ISO-8601 or epoch millis")
     p.add_argument("--future", action="store_true", help="allow a threshold more than a day past now")
     g.add_argument("--data-latency", help="T = compaction instant − latency, e.g. 2h "
                                           "(default: hoodie.compaction.event.time.data.latency)")
-    p.add_argument("--carry-over", choices=["symlink", "copy"], help="default: hoodie.compaction.carry.over.mode")
+    p.add_argument("--carry-over", choices=[m.value for m in CarryOver], help="default: hoodie.compaction.carry.over.mode")
     x = p.add_mutually_exclusive_group()
     x.add_argument("--exact", dest="exact", action="store_const", const=True, default=None,
                    help="keep records with event time > T out of base files (default: "

@@ -21,6 +21,7 @@ from engine.compaction.log_event_times import SOURCES, LogEventTime, resolve_log
 from engine.compaction.strategy import CompactionStrategy, LogCandidate, PlannedOperation, SliceCandidate, strategy_for
 from engine.compaction.trigger import check_event_time_trigger
 from engine.config import eventtime
+from engine.config.choices import CarryOver
 from engine.config.properties import (
     MAX_DURATION_MS,
     RO_COMPLETION_KEY,
@@ -53,8 +54,6 @@ from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, State, Timeline, create_requested
 from engine.timeline.instants import ask_ahead as ask_timeline_ahead
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord, PlanSettings, SymlinkOperation
-
-CARRY_OVER_MODES = ("symlink", "copy")
 
 
 @dataclass
@@ -100,8 +99,8 @@ def schedule_compaction(base_path: str, *, strategy: str | None = None, threshol
         raise ConfigError(f"data latency {data_latency_ms} ms is out of range: expected 0..{MAX_DURATION_MS} ms")
     cfg = load_table_config(base_path)
     settings = validate_settings(dict(settings or {}), per_operation=True)
-    if carry_over is not None and carry_over not in CARRY_OVER_MODES:
-        raise ConfigError(f"unknown carry-over mode {carry_over!r}; use symlink or copy")
+    if carry_over is not None and carry_over not in tuple(CarryOver):
+        raise ConfigError(f"unknown carry-over mode {carry_over!r}; use {' or '.join(CarryOver)}")
     resolved = compaction_settings(cfg, strategy=strategy, carry_over=carry_over, exact=exact,
                                    data_latency_ms=data_latency_ms, overrides=settings)
     # Refuse an out-of-range threshold before the lock: a refused schedule touches nothing. (A schedule that

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.config.choices import BlockFormat, CarryOver, CleanerPolicy, StrategyName
 from engine.errors import ConfigError, TableNotFoundError, UnsupportedTableError
 from engine.io import storage
 
@@ -119,26 +120,25 @@ TABLE_ONLY_SETTINGS = frozenset({LOCK_PROVIDER_KEY, LOCK_VALIDITY_KEY, LOCK_RENE
 # Write / table-service settings a user may pass with --config, with their validators and defaults.
 WRITE_SETTINGS: dict[str, tuple[Callable[[str], object], str]] = {
     "hoodie.logfile.max.size": (_positive_int, str(1024 * 1024 * 1024)),
-    "hoodie.logfile.data.block.format": (_choice("avro", "parquet"), "avro"),
+    "hoodie.logfile.data.block.format": (_choice(*BlockFormat), BlockFormat.AVRO),
     "hoodie.logfile.data.block.max.size": (_positive_int, str(256 * 1024 * 1024)),
     "hoodie.bucket.index.num.buckets": (_positive_int, "4"),
     "hoodie.parquet.compression.codec": (_choice("snappy", "zstd", "gzip", "none"), "snappy"),
     "hoodie.parquet.max.row.group.rows": (_positive_int, "1000000"),
-    "hoodie.compaction.strategy": (_choice("event_time", "size", "unbounded"), "event_time"),
+    "hoodie.compaction.strategy": (_choice(*StrategyName), StrategyName.EVENT_TIME),
     "hoodie.compaction.event.time.data.latency": (parse_duration_ms, "0s"),
     # Set: a schedule with no threshold of its own follows the table's stream, up to its watermark minus this.
     "hoodie.compaction.event.time.stream.lateness": (parse_duration_ms, "0s"),
     "hoodie.compaction.logfile.size.threshold": (int, "0"),
     "hoodie.compaction.target.io": (_positive_int, "512000"),
-    "hoodie.compaction.carry.over.mode": (_choice("symlink", "copy"), "symlink"),
+    "hoodie.compaction.carry.over.mode": (_choice(*CarryOver), CarryOver.SYMLINK),
     "hoodie.compaction.exact.event.time": (_boolean, "false"),
     "hoodie.cleaner.commits.retained": (_positive_int, "10"),
     # Cleaning and archival (Hudi's HoodieCleanConfig / HoodieArchivalConfig keys and defaults).
     "hoodie.clean.automatic": (_boolean, "true"),
     "hoodie.clean.async": (_boolean, "false"),
     "hoodie.clean.max.commits": (_positive_int, "1"),
-    "hoodie.cleaner.policy": (_choice("KEEP_LATEST_COMMITS", "KEEP_LATEST_FILE_VERSIONS", "KEEP_LATEST_BY_HOURS"),
-                              "KEEP_LATEST_COMMITS"),
+    "hoodie.cleaner.policy": (_choice(*CleanerPolicy), CleanerPolicy.KEEP_LATEST_COMMITS),
     "hoodie.cleaner.fileversions.retained": (_positive_int, "3"),
     "hoodie.cleaner.hours.retained": (_positive_int, "24"),
     "hoodie.archive.automatic": (_boolean, "true"),

@@ -10,12 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.config import eventtime
+from engine.config.choices import META_FIELDS
 from engine.config.properties import TableConfig
 from engine.errors import InputError, TidemarkError
 from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema, has_map
-
-META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-               "_hoodie_partition_path", "_hoodie_file_name"]
 
 
 def table_avro_schema(table_name: str, arrow_schema: pa.Schema) -> dict[str, Any]:

@@ -23,9 +23,6 @@ from engine.read.merge import DataItem, DeleteItem, LogItem, base_batch_rows, co
 from engine.read.window import InstantWindow
 from engine.timeline.extents import CommittedExtents
 
-META_FIELDS = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key",
-               "_hoodie_partition_path", "_hoodie_file_name"]
-
 
 @dataclass(frozen=True)
 class ReadContext:

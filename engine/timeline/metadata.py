@@ -18,6 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.config.choices import CarryOver
 from engine.timeline import avro_models
 
 # extraMetadata keys written by Tidemark's compaction (plan and commit).
@@ -37,7 +38,6 @@ COMPACT_OPERATION = "COMPACT"
 INSERT_OVERWRITE = "INSERT_OVERWRITE"
 INSERT_OVERWRITE_TABLE = "INSERT_OVERWRITE_TABLE"
 CLUSTER_OPERATION = "cluster"   # WriteOperationType.CLUSTER.value() in the requested metadata
-CARRY_OVER_MODES = ("symlink", "copy")
 # Operation metrics (map<string, double>) a Tidemark plan adds about the logs it carries over, known when
 # planning from their headers: whether the run needs their records (1: a delete may be among the operation's
 # logs, folded or carried; 0: none is), and each one's event times (epoch ms) by its position in
@@ -172,7 +172,7 @@ class PlanSettings:
     def from_extra(cls, extra: Mapping[str, str]) -> PlanSettings:
         mode = extra.get(CARRY_OVER)
         return cls(threshold_ms=_millis(extra.get(THRESHOLD)), strategy=extra.get(STRATEGY) or None,
-                   carry_over=mode if mode in CARRY_OVER_MODES else None,
+                   carry_over=mode if mode in tuple(CarryOver) else None,
                    exact=str(extra.get(EXACT) or "").lower() == "true",
                    event_time_sources=_json(extra.get(EVENT_TIME_SOURCES)),
                    settings_used=_json(extra.get(SETTINGS_USED)),

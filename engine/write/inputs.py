@@ -23,8 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.config import eventtime
+from engine.config.choices import META_FIELDS
 from engine.config.properties import TableConfig
-from engine.config.schema import META_FIELDS, arrow_schema, check_map_keys, conform_column, table_avro_schema
+from engine.config.schema import arrow_schema, check_map_keys, conform_column, table_avro_schema
 from engine.errors import InputError
 from engine.io import storage
 from engine.logformat.avro_codec import AvroCodecError, has_map

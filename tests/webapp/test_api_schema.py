@@ -60,3 +60,33 @@ def test_validation_catches_a_wrong_shape(operator_client, flights):
     bad = type("R", (), {"status_code": 200, "json": lambda self: {**response.json(), "count": "one"}})()
     with pytest.raises(jsonschema.ValidationError):
         validate("/api/tables", "get", bad)
+
+
+def _enums_of(node, key=None):
+    """(property name, enum list) for every enum in a piece of the document."""
+    if isinstance(node, dict):
+        if "enum" in node:
+            yield key, list(node["enum"])
+        for k, v in node.items():
+            yield from _enums_of(v, k if k not in ("items", "schema") else key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _enums_of(v, key)
+
+
+def test_the_documents_enums_are_the_codes_sets():
+    """The document's fixed sets are copies, in YAML, of the code's: each checked here against its source, so a
+    kind, state, event or choice added in the code fails this test until the document names it too."""
+    from engine import CarryOver, CleanerPolicy
+    from webapp.alerts.models import EVENTS, AlertChannel, AlertDelivery
+
+    schemas = DOCUMENT["components"]["schemas"]
+    assert schemas["RunKind"]["enum"] == list(Run.Kind.values)
+    assert schemas["RunState"]["enum"] == list(Run.State.values)
+    assert schemas["AlertEvent"]["enum"] == list(EVENTS)
+    expected = {"carry_over": [m.value for m in CarryOver], "clean_policy": [p.value for p in CleanerPolicy],
+                "kind": list(AlertChannel.Kind.values), "status": list(AlertDelivery.Status.values)}
+    found = [(key, enum) for key, enum in _enums_of(DOCUMENT) if key in expected]
+    assert {key for key, _ in found} == set(expected)
+    for key, enum in found:
+        assert [v for v in enum if v is not None] == expected[key], key   # null: a nullable field

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 
-from engine import TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms, resolve_location
+from engine import CarryOver, TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms, resolve_location
 from engine.config import eventtime
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
@@ -85,8 +85,9 @@ def parse_latency(raw: Any, now: dt.datetime | None = None) -> str:
 def parse_carry_over(raw: Any) -> str:
     if raw in (None, ""):
         return ""
-    if raw not in ("symlink", "copy"):
-        raise InvalidInput(f"carry_over must be \"symlink\" or \"copy\", got {raw!r}")
+    if raw not in tuple(CarryOver):
+        choices = " or ".join(f'"{m}"' for m in CarryOver)
+        raise InvalidInput(f"carry_over must be {choices}, got {raw!r}")
     return str(raw)
 
 

@@ -11,7 +11,9 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-CARRY_OVER_CHOICES = [("symlink", "symlink"), ("copy", "copy")]
+from engine import CarryOver
+
+CARRY_OVER_CHOICES = [(m.value, m.value) for m in CarryOver]   # the engine's set: one definition
 FREE_SINCE = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)  # expiry of a lease nobody ever took
 
 

@@ -4,7 +4,7 @@ The public API is `Table` (engine.table); see docs/PYTHON-API.md.
 """
 from engine.config.choices import CarryOver, CleanerPolicy, StrategyName
 from engine.config.discovery import FoundTable
-from engine.errors import Cancelled, Refused, TableNotFoundError, TidemarkError
+from engine.errors import Cancelled, RefusalReason, Refused, TableNotFoundError, TidemarkError
 from engine.io.storage import is_remote as is_object_store
 from engine.io.storage import is_within, split_locations
 from engine.io.storage import resolve as resolve_location
@@ -36,7 +36,7 @@ __all__ = [
     "BacklogMetrics", "Cancelled", "CarriedLog", "CarryOver", "CleanerPolicy", "CleanResult", "CompactionPlan",
     "CompactionResult", "CompactionSummary", "StrategyName",
     "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantDetail", "InstantInfo", "ReadResult",
-    "RecoverResult", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",
+    "RecoverResult", "RefusalReason", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",
     "TableNotFoundError", "TidemarkError", "TideBucket", "TimelineMark", "WriteResult", "compaction_threshold",
     "is_object_store", "is_within", "latency_ms", "resolve_location", "split_locations", "threshold_ms",
 ]

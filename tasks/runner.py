@@ -18,7 +18,7 @@ from typing import Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from engine import Cancelled, Refused, Table, TidemarkError
+from engine import Cancelled, RefusalReason, Refused, Table, TidemarkError
 from tasks import catalog, operations, sampling, spark_session, sweep
 from tasks import location as locations
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
@@ -152,7 +152,7 @@ def _lock_refusal(run: Run) -> dict[str, Any]:
     blocker_id = run_of_owner(current.owner) if current else None
     blocker = Run.objects.filter(pk=blocker_id).values("kind", "instant").first() if blocker_id else None
     who = f"run {blocker_id} ({blocker['kind']})" if blocker else (current.owner if current else "another owner")
-    return {"refusal_reason": "lock_unavailable", "blocking_instant": (blocker["instant"] if blocker else "") or "",
+    return {"refusal_reason": RefusalReason.LOCK_UNAVAILABLE, "blocking_instant": (blocker["instant"] if blocker else "") or "",
             "error": f"table {run.table.name} is locked by {who}; waited {DEFAULT_WAIT_S:g} s"}
 
 

@@ -40,6 +40,8 @@ from engine import results as r
 from engine.errors import (
     ALREADY_COMPLETED,
     COMPACTION_RUNNING,
+    INTERRUPTED_UNSCHEDULE,
+    INVALID_PLAN,
     PENDING_WRITE,
     UNKNOWN_INSTANT,
     ConfigError,
@@ -58,9 +60,6 @@ from engine.slices.groups import FileGroup, FileSlice, LogFile
 from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import COMPACTION, DELTACOMMIT, REPLACECOMMIT, Instant, State, Timeline, pending_file
 from engine.timeline.metadata import CompactionOperation, CompactionPlanRecord
-
-INVALID_PLAN = "invalid_plan"
-INTERRUPTED_UNSCHEDULE = "interrupted_unschedule"
 
 
 class UnscheduleInterrupted(TidemarkError):

@@ -78,12 +78,16 @@ def test_the_documents_enums_are_the_codes_sets():
     """The document's fixed sets are copies, in YAML, of the code's: each checked here against its source, so a
     kind, state, event or choice added in the code fails this test until the document names it too."""
     from engine import CarryOver, CleanerPolicy
+    from engine.errors import RefusalReason
+    from tasks import location, operations
     from webapp.alerts.models import EVENTS, AlertChannel, AlertDelivery
 
     schemas = DOCUMENT["components"]["schemas"]
     assert schemas["RunKind"]["enum"] == list(Run.Kind.values)
     assert schemas["RunState"]["enum"] == list(Run.State.values)
     assert schemas["AlertEvent"]["enum"] == list(EVENTS)
+    control_plane = [operations.NOTHING_TO_COMPACT, location.OUTSIDE_ROOTS, location.LOCATION_CHANGED]
+    assert schemas["RefusalReason"]["enum"] == [r.value for r in RefusalReason] + control_plane
     expected = {"carry_over": [m.value for m in CarryOver], "clean_policy": [p.value for p in CleanerPolicy],
                 "kind": list(AlertChannel.Kind.values), "status": list(AlertDelivery.Status.values)}
     found = [(key, enum) for key, enum in _enums_of(DOCUMENT) if key in expected]

@@ -8,7 +8,6 @@ import sys
 import types
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,26 +18,7 @@ from engine.cli import main
 from engine.errors import ConfigError
 from engine.write import in_process, pipeline
 from tests.support.oracle import hudi_read, rows_by_key
-
-INSTANTS = ("20260101000000000", "20260101000100000", "20260101000200000")
-
-
-def rows(keys: range | list[int], seq: int) -> pa.Table:
-    ks = np.asarray(list(keys))
-    return pa.table({
-        "id": [f"k{k:05d}" for k in ks],
-        "region": ["eu" if k % 3 else "us" for k in ks],
-        "seq": pa.array(np.full(len(ks), seq), pa.int64()),
-        "ts": pa.array(1_700_000_000_000 + ks * 1000 + seq, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
-        "amount": pa.array(ks * 0.5 + seq),
-    })
-
-
-def new_table(path: Path, block_format: str = "avro") -> Table:
-    return Table.create(str(path), name="t", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
-                        event_time_field="ts", hive_style=True,
-                        settings={"hoodie.bucket.index.num.buckets": "4",
-                                  "hoodie.logfile.data.block.format": block_format})
+from tests.support.placement_tables import INSTANTS, new_table, rows
 
 
 @pytest.fixture

@@ -23,11 +23,11 @@ from engine.read.merge import DataItem, DeleteItem
 from engine.read.query import read_arrow
 from engine.slices.fsview import FileSystemView
 from engine.timeline.instants import Timeline
-from tests.engine.compaction.test_compaction_strategy import slice_
 from tests.support.fixtures import unzip_fixture
 from tests.support.java_queries import rows as all_rows
 from tests.support.oracle import hudi_read
 from tests.support.partial_tables import Delete, Put, build, compact_with_late_writes
+from tests.support.strategy_candidates import slice_
 
 REWRITTEN = ("_hoodie_commit_seqno", "_hoodie_file_name")   # a compaction gives each row a new file and number
 

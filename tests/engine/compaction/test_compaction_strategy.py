@@ -9,9 +9,7 @@ import pytest
 from engine import logformat
 from engine.compaction import (
     EventTimeBasedCompactionStrategy,
-    LogCandidate,
     SizeBasedStrategy,
-    SliceCandidate,
     UnboundedStrategy,
     compute_ro_times,
     resolve_log_event_times,
@@ -30,21 +28,11 @@ from engine.timeline import avro_models
 from engine.timeline.instants import Timeline
 from tests.support.fixtures import unzip_fixture
 from tests.support.inline_spark import InlineSpark
+from tests.support.strategy_candidates import slice_
 from tests.support.table_model import E, new_table, read_optimized, snapshot, write
 
 MB = 1024 * 1024
 LOG_TS = 1695046462179  # `ts` of the single update in v6_trips_8i1u's log
-
-
-def log(version: int, min_et: int | None, size: int = 100) -> LogCandidate:
-    return LogCandidate(f".f-0_1.log.{version}_0-0-0", f"/x/.f-0_1.log.{version}_0-0-0", version, "0-0-0", size,
-                        min_et, None if min_et is None else min_et + 10, "header" if min_et is not None else "none")
-
-
-def slice_(fid: str, mins, sizes=None, base_size: int = 0) -> SliceCandidate:
-    sizes = sizes or [100] * len(mins)
-    return SliceCandidate("p", fid, "1", None, None, base_size,
-                          tuple(log(i + 1, m, s) for i, (m, s) in enumerate(zip(mins, sizes))))
 
 
 # ------------------------------------------------------------------------------------------ strategies

@@ -19,8 +19,8 @@ from engine.errors import ConfigError
 from engine.progress import Stopped
 from engine.read.query import read_arrow
 from engine.write import pipeline
-from tests.engine.test_placement import INSTANTS, new_table, rows
 from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.placement_tables import INSTANTS, new_table, rows
 
 
 @pytest.fixture

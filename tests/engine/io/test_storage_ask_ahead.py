@@ -149,7 +149,7 @@ def test_a_schedule_the_trigger_refuses_does_not_list_the_table(s3_env, tmp_path
     import pyarrow.parquet as pq
 
     from engine.errors import CompactionRefused
-    from tests.engine.test_placement import new_table, rows
+    from tests.support.placement_tables import new_table, rows
 
     table = new_table(f"{s3_env['bucket_uri']}/sched")
     pq.write_table(rows(range(50), 1), tmp_path / "in.parquet")

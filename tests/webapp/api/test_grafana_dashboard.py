@@ -5,7 +5,7 @@ import json
 import re
 from pathlib import Path
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
+DASHBOARD = Path(__file__).resolve().parents[3] / "docs" / "grafana-dashboard.json"
 
 
 def test_dashboard_queries_name_exposed_families(client, flights, finished_compaction, settings):

@@ -11,7 +11,7 @@ import pytest
 
 from webapp.tables.models import Run
 
-SCRIPT = Path(__file__).resolve().parents[2] / "static" / "tidemark" / "table.js"
+SCRIPT = Path(__file__).resolve().parents[3] / "static" / "tidemark" / "table.js"
 
 
 def box(page: str, element_id: str) -> tuple[str, str]:

@@ -26,10 +26,9 @@ million rows of the benchmarks' six columns), since its row count is unknown bef
 """
 from __future__ import annotations
 
-import os
 import sys
 
-from engine.errors import ConfigError
+from engine import env
 
 MAX_ROWS_ENV = "TIDEMARK_LOCAL_MAX_ROWS"
 MAX_MB_ENV = "TIDEMARK_LOCAL_MAX_MB"
@@ -43,7 +42,7 @@ DEFAULT_MAX_COMPACTION_MB = 1024
 
 def cluster_master() -> bool:
     """True when SPARK_MASTER names a cluster rather than a local master."""
-    master = os.environ.get("SPARK_MASTER", "").strip()
+    master = env.text("SPARK_MASTER")
     return bool(master) and not master.startswith("local")
 
 
@@ -55,16 +54,7 @@ def spark_running() -> bool:
 
 
 def _limit(name: str, default: int) -> int:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise ConfigError(f"{name}={text!r} is not a whole number ≥ 0")
-    return value
+    return env.whole(name, default, minimum=0)
 
 
 def max_local_rows() -> int:

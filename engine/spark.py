@@ -30,13 +30,14 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from engine import env
 from engine.io.arrow_pool import executor_pool_env
 
 _LOCK = threading.Lock()
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("TIDEMARK_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tidemark")
+    base = env.text("TIDEMARK_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "tidemark")
     path = Path(base)
     path.mkdir(parents=True, exist_ok=True)
     return path
@@ -46,7 +47,7 @@ def _cds_archive() -> Path:
     """One archive per (pyspark version, java home) so an upgrade never reuses a mismatched archive."""
     import pyspark
 
-    key = f"{pyspark.__version__}|{os.environ.get('JAVA_HOME', '')}|{sys.version_info[:2]}"
+    key = f"{pyspark.__version__}|{env.text('JAVA_HOME')}|{sys.version_info[:2]}"
     return cache_dir() / f"spark-cds-{hashlib.sha1(key.encode()).hexdigest()[:12]}.jsa"
 
 
@@ -81,7 +82,7 @@ def _driver_java_options(master: str) -> str:
     logging = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     # The driver JVM runs in this process's host whatever the master (pyspark is always client mode), so a
     # cluster driver starts from the same archive as a local one.
-    if os.environ.get("TIDEMARK_NO_CDS"):
+    if env.flag("TIDEMARK_NO_CDS", False):
         return logging
     archive = _cds_archive()
     _adopt_finished_archive(archive)
@@ -93,7 +94,7 @@ def _driver_java_options(master: str) -> str:
 
 
 def master_url() -> str:
-    return os.environ.get("SPARK_MASTER", "local[*]")
+    return env.text("SPARK_MASTER", "local[*]")
 
 
 def is_local(master: str) -> bool:
@@ -126,10 +127,10 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
             .appName(app_name)
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", os.environ.get("TIDEMARK_SHUFFLE_PARTITIONS", "8"))
+            .config("spark.sql.shuffle.partitions", str(env.whole("TIDEMARK_SHUFFLE_PARTITIONS", 8)))
             .config("spark.sql.execution.arrow.pyspark.enabled", "true")
             .config("spark.sql.session.timeZone", "UTC")
-            .config("spark.driver.memory", os.environ.get("TIDEMARK_DRIVER_MEMORY", "4g"))
+            .config("spark.driver.memory", env.text("TIDEMARK_DRIVER_MEMORY", "4g"))
             .config("spark.python.worker.reuse", "true")
             # The JVM talks to its Python workers over Unix domain sockets instead of loopback TCP, whose small
             # writes met delayed ACKs: ~60 ms per task before a trivial Python task ran, ~20 ms with these.
@@ -138,8 +139,8 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
         )
         for key, value in executor_pool_env().items():   # compaction's streaming returns freed pages
             builder = builder.config(f"spark.executorEnv.{key}", value)
-        if os.environ.get("TIDEMARK_EXECUTOR_MEMORY"):
-            builder = builder.config("spark.executor.memory", os.environ["TIDEMARK_EXECUTOR_MEMORY"])
+        if env.text("TIDEMARK_EXECUTOR_MEMORY"):
+            builder = builder.config("spark.executor.memory", env.text("TIDEMARK_EXECUTOR_MEMORY"))
         # Read by the launcher before the driver JVM starts, so CDS and logging apply.
         builder = builder.config("spark.driver.extraJavaOptions", _driver_java_options(master))
         with _jvm_stderr_filtered(), warnings.catch_warnings():

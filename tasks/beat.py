@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from webapp.env import positive_env
+from engine import env
 from webapp.queues import sampling_queue
 
 
-def _seconds(env: str, default: float) -> float:
-    return positive_env(env, default, unit="seconds")
+def _seconds(name: str, default: float) -> float:
+    return env.number(name, default, unit="seconds")
 
 
 def beat_schedule() -> dict[str, dict[str, Any]]:

@@ -31,11 +31,10 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from engine import Table
+from engine import Table, env
 from tasks import location as locations
 from tasks import sampling
 from tasks.periodic import check_sla
-from webapp.env import positive_int_env
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 log = logging.getLogger(__name__)
@@ -43,7 +42,7 @@ log = logging.getLogger(__name__)
 
 def floor_interval() -> dt.timedelta:
     """How long an unchanged table may go without a full sample."""
-    return dt.timedelta(seconds=positive_int_env("TIDEMARK_SAMPLE_FLOOR_SECONDS", 3600))
+    return dt.timedelta(seconds=env.whole("TIDEMARK_SAMPLE_FLOOR_SECONDS", 3600, unit="seconds"))
 
 
 @dataclass

@@ -13,9 +13,9 @@ from typing import Any
 
 from django.db import transaction
 
+from engine import env
 from webapp import queues
 from webapp.celery import app
-from webapp.env import positive_int_env
 from webapp.tables.models import Run
 
 JOBS = "tasks.jobs"
@@ -39,7 +39,7 @@ DELIVER_ALERT = f"{JOBS}.deliver_alert"
 def chunk_size() -> int:
     """Tables per sampling task: big enough that a task's bookkeeping is one transaction, small enough
     that a cycle spreads across the sampling workers."""
-    return positive_int_env("TIDEMARK_SAMPLE_CHUNK", 500)
+    return env.whole("TIDEMARK_SAMPLE_CHUNK", 500, unit="tables")
 
 
 def chunks(ids: list[int], size: int) -> list[list[int]]:

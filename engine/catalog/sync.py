@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from engine import env
 from engine import results as r
 from engine.catalog import glue, hms
 from engine.catalog.shape import (
@@ -82,7 +83,7 @@ def resolve_targets(cfg: TableConfig, metastore: str | None = None) -> list[Sync
     targets: list[SyncTarget] = []
     if metastore is not None or HIVE_SYNC_TOOL in tools:
         uris = metastore if metastore is not None else \
-            cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or os.environ.get(ENV_URIS, "")
+            cfg.setting("hoodie.datasource.hive_sync.metastore.uris") or env.text(ENV_URIS)
         hms.parse_uris(uris)   # a malformed or missing URI is a ConfigError before anything is sent
         targets.append(SyncTarget(HIVE, uris, names, support_ts))
     if GLUE_SYNC_TOOL in tools:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import threading
 
+from engine import env
 from engine.errors import TidemarkError
 
 ENV = "TIDEMARK_FAULT"
@@ -54,7 +55,7 @@ def fault_point(operation: str, step: str) -> None:
     """Crash here when TIDEMARK_FAULT names this point."""
     if step not in STEPS.get(operation, ()):
         raise ValueError(f"unknown fault point {operation}:{step}")
-    spec = os.environ.get(ENV)
+    spec = env.text(ENV)
     if not spec:
         return
     op, _, rest = spec.partition(":")

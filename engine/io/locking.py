@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+from engine import env
 from engine.errors import LOCK_UNAVAILABLE, Refused, TidemarkError
 from engine.io import storage
 
@@ -33,7 +34,7 @@ class TableLocked(Refused):
 
 def default_timeout_s() -> float:
     """How long a timeline-changing operation waits for the table lock (env TIDEMARK_LOCK_TIMEOUT, 600 s)."""
-    return float(os.environ.get("TIDEMARK_LOCK_TIMEOUT", "600"))
+    return env.number("TIDEMARK_LOCK_TIMEOUT", 600.0, unit="seconds", minimum=0, exclusive=False)
 
 
 def lock_file_path(base_path: str, lock_file: str = LOCK_FILE) -> str:
@@ -43,7 +44,7 @@ def lock_file_path(base_path: str, lock_file: str = LOCK_FILE) -> str:
     hosts rely on the store's conditional put and the control plane's database lease."""
     if not storage.is_remote(base_path):
         return os.path.join(base_path, ".hoodie", lock_file)
-    directory = os.environ.get("TIDEMARK_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "tidemark-locks")
+    directory = env.text("TIDEMARK_LOCK_DIR") or os.path.join(tempfile.gettempdir(), "tidemark-locks")
     os.makedirs(directory, exist_ok=True)
     digest = hashlib.sha256(base_path.rstrip("/").encode("utf-8")).hexdigest()[:24]
     return os.path.join(directory, f"{digest}{lock_file}")

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from engine import env
 from engine.errors import ConfigError, TidemarkError
 from engine.io.threads import (
     DECODE_THREADS,
@@ -170,11 +171,11 @@ def _env_key() -> tuple[str | None, ...]:
 
 def endpoint_url() -> str | None:
     """The S3 endpoint the AWS chain names (AWS_ENDPOINT_URL_S3 before AWS_ENDPOINT_URL), None for AWS."""
-    return os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or None
+    return env.text("AWS_ENDPOINT_URL_S3") or env.text("AWS_ENDPOINT_URL") or None
 
 
 def region() -> str | None:
-    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
+    return env.text("AWS_REGION") or env.text("AWS_DEFAULT_REGION") or None
 
 
 def _s3_filesystem() -> pafs.FileSystem:
@@ -230,7 +231,7 @@ def conditional_put(path: str) -> bool:
     if not s:
         return True
     if s in ("s3", "s3a"):
-        return os.environ.get("TIDEMARK_S3_CONDITIONAL_PUT", "true").lower() not in ("0", "false", "no")
+        return env.flag("TIDEMARK_S3_CONDITIONAL_PUT", True)
     return False
 
 

@@ -30,6 +30,7 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from engine import env
 from engine.errors import TidemarkError
 from engine.io import storage
 
@@ -148,16 +149,7 @@ def _strict_str(value: object) -> str:
 
 def fence_margin_s(renew_s: float) -> float:
     """The safety margin (seconds): `TIDEMARK_LOCK_FENCE_MARGIN`, else half a renew interval."""
-    raw = os.environ.get(FENCE_MARGIN_ENV, "").strip()
-    if not raw:
-        return renew_s / 2
-    try:
-        margin = float(raw)
-    except ValueError:
-        raise TidemarkError(f"{FENCE_MARGIN_ENV}={raw!r} must be a number of seconds") from None
-    if margin < 0:
-        raise TidemarkError(f"{FENCE_MARGIN_ENV}={raw!r} must not be negative")
-    return margin
+    return env.number(FENCE_MARGIN_ENV, renew_s / 2, unit="seconds", minimum=0, exclusive=False)
 
 
 def _until_text(ms: int) -> str:

@@ -12,7 +12,7 @@ SETTINGS = ROOT / "docs" / "SETTINGS.md"
 CODE = ("engine", "webapp", "tasks")
 ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$")
 # Functions that read one variable by name: os.environ.get / getenv / setdefault and Tidemark's helpers.
-READERS = re.compile(r"environ|getenv|(^|\.)_?[a-z_]*env[a-z_]*$|^_flag$|^_seconds$")
+READERS = re.compile(r"environ|getenv|^env\.(text|flag|number|whole)$|(^|\.)_?[a-z_]*env[a-z_]*$|^_flag$|^_seconds$")
 # Variables the code reads only in a list it hands on (the AWS chain, shipped to Spark's Python workers) or
 # builds from parts (retention's f-string): named here so the test knows they are read.
 INDIRECT = {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_CONFIG_FILE",

@@ -16,7 +16,7 @@ from celery import Task, shared_task
 from celery.signals import worker_ready
 
 from tasks import spark_session  # noqa: F401  (connects the worker-process signals that warm Spark)
-from webapp.dispatch import DELIVER_ALERT, RUN_TASKS, SAMPLE_TABLES, send_samples
+from webapp.dispatch import DELIVER_ALERT, SAMPLE_TABLES, run_task, send_samples
 from webapp.tables.models import RegisteredTable, Run
 
 log = logging.getLogger(__name__)
@@ -26,9 +26,7 @@ log = logging.getLogger(__name__)
 
 
 def _run_task(kind: str) -> Task[[int], str]:
-    name = RUN_TASKS[kind]
-
-    @shared_task(name=name, bind=True, ignore_result=True)
+    @shared_task(name=run_task(kind), bind=True, ignore_result=True)
     def task(self: Task[[int], str], run_id: int) -> str:
         from tasks import runner
 
@@ -38,29 +36,8 @@ def _run_task(kind: str) -> Task[[int], str]:
     return task
 
 
-schedule = _run_task(Run.Kind.SCHEDULE)
-execute = _run_task(Run.Kind.EXECUTE)
-schedule_and_execute = _run_task(Run.Kind.SCHEDULE_EXECUTE)
-clean = _run_task(Run.Kind.CLEAN)
-rollback = _run_task(Run.Kind.ROLLBACK)
-recover = _run_task(Run.Kind.RECOVER)
-refresh_metrics = _run_task(Run.Kind.METRICS)
-validate = _run_task(Run.Kind.VALIDATE)
-unschedule = _run_task(Run.Kind.UNSCHEDULE)
-repair = _run_task(Run.Kind.REPAIR)
-
-BY_KIND: dict[str, Task[[int], str]] = {
-    Run.Kind.SCHEDULE: schedule,
-    Run.Kind.EXECUTE: execute,
-    Run.Kind.SCHEDULE_EXECUTE: schedule_and_execute,
-    Run.Kind.CLEAN: clean,
-    Run.Kind.ROLLBACK: rollback,
-    Run.Kind.RECOVER: recover,
-    Run.Kind.METRICS: refresh_metrics,
-    Run.Kind.VALIDATE: validate,
-    Run.Kind.UNSCHEDULE: unschedule,
-    Run.Kind.REPAIR: repair,
-}
+# One task per run kind, built from `Run.Kind` (webapp.dispatch.run_task names them).
+BY_KIND: dict[str, Task[[int], str]] = {kind: _run_task(kind) for kind in Run.Kind.values}
 
 
 @shared_task(name=DELIVER_ALERT, bind=True, ignore_result=True, max_retries=None)

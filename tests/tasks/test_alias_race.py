@@ -40,7 +40,7 @@ def test_two_registrations_of_one_path_never_make_two_plans(stack_env, flights_t
             gates = [DatabaseLease(t.pk, owner=f"gate-{t.pk}", heartbeat_s=3600) for t in tables]
             held = [gate for gate in gates if gate.acquire(0)]
             for run, queue in zip(runs, queues):
-                jobs.schedule.apply_async(args=[run.pk], queue=queue)
+                jobs.BY_KIND["schedule"].apply_async(args=[run.pk], queue=queue)
             ids = [r.pk for r in runs]
             wait_until(lambda: Run.objects.filter(pk__in=ids, state="running").count() == 2,  # noqa: B023
                        120, "both runs to wait for the lease")

@@ -48,7 +48,7 @@ def test_a_killed_jvm_is_replaced_before_the_next_run(stack_env, flights):
         table = register(flights)
         before = rows_by_key(hudi_read(Path(flights), "snapshot"))
         run = Run.objects.create(table=table, kind="schedule_execute", state="queued", threshold=T)
-        jobs.schedule_and_execute.apply_async(args=[run.pk], queue=queue)
+        jobs.BY_KIND["schedule_execute"].apply_async(args=[run.pk], queue=queue)
         done = wait_final(run.pk, 400)
         assert done.state == "succeeded", done.error
         assert "starting a new one" in stack_env.log_text("jvm-victim")

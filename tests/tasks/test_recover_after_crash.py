@@ -30,13 +30,13 @@ def test_recover_right_after_a_crash_takes_over_the_dead_owner_s_lease(stack_env
         table = register(flights)
         before = rows_by_key(hudi_read(Path(flights), "snapshot"))
         run = Run.objects.create(table=table, kind="schedule_execute", state="queued", threshold=T)
-        jobs.schedule_and_execute.apply_async(args=[run.pk], queue=queue)
+        jobs.BY_KIND["schedule_execute"].apply_async(args=[run.pk], queue=queue)
         wait_until(lambda: Run.objects.get(pk=run.pk).instant != "", 240, "the compaction to be planned")
         stack_env.kill("crash-victim")
         killed_at = time.monotonic()
 
         recover = Run.objects.create(table=table, kind="recover", state="queued")
-        jobs.recover.apply_async(args=[recover.pk], queue=rescue_queue)
+        jobs.BY_KIND["recover"].apply_async(args=[recover.pk], queue=rescue_queue)
         recovered = wait_final(recover.pk, LEASE_TTL_S - 20)
         assert recovered.state == "succeeded", (recovered.state, recovered.error)
         assert time.monotonic() - killed_at < LEASE_TTL_S

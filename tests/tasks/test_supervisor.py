@@ -103,7 +103,7 @@ def test_a_killed_worker_and_web_are_restarted_while_the_others_keep_running(sta
         wait_until(lambda: len(sup.pids("worker")) == 2, 30, "the worker to be restarted")
         table = register(flights)
         run = Run.objects.create(table=table, kind="metrics", state="queued")
-        jobs.refresh_metrics.apply_async(args=[run.pk], queue=sup.queue)
+        jobs.BY_KIND["metrics"].apply_async(args=[run.pk], queue=sup.queue)
         assert wait_final(run.pk, 180).state == "succeeded"
 
         [web] = sup.pids("web")
@@ -128,7 +128,7 @@ def test_sigterm_mid_compaction_lets_the_run_finish_then_stops(stack_env, flight
         table = register(flights)
         before = rows_by_key(hudi_read(Path(flights), "snapshot"))
         run = Run.objects.create(table=table, kind="schedule_execute", state="queued", threshold=T)
-        jobs.schedule_and_execute.apply_async(args=[run.pk], queue=sup.queue)
+        jobs.BY_KIND["schedule_execute"].apply_async(args=[run.pk], queue=sup.queue)
         wait_until(lambda: Run.objects.get(pk=run.pk).instant != "", 180, "the compaction to be planned")
         assert Run.objects.get(pk=run.pk).state == "running"
         [worker] = sup.pids("worker")

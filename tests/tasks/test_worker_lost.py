@@ -24,7 +24,7 @@ def test_a_killed_worker_s_run_fails_and_the_table_recovers(stack_env, flights):
     table = register(flights)
     before = rows_by_key(read_arrow(str(flights), "snapshot"))
     run = Run.objects.create(table=table, kind="schedule_execute", state="queued", threshold=T)
-    jobs.schedule_and_execute.apply_async(args=[run.pk], queue=queue)
+    jobs.BY_KIND["schedule_execute"].apply_async(args=[run.pk], queue=queue)
 
     def compacting() -> bool:
         current = Run.objects.get(pk=run.pk)

@@ -3,7 +3,7 @@
     python -m bench.bench_first_compaction [--rounds 2] [--rows 20000]
 
 Each mode runs in a fresh process per round, as a control-plane worker starts: `get_spark()` and a trivial SQL job
-(the warm-up before this change), then for "warm" also `engine.compaction.warmup.warm_python_workers` (what
+(the warm-up before this change), then for "warm" also `engine.spark.warm_python_workers` (what
 `tasks.spark_session` now runs in the background at worker start: Python workers started, the engine imported,
 their heaps frozen). Then a small table is written in-process (6 writes x `--rows` upserts, 2 partitions x 4
 buckets) and compacted twice by event time: the first compaction pays whatever the warm-up did not; the
@@ -26,8 +26,7 @@ from bench.common import emit, log
 def one(mode: str, rows: int) -> dict[str, float]:
     from bench.bench_s3_storage import T0_MS, _batch
     from engine import Table
-    from engine.compaction.warmup import warm_python_workers
-    from engine.spark import get_spark
+    from engine.spark import get_spark, warm_python_workers
 
     spark = get_spark()
     spark.range(1).count()

@@ -4,9 +4,11 @@ The public API is `Table` (engine.table); see docs/PYTHON-API.md.
 """
 from engine.config.choices import CarryOver, CleanerPolicy, StrategyName
 from engine.config.discovery import FoundTable
+from engine.config.eventtime import FUTURE_GRACE as THRESHOLD_FUTURE_GRACE
+from engine.config.properties import SUPPORTED_TABLE_VERSIONS, WRITE_SETTINGS
 from engine.errors import Cancelled, RefusalReason, Refused, TableNotFoundError, TidemarkError
 from engine.io.storage import is_remote as is_object_store
-from engine.io.storage import is_within, split_locations
+from engine.io.storage import is_store_client_error, is_within, split_locations
 from engine.io.storage import resolve as resolve_location
 from engine.lock import FileLock, TableLock
 from engine.observe.changes import TimelineMark
@@ -38,5 +40,6 @@ __all__ = [
     "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantDetail", "InstantInfo", "ReadResult",
     "RecoverResult", "RefusalReason", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",
     "TableNotFoundError", "TidemarkError", "TideBucket", "TimelineMark", "WriteResult", "compaction_threshold",
-    "is_object_store", "is_within", "latency_ms", "resolve_location", "split_locations", "threshold_ms",
+    "SUPPORTED_TABLE_VERSIONS", "THRESHOLD_FUTURE_GRACE", "WRITE_SETTINGS", "is_object_store", "is_store_client_error",
+    "is_within", "latency_ms", "resolve_location", "split_locations", "threshold_ms",
 ]

@@ -16,7 +16,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
-from engine.io import storage
+from engine import is_store_client_error
 
 log = logging.getLogger("webapp.errors")
 
@@ -74,7 +74,7 @@ class ErrorResponses:
             audit_refusal(request, str(exc) or "forbidden", 403)
             return JsonResponse({"error": str(exc) or "forbidden"}, status=403) if is_api(request) else None
         error_id = new_error_id()
-        if storage.is_store_client_error(exc) or isinstance(exc, (PermissionError, ConnectionError, TimeoutError)):
+        if is_store_client_error(exc) or isinstance(exc, (PermissionError, ConnectionError, TimeoutError)):
             # the table's storage failed (no credentials, a bucket or endpoint that is not there, a refused path):
             # its own words, as the CLI gives them, not an internal error (the trace is logged all the same)
             log.warning("storage error %s on %s %s", error_id, request.method, request.path, exc_info=exc)

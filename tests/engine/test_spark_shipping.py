@@ -67,7 +67,7 @@ def test_only_cluster_masters_get_the_zip(monkeypatch):
 
 
 def test_warming_starts_every_python_worker_with_the_engine_imported(spark):
-    from engine.compaction.warmup import warm_python_workers
+    from engine.spark import warm_python_workers
 
     # one task per core, each importing the compaction task's modules (an import error would fail the job)
     assert warm_python_workers(spark) == spark.sparkContext.defaultParallelism

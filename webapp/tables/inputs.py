@@ -16,8 +16,16 @@ from typing import Any, ClassVar
 
 from django.conf import settings
 
-from engine import CarryOver, TidemarkError, compaction_threshold, is_object_store, is_within, latency_ms, resolve_location
-from engine.config import eventtime
+from engine import (
+    THRESHOLD_FUTURE_GRACE,
+    CarryOver,
+    TidemarkError,
+    compaction_threshold,
+    is_object_store,
+    is_within,
+    latency_ms,
+    resolve_location,
+)
 
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
@@ -151,7 +159,7 @@ def validate_trigger(data: Mapping[str, Any], *, default_latency: str | None,
     if args.threshold is None and not args.data_latency and not default_latency:
         raise InvalidInput("give a threshold T or a data latency: this table has no default data latency")
     confirmed = parse_exact(data.get(CONFIRM_FUTURE), CONFIRM_FUTURE)
-    if args.threshold is not None and args.threshold > now + eventtime.FUTURE_GRACE and not confirmed:
+    if args.threshold is not None and args.threshold > now + THRESHOLD_FUTURE_GRACE and not confirmed:
         when = args.threshold.isoformat().replace("+00:00", "Z")
         raise InvalidInput(f"threshold {when} is in the future: the compaction would publish the table as "
                            "complete up to a time whose data cannot have arrived yet; confirm to go ahead "

@@ -149,7 +149,7 @@ def select(params: Mapping[str, str]) -> QuerySet[RegisteredTable]:
 
 def table_versions() -> list[int]:
     """The Hudi table versions the engine reads and writes, which the list's version filter offers."""
-    from engine.config.properties import SUPPORTED_TABLE_VERSIONS
+    from engine import SUPPORTED_TABLE_VERSIONS
 
     return sorted(SUPPORTED_TABLE_VERSIONS)
 

@@ -304,7 +304,7 @@ def update_settings(user: AnyUser | None, table: RegisteredTable, data: dict[str
 def _clean_settings_changes(table: RegisteredTable, clean: dict[str, Any]) -> dict[str, dict[str, str]]:
     """{Hudi key: {"from", "to"}} for the clean policy and its retention asked, against the table's
     hoodie.properties (a key it does not set counts as Hudi's default); {} when nothing changes."""
-    from engine.config.properties import WRITE_SETTINGS
+    from engine import WRITE_SETTINGS
 
     props = _engine_table(inputs.table_path(table.path)).config.props
     stored = {key: props.get(key) or WRITE_SETTINGS[key][1] for key in (POLICY_KEY, *RETAINED_KEYS.values())}

@@ -4,12 +4,19 @@ pyspark ships Hive 2.3's metastore, Derby and DataNucleus; `org.apache.hadoop.hi
 serves the Thrift API from them with a `hive-site.xml` on Derby in a folder of its own (schema created on
 first start). Up in ~6 s. `python -m tasks.metastore STATE_DIR [PORT]` runs one in the foreground.
 
-Environment: `TIDEMARK_METASTORE_PORT` (supervisor; default 9083), `TIDEMARK_EMBEDDED_METASTORE=0` to not
-start one (point `TIDEMARK_HIVE_METASTORE_URIS` at your own).
+It listens on the loopback only: the metastore's Thrift API takes no credentials, and Hive 2.3's own main class
+binds every interface with no setting to change it (`hive.metastore.thrift.bind.host` is Hive 4's), so
+`LoopbackMetastore.java`, compiled here against those jars on first use (the JDK's `javac`, ~2 s), starts the
+same server on the address it is given.
+
+Environment: `TIDEMARK_METASTORE_PORT` (supervisor; default 9083), `TIDEMARK_METASTORE_HOST` (default
+127.0.0.1; another address is an explicit choice the supervisor warns about), `TIDEMARK_EMBEDDED_METASTORE=0` to
+not start one (point `TIDEMARK_HIVE_METASTORE_URIS` at your own).
 """
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -18,7 +25,11 @@ import time
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+from engine import env
+
+LAUNCHER = Path(__file__).with_name("LoopbackMetastore.java")
+MAIN_CLASS = LAUNCHER.stem
+LOOPBACK = "127.0.0.1"
 READY_TIMEOUT_S = 120.0
 
 
@@ -52,15 +63,36 @@ def write_hive_site(folder: Path) -> Path:
     return path
 
 
-def command(folder: Path, port: int) -> list[str]:
+def host() -> str:
+    """The address the embedded metastore listens on: the loopback unless `TIDEMARK_METASTORE_HOST` says otherwise."""
+    return env.text("TIDEMARK_METASTORE_HOST", LOOPBACK)
+
+
+def compiled_launcher(folder: Path) -> Path:
+    """The folder holding `LoopbackMetastore.class`, compiled from its source when missing or older."""
+    classes = folder / "launcher"
+    target = classes / f"{MAIN_CLASS}.class"
+    if target.exists() and target.stat().st_mtime >= LAUNCHER.stat().st_mtime:
+        return classes
+    javac = shutil.which("javac")
+    if javac is None:
+        raise RuntimeError("the embedded metastore needs the JDK's javac (Java 17) to build its loopback launcher; "
+                           "install a JDK, or set TIDEMARK_EMBEDDED_METASTORE=0 and TIDEMARK_HIVE_METASTORE_URIS")
+    classes.mkdir(parents=True, exist_ok=True)
+    subprocess.run([javac, "-nowarn", "-d", str(classes), "-cp", f"{pyspark_jars()}/*", str(LAUNCHER)],
+                   check=True, capture_output=True)
+    return classes
+
+
+def command(folder: Path, port: int, bind: str | None = None) -> list[str]:
     # The folder first on the class path: the metastore finds hive-site.xml there.
-    classpath = f"{folder}{os.pathsep}{pyspark_jars()}/*"
+    classpath = os.pathsep.join([str(folder), str(compiled_launcher(folder)), f"{pyspark_jars()}/*"])
     return ["java", "-Xmx384m", f"-Dderby.stream.error.file={folder / 'derby.log'}", "-cp", classpath,
-            MAIN_CLASS, "-p", str(port)]
+            MAIN_CLASS, bind or host(), str(port)]
 
 
 class EmbeddedMetastore:
-    """A metastore process on 127.0.0.1:`port` with its Derby database in `folder`."""
+    """A metastore process on 127.0.0.1:`port` (the loopback only) with its Derby database in `folder`."""
 
     def __init__(self, folder: Path, port: int | None = None) -> None:
         self.folder = Path(folder)
@@ -75,7 +107,7 @@ class EmbeddedMetastore:
         write_hive_site(self.folder)
         log = open(self.folder / "metastore.log", "ab")
         # Own process group, so stopping it never touches the caller's; its log stays out of the terminal.
-        self.proc = subprocess.Popen(command(self.folder, self.port), cwd=self.folder, stdout=log,
+        self.proc = subprocess.Popen(command(self.folder, self.port, LOOPBACK), cwd=self.folder, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self._wait_ready(timeout_s)

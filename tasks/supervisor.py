@@ -22,10 +22,11 @@ It also runs a Hive metastore (tasks.metastore: pyspark's jars on Derby in `$TID
 that tables with catalog sync enabled (the demo table) register `<name>_ro` / `<name>_rt` in: its URI is
 given to web, the workers and beat as `TIDEMARK_HIVE_METASTORE_URIS`; it is supervised like them and stops last.
 
-Environment: `TIDEMARK_BIND` (default 0.0.0.0:8000), `TIDEMARK_WORKER_CONCURRENCY` (default 1: one warm
-SparkSession per pool process, and Spark itself uses every core); `TIDEMARK_METASTORE_PORT` (default 9083,
-or a free port when 9083 is taken); no embedded metastore when `TIDEMARK_HIVE_METASTORE_URIS` names one
-already or `TIDEMARK_EMBEDDED_METASTORE=0`.
+Environment: `TIDEMARK_BIND` (default 127.0.0.1:8000: this host only; a wider address is warned about),
+`TIDEMARK_WORKER_CONCURRENCY` (default 1: one warm SparkSession per pool process, and Spark itself uses every
+core); `TIDEMARK_METASTORE_PORT` (default 9083, or a free port when 9083 is taken) and `TIDEMARK_METASTORE_HOST`
+(default 127.0.0.1); no embedded metastore when `TIDEMARK_HIVE_METASTORE_URIS` names one already or
+`TIDEMARK_EMBEDDED_METASTORE=0`.
 """
 from __future__ import annotations
 
@@ -38,6 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from engine import env
 from tasks import metastore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,7 +91,7 @@ def commands(bind: str) -> dict[str, list[str]]:
 
 
 def metastore_port() -> int:
-    wanted = int(os.environ.get("TIDEMARK_METASTORE_PORT", "9083"))
+    wanted = env.whole("TIDEMARK_METASTORE_PORT", 9083)
     with socket.socket() as s:
         try:
             s.bind(("127.0.0.1", wanted))
@@ -100,9 +102,13 @@ def metastore_port() -> int:
     return metastore.free_port()
 
 
+def embedded_metastore_wanted() -> bool:
+    return not env.text("TIDEMARK_HIVE_METASTORE_URIS") and env.flag("TIDEMARK_EMBEDDED_METASTORE", True)
+
+
 def embedded_metastore() -> tuple[list[str], Path, str] | None:
     """(command, folder, thrift URI) of the metastore to run, or None when one is configured elsewhere."""
-    if os.environ.get("TIDEMARK_HIVE_METASTORE_URIS") or os.environ.get("TIDEMARK_EMBEDDED_METASTORE") == "0":
+    if not embedded_metastore_wanted():
         return None
     state = Path(os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state")))
     folder = (state / "metastore").resolve()
@@ -188,6 +194,29 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
+LOOPBACK = "127.0.0.1"
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def web_bind() -> str:
+    """gunicorn's address: `TIDEMARK_BIND` as host:port (or a port alone, on the loopback); 127.0.0.1:8000 by
+    default, so a fresh `make run` is reachable from this host only."""
+    bind = env.text("TIDEMARK_BIND", f"{LOOPBACK}:8000")
+    return f"{LOOPBACK}:{bind}" if bind.isdigit() else bind
+
+
+def warn_if_exposed(bind: str, metastore_host: str) -> None:
+    """Listening beyond the loopback is allowed when asked for, and said out loud: the web asks for a login, but
+    the embedded metastore's Thrift API asks for nothing."""
+    web_host = bind.rsplit(":", 1)[0]
+    if web_host not in LOOPBACK_HOSTS:
+        log(f"WARNING: the web server listens on {bind} (TIDEMARK_BIND), beyond this host: put it behind TLS "
+            "(DJANGO_BEHIND_TLS_PROXY, DJANGO_*_COOKIE_SECURE) and keep DJANGO_ALLOWED_HOSTS to your names")
+    if metastore_host not in LOOPBACK_HOSTS and embedded_metastore_wanted():
+        log(f"WARNING: the embedded Hive metastore listens on {metastore_host} (TIDEMARK_METASTORE_HOST): its Thrift "
+            "API has no authentication; anyone who reaches it can change or drop the catalog's tables")
+
+
 class _Stop(Exception):
     pass
 
@@ -197,7 +226,8 @@ def _interrupt(signum: int, frame: object) -> None:
 
 
 def main() -> int:
-    bind = os.environ.get("TIDEMARK_BIND", "0.0.0.0:8000")
+    bind = web_bind()
+    warn_if_exposed(bind, metastore.host())
     grace_s = _env_float("TIDEMARK_STOP_GRACE_S", 600)
     max_backoff_s = _env_float("TIDEMARK_RESTART_MAX_S", 30)
     children: dict[str, Child] = {}
@@ -216,7 +246,7 @@ def main() -> int:
         for child in children.values():
             child.start()
         host, port = bind.rsplit(":", 1)
-        print(f"\nTidemark control plane: http://{'127.0.0.1' if host == '0.0.0.0' else host}:{port}/  "
+        print(f"\nTidemark control plane: http://{LOOPBACK if host in ('0.0.0.0', '[::]') else host}:{port}/  "
               "(web, worker, sampler and beat supervised; Ctrl-C stops them)\n", flush=True)
         while True:
             for child in children.values():

@@ -92,11 +92,13 @@ def command(folder: Path, port: int, bind: str | None = None) -> list[str]:
 
 
 class EmbeddedMetastore:
-    """A metastore process on 127.0.0.1:`port` (the loopback only) with its Derby database in `folder`."""
+    """A metastore process on `bind`:`port` (the loopback unless told otherwise) with its Derby database in
+    `folder`; it is reached at 127.0.0.1 either way."""
 
-    def __init__(self, folder: Path, port: int | None = None) -> None:
+    def __init__(self, folder: Path, port: int | None = None, bind: str = LOOPBACK) -> None:
         self.folder = Path(folder)
         self.port = port or free_port()
+        self.bind = bind
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -107,7 +109,7 @@ class EmbeddedMetastore:
         write_hive_site(self.folder)
         log = open(self.folder / "metastore.log", "ab")
         # Own process group, so stopping it never touches the caller's; its log stays out of the terminal.
-        self.proc = subprocess.Popen(command(self.folder, self.port, LOOPBACK), cwd=self.folder, stdout=log,
+        self.proc = subprocess.Popen(command(self.folder, self.port, self.bind), cwd=self.folder, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self._wait_ready(timeout_s)
@@ -140,7 +142,7 @@ class EmbeddedMetastore:
 
 def main(argv: list[str]) -> int:
     folder = Path(argv[0] if argv else "state/metastore").resolve()
-    metastore = EmbeddedMetastore(folder, int(argv[1]) if len(argv) > 1 else 9083)
+    metastore = EmbeddedMetastore(folder, int(argv[1]) if len(argv) > 1 else 9083, host())
     # a TERM (a supervisor, `kill`) ends the JVM too, even while it starts: it runs in a process group of its
     # own, which the default handler would leave listening on the port
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))

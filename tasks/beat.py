@@ -26,6 +26,9 @@ def beat_schedule() -> dict[str, dict[str, Any]]:
                             "schedule": _seconds("TIDEMARK_ROLLUP_SECONDS", 3600)},
         "sync-owed-catalogs": {"task": "tasks.jobs.sync_owed_catalogs",
                                "schedule": _seconds("TIDEMARK_CATALOG_SYNC_SECONDS", 60)},
+        # On the sampling queue: the sampling worker (no Spark, never behind a compaction) sweeps whatever the
+        # compaction workers do — stopped, busy or dead is exactly when a queued run must be failed on time.
         "sweep-lost-runs": {"task": "tasks.jobs.sweep_lost_runs",
-                            "schedule": _seconds("TIDEMARK_SWEEP_SECONDS", 30)},
+                            "schedule": _seconds("TIDEMARK_SWEEP_SECONDS", 30),
+                            "options": {"queue": sampling_queue()}},
     }

@@ -1,6 +1,8 @@
 """The supervisor (`python -m tasks.supervisor`, what `make run` ends with) on both deployments:
 - a worker or web killed with kill -9 (its whole process group: pool child, JVM) is restarted with a
   backoff while the others keep serving, and runs requested afterwards are carried out;
+- with the compaction worker stopped (SIGSTOP), the sampling worker still sweeps: a queued run is failed
+  within the queued timeout plus one sweep interval, and the table takes a new trigger;
 - SIGTERM mid-compaction is graceful: no new runs, the running compaction finishes and is recorded as
   succeeded (no Recover needed), and only then do the worker and its JVM stop."""
 from __future__ import annotations
@@ -28,13 +30,14 @@ T = dt.datetime(2013, 1, 6, tzinfo=dt.UTC)
 class Supervisor:
     """A supervisor process of the test, its output in a log file; `queue` is its Celery queue."""
 
-    def __init__(self, stack: Stack, warm: bool) -> None:
+    def __init__(self, stack: Stack, warm: bool, extra_env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.queue = f"sup-{uuid.uuid4().hex[:6]}"
         self.log = stack.state / f"supervisor-{self.queue}.log"
         env = {**os.environ, **stack.env, "TIDEMARK_BIND": f"127.0.0.1:{self.port}", "TIDEMARK_CELERY_QUEUE": self.queue,
                "TIDEMARK_WARM_SPARK": "1" if warm else "0", "TIDEMARK_RESTART_MAX_S": "2", "PYTHONUNBUFFERED": "1",
-               "TIDEMARK_WEB_WORKERS": "1", "TIDEMARK_WEB_THREADS": "2", "TIDEMARK_EMBEDDED_METASTORE": "0"}
+               "TIDEMARK_WEB_WORKERS": "1", "TIDEMARK_WEB_THREADS": "2", "TIDEMARK_EMBEDDED_METASTORE": "0",
+               **(extra_env or {})}
         self.proc = subprocess.Popen([sys.executable, "-m", "tasks.supervisor"], cwd=REPO, env=env,
                                      stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -141,4 +144,38 @@ def test_sigterm_mid_compaction_lets_the_run_finish_then_stops(stack_env, flight
         assert pending == [], f"a compaction left pending: {pending}"
         assert rows_by_key(hudi_read(Path(flights), "snapshot")) == before
     finally:
+        sup.kill_all()
+
+
+QUEUED_TIMEOUT_S, SWEEP_S = 6, 2
+
+
+def test_a_stopped_worker_does_not_stop_the_sweep(stack_env, flights):
+    from tasks import jobs
+    from webapp.tables import inputs, services
+    from webapp.tables.models import Run
+
+    sup = Supervisor(stack_env, warm=False, extra_env={"TIDEMARK_QUEUED_TIMEOUT": str(QUEUED_TIMEOUT_S),
+                                                       "TIDEMARK_SWEEP_SECONDS": str(SWEEP_S)})
+    worker = 0
+    try:
+        for name in ("worker", "sampler", "beat"):
+            sup.wait_log(rf"{name} started \(pid \d+\)")
+        [worker] = sup.pids("worker")
+        os.killpg(worker, signal.SIGSTOP)     # stopped, not dead: its lease and its queue look alive
+        table = register(flights)
+        run = Run.objects.create(table=table, kind="schedule_execute", state="queued", threshold=T)
+        jobs.BY_KIND["schedule_execute"].apply_async(args=[run.pk], queue=sup.queue)
+        wait_until(lambda: Run.objects.get(pk=run.pk).state != "queued", QUEUED_TIMEOUT_S + SWEEP_S + 20,
+                   "the sweep to fail the queued run")
+        swept = Run.objects.get(pk=run.pk)
+        assert swept.state == "failed" and f"queued for more than {QUEUED_TIMEOUT_S} s" in swept.error
+        waited = (swept.finished_at - swept.queued_at).total_seconds()
+        assert waited <= QUEUED_TIMEOUT_S + SWEEP_S + 3, f"swept after {waited:.1f} s"   # + beat's tick
+        args = inputs.TriggerArgs(threshold=T)
+        again = services.trigger_compaction(table, None, args)   # no 409: the table takes a new trigger
+        assert again.state == "queued"
+    finally:
+        if worker:
+            os.killpg(worker, signal.SIGCONT)
         sup.kill_all()

@@ -8,7 +8,8 @@ check cannot redirect the run.
 
 The allow-list (`TIDEMARK_TABLE_ROOTS`) is checked on the resolved location on every run, inside the
 lease, not only at registration: a registered folder replaced by a link to a table outside the roots is
-refused.
+refused. `open_table` is the workers' one way to open a registered table (tests/tasks/test_location.py holds them
+to it).
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from urllib.parse import unquote, urlparse
 
 from django.conf import settings
 
-from engine import Refused, is_object_store, is_within, resolve_location
+from engine import Refused, Table, is_object_store, is_within, resolve_location
 
 OUTSIDE_ROOTS = "outside_roots"
 LOCATION_CHANGED = "location_changed"
@@ -57,3 +58,8 @@ def checked(path: str) -> str:
         raise Refused(OUTSIDE_ROOTS, f"table path {path} resolves to {location}, outside the allowed table roots "
                                      f"({', '.join(map(str, settings.TIDEMARK_TABLE_ROOTS))}); nothing was done")
     return location
+
+
+def open_table(path: str) -> Table:
+    """The engine's table at the canonical location of `path`, refused (`outside_roots`) outside the roots."""
+    return Table.open(checked(path))

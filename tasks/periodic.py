@@ -13,7 +13,8 @@ import logging
 
 from django.utils import timezone
 
-from engine import Refused, Table, TidemarkError
+from engine import Refused, TidemarkError
+from tasks import location as locations
 from tasks.operations import NOTHING_TO_COMPACT
 from tasks.records import finish
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
@@ -69,7 +70,7 @@ def check_sla(table: RegisteredTable, sample: MetricSample) -> Run | None:
 def _cannot_plan(table: RegisteredTable) -> tuple[str, str, str] | None:
     """(reason, message, blocking instant) when the SLA trigger would plan nothing now; None when it would."""
     try:
-        plan = Table.open(table.path).plan_compaction(
+        plan = locations.open_table(table.path).plan_compaction(
             strategy="event_time", data_latency=table.data_latency or None, carry_over=table.carry_over or None,
             exact=table.exact)
     except Refused as refusal:

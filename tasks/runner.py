@@ -18,7 +18,7 @@ from typing import Any
 from django.db import close_old_connections, transaction
 from django.utils import timezone
 
-from engine import Cancelled, RefusalReason, Refused, Table, TidemarkError
+from engine import Cancelled, RefusalReason, Refused, TidemarkError
 from tasks import catalog, operations, sampling, spark_session, sweep
 from tasks import location as locations
 from tasks.lease import DEFAULT_WAIT_S, DatabaseLease, holder, run_of_owner, run_owner
@@ -107,7 +107,7 @@ def _call_engine(run: Run, lease: DatabaseLease) -> tuple[str, dict[str, Any]]:
     except Exception as exc:
         return Run.State.FAILED, {"error": f"the worker's Spark session could not be started: {type(exc).__name__}: {exc}"}
     try:
-        table = Table.open(_location_inside_lease(run, lease))
+        table = locations.open_table(_location_inside_lease(run, lease))
         outcome = operations.BY_KIND[run.kind](table, run, lease, progress)
     except Cancelled as cancelled:
         return Run.State.CANCELLED, {"instant": cancelled.instant, "error": cancelled.message}

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from tasks import lease as lease_mod
+from tasks import location as locations
 from tasks.lease import RUN_OWNER_PREFIX, run_of_owner
 from tasks.records import audit
 from webapp.alerts.events import notify
@@ -103,9 +104,8 @@ def _committed_before_lost(run: Run) -> bool:
     whatever the error) counts as not: one unreadable table must not stop the sweep of the others."""
     if run.kind != Run.Kind.SCHEDULE_EXECUTE or not run.instant:
         return False
-    from engine import Table
-
     try:
-        return any(i.instant == run.instant and i.state == "completed" for i in Table.open(run.table.path).timeline())
+        timeline = locations.open_table(run.table.path).timeline()
+        return any(i.instant == run.instant and i.state == "completed" for i in timeline)
     except Exception:  # noqa: BLE001 - see above
         return False

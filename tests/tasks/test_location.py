@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import uuid
+from pathlib import Path
 
 from django.test import Client
 
@@ -41,3 +42,14 @@ def test_a_folder_swapped_for_a_link_out_of_the_roots_is_refused(stack_env, flig
     preview = client.post(f"/api/tables/{table.name}/preview", json.dumps({"threshold": "2013-01-06T00:00:00Z"}),
                           content_type="application/json")
     assert preview.status_code == 400 and "outside the allowed table roots" in preview.json()["error"]
+
+
+def test_workers_open_tables_only_through_the_allow_list():
+    """tasks.location.open_table is the workers' one way to open a registered table (it checks the roots)."""
+    import ast
+
+    root = Path(__file__).resolve().parents[2]
+    openers = {str(p.relative_to(root)) for p in (root / "tasks").rglob("*.py")
+               for node in ast.walk(ast.parse(p.read_text()))
+               if isinstance(node, ast.Call) and ast.unparse(node.func) == "Table.open"}
+    assert openers == {"tasks/location.py"}

@@ -12,8 +12,8 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-from engine import CompactionPlan, Table, TidemarkError
-from webapp.tables import inputs
+from engine import CompactionPlan, TidemarkError
+from webapp.tables import access, inputs
 from webapp.tables.models import RegisteredTable, Run
 from webapp.tables.status import iso
 
@@ -69,7 +69,7 @@ def read(table: RegisteredTable) -> Compactions:
     """The timeline's compactions of `table` (one listing of its timeline, plus the pending plan's file when
     there is one); an unreadable table is reported in `error`, never raised, so its page still renders."""
     try:
-        engine_table = Table.open(inputs.table_path(table.path))
+        engine_table = access.open_registered(table)
         timeline = engine_table.timeline()
         pending = sorted(i.instant for i in timeline if i.action == COMPACTION and i.state != COMPLETED)
         done = [i.instant for i in timeline if i.action == COMMIT and i.state == COMPLETED]

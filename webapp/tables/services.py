@@ -8,7 +8,7 @@ retention, which the engine stores in the table's hoodie.properties (`Table.upda
 from __future__ import annotations
 
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import transaction
@@ -17,13 +17,10 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from webapp.accounts.roles import AnyUser
-from webapp.tables import inputs
+from webapp.tables import access, inputs
 from webapp.tables.activity import POLICY_KEY, RETAINED_KEYS
 from webapp.tables.models import AuditEvent, RegisteredTable, Run
 from webapp.tables.status import iso
-
-if TYPE_CHECKING:
-    from engine import Table
 
 NAME_MAX: int = RegisteredTable._meta.get_field("name").max_length or 100   # the SlugField's max_length
 RUN_PARAMS = ("threshold", "data_latency", "carry_over", "exact", "instant", "file_group", "dry_run")
@@ -95,7 +92,7 @@ def _dispatch(run_id: int) -> None:
 
 def default_latency(table: RegisteredTable) -> str | None:
     """The latency a trigger without T or latency plans with: the registered one, else the Hudi table's."""
-    return table.data_latency or _engine_table(table.path).default_data_latency
+    return table.data_latency or access.open_registered(table).default_data_latency
 
 
 def trigger_args(table: RegisteredTable, data: dict[str, Any]) -> inputs.TriggerArgs:
@@ -130,7 +127,7 @@ def register_table(user: AnyUser | None, data: dict[str, Any]) -> RegisteredTabl
     same = registered_at(path)
     if same is not None:
         raise inputs.InvalidInput(f"the table at {path} is already registered as {same.name!r}")
-    engine_table = _engine_table(path)
+    engine_table = access.open_location(path)
     values = inputs.table_settings(data, table_latency=lambda: engine_table.default_data_latency)
     values = replace(values, carry_over=_carry_over_for(path, inputs.parse_carry_over(data.get("carry_over"))))
     table = RegisteredTable.objects.create(name=name, path=path, created_by=account(user), **asdict(values))
@@ -160,26 +157,12 @@ def registered_at(path: str) -> RegisteredTable | None:
     return None
 
 
-def _engine_table(path: str) -> Table:
-    from engine import Table, TableNotFoundError, TidemarkError
-
-    try:
-        return Table.open(path)
-    except TableNotFoundError as exc:   # its message names the path and what is missing
-        raise inputs.InvalidInput(str(exc)) from None
-    except TidemarkError as exc:
-        raise inputs.InvalidInput(f"cannot open the table at {path}: {exc}") from None
-
-
 def preview(table: RegisteredTable, user: AnyUser | None, args: inputs.TriggerArgs) -> dict[str, Any]:
     """The engine's dry-run plan for these arguments (writes nothing), summarised per partition."""
-    from engine import Table
-
     kwargs = args.engine_kwargs()
     if kwargs["threshold"] is None and kwargs["data_latency"] is None and table.data_latency:
         kwargs["data_latency"] = table.data_latency
-    # Re-checked on every preview: the registered folder may have been swapped for a link out of the roots.
-    plan = Table.open(inputs.table_path(table.path)).plan_compaction(strategy="event_time", **kwargs).to_dict()
+    plan = access.open_registered(table).plan_compaction(strategy="event_time", **kwargs).to_dict()
     audit(user, "preview", table=table, outcome="shown",
           detail={"threshold": plan.get("threshold"), "operations": len(plan.get("operations") or [])})
     return {"plan": plan, "partitions": partition_summary(plan)}
@@ -285,7 +268,7 @@ def update_settings(user: AnyUser | None, table: RegisteredTable, data: dict[str
         raise inputs.InvalidInput(f"unknown settings: {', '.join(sorted(unknown))}; known: "
                                   f"{', '.join((*inputs.TableSettings.FIELDS, *CLEAN_FIELDS))}")
     merged = {**current, **data}
-    values = asdict(inputs.table_settings(merged, table_latency=lambda: _engine_table(table.path).default_data_latency))
+    values = asdict(inputs.table_settings(merged, table_latency=lambda: access.open_registered(table).default_data_latency))
     if "carry_over" in data:   # an object store has no links: symlink refused there, as at registration
         values["carry_over"] = _carry_over_for(table.path, inputs.parse_carry_over(data.get("carry_over")) or None)
     changed: dict[str, Any] = {k: {"from": current[k], "to": v} for k, v in values.items() if current[k] != v}
@@ -306,7 +289,7 @@ def _clean_settings_changes(table: RegisteredTable, clean: dict[str, Any]) -> di
     hoodie.properties (a key it does not set counts as Hudi's default); {} when nothing changes."""
     from engine import WRITE_SETTINGS
 
-    props = _engine_table(inputs.table_path(table.path)).config.props
+    props = access.open_registered(table).config.props
     stored = {key: props.get(key) or WRITE_SETTINGS[key][1] for key in (POLICY_KEY, *RETAINED_KEYS.values())}
     policy = clean.get("clean_policy") or stored[POLICY_KEY]
     if policy not in RETAINED_KEYS:
@@ -324,7 +307,7 @@ def _store_hudi_settings(table: RegisteredTable, settings: dict[str, str]) -> No
     from engine import TidemarkError
 
     try:
-        _engine_table(inputs.table_path(table.path)).update_settings(settings)
+        access.open_registered(table).update_settings(settings)
     except TidemarkError as exc:   # ConfigError, a lock not granted: the form says why, nothing was saved
         raise inputs.InvalidInput(f"could not store {', '.join(sorted(settings))} on the table: {exc}") from None
 

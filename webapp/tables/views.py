@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from engine import is_object_store
 from webapp.accounts.decorators import operator_action
-from webapp.tables import activity, heatmap, history, inputs, listing, overview, plans, services
+from webapp.tables import access, activity, heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables import discovery as table_discovery
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
@@ -120,13 +120,13 @@ TIMELINE_STATES = ("requested", "inflight", "completed")
 def timeline(request: HttpRequest, name: str) -> HttpResponse:
     """Every instant of the table's active timeline (newest first) with its files and records, filtered by
     action and state; compactions link to the runs that planned or executed them."""
-    from engine import Table, TidemarkError
+    from engine import TidemarkError
 
     table = get_object_or_404(RegisteredTable, name=name)
     try:
-        instants = [i.to_dict() for i in reversed(Table.open(table.path).timeline_details())]
+        instants = [i.to_dict() for i in reversed(access.open_registered(table).timeline_details())]
         error = ""
-    except TidemarkError as exc:
+    except (TidemarkError, inputs.InvalidInput) as exc:   # unreadable, or its folder resolves outside the roots
         instants, error = [], str(exc)
     total = len(instants)
     action, state = request.GET.get("action", ""), request.GET.get("state", "")

@@ -45,6 +45,20 @@ def test_failed_logins_are_audited_and_then_throttled(operator, monkeypatch):
     assert _login(client, operator.username, PASSWORD).status_code == 302
 
 
+def test_the_admin_login_is_throttled_too(operator, monkeypatch):
+    """Failures on either login page count together, and the admin's refuses once the count is reached."""
+    monkeypatch.setenv("TIDEMARK_LOGIN_MAX_FAILURES", "3")
+    client = Client()
+    for _ in range(2):
+        assert client.post("/admin/login/", {"username": operator.username, "password": "wrong"}).status_code == 200
+    assert _login(client, operator.username, "wrong").status_code == 200
+    refused = client.post("/admin/login/", {"username": operator.username, "password": "wrong"})
+    assert refused.status_code == 429 and refused["Retry-After"] and b"Too many failed logins" in refused.content
+    assert "_auth_user_id" not in client.session
+    assert AuditEvent.objects.filter(action="login.throttled", detail__page="/admin/login/").exists()
+    assert client.get("/admin/login/").status_code == 200, "the page itself still shows"
+
+
 def test_api_tokens_expire_and_can_be_revoked(viewer):
     _, raw = ApiToken.issue(viewer, "ci", days=1)
     auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}

@@ -1,7 +1,7 @@
 """Login rate limiting and the audit of failed logins — one record serves both.
 
 Every failed login is an AuditEvent (`login.failed`, actor = the user name tried, the client address in its
-detail), written from Django's `user_login_failed` signal, so the audit log shows it as the README
+detail), written from Django's `user_login_failed` signal, so the audit log shows it as docs/CONTROL-PLANE.md
 promises. The login page refuses (429) a user name with `TIDEMARK_LOGIN_MAX_FAILURES` failures (default 5)
 or a client address with four times as many within the last `TIDEMARK_LOGIN_WINDOW_MINUTES` (default 15)
 — counted from those same rows, so every web process and every server agrees without a shared cache.
@@ -9,7 +9,6 @@ or a client address with four times as many within the last `TIDEMARK_LOGIN_WIND
 from __future__ import annotations
 
 import datetime as dt
-import os
 from typing import Any
 
 from django.contrib.auth.signals import user_login_failed
@@ -17,17 +16,18 @@ from django.dispatch import receiver
 from django.http import HttpRequest
 from django.utils import timezone
 
+from engine import env
 from webapp.tables.models import AuditEvent
 
 FAILED = "login.failed"
 
 
 def max_failures() -> int:
-    return int(os.environ.get("TIDEMARK_LOGIN_MAX_FAILURES", "5"))
+    return env.whole("TIDEMARK_LOGIN_MAX_FAILURES", 5, unit="failures")
 
 
 def window() -> dt.timedelta:
-    return dt.timedelta(minutes=float(os.environ.get("TIDEMARK_LOGIN_WINDOW_MINUTES", "15")))
+    return dt.timedelta(minutes=env.number("TIDEMARK_LOGIN_WINDOW_MINUTES", 15, unit="minutes"))
 
 
 def client_address(request: HttpRequest | None) -> str:

@@ -217,6 +217,28 @@ def warn_if_exposed(bind: str, metastore_host: str) -> None:
             "API has no authentication; anyone who reaches it can change or drop the catalog's tables")
 
 
+# Celery's own warning when a worker runs as root: ten lines per worker at every (re)start. The supervisor says it
+# once instead (`warn_if_root`) and its children leave it out.
+CELERY_ROOT_WARNING = "ignore:You're running the worker with superuser privileges"
+
+
+def child_env(name: str) -> dict[str, str] | None:
+    """A child's environment: the supervisor's own (None), but the sampling worker needs no Spark
+    (webapp.queues), and as root Celery's root warning is said once by the supervisor, not by each worker."""
+    if name not in ("worker", "sampler", "beat") or (os.geteuid() != 0 and name != "sampler"):
+        return None
+    extra = {"TIDEMARK_WARM_SPARK": "0"} if name == "sampler" else {}
+    if os.geteuid() == 0:
+        given = os.environ.get("PYTHONWARNINGS", "")
+        extra["PYTHONWARNINGS"] = f"{given},{CELERY_ROOT_WARNING}" if given else CELERY_ROOT_WARNING
+    return {**os.environ, **extra}
+
+
+def warn_if_root() -> None:
+    if os.geteuid() == 0:
+        log("WARNING: running as root, so are the workers: run `make run` as an ordinary user where you can")
+
+
 class _Stop(Exception):
     pass
 
@@ -228,6 +250,7 @@ def _interrupt(signum: int, frame: object) -> None:
 def main() -> int:
     bind = web_bind()
     warn_if_exposed(bind, metastore.host())
+    warn_if_root()
     grace_s = _env_float("TIDEMARK_STOP_GRACE_S", 600)
     max_backoff_s = _env_float("TIDEMARK_RESTART_MAX_S", 30)
     children: dict[str, Child] = {}
@@ -238,8 +261,7 @@ def main() -> int:
         os.environ["TIDEMARK_HIVE_METASTORE_URIS"] = uri   # inherited by web, the workers and beat
         print(f"Hive metastore: {uri} (Derby in {folder}; log metastore.log)", flush=True)
     # the sampling worker needs no Spark (webapp.queues)
-    children.update({name: Child(name, argv, env={**os.environ, "TIDEMARK_WARM_SPARK": "0"} if name == "sampler"
-                                 else None) for name, argv in commands(bind).items()})
+    children.update({name: Child(name, argv, env=child_env(name)) for name, argv in commands(bind).items()})
     signal.signal(signal.SIGTERM, _interrupt)  # docker stop / kill: the same graceful stop as Ctrl-C
     signal.signal(signal.SIGINT, _interrupt)
     try:

@@ -71,8 +71,12 @@ class ErrorResponses:
             message = str(exc) if isinstance(exc, NotFound) else f"not found: {request.path}"
             return JsonResponse({"error": message}, status=404) if is_api(request) else None
         if isinstance(exc, PermissionDenied):
+            # Answered here, not re-raised: Django would log a refused POST with its whole traceback, an
+            # expected refusal drowning the worker's log; `log_response` still notes it in one line.
             audit_refusal(request, str(exc) or "forbidden", 403)
-            return JsonResponse({"error": str(exc) or "forbidden"}, status=403) if is_api(request) else None
+            if is_api(request):
+                return JsonResponse({"error": str(exc) or "forbidden"}, status=403)
+            return render(request, "403.html", {"exception": str(exc)}, status=403)
         error_id = new_error_id()
         if is_store_client_error(exc) or isinstance(exc, (PermissionError, ConnectionError, TimeoutError)):
             # the table's storage failed (no credentials, a bucket or endpoint that is not there, a refused path):

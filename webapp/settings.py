@@ -133,7 +133,9 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = STATE_DIR / "static"
+# Only for an explicit `collectstatic`: pages are served straight from STATICFILES_DIRS (below), and WhiteNoise
+# would warn "No directory at" a STATIC_ROOT nothing ever collected into.
+STATIC_ROOT = STATE_DIR / "static" if (STATE_DIR / "static").is_dir() else None
 # straight from STATICFILES_DIRS (no collectstatic step to forget); files are read once at start unless DEBUG
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG

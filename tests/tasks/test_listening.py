@@ -109,3 +109,18 @@ def test_a_wider_address_is_allowed_and_warned_about(capsys, monkeypatch):
     assert supervisor.web_bind() == "127.0.0.1:8123"
     monkeypatch.delenv("TIDEMARK_BIND")
     assert supervisor.web_bind() == "127.0.0.1:8000"
+
+
+def test_a_root_supervisor_says_so_once_and_its_workers_do_not(monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    supervisor.warn_if_root()
+    assert "WARNING: running as root" in capsys.readouterr().err
+    worker = supervisor.child_env("worker")
+    assert worker is not None and supervisor.CELERY_ROOT_WARNING in worker["PYTHONWARNINGS"]
+    probe = ("import warnings; from celery.exceptions import SecurityWarning; "
+             "warnings.warn(SecurityWarning(\"You're running the worker with superuser privileges: this is\"))")
+    out = subprocess.run([sys.executable, "-c", probe], env=worker, capture_output=True, text=True)
+    assert out.returncode == 0 and "superuser" not in out.stderr
+    assert supervisor.child_env("sampler")["TIDEMARK_WARM_SPARK"] == "0"
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert supervisor.child_env("worker") is None and supervisor.child_env("web") is None

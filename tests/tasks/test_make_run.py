@@ -75,6 +75,9 @@ def test_make_run_serves_the_demo_and_stops_on_ctrl_c(backend, tmp_path) -> None
         proc.wait(timeout=60)
         if pg_database:
             drop_pg_database(pg_database)
+    output = "".join(seen) + (proc.stdout.read() if proc.stdout else "")
+    for noise in ("Traceback", "No directory at", "superuser privileges"):
+        assert noise not in output, f"make run printed {noise!r}:\n{output[-4000:]}"
     assert not port_open("127.0.0.1", port), "the web server outlived make run"
     assert not port_open("127.0.0.1", metastore_port), "the metastore outlived make run"
 

@@ -145,3 +145,23 @@ def test_long_names_and_nul_bytes_are_400_on_both_databases(stack_operator, stac
     assert stack_operator.get("/runs/?table=a%00b").status_code == 400
     assert stack_operator.get("/api/tables/" + "z" * 1000).status_code == 404
     assert not RegisteredTable.objects.exists()
+
+
+def test_a_refused_post_is_logged_in_one_line_without_a_traceback(viewer_client, flights, caplog):
+    """A viewer's POST is an expected refusal: its page is the site's 403, its log a line, never a traceback."""
+    import logging
+
+    caplog.set_level(logging.INFO)
+    response = viewer_client.post("/tables/flights/clean")
+    assert response.status_code == 403 and b"403" in response.content
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged for a refused POST"
+
+
+def test_static_files_need_no_collect_step(settings):
+    """Pages are served from static/ directly; WhiteNoise is never pointed at a folder nothing collected into
+    (it would warn "No directory at" on every start)."""
+    from pathlib import Path
+
+    assert settings.WHITENOISE_USE_FINDERS
+    assert settings.STATIC_ROOT is None or Path(settings.STATIC_ROOT).is_dir()

@@ -49,8 +49,23 @@ def test_viewer_api_post_is_403(viewer_client, flights, path, body):
     assert not Run.objects.exists()
 
 
-def test_actions_are_post_only(operator_client, flights):
-    assert operator_client.get("/tables/flights/trigger").status_code == 405
+@pytest.mark.parametrize(("action", "form_page"), [
+    ("/tables/flights/trigger", "/tables/flights/"), ("/tables/flights/clean", "/tables/flights/"),
+    ("/tables/register", "/"), ("/tables/discover", "/"), ("/alerts/new", "/alerts/"),
+    ("/runs/7/cancel", "/runs/7/"), ("/alerts/3/delete", "/alerts/3/"),
+])
+def test_an_action_opened_with_get_leads_to_its_form_and_does_nothing(operator_client, flights, action, form_page):
+    """A reload after a refused form, or a pasted link: back to the page with the form, with a line saying why
+    — never the browser's blank "HTTP ERROR 405"; nothing is done."""
+    response = operator_client.get(action, follow=False)
+    assert (response.status_code, response["Location"]) == (302, form_page)
+    assert not Run.objects.exists() and not AuditEvent.objects.filter(action__in=("register", "clean")).exists()
+    if form_page in ("/", "/tables/flights/", "/alerts/"):
+        page = operator_client.get(action, follow=True)
+        assert page.status_code == 200 and b"carries out an action when its form is sent" in page.content
+
+
+def test_api_actions_are_post_only(operator_client, flights):
     assert operator_client.get("/api/tables/flights/compactions").status_code == 405
 
 

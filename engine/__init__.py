@@ -7,6 +7,7 @@ from engine.config.discovery import FoundTable
 from engine.config.eventtime import FUTURE_GRACE as THRESHOLD_FUTURE_GRACE
 from engine.config.properties import SUPPORTED_TABLE_VERSIONS, WRITE_SETTINGS
 from engine.errors import Cancelled, RefusalReason, Refused, TableNotFoundError, TidemarkError
+from engine.humanize import human
 from engine.io.storage import is_remote as is_object_store
 from engine.io.storage import is_store_client_error, is_within, split_locations
 from engine.io.storage import resolve as resolve_location
@@ -39,7 +40,7 @@ __all__ = [
     "CompactionResult", "CompactionSummary", "StrategyName",
     "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantDetail", "InstantInfo", "ReadResult",
     "RecoverResult", "RefusalReason", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",
-    "TableNotFoundError", "TidemarkError", "TideBucket", "TimelineMark", "WriteResult", "compaction_threshold",
+    "TableNotFoundError", "TidemarkError", "TideBucket", "TimelineMark", "WriteResult", "compaction_threshold", "human",
     "SUPPORTED_TABLE_VERSIONS", "THRESHOLD_FUTURE_GRACE", "WRITE_SETTINGS", "is_object_store", "is_store_client_error",
     "is_within", "latency_ms", "resolve_location", "split_locations", "threshold_ms",
 ]

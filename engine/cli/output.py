@@ -14,6 +14,7 @@ from typing import Any, TextIO
 
 from engine import results as r
 from engine.errors import Refused, TidemarkWarning
+from engine.humanize import human
 from engine.progress import Progress
 
 
@@ -89,7 +90,7 @@ def _t(value: Any) -> str:
 
 
 def kv_lines(result: r.Result) -> str:
-    return "\n".join(f"{k}: {v}" for k, v in result.to_dict().items())
+    return "\n".join(f"{k}: {human(v)}" for k, v in result.to_dict().items())
 
 
 def created(d: r.TableDescription) -> str:
@@ -253,14 +254,14 @@ def plan(p: r.CompactionPlan) -> str:
              f"{', exact' if p.exact else ''}): {len(p.operations)} file group(s), "
              f"{sum(len(o.logs_compacted) for o in p.operations)} logs compacted, "
              f"{sum(len(o.logs_carried) for o in p.operations)} carried".replace("  ", " ")]
-    lines += [f"  {name} = {u.value} ({u.source})" for name, u in p.settings_used.items()]
+    lines += [f"  {name} = {human(u.value)} ({u.source})" for name, u in p.settings_used.items()]
     return "\n".join(lines)
 
 
 def compaction_detail(p: r.CompactionPlan) -> str:
     lines = [f"compaction {p.instant} [{p.state}] strategy {p.strategy}, threshold {_t(p.threshold)}, "
              f"carry-over {p.carry_over}{', exact' if p.exact else ''}"]
-    lines += [f"  {name} = {u.value} ({u.source})" for name, u in p.settings_used.items()]
+    lines += [f"  {name} = {human(u.value)} ({u.source})" for name, u in p.settings_used.items()]
     for o in p.operations:
         lines.append(f"  {o.partition or '(root)'} / {o.file_id}: base {o.base_file or '-'}"
                      + (f" -> {o.new_base_file}" if o.new_base_file else ""))

@@ -39,3 +39,16 @@ def test_refusal_rendering(capsys) -> None:
     output.refusal(refused, as_json=False)
     err = capsys.readouterr().err
     assert err.startswith("tidemark: refused [pending_compaction] (blocked by 20260101000000000)")
+
+
+def test_a_schedules_settings_read_as_words(tmp_path, capsys):
+    """Issue 34 item 11: `= no (default)` and `= — (default)`, never `= False` or `= None`."""
+    from engine.cli import main
+    from tests.support.tables import three_day_table
+
+    three_day_table(tmp_path)
+    assert main(["compaction", "schedule", str(tmp_path / "t"), "--threshold", "2024-01-02T12:00:00Z", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "hoodie.compaction.exact.event.time = no (default)" in out
+    assert "hoodie.compaction.event.time.data.latency = — (default)" in out
+    assert "False" not in out and "None" not in out

@@ -11,6 +11,7 @@ from django.template import Context
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from engine import human
 from webapp.tables.models import Run
 
 register = template.Library()
@@ -133,10 +134,22 @@ def kind_label(kind: str) -> str:
 
 @register.filter
 def pairs(detail: object) -> str:
-    """A JSON detail dict as "key=value key=value"."""
+    """An audit detail as "key=value key=value", each value in words (engine.humanize); an empty one is left out."""
     if not isinstance(detail, dict):
-        return "" if detail in (None, "") else str(detail)
-    return " ".join(f"{k}={v}" for k, v in detail.items())
+        return "" if detail in (None, "") else human(detail)
+    return " ".join(f"{k}={human(v)}" for k, v in detail.items() if human(v) != human(None))
+
+
+@register.filter
+def human_label(key: object) -> str:
+    """A stored field's name in words (`log_files_compacted` → "log files compacted")."""
+    return str(key).replace("_", " ")
+
+
+@register.filter(name="human")
+def human_filter(value: object) -> str:
+    """Any stored value in words — never a Python repr (engine.humanize.human)."""
+    return human(value)
 
 
 @register.filter

@@ -102,7 +102,7 @@ def test_run_page_shows_valid_and_error_per_file_group_and_the_renames(operator_
                                                    "remaining_file_groups": 1, "message": "would unschedule ..."})
     page = operator_client.get(f"/runs/{dry.pk}/").content.decode()
     assert 'id="renames"' in page and ".fg-1_001.log.3_0-1-0" in page and "dry run: not done" in page
-    assert "2013/01/20/fg-1" in page and "1 file group stays planned" in page
+    assert "2013/01/20/fg-1" in page and "1 file group would stay planned" in page and "Would unschedule" in page
 
 
 def test_every_run_kind_has_a_task_and_an_operation():

@@ -66,7 +66,7 @@ def parse_threshold(raw: Any) -> dt.datetime | None:
     if raw in (None, ""):
         return None
     if isinstance(raw, bool) or not isinstance(raw, (str, int)):
-        raise InvalidInput(f"threshold must be an ISO-8601 date-time string (e.g. 2013-01-20T00:00:00Z), got {raw!r}")
+        raise InvalidInput(f"threshold must be an ISO-8601 date-time string (e.g. 2024-01-20T00:00:00Z), got {raw!r}")
     try:
         return compaction_threshold(raw.strip() if isinstance(raw, str) else raw)
     except TidemarkError as exc:

@@ -96,9 +96,18 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
         "pending": pending, "rollback_instant": compactions.rollback_candidate,
         "range": window, "ranges": list(history.RANGES),
         "catalog": _catalog(sample),
-        "form": form or {}, "form_error": form_error,
+        "form": form or {}, "form_error": form_error, "threshold_hint": threshold_hint(sample, timezone.now()),
         "links": not is_object_store(table.path),   # an object store has no links: no symlink carry-over offered
     }, status=400 if form_error else 200)
+
+
+def threshold_hint(sample: MetricSample | None, now: dt.datetime) -> str:
+    """The threshold field's example, this table's own: the start of its newest event-time bucket with logs (what
+    a compaction up to it would fold), else today's midnight UTC — never another table's date."""
+    starts = [b.get("start") for b in (sample.tide if sample and sample.tide else []) if b.get("start")]
+    if starts:
+        return str(max(starts)).replace(".000Z", "Z")
+    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT00:00:00Z")
 
 
 def _catalog(sample: MetricSample | None) -> dict[str, Any] | None:

@@ -51,3 +51,18 @@ def test_page_follows_the_requested_run(operator_client, flights):
 
 def test_unknown_table_is_404(operator_client, db):
     assert operator_client.get("/tables/nope/").status_code == 404
+
+
+def test_the_threshold_example_is_the_tables_own(operator_client, flights, db):
+    """Issue 34 item 13: the placeholder is this table's newest event-time bucket, not the demo's date."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from webapp.tables.models import RegisteredTable
+
+    page = operator_client.get("/tables/flights/").content.decode()
+    assert 'placeholder="2013-01-20T01:00:00Z"' in page     # flights' newest tide bucket starts then
+    bare = RegisteredTable.objects.create(name="bare", path=flights.path + "-bare")
+    today = timezone.now().astimezone(dt.UTC).strftime("%Y-%m-%dT00:00:00Z")
+    assert f'placeholder="{today}"' in operator_client.get(f"/tables/{bare.name}/").content.decode()

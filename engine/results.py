@@ -327,8 +327,6 @@ class CleanResult(Result):
     resumed: list[str]
     message: str
     catalog_sync: list[CatalogSyncResult] | None = None
-    # files a rolled-back write left behind, deleted by this clean (engine.services.orphans)
-    removed_orphans: list[str] = field(default_factory=list)
 
     @property
     def total_deleted(self) -> int:
@@ -424,8 +422,6 @@ class RecoverResult(Result):
     finished_cleans: list[str] = field(default_factory=list)
     republished_guarantee: str | None = None
     removed_files: list[str] = field(default_factory=list)
-    # files a rolled-back write left behind (a zombie writing on after another host rolled it back), deleted
-    removed_orphans: list[str] = field(default_factory=list)
     catalog_sync: list[CatalogSyncResult] | None = None
     # Python callers only (not in to_dict): the rollbacks it resumed, then those of dead writes, in full.
     rollbacks: list[RollbackResult] = field(default_factory=list)

@@ -41,7 +41,7 @@ from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Reporter
 from engine.results import CleanResult
-from engine.services import orphans, rollback
+from engine.services import rollback
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileGroup, FileSlice
 from engine.timeline import avro_models
@@ -497,14 +497,12 @@ def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: boo
         rollback.rollback_expired_writes(base_path)   # LAZY failed-writes policy (Java cleans them here)
     timeline = Timeline.load(base_path)
     _check_runnable(timeline)
-    swept = [] if dry_run else orphans.sweep_after_new_rollback(base_path, timeline)
     resumed = [] if dry_run else [_finish_pending(base_path, inst) for inst in _pending_cleans(timeline)]
     if resumed:
         timeline = Timeline.load(base_path)
     plan = plan_clean(base_path, retain_commits=retain.commits, policy=policy, retain_versions=retain.versions,
                       retain_hours=retain.hours, timeline=timeline, incremental=retain.incremental)
     result = _result(plan, None, dry_run, resumed)
-    result.removed_orphans = swept
     if dry_run:
         result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])
         return result

@@ -343,8 +343,8 @@ def _refuse_if_lock_lost(instant: str, exc: Exception) -> None:
     why = lost_lock()
     if why is not None:
         raise Refused(LOCK_LOST, f"lock lost: {why}; write {instant} was not published (its tasks failed: "
-                      f"{_root_cause(exc)}); the lock's holder rolls it back, and `recover` removes what it "
-                      "wrote") from exc
+                      f"{_root_cause(exc)}); the lock's holder rolls it back (if it has not yet), and `recover` "
+                      "removes what its tasks wrote") from exc
 
 
 def _refuse_overwrite(timeline: Timeline) -> None:

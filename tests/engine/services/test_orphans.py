@@ -1,24 +1,34 @@
 """Files a rolled-back write left behind: `recover` and every clean remove them, and only them.
 
-The zombie is made on one host: its write is rolled back under it once its instant is inflight (as another host
-does after taking the lock from a paused writer), its tasks then write, and its publish is refused. The same on
-S3, with two hosts racing for the storage lock, is in tests/integration/test_s3_orphans.py.
+Locally the zombie is made on one host: its write is rolled back under it once its instant is inflight (as another
+host does after taking the lock from a paused writer), its tasks then write, and its publish is refused. On S3
+(moto) two hosts share the storage-based lock and the zombie's lease is really taken over.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from engine import Refused, Table
+from engine.cli import output
+from engine.config.properties import LOCK_PROVIDER_KEY, STORAGE_LOCK_PROVIDER
 from engine.errors import LOCK_LOST
+from engine.io import storage
+from engine.io.faults import fault_point
+from engine.io.store_lock import LockData, StoreLock
 from engine.logformat import encode_rollback_block
 from engine.services import orphans, rollback
+from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, Timeline
 from engine.write import pipeline
 from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 from tests.support.tables import day_file
 
 
@@ -137,3 +147,126 @@ def test_no_completed_rollback_means_no_listing(tmp_path, monkeypatch) -> None:
 
     monkeypatch.setattr(orphans.FileSystemView, "partitions", no_listing)
     assert orphans.find_orphans(table.path).files == {}
+
+
+# --- on S3, two hosts racing for the storage lock (moto) -----------------------------------------------------------
+
+def _as_another_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: Callable[[], object]) -> None:
+    """Run `work` as another host: its own flock folder, its own thread (no lock of this thread's operation)."""
+    failed: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            failed.append(exc)
+
+    mine = os.environ["TIDEMARK_LOCK_DIR"]
+    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "other-host-locks"))
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        monkeypatch.setenv("TIDEMARK_LOCK_DIR", mine)
+    if failed:
+        raise failed[0]
+
+
+def _s3_files(uri: str) -> dict[str, str]:
+    """Every data file of the table -> its ETag."""
+    return {e.path: e.etag for e in storage.list_tree(uri, skip=".hoodie") if not e.is_dir}
+
+
+def _paused_past_its_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri: str, zombie: list[str],
+                           after: dict[str, str], then: Callable[[str, str], None] = lambda *_: None) -> None:
+    """Make this host's next write a zombie: once its instant is inflight its lease is taken over (as by a host that
+    found it run out while this one was paused, its heartbeat stopped too), and the other host's `recover` rolls the
+    write back; `after` gets the table's files then. `then(operation, step)` runs at every later step."""
+    real, main = pipeline.fault_point, threading.current_thread()
+    expired = heartbeat.is_expired
+
+    def paused(operation: str, step: str) -> None:
+        real(operation, step)
+        if threading.current_thread() is not main:
+            return
+        if (operation, step) == ("write", "inflight") and not zombie:
+            zombie.append(next(i.timestamp for i in Timeline.load(uri).pending() if i.action == DELTACOMMIT))
+            lock_object = StoreLock(uri).path
+            _, etag = storage.read_tagged(lock_object)
+            storage.replace_if_match(lock_object, LockData(False, int(time.time() * 1000) - 60_000,
+                                                           "a-host-that-took-it").to_bytes(), etag)
+            with monkeypatch.context() as m:   # its heartbeat stopped with it
+                m.setattr(heartbeat, "is_expired", lambda base, ts, expiry, now_ms=None:
+                          ts == zombie[0] or expired(base, ts, expiry, now_ms))
+                _as_another_host(tmp_path, monkeypatch, lambda: Table.open(uri).recover())
+            after.update(_s3_files(uri))
+        then(operation, step)
+
+    monkeypatch.setattr(pipeline, "fault_point", paused)
+
+
+def _s3_table(uri: str) -> Table:
+    return Table.create(uri, name="t", record_keys=["id"], ordering_field="seq", event_time_field="ts",
+                        settings={LOCK_PROVIDER_KEY: STORAGE_LOCK_PROVIDER, "hoodie.bucket.index.num.buckets": "2",
+                                  "hoodie.clean.automatic": "false"})
+
+
+def test_on_s3_recover_removes_a_zombie_writes_late_files_and_hudi_reads_the_same(s3_env, tmp_path,  # noqa: F811
+                                                                                   monkeypatch) -> None:
+    """Host A pauses past its lease mid-write; host B takes the lock and rolls A's write back; A resumes, its tasks
+    write every file, and its publish is refused. `recover` removes exactly A's files; every other file keeps its
+    ETag, and hudi 0.5.0 reads the same rows before and after."""
+    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "this-host-locks"))
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = _s3_table(uri)
+    table.write(day_file(tmp_path, 0, "01", keys=4))
+    zombie: list[str] = []
+    after_rollback: dict[str, str] = {}
+    _paused_past_its_lease(tmp_path, monkeypatch, uri, zombie, after_rollback)
+    with pytest.raises(Refused) as refused:
+        table.write(day_file(tmp_path, 1, "02", keys=8))
+    assert refused.value.reason == LOCK_LOST and "stopped before committing" in refused.value.message
+    left = set(_s3_files(uri)) - set(after_rollback)
+    monkeypatch.setattr(pipeline, "fault_point", fault_point)
+    Table.open(uri).write(day_file(tmp_path, 2, "03", keys=3))   # committed after: newer logs than A's
+    assert left and not Timeline.load(uri).get(zombie[0])
+    kept = {p: etag for p, etag in _s3_files(uri).items() if p not in left}
+    opts = s3_env["storage_options"]
+    rows_before = rows_by_key(hudi_read(uri, storage_options=opts))
+
+    result = Table.open(uri).recover()
+
+    assert sorted(result.removed_orphans) == sorted(left) and result.orphan_instants == zombie
+    assert _s3_files(uri) == kept
+    assert rows_by_key(hudi_read(uri, storage_options=opts)) == rows_before
+    assert {k[1]: r["seq"] for k, r in rows_before.items()} == {**{f"k{k}": 0 for k in range(4)},
+                                                               **{f"k{k}": 2 for k in range(3)}}
+    assert output.recover(result).splitlines()[1:] == [f"  removed {p}" for p in sorted(left)]
+
+
+def test_on_s3_a_zombie_whose_tasks_fail_says_so_in_one_line(s3_env, tmp_path, monkeypatch) -> None:  # noqa: F811
+    """Its tasks fail after its lease was taken over: it does not try to roll back what it no longer owns (the
+    rollback plan, an instant the holder already rolled back); one line names the lock, who holds it until when,
+    and the write that was not published."""
+    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "this-host-locks"))
+    uri = f"{s3_env['bucket_uri']}/t"
+    table = _s3_table(uri)
+    table.write(day_file(tmp_path, 0, "01", keys=4))
+    zombie: list[str] = []
+
+    def tasks_fail(operation: str, step: str) -> None:
+        if (operation, step) == ("write", "tasks"):
+            raise OSError("No space left on device")
+
+    _paused_past_its_lease(tmp_path, monkeypatch, uri, zombie, {}, tasks_fail)
+    with pytest.raises(Refused) as refused:
+        table.write(day_file(tmp_path, 1, "02", keys=8))
+    message = refused.value.message
+    assert refused.value.reason == LOCK_LOST and "\n" not in message
+    assert message.startswith(f"lock lost: {StoreLock(uri).path} ")
+    assert "ran out or was given back (last tidemark-" in message and "until 20" in message   # the other host's
+    assert f"write {zombie[0]} was not published (its tasks failed: " in message and "No space left" in message
+    assert "rollback plan" not in message
+    monkeypatch.setattr(pipeline, "fault_point", fault_point)
+    assert Table.open(uri).recover().orphan_instants == zombie

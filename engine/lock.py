@@ -195,10 +195,18 @@ def ensure_held(action: str) -> None:
     """Refuse (lock_lost) if a lock this thread's operation holds is no longer ours, before `action`: called
     immediately before every publish of a completed instant and every rename or overwrite of a committed file.
     The refusal is one line: which lock, who holds it now and until when, and what was not published."""
+    why = lost_lock()
+    if why is not None:
+        raise Refused(LOCK_LOST, f"lock lost: {why}; stopped before {action}: nothing of it was published")
+
+
+def lost_lock() -> str | None:
+    """Why a lock this thread's operation holds is no longer its own (None: every one is held)."""
     for lock in _HELD.get():
         why = lost_because(lock)
         if why is not None:
-            raise Refused(LOCK_LOST, f"lock lost: {why}; stopped before {action}: nothing of it was published")
+            return why
+    return None
 
 
 def lost_because(lock: TableLock) -> str | None:

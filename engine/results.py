@@ -327,6 +327,8 @@ class CleanResult(Result):
     resumed: list[str]
     message: str
     catalog_sync: list[CatalogSyncResult] | None = None
+    # files rolled-back writes left behind (engine.services.orphans): removed, or for a dry run to be removed
+    orphans: list[str] = field(default_factory=list)
 
     @property
     def total_deleted(self) -> int:
@@ -422,6 +424,9 @@ class RecoverResult(Result):
     finished_cleans: list[str] = field(default_factory=list)
     republished_guarantee: str | None = None
     removed_files: list[str] = field(default_factory=list)
+    # files rolled-back writes left behind (engine.services.orphans), and the rolled-back instants they held
+    removed_orphans: list[str] = field(default_factory=list)
+    orphan_instants: list[str] = field(default_factory=list)
     catalog_sync: list[CatalogSyncResult] | None = None
     # Python callers only (not in to_dict): the rollbacks it resumed, then those of dead writes, in full.
     rollbacks: list[RollbackResult] = field(default_factory=list)

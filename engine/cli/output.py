@@ -290,6 +290,7 @@ def clean(c: r.CleanResult) -> str:
     listing = c.files_to_delete if c.dry_run else c.deleted
     verb = "would delete" if c.dry_run else "deleted"
     lines += [f"  {verb} {p}/{n}" for p, names in listing.items() for n in names]
+    lines += [f"  {'would remove' if c.dry_run else 'removed'} {path} (left by a rolled-back write)" for path in c.orphans]
     lines += [f"  error: {e}" for e in c.errors]
     return "\n".join(lines)
 
@@ -335,7 +336,7 @@ def tide(rows: Sequence[r.TideBucket], lag: dt.timedelta | None = None) -> str:
 
 
 def recover(rc: r.RecoverResult) -> str:
-    return rc.message
+    return "\n".join([rc.message, *(f"  removed {path}" for path in rc.removed_orphans)])
 
 
 def validation(v: r.PlanValidation) -> str:

@@ -14,6 +14,10 @@ compactions' `tidemark.carryOver` records) is never deleted, even when its own s
 anything of the latest slices, or anything a pending compaction/clustering plan names (those file groups are
 skipped entirely). A dangling link in a kept slice is an error: the table already lost data there.
 
+Files a rolled-back write left behind (a writer that lost its lock writing on after another host rolled it back)
+belong to no slice any policy counts: every clean, the automatic one too, removes them first
+(engine.services.orphans) and reports them in `CleanResult.orphans`; a dry run lists them.
+
 Two more files are kept whatever their slice: the log a carried byte copy was made from while the copy holds a
 corrupt block of a committed instant (it may hold the only intact bytes; the clean's message says so), until the
 copy is repaired.
@@ -41,7 +45,7 @@ from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.logformat import integrity
 from engine.progress import Progress, Reporter
 from engine.results import CleanResult
-from engine.services import rollback
+from engine.services import orphans, rollback
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileGroup, FileSlice
 from engine.timeline import avro_models
@@ -503,15 +507,21 @@ def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: boo
     plan = plan_clean(base_path, retain_commits=retain.commits, policy=policy, retain_versions=retain.versions,
                       retain_hours=retain.hours, timeline=timeline, incremental=retain.incremental)
     result = _result(plan, None, dry_run, resumed)
+    # A rolled-back write's leftovers are no slice of any policy's: removed whatever the plan (no clean instant
+    # records them, as no rollback plan listed them).
+    left = orphans.find_orphans(base_path, timeline) if dry_run else orphans.remove_orphans(base_path, timeline)
+    result.orphans = left.paths
+    left_note = [orphans.describe(left.paths, left.instants, "would remove" if dry_run else "removed")] \
+        if left.paths else []
     if dry_run:
-        result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *plan.notes])
+        result.message = "; ".join([f"dry run: {plan.total_files} file(s) would be deleted", *left_note, *plan.notes])
         return result
     if plan.errors:
         raise CleanRefused(errors.BROKEN_CARRY_OVER,
                            f"{base_path}: not cleaning, the table has broken carried-over logs: "
                            + "; ".join(plan.errors))
     if not plan.total_files:
-        result.message = "; ".join(["nothing to clean; no clean instant written", *plan.notes])
+        result.message = "; ".join(["nothing to clean; no clean instant written", *left_note, *plan.notes])
         return result
     ensure_held("writing a clean plan")
     result.instant = new_instant_time(after=max(i.timestamp for i in timeline.instants))
@@ -522,7 +532,8 @@ def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: boo
     fault_point("clean", "inflight")
     _execute(base_path, result.instant, plan.policy, plan.earliest_instant_to_retain, plan.last_completed_commit,
              plan.paths_by_partition(), set(), result, on_progress)
-    result.message = "; ".join([f"clean {result.instant}: deleted {result.total_deleted} file(s)", *plan.notes])
+    result.message = "; ".join([f"clean {result.instant}: deleted {result.total_deleted} file(s)", *left_note,
+                                *plan.notes])
     return result
 
 

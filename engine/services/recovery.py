@@ -21,7 +21,7 @@ from engine.io.locking import TableLocked
 from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.lock import TableLock, compaction_run_lock, holding, table_lock_of
 from engine.results import RecoverResult, RollbackResult, iso, utc
-from engine.services import clean, rollback
+from engine.services import clean, orphans, rollback
 from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
 
@@ -62,8 +62,10 @@ def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
 
     In order: finish interrupted rollbacks (from their plans), roll back writes whose heartbeat expired,
     revert inflight compactions no run is executing to requested (their partial outputs deleted; the
-    plan stays, to be run again), finish interrupted cleans, then delete temporary files and heartbeats
-    that no live operation owns. Live writers and running compactions are left alone.
+    plan stays, to be run again), finish interrupted cleans, delete temporary files and heartbeats
+    that no live operation owns, then the files rolled-back writes left behind (engine.services.orphans: a
+    writer that lost its lock may write on after another host rolled it back). Live writers and running
+    compactions are left alone.
     """
     with holding(table_lock_of(base_path, lock), "recover"):
         resumed = [rollback.resume_rollback(base_path, inst.timestamp)
@@ -79,8 +81,10 @@ def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
         result.finished_cleans = clean.finish_pending_cleans(base_path)
         result.republished_guarantee = _republish_guarantee(base_path)
         _sweep(base_path, result)
+        removed = orphans.remove_orphans(base_path)
+        result.removed_orphans, result.orphan_instants = removed.paths, removed.instants
         result.changed = bool(resumed or rolled or result.reverted_compactions or result.finished_cleans
-                              or result.removed_files or result.republished_guarantee)
+                              or result.removed_files or result.republished_guarantee or result.removed_orphans)
         result.message = _message(result, resumed, rolled)
         return result
 
@@ -94,6 +98,7 @@ def _message(result: RecoverResult, resumed: list[RollbackResult], rolled: list[
     lines += [f"published the RO guarantee of compaction {result.republished_guarantee}"] \
         if result.republished_guarantee else []
     lines += [f"removed {len(result.removed_files)} temporary file(s)"] if result.removed_files else []
+    lines += [orphans.describe(result.removed_orphans, result.orphan_instants)] if result.removed_orphans else []
     lines = lines or ["nothing to recover"]
     stale = result.stale_writes
     lines += [f"left alone: write {w} (" + (f"heartbeat not yet expired (expires at {iso(stale[w])})"

@@ -39,13 +39,13 @@ import pyarrow.parquet as pq
 from engine import errors, placement
 from engine.config.properties import TableConfig, load_table_config, validate_settings
 from engine.config.schema import evolve_schema, schema_with_meta, table_avro_schema
-from engine.errors import TidemarkError, WriteRefused
+from engine.errors import LOCK_LOST, Refused, TidemarkError, WriteRefused
 from engine.index import keys, routing
 from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
 from engine.io import storage
 from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time, parse_log_file_name, write_token
-from engine.lock import TableLock, ensure_held, holding, table_lock_of
+from engine.lock import TableLock, ensure_held, holding, lost_lock, table_lock_of
 from engine.progress import Progress, counted, tracked
 from engine.results import WriteResult, utc
 from engine.services import recovery, rollback
@@ -298,6 +298,7 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
         stats = run(job)
         fault_point("write", "tasks")
     except Exception as exc:
+        _refuse_if_lock_lost(instant, exc)
         # Whatever the tasks wrote is named by an instant that never completes, so readers skip it; rolling
         # it back keeps the timeline free for the next writer and compaction.
         rollback.rollback_locked(base_path, instant, allow_live=True)
@@ -333,6 +334,17 @@ def written(instant: str, operation: str, action: str, stats: list[dict[str, Any
                        committed_at=utc(instant_to_millis(instant)), action=action,
                        base_files=[s["path"] for s in stats if "logFiles" not in s],
                        replaced_file_groups=dict(replaced or {}))
+
+
+def _refuse_if_lock_lost(instant: str, exc: Exception) -> None:
+    """A writer whose lease ran out while its tasks ran must not roll its instant back: the lock's holder may
+    have rolled it back already (the rollback would then fail on an unknown instant) or will (a dead heartbeat).
+    One line says which lock, who holds it until when, and that this write was not published."""
+    why = lost_lock()
+    if why is not None:
+        raise Refused(LOCK_LOST, f"lock lost: {why}; write {instant} was not published (its tasks failed: "
+                      f"{_root_cause(exc)}); the lock's holder rolls it back (if it has not yet), and `recover` "
+                      "removes what its tasks wrote") from exc
 
 
 def _refuse_overwrite(timeline: Timeline) -> None:

@@ -120,7 +120,7 @@ def _withdraw_plan(table: Table, run: Run, instant: str, lock: TableLock) -> Non
 
 
 def clean(table: Table, run: Run, lock: TableLock, progress: Progress) -> Outcome:
-    result = table.clean(lock=lock, on_progress=progress, dry_run=run.dry_run)   # a dry run lists, deletes nothing
+    result = table.clean(lock=lock, on_progress=progress)
     return Outcome(result=result.to_dict())
 
 

@@ -210,18 +210,15 @@ def execute(request: HttpRequest, name: str) -> HttpResponse:
     return _instant_action(request, name, Run.Kind.EXECUTE, "Execution")
 
 
-def _table_action(request: HttpRequest, name: str, kind: str, what: str, **params: Any) -> HttpResponse:
+def _table_action(request: HttpRequest, name: str, kind: str, what: str) -> HttpResponse:
     """Queue a run that takes no arguments (clean, recover, metrics refresh)."""
     table = get_object_or_404(RegisteredTable, name=name)
-    return _after_action(request, table, services.request_run(table, kind, request.user, **params), what)
+    return _after_action(request, table, services.request_run(table, kind, request.user), what)
 
 
 @operator_action
 def clean(request: HttpRequest, name: str) -> HttpResponse:
-    """A clean, or (the table page's button) its dry run first: a run that lists what the clean would delete,
-    whose page offers the clean itself."""
-    dry_run = inputs.parse_flag(request.POST.get("dry_run"), "dry_run")
-    return _table_action(request, name, Run.Kind.CLEAN, "Clean preview" if dry_run else "Clean", dry_run=dry_run)
+    return _table_action(request, name, Run.Kind.CLEAN, "Clean")
 
 
 @operator_action
@@ -250,24 +247,7 @@ repair_plan = _plan_admin(Run.Kind.REPAIR, "Repair")
 
 @operator_action
 def recover(request: HttpRequest, name: str) -> HttpResponse:
-    """Recover, after its preview: the table page's button shows what recover would look at (the pending instants
-    of the active timeline) and asks again; the confirmed form queues the run."""
-    if not inputs.parse_flag(request.POST.get("confirm"), "confirm"):
-        table = get_object_or_404(RegisteredTable, name=name)
-        return render(request, "tables/recover.html", {"table": table, **recovery_preview(table)})
     return _table_action(request, name, Run.Kind.RECOVER, "Recover")
-
-
-def recovery_preview(table: RegisteredTable) -> dict[str, Any]:
-    """What a recover would look at: the pending (requested or inflight) instants on the table's timeline, each
-    one a crashed write, compaction, clean or rollback — or a live one, which recover leaves alone."""
-    from engine import TidemarkError
-
-    try:
-        timeline = access.open_registered(table).timeline()
-    except (TidemarkError, inputs.InvalidInput) as exc:
-        return {"pending": [], "error": str(exc)}
-    return {"pending": [i for i in timeline if i.state != "completed"], "error": ""}
 
 
 @operator_action
@@ -368,7 +348,6 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "partitions": services.partition_summary(plan),
         "settings_used": sorted((plan.get("settings_used") or {}).items()),
         "events": run.audit_events.select_related("user").order_by("at"),
-        "clean_files": sum(len(files) for files in (result.get("files_to_delete") or {}).values()),
     })
 
 

@@ -24,49 +24,11 @@ def test_trigger_with_bad_threshold_says_why_and_queues_nothing(operator_client,
     assert not Run.objects.exists()
 
 
-@pytest.mark.parametrize("action, form, kind", [("clean", {}, "clean"), ("recover", {"confirm": "true"}, "recover"),
-                                               ("refresh", {}, "metrics")])
-def test_maintenance_actions_queue_their_kind(operator_client, flights, action, form, kind):
-    assert operator_client.post(f"/tables/flights/{action}", form).status_code == 302
+@pytest.mark.parametrize("action, kind", [("clean", "clean"), ("recover", "recover"), ("refresh", "metrics")])
+def test_maintenance_actions_queue_their_kind(operator_client, flights, action, kind):
+    assert operator_client.post(f"/tables/flights/{action}").status_code == 302
     assert Run.objects.get().kind == kind
     assert AuditEvent.objects.get().action == f"request.{kind}"
-
-
-def test_the_table_pages_clean_is_a_dry_run_whose_page_offers_the_clean(operator_client, flights):
-    """Issue 34 item 14: Clean previews first (a dry-run run: what would be deleted), then cleans on confirmation."""
-    page = operator_client.get("/tables/flights/").content.decode()
-    assert "Preview clean…" in page and 'name="dry_run" value="true"' in page
-    assert operator_client.post("/tables/flights/clean", {"dry_run": "true"}).status_code == 302
-    preview = Run.objects.get()
-    assert (preview.kind, preview.dry_run) == ("clean", True)
-    Run.objects.filter(pk=preview.pk).update(state="succeeded", result={
-        "dry_run": True, "policy": "KEEP_LATEST_COMMITS", "retained": 10,
-        "files_to_delete": {"2013/01/20": ["a.parquet", "b.parquet"], "2013/01/21": [".c.log.1_0-1-0"]}})
-    run_page = operator_client.get(f"/runs/{preview.pk}/").content.decode()
-    assert "Clean preview: nothing was deleted" in run_page and '<strong id="clean-preview-count">3</strong>' in run_page
-    assert 'id="clean-now-form"' in run_page
-    operator_client.post("/tables/flights/clean")          # "Clean now"
-    assert Run.objects.filter(kind="clean", dry_run=False).count() == 1
-
-
-def test_recover_shows_what_it_would_look_at_before_it_runs(operator_client, flights, tmp_path):
-    """Issue 34 item 14: the first POST shows the pending instants and asks again; nothing is queued."""
-    import shutil
-    from pathlib import Path
-
-    from tests.support.tables import three_day_table
-
-    table = three_day_table(tmp_path / "src")
-    shutil.rmtree(flights.path)
-    shutil.copytree(table.path, flights.path)
-    hoodie = Path(flights.path) / ".hoodie"
-    (hoodie / "20990101000000000.deltacommit.requested").write_bytes(b"")
-    (hoodie / "20990101000000000.deltacommit.inflight").write_bytes(b"")
-    page = operator_client.post("/tables/flights/recover").content.decode()
-    assert "Recover flights?" in page and "20990101000000000" in page and "inflight" in page
-    assert 'name="confirm" value="true"' in page and not Run.objects.exists()
-    assert operator_client.post("/tables/flights/recover", {"confirm": "true"}).status_code == 302
-    assert Run.objects.get().kind == "recover"
 
 
 def test_rollback_needs_a_valid_instant(operator_client, flights):

@@ -414,7 +414,8 @@ class RecoverResult(Result):
 
     rolled_back: list[str]                # writes of dead writers (expired heartbeats), rolled back
     message: str
-    changed: bool = False
+    changed: bool = False                 # a dry run: whether the real run would change anything
+    dry_run: bool = False                 # a preview: every list says what would be done, nothing was
     resumed_rollbacks: list[str] = field(default_factory=list)     # instants whose interrupted rollback finished
     live_writes: list[str] = field(default_factory=list)           # pending writes whose heartbeat has not expired
     # instant -> when its heartbeat expires, for live writes that already missed a beat (perhaps killed)

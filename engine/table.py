@@ -387,11 +387,14 @@ class Table:
         out.catalog_sync = None if out.dry_run else _sync_after(self.path, "clean")
         return out
 
-    def recover(self, *, lock: TableLock | None = None) -> r.RecoverResult:
+    def recover(self, *, dry_run: bool = False, lock: TableLock | None = None) -> r.RecoverResult:
         """Finish or undo what crashed operations left (rollbacks, dead writes, stalled compaction runs,
-        cleans, temporary files); idempotent. Live writers and running compactions are left alone."""
-        from engine.services.recovery import recover
+        cleans, temporary files); idempotent. Live writers and running compactions are left alone.
+        `dry_run`: what it would do, changing nothing."""
+        from engine.services.recovery import preview_recover, recover
 
+        if dry_run:
+            return preview_recover(self.path)
         out = recover(self.path, lock=lock)
         out.catalog_sync = _sync_after(self.path, "recover") if out.changed else None
         return out

@@ -202,7 +202,7 @@ def cmd_clean(args: argparse.Namespace) -> int:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
-    output.emit(Table.open(args.path).recover(), args.json, output.recover)
+    output.emit(Table.open(args.path).recover(dry_run=args.dry_run), args.json, output.recover)
     return EXIT_OK
 
 
@@ -378,7 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
                  "(Hive metastore or Glue), as Hudi's HiveSyncTool does")
     p.add_argument("--metastore", help="thrift://host:port (default: hoodie.datasource.hive_sync.metastore.uris "
                                        "of the table, then $TIDEMARK_HIVE_METASTORE_URIS)")
-    _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
+    p = _command(sub, "recover", cmd_recover, "roll back or finish what crashed operations left behind (idempotent)")
+    p.add_argument("--dry-run", action="store_true", help="say what it would do, change nothing")
     _command(sub, "freshness", cmd_freshness, "RO completion and freshness times, late data")
     _command(sub, "metrics", cmd_metrics, "backlog metrics of the latest file slices")
     p = _command(sub, "timeline", cmd_timeline, "the active timeline")

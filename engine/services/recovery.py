@@ -23,7 +23,7 @@ from engine.lock import TableLock, compaction_run_lock, holding, table_lock_of
 from engine.results import RecoverResult, RollbackResult, iso, utc
 from engine.services import clean, orphans, rollback
 from engine.timeline import heartbeat
-from engine.timeline.instants import DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
+from engine.timeline.instants import CLEAN, DELTACOMMIT, ROLLBACK, State, Timeline, revert_compaction_inflight
 
 
 def reconcile_attempts(base_path: str, stats: Iterable[dict[str, Any]]) -> list[str]:
@@ -89,6 +89,48 @@ def recover(base_path: str, *, lock: TableLock | None = None) -> RecoverResult:
         return result
 
 
+def preview_recover(base_path: str) -> RecoverResult:
+    """What `recover` would do now, doing nothing (`recover --dry-run`, the dashboard's preview): read
+    without the table lock, so a writer finishing meanwhile can make the real run do less, never more."""
+    timeline = Timeline.load(base_path)
+    expiry = heartbeat.expiry_ms(load_table_config(base_path))
+    writes = [i.timestamp for i in timeline.pending() if i.action == DELTACOMMIT] \
+        + [i.timestamp for i in timeline.pending_overwrites()]
+    dead = sorted(w for w in writes if heartbeat.is_expired(base_path, w, expiry))
+    # as the real run reports them: the instants the interrupted rollbacks undo
+    undone = [plan["instantToRollback"]["commitTime"] for _, plan in rollback.pending_rollbacks(timeline)]
+    result = RecoverResult(rolled_back=dead, message="", dry_run=True, resumed_rollbacks=undone)
+    result.live_writes = [w for w in writes if w not in dead]
+    result.stale_writes = {w: utc(ms) for w, ms in _stale(base_path, result.live_writes).items()}
+    # Whether a run executes an inflight compaction is known only under its run lock, which a preview does
+    # not take: each is listed as reverted "unless a run is executing it".
+    result.reverted_compactions = [i.timestamp for i in timeline.pending_compactions() if i.state is State.INFLIGHT]
+    result.finished_cleans = [i.timestamp for i in timeline.pending() if i.action == CLEAN]
+    owed = _guarantee_owed(base_path)
+    result.republished_guarantee = owed["tidemark.ro.compaction.instant"] if owed else None
+    result.removed_files = (_dead_temp_folders(base_path, result) + _dead_partial_files(base_path, timeline)
+                            + [heartbeat.heartbeat_path(base_path, i) for i in _dead_heartbeats(base_path, timeline)])
+    result.changed = bool(result.resumed_rollbacks or dead or result.reverted_compactions or result.finished_cleans
+                          or result.removed_files or result.republished_guarantee)
+    result.message = _preview_message(result)
+    return result
+
+
+def _preview_message(result: RecoverResult) -> str:
+    """`_message` in the conditional: one line per thing `recover` would do or leave alone."""
+    lines = [f"would resume the interrupted rollback of {r}" for r in result.resumed_rollbacks]
+    lines += [f"would roll back dead write {w}" for w in result.rolled_back]
+    lines += [f"would revert stalled compaction {c} to requested (unless a run is executing it)"
+              for c in result.reverted_compactions]
+    lines += [f"would finish clean {c}" for c in result.finished_cleans]
+    lines += [f"would publish the RO guarantee of compaction {result.republished_guarantee}"] \
+        if result.republished_guarantee else []
+    lines += [f"would remove {len(result.removed_files)} temporary file(s)"] if result.removed_files else []
+    lines = lines or ["nothing to recover"]
+    lines += [f"would leave alone: write {w} (its heartbeat has not expired)" for w in result.live_writes]
+    return "\n".join(lines)
+
+
 def _message(result: RecoverResult, resumed: list[RollbackResult], rolled: list[RollbackResult]) -> str:
     """One line per thing `recover` did or left alone (also the CLI's rendering)."""
     lines = [f"resumed rollback {x.rollback_instant} of {x.instant}" for x in resumed]
@@ -125,14 +167,21 @@ def _stale(base_path: str, writes: list[str]) -> dict[str, int]:
 
 def _republish_guarantee(base_path: str) -> str | None:
     """A compaction is committed before its RO guarantee reaches hoodie.properties; finish that step."""
+    owed = _guarantee_owed(base_path)
+    if owed is None:
+        return None
     cfg = load_table_config(base_path)
+    cfg.props.update(owed)
+    save_table_config(cfg)
+    return owed["tidemark.ro.compaction.instant"]
+
+
+def _guarantee_owed(base_path: str) -> dict[str, str] | None:
+    """The RO guarantee properties of the newest compaction when hoodie.properties does not hold them yet."""
     latest = rollback.guarantee_before(Timeline.load(base_path), None)
     instant = latest.get("tidemark.ro.compaction.instant")
-    if not instant or cfg.props.get("tidemark.ro.compaction.instant", "") >= instant:
-        return None
-    cfg.props.update(latest)
-    save_table_config(cfg)
-    return instant
+    stored = load_table_config(base_path).props.get("tidemark.ro.compaction.instant", "")
+    return latest if instant and stored < instant else None
 
 
 def _revert_stalled_compactions(base_path: str, result: RecoverResult) -> None:
@@ -164,27 +213,38 @@ def revert_to_requested(base_path: str, timeline: Timeline, c: str) -> list[str]
 
 def _sweep(base_path: str, result: RecoverResult) -> None:
     """Temporary files never become visible; delete those whose operation is over."""
-    hoodie = storage.join(base_path, ".hoodie")
     timeline = Timeline.load(base_path)
-    live = set(result.live_writes) | set(result.running_compactions)
-    pending = {i.timestamp for i in timeline.pending()}
-    temp_root = storage.join(hoodie, ".temp")
-    for name in sorted(storage.list_names(temp_root)) if storage.is_dir(temp_root) else []:
-        if name not in live:
-            storage.remove_tree(storage.join(temp_root, name))
-            result.removed_files.append(storage.join(temp_root, name))
-    for instant in heartbeat.heartbeat_instants(base_path):
-        if instant not in pending and heartbeat.delete_heartbeat(base_path, instant):
+    for folder in _dead_temp_folders(base_path, result):
+        storage.remove_tree(folder)
+        result.removed_files.append(folder)
+    for instant in _dead_heartbeats(base_path, timeline):
+        if heartbeat.delete_heartbeat(base_path, instant):
             result.removed_files.append(heartbeat.heartbeat_path(base_path, instant))
+    for path in _dead_partial_files(base_path, timeline):
+        storage.remove(path)
+        result.removed_files.append(path)
+
+
+def _dead_temp_folders(base_path: str, result: RecoverResult) -> list[str]:
+    """`.hoodie/.temp/<instant>` folders of operations that are over (not a live write or running compaction)."""
+    temp_root = storage.join(base_path, ".hoodie", ".temp")
+    live = set(result.live_writes) | set(result.running_compactions)
+    names = sorted(storage.list_names(temp_root)) if storage.is_dir(temp_root) else []
+    return [storage.join(temp_root, name) for name in names if name not in live]
+
+
+def _dead_heartbeats(base_path: str, timeline: Timeline) -> list[str]:
+    pending = {i.timestamp for i in timeline.pending()}
+    return [i for i in heartbeat.heartbeat_instants(base_path) if i not in pending]
+
+
+def _dead_partial_files(base_path: str, timeline: Timeline) -> list[str]:
+    hoodie = storage.join(base_path, ".hoodie")
     # Half-created instant files (`.temp-*`) and properties (`*.tmp`): an operation that is alive finishes
     # writing them within moments, so anything older than a heartbeat expiry is a dead process's.
     cutoff = time.time() - heartbeat.expiry_ms(load_table_config(base_path)) / 1000
     # Table version 8 publishes instants in `.hoodie/timeline/`, so its half-created ones are there.
     folders = [hoodie] if timeline.timeline_path == hoodie else [hoodie, timeline.timeline_path]
-    for folder in folders:
-        for name in sorted(storage.list_names(folder)):
-            path = storage.join(folder, name)
-            if (name.startswith(".temp-") or name.endswith(".tmp")) and storage.is_file(path) \
-                    and storage.mtime_ms(path) / 1000 < cutoff:
-                storage.remove(path)
-                result.removed_files.append(path)
+    return [storage.join(folder, name) for folder in folders for name in sorted(storage.list_names(folder))
+            if (name.startswith(".temp-") or name.endswith(".tmp")) and storage.is_file(storage.join(folder, name))
+            and storage.mtime_ms(storage.join(folder, name)) / 1000 < cutoff]

@@ -93,7 +93,7 @@ def rollback_locked(base_path: str, instant: str, *, allow_live: bool = False,
     `allow_live`: the caller is the writer of `instant` itself (its heartbeat is still beating).
     """
     timeline = Timeline.load(base_path)
-    for r, plan in _pending_rollbacks(timeline):
+    for r, plan in pending_rollbacks(timeline):
         if plan["instantToRollback"]["commitTime"] == instant:
             return _execute(base_path, r, plan, on_progress)   # one instant, one rollback (Java reuses it)
     target = _target(timeline, instant)
@@ -120,7 +120,7 @@ def _read_plan(base_path: str, r: str) -> dict[str, Any]:
     return avro_models.read_rollback_plan(storage.read_bytes(path))
 
 
-def _pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict[str, Any]]]:
+def pending_rollbacks(timeline: Timeline) -> list[tuple[str, dict[str, Any]]]:
     return [(i.timestamp, _read_plan(timeline.base_path, i.timestamp)) for i in timeline.pending()
             if i.action == ROLLBACK]
 

@@ -168,6 +168,21 @@ def preview(table: RegisteredTable, user: AnyUser | None, args: inputs.TriggerAr
     return {"plan": plan, "partitions": partition_summary(plan)}
 
 
+def preview_maintenance(table: RegisteredTable, user: AnyUser | None, kind: str) -> dict[str, Any]:
+    """The engine's dry run of a clean or a recover (writes nothing), as the run would report it: what the
+    operator confirms before the real run is queued (the CLI's --dry-run)."""
+    from engine import TidemarkError
+
+    engine_table = _engine_table(inputs.table_path(table.path))   # the roots re-checked, as for every read
+    try:
+        result = engine_table.clean(dry_run=True) if kind == Run.Kind.CLEAN else engine_table.recover(dry_run=True)
+    except TidemarkError as exc:
+        raise inputs.InvalidInput(f"the {kind} dry run failed: {exc}") from None
+    shown = result.to_dict()
+    audit(user, f"preview.{kind}", table=table, outcome="shown", detail={"message": shown.get("message", "")[:200]})
+    return shown
+
+
 def partition_summary(plan: dict[str, Any]) -> list[dict[str, Any]]:
     """Per partition: file groups, logs and bytes compacted vs carried over."""
     rows: dict[str, dict[str, Any]] = {}

@@ -216,9 +216,23 @@ def _table_action(request: HttpRequest, name: str, kind: str, what: str) -> Http
     return _after_action(request, table, services.request_run(table, kind, request.user), what)
 
 
+def _previewed_action(request: HttpRequest, name: str, kind: str, what: str) -> HttpResponse:
+    """Clean and recover change files: the form first asks for the engine's dry run (`preview`), shown with a
+    confirm button that posts again without it and queues the real run."""
+    table = get_object_or_404(RegisteredTable, name=name)
+    if not request.POST.get("preview"):
+        return _table_action(request, name, kind, what)
+    try:
+        result = services.preview_maintenance(table, request.user, kind)
+    except inputs.InvalidInput as exc:
+        return _invalid(request, table, exc)
+    return render(request, "tables/maintenance_preview.html", {"table": table, "kind": kind, "what": what,
+                                                               "result": result, "kinds": Run.Kind})
+
+
 @operator_action
 def clean(request: HttpRequest, name: str) -> HttpResponse:
-    return _table_action(request, name, Run.Kind.CLEAN, "Clean")
+    return _previewed_action(request, name, Run.Kind.CLEAN, "Clean")
 
 
 @operator_action
@@ -247,7 +261,7 @@ repair_plan = _plan_admin(Run.Kind.REPAIR, "Repair")
 
 @operator_action
 def recover(request: HttpRequest, name: str) -> HttpResponse:
-    return _table_action(request, name, Run.Kind.RECOVER, "Recover")
+    return _previewed_action(request, name, Run.Kind.RECOVER, "Recover")
 
 
 @operator_action

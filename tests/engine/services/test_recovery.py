@@ -162,6 +162,15 @@ def test_recover_rolls_back_or_finishes_every_orphan_and_is_idempotent(tmp_path,
     assert pending == {"clean", "rollback", "compaction", "deltacommit"}
     before_files = set(os.listdir(path))
 
+    # The dry run says what follows and changes nothing.
+    from engine import Table
+
+    preview = Table.open(path).recover(dry_run=True)
+    assert preview.dry_run and preview.changed and preview.resumed_rollbacks == [dead]
+    assert preview.reverted_compactions == [plan] and len(preview.finished_cleans) == 1
+    assert stale in preview.removed_files and "would resume the interrupted rollback of" in preview.message
+    assert {i.action for i in Timeline.load(path).pending()} == pending and os.path.exists(stale)
+
     result = recover(path)
     assert result.resumed_rollbacks == [dead]
     assert result.rolled_back == [] and result.reverted_compactions == [plan]

@@ -122,3 +122,18 @@ def test_unregister(operator_client, flights, active):
     else:
         assert response.status_code == 204 and not RegisteredTable.objects.exists()
         assert AuditEvent.objects.get(action="unregister").detail["table"] == "flights"
+
+
+def test_clean_and_recover_show_their_dry_run_before_anything_is_queued(operator_client, flights, planned):
+    from webapp.tables.models import Run
+
+    page = operator_client.get("/tables/flights/").content.decode()
+    assert page.count('name="preview" value="1"') == 2
+    cleaned = operator_client.post("/tables/flights/clean", {"preview": "1"})
+    assert cleaned.status_code == 200 and 'id="maintenance-preview"' in cleaned.content.decode()
+    assert "dry run: nothing changed yet" in cleaned.content.decode() and 'data-action="confirm-clean"' in cleaned.content.decode()
+    recovered = operator_client.post("/tables/flights/recover", {"preview": "1"}).content.decode()
+    assert "Nothing to recover" in recovered and "nothing to recover" in recovered
+    assert not Run.objects.exists()                       # the previews queued nothing
+    confirmed = operator_client.post("/tables/flights/clean")
+    assert confirmed.status_code == 302 and Run.objects.get().kind == "clean"

@@ -16,6 +16,37 @@
     }
     return v.toFixed(1) + " TiB";
   };
+  // Vertical markers (as chartjs-plugin-annotation draws them, without that dependency): a chart's
+  // options.plugins.verticalMarkers = { markers: [{ x: ISO time, label, color }] } draws a dashed line at
+  // each time inside the x range, labelled at the top.
+  const verticalMarkers = {
+    id: "verticalMarkers",
+    afterDatasetsDraw(chart, _args, opts) {
+      const x = chart.scales.x;
+      const area = chart.chartArea;
+      if (!x || !opts || !opts.markers) return;
+      const ctx = chart.ctx;
+      ctx.save();
+      for (const m of opts.markers) {
+        const at = x.getPixelForValue(Date.parse(m.x));
+        if (!(at >= area.left && at <= area.right)) continue;
+        ctx.strokeStyle = m.color;
+        ctx.lineWidth = 1.5;
+        ctx.setLineDash([5, 4]);
+        ctx.beginPath();
+        ctx.moveTo(at, area.top);
+        ctx.lineTo(at, area.bottom);
+        ctx.stroke();
+        ctx.setLineDash([]);
+        ctx.fillStyle = m.color;
+        ctx.font = "11px " + (css.getPropertyValue("--font").trim() || "system-ui");
+        ctx.textAlign = at > area.right - 60 ? "right" : "left";
+        ctx.fillText(m.label, at + (ctx.textAlign === "left" ? 4 : -4), area.top + 11);
+      }
+      ctx.restore();
+    },
+  };
+  Chart.register(verticalMarkers);
   Chart.defaults.font.family = css.getPropertyValue("--font").trim() || "system-ui";
   Chart.defaults.color = color("--muted");
   Chart.defaults.maintainAspectRatio = false;
@@ -39,6 +70,9 @@
     // Completed compactions as markers on both charts (triangles on the time axis).
     const first = series[0].t;
     const markers = (data.compactions || []).filter((c) => c.t >= first);
+    // Rollbacks: the backlog comes back and "complete up to" moves back, so each is marked where it happened.
+    const rollbacks = { markers: (data.rollbacks || []).filter((r) => r.t >= first)
+      .map((r) => ({ x: r.t, label: "rollback " + r.instant, color: color("--bad") })) };
     const markerSet = (axis) => ({ label: "compaction", data: markers.map((c) => ({ x: c.t, y: 0 })), yAxisID: axis,
       showLine: false, pointStyle: "triangle", pointRadius: 7, pointHoverRadius: 9, borderColor: color("--ok"),
       backgroundColor: color("--ok"), instants: markers.map((c) => c.instant) });
@@ -52,6 +86,7 @@
         markerSet("count"),
       ] },
       options: { parsing: true, pointRadius: series.length > 60 ? 0 : 2, interaction: { mode: "index", intersect: false },
+        plugins: { verticalMarkers: rollbacks },
         scales: { x: timeAxis, count: { beginAtZero: true, position: "left", title: { display: true, text: "count" } },
                   bytes: { beginAtZero: true, position: "right", grid: { display: false }, title: { display: true, text: "MiB" } } } },
     });
@@ -64,7 +99,30 @@
     }
     new Chart(lagCanvas, { type: "line", data: { datasets: lagSets },
       options: { pointRadius: series.length > 60 ? 0 : 2, interaction: { mode: "index", intersect: false },
+        plugins: { verticalMarkers: rollbacks },
         scales: { x: timeAxis, y: { beginAtZero: true, title: { display: true, text: "hours" } } } } });
+  }
+
+  // ---- compaction trends: duration, bytes rewritten, cost (core-seconds) per completed compaction ------
+  const trendCanvas = document.getElementById("trend-chart");
+  const trends = data.trends || [];
+  if (trendCanvas && trends.length === 0) {
+    emptyNote(trendCanvas, "No completed compaction yet.");
+  } else if (trendCanvas) {
+    const at = (key, scale) => trends.map((p) => ({ x: p.t, y: p[key] === null ? null : p[key] / (scale || 1) }));
+    new Chart(trendCanvas, {
+      type: "line",
+      data: { datasets: [
+        { label: "duration (s)", data: at("seconds"), borderColor: color("--accent"), yAxisID: "seconds" },
+        { label: "cost (core-seconds)", data: at("core_seconds"), borderColor: color("--warn"), yAxisID: "seconds",
+          borderDash: [4, 3] },
+        { label: "rewritten (MiB)", data: at("bytes", 1048576), borderColor: color("--info"), yAxisID: "bytes" },
+      ] },
+      options: { pointRadius: trends.length > 60 ? 0 : 3, interaction: { mode: "index", intersect: false },
+        plugins: { tooltip: { callbacks: { footer: (items) => "run #" + trends[items[0].dataIndex].run } } },
+        scales: { x: timeAxis, seconds: { beginAtZero: true, position: "left", title: { display: true, text: "seconds" } },
+                  bytes: { beginAtZero: true, position: "right", grid: { display: false }, title: { display: true, text: "MiB" } } } },
+    });
   }
 
   // Empty buckets are absent from the engine's tide; fill them with zeros so bars keep their width and

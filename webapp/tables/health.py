@@ -17,6 +17,7 @@ PENDING_PLAN_AGE_S = (15 * 60, 60 * 60)               # (warning, critical)
 BACKLOG_AGE_S = (6 * 3600, 24 * 3600)                 # data waiting in logs since a write this long ago
 LOGS_PER_SLICE = (8, 32)
 FAILED_RUNS_PER_DAY = (1, 3)
+STALE_AGE_S = (6 * 3600, 24 * 3600)                   # no write for this long: ingestion may have stopped
 
 
 @dataclass
@@ -44,6 +45,13 @@ def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.0f} h" if seconds < 3 * 86400 else f"{seconds / 86400:.0f} d"
 
 
+def staleness(seconds: float | None) -> str:
+    """"critical", "warning", "ok" or "unknown" (no write known) for this long since the last write."""
+    if seconds is None:
+        return "unknown"
+    return "critical" if seconds >= STALE_AGE_S[1] else "warning" if seconds >= STALE_AGE_S[0] else "ok"
+
+
 def _bounded(health: Health, value: float, bounds: tuple[float, float], reason: str) -> None:
     if value >= bounds[1]:
         health.flag("critical", reason)
@@ -52,7 +60,7 @@ def _bounded(health: Health, value: float, bounds: tuple[float, float], reason: 
 
 
 def assess(sample: dict[str, Any] | None, sla: str, failed_last_day: int, now: dt.datetime,
-           sampling_error: str = "") -> Health:
+           sampling_error: str = "", last_write_at: dt.datetime | None = None) -> Health:
     """The health of one table from its latest sample (a dict of MetricSample fields), its SLA status, the
     number of its runs that failed in the last 24 hours, and why its latest sampling failed ("" when it did
     not): a table that can no longer be read (deleted, its credentials gone) is critical, whatever its last
@@ -83,4 +91,7 @@ def assess(sample: dict[str, Any] | None, sla: str, failed_last_day: int, now: d
     _bounded(health, failed_last_day, FAILED_RUNS_PER_DAY, f"{failed_last_day} failed runs in the last day")
     if sample.get("late_records"):
         health.flag("warning", f"late data: {sample['late_records']} records")
+    if last_write_at is not None:   # against the clock: a stopped ingestion changes no other signal
+        age = (now - last_write_at).total_seconds()
+        _bounded(health, age, STALE_AGE_S, f"no write for {_hours(age)}")
     return health

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from webapp.tables.models import MetricSample, RegisteredTable
+from webapp.tables.models import MetricSample, RegisteredTable, Run
 from webapp.tables.status import iso
 
 RANGES = {"1d": dt.timedelta(days=1), "7d": dt.timedelta(days=7), "30d": dt.timedelta(days=30), "all": None}
@@ -58,3 +58,37 @@ def _point(bucket: list[Row]) -> dict[str, Any]:
     taken_at, files, size, slices, _ = bucket[-1]
     lags = [r[4] for r in bucket if r[4] is not None]
     return {"t": iso(taken_at), "files": files, "bytes": size, "slices": slices, "lag": max(lags) if lags else None}
+
+
+TREND_RUNS = 500   # newest completed compactions drawn on the trend chart
+
+
+def compaction_trends(table: RegisteredTable, limit: int = TREND_RUNS) -> list[dict[str, Any]]:
+    """Per completed compaction run (oldest first): when it finished, how long it ran, the log bytes it
+    rewrote into base files and its cost in core-seconds — all as the run recorded them."""
+    runs = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED,
+                              started_at__isnull=False, finished_at__isnull=False)
+            .order_by("-finished_at").only("id", "started_at", "finished_at", "result", "plan")[:limit])
+    return [_trend_point(run) for run in reversed(list(runs))]
+
+
+def _trend_point(run: Run) -> dict[str, Any]:
+    seconds = (run.finished_at - run.started_at).total_seconds()   # type: ignore[operator]
+    return {"t": iso(run.finished_at), "run": run.pk, "seconds": round(seconds, 3),
+            "bytes": rewritten_bytes(run), "core_seconds": round(seconds * run_cores(run), 3)}
+
+
+def rewritten_bytes(run: Run) -> int | None:
+    """Log bytes the compaction folded into base files: Hudi's write stats of its commit, else its plan's sum."""
+    stats = (run.result or {}).get("compaction_stats") or {}
+    if stats.get("log_bytes_compacted") is not None:
+        return int(stats["log_bytes_compacted"])
+    sizes = [op.get("bytes_compacted") for op in (run.plan or {}).get("operations") or []]
+    return sum(sizes) if sizes and None not in sizes else None
+
+
+def run_cores(run: Run) -> int:
+    """The cores a run held: what it recorded (`cores` in its result, a Spark run's executors), else one — an
+    in-process run compacts on one worker slot."""
+    cores = (run.result or {}).get("cores")
+    return int(cores) if isinstance(cores, int) and cores > 0 else 1

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db.models import Case, Count, F, Field, FloatField, IntegerField, OuterRef, Q, QuerySet, Subquery, Value, When
 from django.db.models.expressions import Combinable
+from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -28,7 +29,7 @@ from webapp.tables import health
 from webapp.tables.filters import filter_tables
 from webapp.tables.inputs import InvalidInput, parse_table_version
 from webapp.tables.models import MetricSample, RegisteredTable, Run
-from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, failed_last_day, latest_runs
+from webapp.tables.overview import SAMPLE_FIELDS, TABLE_FIELDS, TableStatus, failed_last_day, newest_runs, written_at
 
 KEY = "sampling__"   # the latest sample's sort/filter keys, copied onto SamplingState (webapp.tables.latest)
 NEVER = dt.datetime(1, 1, 1, tzinfo=dt.UTC)
@@ -108,8 +109,16 @@ def with_health(tables: QuerySet[RegisteredTable]) -> QuerySet[RegisteredTable]:
     def logs_per_slice(bound: float) -> Q:
         return Q(**{f"{KEY}slices__gt": 0, f"{KEY}log_files__gte": F(f"{KEY}slices") * bound})
 
+    wrote = f"{KEY}latest_sample__activity__ingestion__last_write_at"
+
+    def stale_for(seconds: float) -> Q:
+        # the engine's ISO times ("…T12:00:00.000Z") sort as strings, as instants do
+        cutoff = (timezone.now() - dt.timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.999Z")
+        return Q(**{f"{wrote}__isnull": False, f"{wrote}__lte": cutoff})
+
     warn, crit = (Q(failed_day__gte=health.FAILED_RUNS_PER_DAY[i]) | pending_for(health.PENDING_PLAN_AGE_S[i])
-                  | backlog_for(health.BACKLOG_AGE_S[i]) | logs_per_slice(health.LOGS_PER_SLICE[i]) for i in (0, 1))
+                  | backlog_for(health.BACKLOG_AGE_S[i]) | logs_per_slice(health.LOGS_PER_SLICE[i])
+                  | stale_for(health.STALE_AGE_S[i]) for i in (0, 1))
     crit |= Q(**{f"{KEY}corrupt_log_blocks__gt": 0}) | breached()
     warn |= Q(**{f"{KEY}late_records__gt": 0})
     rank = health.LEVELS.index
@@ -213,12 +222,16 @@ def _beyond(cursor: tuple[Any, str], descending: bool) -> Q:
 def _statuses(rows: list[dict[str, Any]]) -> list[TableStatus]:
     """The page's tables with their latest samples and runs (two queries for the page's rows only)."""
     ids = [r["id"] for r in rows]
-    runs = latest_runs(RegisteredTable.objects.filter(pk__in=ids)) if ids else {}
+    runs, compactions = newest_runs(RegisteredTable.objects.filter(pk__in=ids)) if ids else ({}, {})
     failed = failed_last_day(RegisteredTable.objects.filter(pk__in=ids)) if ids else {}
     sample_ids = [r["sampling__latest_sample_id"] for r in rows if r["sampling__latest_sample_id"] is not None]
-    samples = {s["id"]: s for s in MetricSample.objects.filter(id__in=sample_ids).values(*SAMPLE_FIELDS)}
+    samples = {s["id"]: s for s in MetricSample.objects.filter(id__in=sample_ids)
+               .values(*SAMPLE_FIELDS, last_write_at=KT("activity__ingestion__last_write_at"))}
     return [TableStatus({f: row[f] for f in TABLE_FIELDS}, samples.get(row["sampling__latest_sample_id"]),
-                        runs.get(row["id"]), failed.get(row["id"], 0), row["sampling__error"] or "") for row in rows]
+                        runs.get(row["id"]), failed.get(row["id"], 0), row["sampling__error"] or "",
+                        last_compaction=compactions.get(row["id"]),
+                        last_write_at=written_at((samples.get(row["sampling__latest_sample_id"]) or {}).get("last_write_at")))
+            for row in rows]
 
 
 def encode_cursor(value: Any, name: str) -> str:

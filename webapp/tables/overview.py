@@ -22,7 +22,9 @@ SAMPLE_FIELDS = ("table_id", "taken_at", "ro_completion_time", "ro_freshness_tim
                  "remaining_log_files", "remaining_log_bytes", "file_slices_with_logs", "pending_compactions",
                  "late_records", "corrupt_log_blocks", "sla_breached", "earliest_pending_compaction",
                  "latest_completed_compaction", "oldest_log_instant", "catalog", "table_version", "id")
-RUN_FIELDS = ("id", "table_id", "kind", "state", "refusal_reason")
+RUN_FIELDS = ("id", "table_id", "kind", "state", "refusal_reason", "finished_at")
+# The runs that compact (the list's "last compaction": a clean or a metrics refresh since says nothing of it)
+COMPACTION_KINDS = (Run.Kind.SCHEDULE, Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE)
 
 
 @dataclass
@@ -32,10 +34,18 @@ class TableStatus:
     last_run: dict[str, Any] | None
     failed_last_day: int = 0
     sampling_error: str = ""   # why the table's latest change check or sample failed ("" when it did not)
+    last_compaction: dict[str, Any] | None = None
+    last_write_at: dt.datetime | None = None   # the newest write's completion, as the latest sample read it
 
     @property
     def health(self) -> Health:
-        return assess(self.sample, self.sla, self.failed_last_day, timezone.now(), self.sampling_error)
+        return assess(self.sample, self.sla, self.failed_last_day, timezone.now(), self.sampling_error,
+                      last_write_at=self.last_write_at)
+
+    @property
+    def stale_seconds(self) -> float | None:
+        """How long, against the clock, since the table's last write (None: no write known)."""
+        return None if self.last_write_at is None else max(0.0, (timezone.now() - self.last_write_at).total_seconds())
 
     @property
     def sla(self) -> str:
@@ -63,12 +73,37 @@ def latest_samples(tables: QuerySet[RegisteredTable]) -> dict[int, dict[str, Any
     return {row["table_id"]: row for row in MetricSample.objects.filter(id__in=ids).values(*SAMPLE_FIELDS)}
 
 
-def latest_runs(tables: QuerySet[RegisteredTable]) -> dict[int, dict[str, Any]]:
-    """The newest run (other than metrics refreshes) of each of `tables`, in one query."""
-    newest = (Run.objects.filter(table=OuterRef("pk")).exclude(kind=Run.Kind.METRICS)
-              .order_by("-queued_at", "-id").values("id")[:1])
+def latest_runs(tables: QuerySet[RegisteredTable], kinds: tuple[str, ...] | None = None) -> dict[int, dict[str, Any]]:
+    """The newest run (other than metrics refreshes; only of `kinds` when given) of each of `tables`, in one query."""
+    runs = Run.objects.filter(table=OuterRef("pk")).exclude(kind=Run.Kind.METRICS)
+    if kinds is not None:
+        runs = runs.filter(kind__in=kinds)
+    newest = runs.order_by("-queued_at", "-id").values("id")[:1]
     ids = tables.order_by().annotate(run_id=Subquery(newest)).values("run_id")
     return {row["table_id"]: row for row in Run.objects.filter(id__in=ids).values(*RUN_FIELDS)}
+
+
+def newest_runs(tables: QuerySet[RegisteredTable]) -> tuple[dict[int, dict[str, Any]], dict[int, dict[str, Any]]]:
+    """`latest_runs` and the newest compaction run of each of `tables`, in one query for both: of the (at
+    most two) runs fetched per table, the newest is its last run, the newest compaction its last compaction."""
+    def newest(kinds: tuple[str, ...] | None) -> Subquery:
+        runs = Run.objects.filter(table=OuterRef("pk")).exclude(kind=Run.Kind.METRICS)
+        return Subquery((runs.filter(kind__in=kinds) if kinds else runs).order_by("-queued_at", "-id").values("id")[:1])
+
+    picked = tables.order_by()
+    wanted = Q(id__in=picked.annotate(i=newest(None)).values("i")) | Q(id__in=picked.annotate(i=newest(COMPACTION_KINDS)).values("i"))
+    last: dict[int, dict[str, Any]] = {}
+    compaction: dict[int, dict[str, Any]] = {}
+    for run in Run.objects.filter(wanted).order_by("queued_at", "id").values(*RUN_FIELDS):   # oldest first: newest wins
+        last[run["table_id"]] = run
+        if run["kind"] in COMPACTION_KINDS:
+            compaction[run["table_id"]] = run
+    return last, compaction
+
+
+def written_at(value: Any) -> dt.datetime | None:
+    """A sample's `activity.ingestion.last_write_at` (ISO text) as a datetime, for staleness against the clock."""
+    return dt.datetime.fromisoformat(str(value).replace("Z", "+00:00")) if value else None
 
 
 def failed_last_day(tables: QuerySet[RegisteredTable]) -> dict[int, int]:

@@ -173,7 +173,7 @@ def preview_maintenance(table: RegisteredTable, user: AnyUser | None, kind: str)
     operator confirms before the real run is queued (the CLI's --dry-run)."""
     from engine import TidemarkError
 
-    engine_table = _engine_table(inputs.table_path(table.path))   # the roots re-checked, as for every read
+    engine_table = access.open_registered(table)   # the roots re-checked, as for every read
     try:
         result = engine_table.clean(dry_run=True) if kind == Run.Kind.CLEAN else engine_table.recover(dry_run=True)
     except TidemarkError as exc:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from engine import is_object_store
 from webapp.accounts.decorators import operator_action
-from webapp.tables import access, activity, heatmap, history, inputs, listing, overview, plans, services
+from webapp.tables import access, activity, health, heatmap, history, inputs, listing, overview, plans, services
 from webapp.tables import discovery as table_discovery
 from webapp.tables.filters import filter_runs, filter_tables
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable, Run
@@ -80,8 +80,11 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
     pending = compactions.pending
     admin_runs = list(table.runs.filter(kind__in=services.PLAN_ADMIN, instant=pending.instant)
                       .order_by("-queued_at", "-id")[:3]) if pending else []
+    panels = activity.panels(sample, timezone.now())
+    since_write = panels["ingestion"]["lag_seconds"] if panels else None
     return render(request, "tables/detail.html", {
-        "activity": activity.panels(sample, timezone.now()), "clean": activity.retention_of(sample),
+        "activity": panels, "clean": activity.retention_of(sample),
+        "stale": {"level": health.staleness(since_write), "seconds": since_write},
         "policies": activity.POLICIES,
         "admin_runs": admin_runs, "compactions": compactions, "kinds": Run.Kind,
         "heatmap": heatmap.layout(sample.backlog_heatmap) if sample else None,
@@ -90,7 +93,8 @@ def _detail_page(request: HttpRequest, table: RegisteredTable, form: dict[str, A
         "sla": overview.sla_status(table.freshness_sla_minutes,
                                    {"freshness_lag_seconds": sample.freshness_lag_seconds} if sample else None), "active": active,
         "chart": {"series": series, "sla_seconds": (table.freshness_sla_minutes or 0) * 60 or None,
-                  "compactions": _compaction_markers(table),
+                  "compactions": _compaction_markers(table), "rollbacks": _rollback_markers(table),
+                  "trends": history.compaction_trends(table),
                   "tide": sample.tide if sample else [],
                   "completion": iso(sample.ro_completion_time) if sample else None},
         "pending": pending, "rollback_instant": compactions.rollback_candidate,
@@ -158,6 +162,14 @@ def _compaction_markers(table: RegisteredTable) -> list[dict[str, Any]]:
     done = (table.runs.filter(kind__in=(Run.Kind.EXECUTE, Run.Kind.SCHEDULE_EXECUTE), state=Run.State.SUCCEEDED)
             .exclude(instant="").order_by("-finished_at")[:COMPACTION_MARKERS])
     return [{"t": iso(r.finished_at), "instant": r.instant, "run": r.pk} for r in done if r.finished_at]
+
+
+def _rollback_markers(table: RegisteredTable) -> list[dict[str, Any]]:
+    """When each rollback finished (vertical markers on the backlog and freshness charts: the backlog jumps
+    back up and "complete up to" moves back there)."""
+    done = (table.runs.filter(kind=Run.Kind.ROLLBACK, state=Run.State.SUCCEEDED, finished_at__isnull=False)
+            .order_by("-finished_at")[:COMPACTION_MARKERS])
+    return [{"t": iso(r.finished_at), "instant": r.instant, "run": r.pk} for r in done]
 
 
 def _watched_run(request: HttpRequest, table: RegisteredTable) -> Run | None:

@@ -47,3 +47,32 @@ def test_list_query_count_does_not_grow_with_tables(operator_client, flights, dj
     with django_assert_max_num_queries(8):
         response = operator_client.get("/")
     assert len(rows(response.content.decode())) == 61
+
+
+def test_list_badges_paused_tables_and_shows_the_last_compaction_not_a_later_clean(operator_client, flights, operator):
+    flights.paused = True
+    flights.save()
+    compaction = Run.objects.create(table=flights, kind="schedule_execute", state="succeeded",
+                                    finished_at=T0 + dt.timedelta(hours=2))
+    Run.objects.create(table=flights, kind="clean", state="succeeded")   # newer, not a compaction
+    html = operator_client.get("/").content.decode()
+    row = html[html.index('<tbody>'):html.index('</tbody>')]
+    assert "data-paused" in row and ">paused<" in row
+    cell = row[row.index("data-last-compaction"):]
+    assert f"/runs/{compaction.pk}/" in cell and "compaction" in cell and ">clean<" not in cell
+    assert "2013-01-20 02:00:00 UTC" in cell
+
+
+def test_rollbacks_are_marked_on_the_charts_and_the_list_fits_narrow_windows(operator_client, flights):
+    import json
+    from pathlib import Path
+
+    Run.objects.create(table=flights, kind="rollback", state="succeeded", instant="20130120020000000",
+                       finished_at=T0 + dt.timedelta(minutes=30))
+    page = operator_client.get("/tables/flights/").content.decode()
+    chart = json.loads(page.split('id="chart-data" type="application/json">')[1].split("</script>")[0])
+    assert [m["instant"] for m in chart["rollbacks"]] == ["20130120020000000"]
+    script = (Path(__file__).parents[2] / "static/tidemark/table.js").read_text()
+    assert 'id: "verticalMarkers"' in script and "verticalMarkers: rollbacks" in script
+    css = (Path(__file__).parents[2] / "static/tidemark/app.css").read_text()
+    assert "@media (max-width: 1000px)" in css and "#tables .opt { display: none; }" in css

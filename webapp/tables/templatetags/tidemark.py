@@ -208,8 +208,10 @@ def _completion_cell(t: dict[str, Any], s: dict[str, Any] | None) -> str:
 
 def _table_row(row: Any, detail_url: Callable[[object], str], run_url: Callable[[object], str]) -> str:
     t, s, h = row.table, row.sample, row.health
-    cells = [f'<td><a href="{_e(detail_url(t["name"]))}" class="strong">{_e(t["name"])}</a>'
-             f'{version_badge(s["table_version"] if s else None)}<div class="sub">{_e(t["path"])}</div></td>']
+    paused = (' <span class="badge warn" data-paused title="schedule and SLA auto-trigger paused">paused</span>'
+              if t["paused"] else "")
+    cells = [f'<td class="name"><a href="{_e(detail_url(t["name"]))}" class="strong">{_e(t["name"])}</a>'
+             f'{version_badge(s["table_version"] if s else None)}{paused}<div class="sub path">{_e(t["path"])}</div></td>']
     sub = ""
     if h.reasons:
         more = f" (+{len(h.reasons) - 1})" if len(h.reasons) > 1 else ""
@@ -218,6 +220,7 @@ def _table_row(row: Any, detail_url: Callable[[object], str], run_url: Callable[
                  f'{_badge(HEALTH_CLASS.get(h.level, "muted"), h.level, "; ".join(h.reasons))}{sub}</td>')
     cells.append(_completion_cell(t, s))
     cells.append(f"<td>{_e(duration(s['freshness_lag_seconds'] if s else None))}</td>")
+    cells.append(_last_write_cell(row.stale_seconds))
     sla_minutes = t["freshness_sla_minutes"]
     limit = f'<div class="sub">≤ {_e(duration_minutes(sla_minutes))}</div>' if sla_minutes else ""
     cells.append(f"<td data-sla>{_badge(*SLA_BADGES[row.sla])}{limit}</td>")
@@ -226,21 +229,36 @@ def _table_row(row: Any, detail_url: Callable[[object], str], run_url: Callable[
         return "" if not s else "—" if s[key] is None else _e(s[key])
 
     cells.append(f'<td class="num">{number("remaining_log_files")}</td>')
-    cells.append(f'<td class="num">{_e(filesize(s["remaining_log_bytes"] if s else None))}</td>')
-    cells.append(f'<td class="num">{number("file_slices_with_logs")}</td>')
+    cells.append(f'<td class="num opt">{_e(filesize(s["remaining_log_bytes"] if s else None))}</td>')
+    cells.append(f'<td class="num opt">{number("file_slices_with_logs")}</td>')
     if s and s["pending_compactions"]:
         pending = _badge("info", f"{s['pending_compactions']} pending")
     else:
         pending = '<span class="muted">none</span>' if s else "—"
     cells.append(f"<td>{pending}</td>")
-    run = row.last_run
-    if run:
-        state = _badge(STATE_CLASS.get(run["state"], "muted"), run["state"], run["refusal_reason"] or "")
-        last = f'<a href="{_e(run_url(run["id"]))}">{_e(kind_label(run["kind"]))}</a> {state}'
-    else:
-        last = '<span class="badge muted">never run</span>'
-    cells.append(f"<td>{last}</td>")
+    cells.append(_last_compaction_cell(row.last_compaction, run_url))
     return "<tr>" + "".join(cells) + "</tr>"
+
+
+def _last_write_cell(seconds: float | None) -> str:
+    """How long since the last write, against the clock; marked from health's staleness bounds on."""
+    from webapp.tables.health import STALE_AGE_S
+
+    if seconds is None:
+        return '<td data-last-write><span class="muted">—</span></td>'
+    css = "bad" if seconds >= STALE_AGE_S[1] else "warn" if seconds >= STALE_AGE_S[0] else ""
+    text = f"{_e(duration(seconds))} ago"
+    return f'<td data-last-write>{_badge(css, text, "no write for this long: ingestion may have stopped") if css else text}</td>'
+
+
+def _last_compaction_cell(run: dict[str, Any] | None, run_url: Callable[[object], str]) -> str:
+    """The newest compaction run (a clean or a recover since does not hide it) with its state and end."""
+    if not run:
+        return '<td data-last-compaction><span class="badge muted">none yet</span></td>'
+    state = _badge(STATE_CLASS.get(run["state"], "muted"), run["state"], run["refusal_reason"] or "")
+    when = f'<div class="sub">{_e(utc(run["finished_at"]))}</div>' if run.get("finished_at") else ""
+    return (f'<td data-last-compaction><a href="{_e(run_url(run["id"]))}">{_e(kind_label(run["kind"]))}</a> '
+            f'{state}{when}</td>')
 
 
 @register.simple_tag

@@ -9,6 +9,8 @@ from typing import Any
 from django.utils import timezone
 
 from webapp.alerts.events import notify
+from webapp.tables.health import STALE_AGE_S
+from webapp.tables.overview import written_at
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable
 
 
@@ -42,4 +44,19 @@ def observe(table: RegisteredTable, sample: MetricSample, previous: MetricSample
         _say(table, "corrupt_block", f"{sample.corrupt_log_blocks} corrupt log blocks of committed writes: their "
                                      "records are hidden from every read", {"corrupt_log_blocks": sample.corrupt_log_blocks})
         raised.append("corrupt_block")
+    if stale_since(sample) is not None and stale_since(previous) is None:
+        age = stale_since(sample) or 0.0
+        _say(table, "table_stale", f"no write for {age / 3600:.0f} h: ingestion may have stopped",
+             {"last_write_at": (sample.activity or {}).get("ingestion", {}).get("last_write_at"), "seconds": age})
+        raised.append("table_stale")
     return raised
+
+
+def stale_since(sample: MetricSample | None) -> float | None:
+    """Seconds from the sample's last write to when it was taken, when past health's critical staleness
+    (a table stays stale until a write lands, so the alert is told once, when it starts)."""
+    written = written_at(((sample.activity or {}).get("ingestion") or {}).get("last_write_at")) if sample else None
+    if sample is None or written is None:
+        return None
+    age = (sample.taken_at - written).total_seconds()
+    return age if age >= STALE_AGE_S[1] else None

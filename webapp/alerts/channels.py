@@ -59,6 +59,16 @@ def delete_channel(user: AnyUser | None, channel: AlertChannel) -> None:
     audit(user, "alert_channel.delete", outcome="succeeded", detail=detail)
 
 
+def test_channel(user: AnyUser | None, channel: AlertChannel) -> AlertDelivery:
+    """Queue a test alert to `channel`, audited."""
+    from webapp.alerts.events import send_test
+    from webapp.tables.services import actor_name
+
+    delivery = send_test(channel, actor_name(user))
+    audit(user, "alert_channel.test", outcome="queued", detail={"channel": channel.pk, "delivery": delivery.pk})
+    return delivery
+
+
 def channel_dict(channel: AlertChannel, deliveries: int = 0) -> dict[str, Any]:
     from django.urls import reverse
 

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 
 TITLES = {"run_failed": "run failed", "run_refused": "run refused", "sla_breached": "freshness SLA breached",
           "sla_recovered": "freshness SLA recovered", "late_data": "late data arrived",
-          "corrupt_block": "corrupt log blocks found", "worker_lost": "worker lost during a run"}
+          "corrupt_block": "corrupt log blocks found", "worker_lost": "worker lost during a run",
+          "table_stale": "no write for too long", "test": "test alert"}
 
 
 def _iso(value: dt.datetime) -> str:
@@ -75,6 +76,17 @@ def _notify(event: str, table: RegisteredTable | None, run: Run | None, reason: 
         for delivery_id in ids:
             transaction.on_commit(functools.partial(_dispatch, delivery_id))
     return ids
+
+
+def send_test(channel: AlertChannel, actor: str) -> AlertDelivery:
+    """One test delivery to `channel` (subscribed or not, never rate-limited), sent by a worker after the commit
+    like any other: its outcome shows on the channel's page."""
+    now = timezone.now()
+    body = payload("test", table=None, run=None, reason=f"sent from the dashboard by {actor}", at=now, detail={})
+    with transaction.atomic():
+        delivery = AlertDelivery.objects.create(channel=channel, event="test", payload=body, created_at=now)
+        transaction.on_commit(functools.partial(_dispatch, delivery.pk))
+    return delivery
 
 
 def _over_limit(channel: AlertChannel, table: RegisteredTable | None, now: dt.datetime) -> bool:

@@ -7,7 +7,8 @@ from django.utils import timezone
 
 # The events a channel can subscribe to; each is emitted once per occurrence (a breach, a run's end, ...).
 EVENTS = ("run_failed", "run_refused", "sla_breached", "sla_recovered", "late_data", "corrupt_block",
-          "worker_lost")
+          "worker_lost", "table_stale")
+TEST_EVENT = "test"   # sent to one channel on an operator's request, whatever it subscribes to
 
 
 class AlertChannel(models.Model):

@@ -55,3 +55,11 @@ def delete(request: HttpRequest, channel_id: int) -> HttpResponse:
     channels.delete_channel(request.user, channel)
     messages.success(request, f"Alert channel #{channel_id} deleted.")
     return redirect("alerts:list")
+
+
+@operator_action
+def send_test(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = get_object_or_404(AlertChannel, pk=channel_id)
+    delivery = channels.test_channel(request.user, channel)
+    messages.success(request, f"Test alert queued to {channel.target} (delivery #{delivery.pk}); its outcome shows below.")
+    return redirect("alerts:channel", channel.pk)

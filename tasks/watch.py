@@ -10,8 +10,8 @@ from django.utils import timezone
 
 from webapp.alerts.events import notify
 from webapp.tables.health import STALE_AGE_S
-from webapp.tables.overview import written_at
 from webapp.tables.models import AuditEvent, MetricSample, RegisteredTable
+from webapp.tables.overview import written_at
 
 
 def _say(table: RegisteredTable, event: str, reason: str, detail: dict[str, Any]) -> None:

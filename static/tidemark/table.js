@@ -113,10 +113,12 @@
     new Chart(trendCanvas, {
       type: "line",
       data: { datasets: [
-        { label: "duration (s)", data: at("seconds"), borderColor: color("--accent"), yAxisID: "seconds" },
-        { label: "cost (core-seconds)", data: at("core_seconds"), borderColor: color("--warn"), yAxisID: "seconds",
-          borderDash: [4, 3] },
-        { label: "rewritten (MiB)", data: at("bytes", 1048576), borderColor: color("--info"), yAxisID: "bytes" },
+        { label: "duration (s)", data: at("seconds"), borderColor: color("--accent"), yAxisID: "seconds", order: 1 },
+        // bars, drawn behind the lines: visible even where the cost equals the duration (a one-core run)
+        { type: "bar", label: "cost (core-seconds)", data: at("core_seconds"), backgroundColor: color("--warn-bg"),
+          borderColor: color("--warn"), borderWidth: 1, yAxisID: "seconds", order: 2, maxBarThickness: 18 },
+        { label: "rewritten (MiB)", data: at("bytes", 1048576), borderColor: color("--info"), yAxisID: "bytes", order: 0,
+          borderDash: [5, 3] },
       ] },
       options: { pointRadius: trends.length > 60 ? 0 : 3, interaction: { mode: "index", intersect: false },
         plugins: { tooltip: { callbacks: { footer: (items) => "run #" + trends[items[0].dataIndex].run } } },

@@ -133,7 +133,7 @@ def test_clean_and_recover_show_their_dry_run_before_anything_is_queued(operator
     assert cleaned.status_code == 200 and 'id="maintenance-preview"' in cleaned.content.decode()
     assert "dry run: nothing changed yet" in cleaned.content.decode() and 'data-action="confirm-clean"' in cleaned.content.decode()
     recovered = operator_client.post("/tables/flights/recover", {"preview": "1"}).content.decode()
-    assert "Nothing to recover" in recovered and "nothing to recover" in recovered
+    assert "Nothing to recover" in recovered and "the table is quiescent" in recovered
     assert not Run.objects.exists()                       # the previews queued nothing
     confirmed = operator_client.post("/tables/flights/clean")
     assert confirmed.status_code == 302 and Run.objects.get().kind == "clean"

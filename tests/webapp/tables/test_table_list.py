@@ -72,7 +72,7 @@ def test_rollbacks_are_marked_on_the_charts_and_the_list_fits_narrow_windows(ope
     page = operator_client.get("/tables/flights/").content.decode()
     chart = json.loads(page.split('id="chart-data" type="application/json">')[1].split("</script>")[0])
     assert [m["instant"] for m in chart["rollbacks"]] == ["20130120020000000"]
-    script = (Path(__file__).parents[2] / "static/tidemark/table.js").read_text()
+    script = (Path(__file__).parents[3] / "static/tidemark/table.js").read_text()
     assert 'id: "verticalMarkers"' in script and "verticalMarkers: rollbacks" in script
-    css = (Path(__file__).parents[2] / "static/tidemark/app.css").read_text()
+    css = (Path(__file__).parents[3] / "static/tidemark/app.css").read_text()
     assert "@media (max-width: 1000px)" in css and "#tables .opt { display: none; }" in css

@@ -6,6 +6,7 @@ as JSON (`.to_dict()`). They never touch the timeline themselves; refusals surfa
 """
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,7 +105,19 @@ def _with_stats(table: Table, result: dict[str, Any]) -> dict[str, Any]:
             result["compaction_stats"] = {"log_files_compacted": instant.log_files_compacted,
                                           "log_bytes_compacted": instant.log_bytes_compacted,
                                           "records_updated": instant.records_updated}
+    result["cores"] = _cores_held()
     return result
+
+
+def _cores_held() -> int:
+    """The cores a compaction run held, for its cost in core-seconds (the table page's trends): a warm worker runs
+    compactions on its Spark session, whose task slots are its cores; otherwise the engine runs them in this
+    process, one file group per CPU at a time."""
+    if warm_enabled():
+        from engine.spark import get_spark  # the worker's warm session, started with the worker
+
+        return int(get_spark().sparkContext.defaultParallelism)
+    return os.cpu_count() or 1
 
 
 def _withdraw_plan(table: Table, run: Run, instant: str, lock: TableLock) -> None:

@@ -19,6 +19,7 @@ from engine.io import storage
 from engine.io.store_lock import COMPACTION_LOCK, LockData, StoreLock
 from engine.lock import holding
 from engine.timeline.instants import Timeline
+from tests.support.other_host import as_another_host
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 from tests.support.tables import DAYS, THRESHOLD, create_table, day_file, table_copy, three_day_table
 
@@ -339,28 +340,6 @@ def test_a_copy_on_a_disk_of_a_storage_locked_table_keeps_working(tmp_path) -> N
 
 # --- fencing: a holder whose lock object changed under it publishes nothing --------------------------------------
 
-def _as_another_host(tmp_path: Path, monkeypatch, work) -> None:
-    """Run `work` as another host would: its own flock folder (this host's flock cannot see it), its own thread
-    (no lock of this thread's operation in its context)."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            failed.append(exc)
-
-    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "other-host-locks"))
-    try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join()
-    finally:
-        monkeypatch.delenv("TIDEMARK_LOCK_DIR")
-    if failed:
-        raise failed[0]
-
-
 @pytest.mark.parametrize("change", ["deleted", "replaced"])
 def test_a_holder_whose_lock_object_changed_before_its_publish_publishes_nothing(s3_env, tmp_path,  # noqa: F811
                                                                                   monkeypatch, change) -> None:
@@ -391,7 +370,7 @@ def test_a_holder_whose_lock_object_changed_before_its_publish_publishes_nothing
                                                            "a-host-that-took-it").to_bytes(), etag)
         other_dir = tmp_path / "other"
         other_dir.mkdir()
-        _as_another_host(tmp_path, monkeypatch,
+        as_another_host(tmp_path, monkeypatch,
                          lambda: other_commit.append(Table.open(uri).write(day_file(other_dir, 2, "03")).instant))
         monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "this-host-locks"))
 

@@ -28,6 +28,7 @@ from engine.timeline import heartbeat
 from engine.timeline.instants import DELTACOMMIT, Timeline
 from engine.write import pipeline
 from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.other_host import as_another_host
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 from tests.support.tables import day_file
 
@@ -151,28 +152,6 @@ def test_no_completed_rollback_means_no_listing(tmp_path, monkeypatch) -> None:
 
 # --- on S3, two hosts racing for the storage lock (moto) -----------------------------------------------------------
 
-def _as_another_host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, work: Callable[[], object]) -> None:
-    """Run `work` as another host: its own flock folder, its own thread (no lock of this thread's operation)."""
-    failed: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            work()
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
-            failed.append(exc)
-
-    mine = os.environ["TIDEMARK_LOCK_DIR"]
-    monkeypatch.setenv("TIDEMARK_LOCK_DIR", str(tmp_path / "other-host-locks"))
-    try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        thread.join()
-    finally:
-        monkeypatch.setenv("TIDEMARK_LOCK_DIR", mine)
-    if failed:
-        raise failed[0]
-
-
 def _s3_files(uri: str) -> dict[str, str]:
     """Every data file of the table -> its ETag."""
     return {e.path: e.etag for e in storage.list_tree(uri, skip=".hoodie") if not e.is_dir}
@@ -199,7 +178,7 @@ def _paused_past_its_lease(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, uri:
             with monkeypatch.context() as m:   # its heartbeat stopped with it
                 m.setattr(heartbeat, "is_expired", lambda base, ts, expiry, now_ms=None:
                           ts == zombie[0] or expired(base, ts, expiry, now_ms))
-                _as_another_host(tmp_path, monkeypatch, lambda: Table.open(uri).recover())
+                as_another_host(tmp_path, monkeypatch, lambda: Table.open(uri).recover())
             after.update(_s3_files(uri))
         then(operation, step)
 

@@ -30,6 +30,8 @@ from engine import env
 LAUNCHER = Path(__file__).with_name("LoopbackMetastore.java")
 MAIN_CLASS = LAUNCHER.stem
 LOOPBACK = "127.0.0.1"
+HIVE_MAIN = "org.apache.hadoop.hive.metastore.HiveMetaStore"
+WILDCARDS = ("0.0.0.0", "::", "[::]")
 READY_TIMEOUT_S = 120.0
 
 
@@ -85,10 +87,15 @@ def compiled_launcher(folder: Path) -> Path:
 
 
 def command(folder: Path, port: int, bind: str | None = None) -> list[str]:
+    """The metastore's command line. Every interface (0.0.0.0, as in a container that others reach by name) is
+    Hive's own main class and needs only a JRE; one address is the launcher, which needs the JDK's javac once."""
+    address = bind or host()
+    java = ["java", "-Xmx384m", f"-Dderby.stream.error.file={folder / 'derby.log'}", "-cp"]
     # The folder first on the class path: the metastore finds hive-site.xml there.
+    if address in WILDCARDS:
+        return [*java, os.pathsep.join([str(folder), f"{pyspark_jars()}/*"]), HIVE_MAIN, "-p", str(port)]
     classpath = os.pathsep.join([str(folder), str(compiled_launcher(folder)), f"{pyspark_jars()}/*"])
-    return ["java", "-Xmx384m", f"-Dderby.stream.error.file={folder / 'derby.log'}", "-cp", classpath,
-            MAIN_CLASS, bind or host(), str(port)]
+    return [*java, classpath, MAIN_CLASS, address, str(port)]
 
 
 class EmbeddedMetastore:

@@ -33,3 +33,19 @@ def test_a_term_stops_the_jvm_too(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_a_wildcard_bind_needs_no_jdk_and_one_address_the_launcher(tmp_path, monkeypatch):
+    """Every interface (a compose container others reach by name) is Hive's own main on a JRE; one address is
+    the loopback launcher, compiled with the JDK's javac."""
+    from tasks import metastore
+
+    monkeypatch.setattr(metastore.shutil, "which", lambda name: None)   # a JRE only, as in the image
+    wide = metastore.command(tmp_path, 9083, "0.0.0.0")
+    assert metastore.HIVE_MAIN in wide and wide[-2:] == ["-p", "9083"]
+    try:
+        metastore.command(tmp_path, 9083, "127.0.0.1")
+    except RuntimeError as exc:
+        assert "javac" in str(exc) and "TIDEMARK_EMBEDDED_METASTORE=0" in str(exc)
+    else:
+        raise AssertionError("a loopback bind without javac must say what it needs")

@@ -255,6 +255,6 @@ def decode_cursor(cursor: str, key: str) -> tuple[Any, str]:
         if isinstance(raw, bool) or not isinstance(raw, (int, float)):
             raise ValueError("value is not a number")
         return raw, name
-    except (ValueError, TypeError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput(f"invalid page cursor {cursor[:40]!r} for sort {key!r} ({exc}); "
+    except (ValueError, TypeError, UnicodeDecodeError, RecursionError) as exc:   # RecursionError: [[[[… nested
+        raise InvalidInput(f"invalid page cursor {cursor[:40]!r} for sort {key!r} ({type(exc).__name__}); "
                            "start again from the first page") from None

@@ -76,3 +76,11 @@ def test_rollbacks_are_marked_on_the_charts_and_the_list_fits_narrow_windows(ope
     assert 'id: "verticalMarkers"' in script and "verticalMarkers: rollbacks" in script
     css = (Path(__file__).parents[3] / "static/tidemark/app.css").read_text()
     assert "@media (max-width: 1000px)" in css and "#tables .opt { display: none; }" in css
+
+
+def test_a_nested_cursor_is_a_400_not_a_crash(viewer_client, flights):
+    import base64
+
+    cursor = base64.urlsafe_b64encode(b"[" * 100_000).decode().rstrip("=")
+    response = viewer_client.get(f"/api/tables?after={cursor}")
+    assert response.status_code == 400 and "invalid page cursor" in response.json()["error"]

@@ -34,6 +34,7 @@ from engine.io import storage
 from engine.io.faults import fault_point
 from engine.lock import TableLock, ensure_held, holding, table_lock_of
 from engine.results import ArchiveResult
+from engine.services import orphans
 from engine.slices.fsview import FileSystemView
 from engine.timeline import archive_log, lsm_history
 from engine.timeline.compactions import compaction_records
@@ -64,6 +65,10 @@ def run_archive(base_path: str, *, lock: TableLock | None = None) -> ArchiveResu
         if not chosen:
             return ArchiveResult(archived=[], files_written=[], files_deleted=0,
                                  message=f"nothing to archive ({len(timeline.instants)} active instants)")
+        if any(i.action == ROLLBACK for i in chosen):
+            # The last moment a rolled-back write's leftovers are known as such: archived, its instant would read
+            # as committed (engine.services.orphans).
+            orphans.remove_orphans(base_path, timeline)
         files = _state_files(timeline, chosen)
         ensure_held("archiving instants")
         written = _write_archive(timeline, cfg, chosen, files)

@@ -509,7 +509,12 @@ def _run_clean(base_path: str, policy: str | None, retain: _Retain, dry_run: boo
     result = _result(plan, None, dry_run, resumed)
     # A rolled-back write's leftovers are no slice of any policy's: removed whatever the plan (no clean instant
     # records them, as no rollback plan listed them).
-    left = orphans.find_orphans(base_path, timeline) if dry_run else orphans.remove_orphans(base_path, timeline)
+    # The automatic clean looks only in the day after a rollback (engine.services.orphans.WATCH_MS).
+    watch = not retain.incremental or orphans.recently_rolled_back(timeline, int(time.time() * 1000))
+    if not watch:
+        left = orphans.Orphans({})
+    else:
+        left = orphans.find_orphans(base_path, timeline) if dry_run else orphans.remove_orphans(base_path, timeline)
     result.orphans = left.paths
     left_note = [orphans.describe(left.paths, left.instants, "would remove" if dry_run else "removed")] \
         if left.paths else []

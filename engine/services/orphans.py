@@ -18,8 +18,9 @@ What goes (all of it, or the file stays):
 Never: a log a committed write stat names, a symlink (a carried-over link), a log with a rollback command block,
 a log with a corrupt region (its records may be committed), an empty log (nobody's blocks say whose it is).
 
-Only rollbacks on the active timeline are considered: an archived rollback's orphans were removed by a `recover`
-or a clean (one follows every commit) while it was active. A zombie that resumes only after its rollback was
+Only rollbacks on the active timeline are considered: an archived rollback's orphans were removed while it was
+active — by `recover`, an explicit clean, the automatic clean in the day after the rollback (WATCH_MS: looking costs
+a listing per commit), and by archival itself just before it archives a rollback. A zombie that resumes only after its rollback was
 archived is refused at publish as ever, but what it wrote then stays until removed by hand.
 
 The caller holds the table lock (a write under way names its instant on the timeline, so it is never "dead").
@@ -41,6 +42,18 @@ from engine.timeline.instants import COMMIT_ACTIONS, ROLLBACK, Timeline
 # the oldest dead instant by more cannot hold its blocks, so it is not read (a clean runs after every commit: it must
 # not read every log of the table while a rollback is on the active timeline).
 CLOCK_SKEW_MS = 15 * 60 * 1000
+
+
+# How long after a rollback the automatic clean (after every commit) keeps looking for what its write left: a
+# zombie resumes within its pause, and looking costs a listing of the table per commit. Later, `recover`, an
+# explicit clean, and the archival of the rollback (the last moment its instant reads as rolled back) look.
+WATCH_MS = 24 * 3600 * 1000
+
+
+def recently_rolled_back(timeline: Timeline, now_ms: int) -> bool:
+    """Whether a completed rollback on the active timeline is younger than WATCH_MS (by its instant time)."""
+    newest = max((i.timestamp for i in timeline.completed() if i.action == ROLLBACK), default=None)
+    return newest is not None and now_ms - instant_to_millis(newest) <= WATCH_MS
 
 
 @dataclass(frozen=True)

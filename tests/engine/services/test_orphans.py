@@ -150,6 +150,33 @@ def test_no_completed_rollback_means_no_listing(tmp_path, monkeypatch) -> None:
     assert orphans.find_orphans(table.path).files == {}
 
 
+
+def test_a_day_after_the_rollback_the_automatic_clean_stops_looking(tmp_path, monkeypatch) -> None:
+    """Looking costs a listing per commit: the automatic clean looks only in the day after a rollback; recover and
+    an explicit clean look whenever they run."""
+    table, _, left = _zombie_table(tmp_path, monkeypatch, 6)
+    monkeypatch.setattr(orphans, "WATCH_MS", -1)                   # the rollback is "older than a day" now
+    table.update_settings({"hoodie.clean.automatic": "true"})
+    listed: list[int] = []
+    real = orphans.find_orphans
+    monkeypatch.setattr(orphans, "find_orphans", lambda *a, **k: listed.append(1) or real(*a, **k))
+    table.write(day_file(tmp_path, 3, "04", keys=2))
+    assert not listed and all(os.path.exists(p) for p in left)
+    assert sorted(table.clean().orphans) == sorted(left)            # an explicit clean still looks
+
+
+def test_archiving_a_rollback_removes_its_writes_leftovers_first(tmp_path, monkeypatch) -> None:
+    """Once archived, a rolled-back instant reads as committed: archival removes its leftovers just before."""
+    from engine.services import archive
+
+    table, _, left = _zombie_table(tmp_path, monkeypatch, 6)
+    timeline = Timeline.load(table.path)
+    rollbacks = [i for i in timeline.completed() if i.action == "rollback"]
+    monkeypatch.setattr(archive, "instants_to_archive", lambda *_a: rollbacks)
+    archive.run_archive(table.path)
+    assert not any(os.path.exists(p) for p in left)
+    assert not [i for i in Timeline.load(table.path).completed() if i.action == "rollback"]
+
 # --- on S3, two hosts racing for the storage lock (moto) -----------------------------------------------------------
 
 def _s3_files(uri: str) -> dict[str, str]:

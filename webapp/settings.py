@@ -143,7 +143,6 @@ WHITENOISE_AUTOREFRESH = DEBUG
 # --- Tidemark ----------------------------------------------------------------------------------
 # Local folders and object-store prefixes (s3://bucket/prefix), separated by ":" or ",".
 TIDEMARK_TABLE_ROOTS = split_locations(os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")))
-SPARK_MASTER = os.environ.get("SPARK_MASTER", "local[2]")
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 # Alerts (webapp/alerts): links in alerts start with the dashboard's public URL; email goes through Django's
 # SMTP backend; failed deliveries are retried with exponential backoff; each channel is told at most N

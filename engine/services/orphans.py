@@ -15,7 +15,8 @@ What goes (all of it, or the file stays):
 - log files whose blocks are all data or delete blocks of dead instants (header-only scans): table version 6 names
   a log by its slice's base instant, so only its blocks say who wrote it; version 8/9 names it by the writing
   instant, and the blocks are still checked (a rolled-back compaction's carried copy holds committed blocks).
-Never: a log a committed write stat names, a symlink (a carried-over link), a log with a rollback command block,
+Never: a log a committed write stat names, a log a rollback masked (its metadata names it: Java leaves those too), a
+symlink (a carried-over link), a log with a rollback command block,
 a log with a corrupt region (its records may be committed), an empty log (nobody's blocks say whose it is).
 
 Only rollbacks on the active timeline are considered: an archived rollback's orphans were removed while it was
@@ -91,6 +92,9 @@ def find_orphans(base_path: str, timeline: Timeline | None = None) -> Orphans:
         return Orphans({})
     view = FileSystemView(base_path, timeline)
     cutoff = min(instant_to_millis(ts) for ts in dead) - CLOCK_SKEW_MS
+    # The logs a rollback masked with a command block stay, as Java leaves them (its metadata names them).
+    kept = {name for inst in timeline.completed() if inst.action == ROLLBACK
+            for name in timeline.rollback_record(inst.timestamp).kept_files}
     doomed: dict[str, tuple[str, ...]] = {}
     logs: list[tuple[str, int]] = []
     for partition in view.partitions():
@@ -98,8 +102,8 @@ def find_orphans(base_path: str, timeline: Timeline | None = None) -> Orphans:
             base, log = parse_base_file_name(entry.name), parse_log_file_name(entry.name)
             if base is not None and base.instant in dead:
                 doomed[entry.path] = (base.instant,)
-            elif log is not None and not entry.is_link and _may_hold(log.base_instant, entry.mtime_ms, dead,
-                                                                     cutoff, timeline.uses_completion_time):
+            elif log is not None and not entry.is_link and entry.name not in kept \
+                    and _may_hold(log.base_instant, entry.mtime_ms, dead, cutoff, timeline.uses_completion_time):
                 logs.append((entry.path, entry.size))
     # Read before any log is scanned: a committed write's log is never doomed, so it need not be read either.
     committed = _committed_paths(timeline) if doomed or logs else set()

@@ -511,15 +511,22 @@ class RequestedReplaceMetadata:
 
 @dataclass(frozen=True)
 class RollbackRecord:
-    """A completed rollback's HoodieRollbackMetadata, as far as readers need it: what it undid."""
+    """A completed rollback's HoodieRollbackMetadata, as far as readers need it: what it undid, and the files it
+    kept on purpose, by name: the logs whose blocks it masked with a command block, and the command logs it wrote
+    (Java leaves both; engine.services.orphans never deletes them)."""
 
     rolled_back: tuple[str, ...]
+    kept_files: frozenset[str] = frozenset()
 
     @classmethod
     def from_avro(cls, record: Mapping[str, Any]) -> RollbackRecord:
         instants = list(record.get("commitsRollback") or ())
         instants += [i["commitTime"] for i in record.get("instantsRollback") or () if i.get("commitTime")]
-        return cls(tuple(dict.fromkeys(instants)))
+        kept: set[str] = set()
+        for partition in (record.get("partitionMetadata") or {}).values():
+            for key in ("rollbackLogFiles", "logFilesFromFailedCommit"):
+                kept.update(str(path).rstrip("/").rsplit("/", 1)[-1] for path in partition.get(key) or ())
+        return cls(tuple(dict.fromkeys(instants)), frozenset(kept))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> RollbackRecord:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import importlib
 import json
 import os
 import sys
@@ -24,11 +25,16 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 ENV = "TIDEMARK_S3_TRACE_DIR"
-# The storage functions that make requests (internal ones included: public ones call them by module lookup).
-_TRACED = ("_s3_get_tagged", "file_exists", "list_entries", "list_names_if_dir", "list_tree", "exists", "is_file", "is_dir", "size",
-           "mtime_ms", "write_bytes", "_s3_put_if_absent", "copy", "rename", "remove", "remove_tree",
-           "open_input", "parquet_source")
-_SKIP_FILES = ("engine/io/storage.py", "bench/s3_trace.py", "concurrent/futures", "threading.py", "contextlib.py")
+# The storage functions that make requests, by module (internal ones included: callers look them up in their module
+# when called). The facade's are the callers' view; the S3 modules' are the requests themselves.
+_TRACED = {
+    "engine.io.storage": ("file_exists", "list_entries", "list_names_if_dir", "list_tree", "exists", "is_file",
+                          "is_dir", "size", "mtime_ms", "write_bytes", "copy", "copy_new", "rename", "remove",
+                          "remove_tree", "open_input", "parquet_source"),
+    "engine.io.storage.s3": ("get_sized", "head_exists", "children_pages"),
+    "engine.io.storage.s3_api": ("put_if_absent", "still_tagged"),
+}
+_SKIP_FILES = ("engine/io/storage/", "bench/s3_trace.py", "concurrent/futures", "threading.py", "contextlib.py")
 _state = {"phase": "", "file": None}
 _lock = threading.Lock()
 
@@ -44,7 +50,7 @@ def _caller() -> list[str]:
 
 def _record(fn: str, args: tuple[Any, ...], kwargs: dict[str, Any], at: float | None = None) -> None:
     path = str(args[0]) if args else str(kwargs.get("path", ""))
-    extra = kwargs.get("byte_range") or (args[1] if fn.startswith("_s3_get") and len(args) > 1 else None)
+    extra = kwargs.get("byte_range") or (args[1] if fn == "get_sized" and len(args) > 1 else None)
     now = time.time()
     rec = {"pid": os.getpid(), "at": at or now, "s": round(now - at, 4) if at else 0.0, "fn": fn, "path": path,
            "range": bool(extra), "phase": _state["phase"], "stack": _caller()}
@@ -75,14 +81,12 @@ def install(directory: str) -> None:
         if _state["file"] is None:
             os.makedirs(directory, exist_ok=True)
             _state["file"] = open(os.path.join(directory, f"{os.getpid()}.jsonl"), "a")  # noqa: SIM115
-    for fn in _TRACED:
-        original = getattr(storage, fn, None)
-        if original is None and fn == "_s3_get_tagged":   # an older storage layer (main's): its GETs are `_s3_get`
-            fn, original = "_s3_get", storage._s3_get
-        if original is None:
-            continue
-        if not getattr(original, "__s3_traced__", False):
-            setattr(storage, fn, _wrap(fn, original))
+    for module_name, names in _TRACED.items():
+        module = importlib.import_module(module_name)
+        for fn in names:
+            original = getattr(module, fn)
+            if not getattr(original, "__s3_traced__", False):
+                setattr(module, fn, _wrap(fn, original))
     upload_close = storage.S3Upload.close
     if not getattr(upload_close, "__s3_traced__", False):
         def close(self: Any) -> None:

@@ -103,8 +103,7 @@ def refuse_impossible_settings(base_path: str, settings: Mapping[str, str]) -> N
     if settings.get(CARRY_OVER_KEY) == "symlink" and not storage.supports_links(base_path):
         raise ConfigError(f"{base_path}: {CARRY_OVER_KEY}=symlink is impossible on object storage (no links); "
                           "carry-over there is a server-side copy (leave the key unset, or set copy)")
-    if settings.get(LOCK_PROVIDER_KEY) and not (storage.scheme(base_path) in ("s3", "s3a")
-                                                and storage.conditional_put(base_path)):
+    if settings.get(LOCK_PROVIDER_KEY) and not storage.conditional_replace(base_path):
         raise ConfigError(f"{base_path}: {LOCK_PROVIDER_KEY}={settings[LOCK_PROVIDER_KEY]} needs an object store "
                           "with conditional writes (S3); a table on one host's disk is serialised by its file lock")
     try:

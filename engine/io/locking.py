@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 
 from engine import env
-from engine.errors import LOCK_UNAVAILABLE, Refused, TidemarkError
+from engine.errors import LOCK_UNAVAILABLE, Refused
 from engine.io import storage
 
 LOCK_FILE = ".tidemark.lock"
@@ -91,31 +91,3 @@ def table_lock(base_path: str, purpose: str, timeout_s: float | None = None,
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the flock
-
-
-def publish_no_clobber(tmp: str, dest: str) -> None:
-    """Move a finished local file into place, refusing to replace an existing one (a committed file is never
-    overwritten, whoever else wrote it). Object stores publish with `publish_bytes`."""
-    try:
-        os.link(tmp, dest)
-    except FileExistsError:
-        raise TidemarkError(f"{dest} already exists: another writer produced the same file name") from None
-    os.unlink(tmp)
-
-
-def publish_bytes(data: bytes, dest: str, staging_dir: str) -> None:
-    """Create `dest` holding `data`, refusing to replace an existing file: local, a file written in
-    `staging_dir` (`.hoodie/.temp/<instant>`) and hard-linked into place; object stores, one conditional PUT."""
-    if not storage.is_remote(dest):
-        storage.make_dirs(staging_dir)
-        tmp = os.path.join(staging_dir, os.path.basename(dest))
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        publish_no_clobber(tmp, dest)
-        return
-    try:
-        storage.create_exclusive(dest, data)
-    except storage.PublishConflict:
-        raise TidemarkError(f"{dest} already exists: another writer produced the same file name") from None

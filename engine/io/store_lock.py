@@ -169,8 +169,7 @@ class StoreLock:
 
     def __init__(self, base_path: str, name: str = TABLE_LOCK, validity_s: float = VALIDITY_S,
                  renew_s: float = RENEW_S, margin_s: float | None = None) -> None:
-        if not storage.is_remote(base_path) or not storage.conditional_put(base_path) \
-                or storage.scheme(base_path) not in ("s3", "s3a"):
+        if not storage.conditional_replace(base_path):
             raise TidemarkError(f"{base_path}: the storage-based lock ({PROVIDER}) needs an object store with "
                                 "conditional writes (S3)")
         if validity_s <= 0 or renew_s <= 0:

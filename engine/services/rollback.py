@@ -34,7 +34,6 @@ from engine.config.properties import load_table_config, save_table_config
 from engine.errors import NOT_ROLLBACKABLE, PENDING_WRITE, ROLLBACK_DEPENDENCY, UNKNOWN_INSTANT, RollbackRefused
 from engine.io import storage
 from engine.io.faults import fault_point
-from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, new_instant_time, parse_base_file_name, parse_log_file_name
 from engine.lock import TableLock, compaction_run_lock, ensure_held, holding, table_lock_of
 from engine.progress import Progress, Reporter
@@ -511,17 +510,9 @@ def _mask_blocks(base_path: str, r: str, instant: str, request: dict[str, Any], 
     name = LogFileName(fid, slice_instant, max(versions, default=0) + 1, ROLLBACK_WRITE_TOKEN).name
     temp_dir = storage.join(base_path, ".hoodie", ".temp", r)
     path = storage.join(pdir, name)
-    if storage.is_remote(path):
-        block = logformat.encode_rollback_block(r, instant)
-        publish_bytes(block, path, temp_dir)   # one conditional PUT: never a half-written log
-        size = len(block)
-    else:
-        storage.make_dirs(temp_dir)
-        tmp = storage.join(temp_dir, name)
-        if storage.exists(tmp):
-            storage.remove(tmp)
-        size = logformat.append_blocks(tmp, [logformat.encode_rollback_block(r, instant)])
-        publish_no_clobber(tmp, path)   # never a half-written log in the partition
+    block = logformat.encode_rollback_block(r, instant)
+    storage.publish_new(path, block, temp_dir)   # whole or absent: never a half-written log in the partition
+    size = len(block)
     meta["rollbackLogFiles"][path] = size
     result.rollback_log_files.append(path)
 

@@ -10,7 +10,6 @@ partition without clobbering; rows are pre-combined first, so the base holds one
 """
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +19,6 @@ import pyarrow.parquet as pq
 from engine.config import eventtime
 from engine.config.schema import arrow_schema
 from engine.io import storage
-from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import BaseFileName
 from engine.timeline.metadata import WriteStat
 from engine.write.job import WriteJob, group_file_id, precombine, with_meta
@@ -34,18 +32,9 @@ def write_new_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, 
     temp_dir = storage.join(job.base_path, ".hoodie", ".temp", job.instant)
     rel = f"{partition}/{name}" if partition else name
     final = storage.join(job.base_path, rel)
-    if storage.is_remote(final):
-        sink = pa.BufferOutputStream()
-        _write_parquet(job, records, sink)
-        data = sink.getvalue().to_pybytes()
-        size = len(data)
-        publish_bytes(data, final, temp_dir)
-    else:
-        storage.make_dirs(temp_dir)
-        tmp = os.path.join(temp_dir, name)
-        _write_parquet(job, records, tmp)
-        size = os.path.getsize(tmp)
-        publish_no_clobber(tmp, final)
+    with storage.publishing(final, temp_dir) as out:
+        _write_parquet(job, records, out)
+        size = out.tell()
     lo, hi = (eventtime.bounds(records.column(job.event_time_field)) if job.event_time_field
               else (None, None))
     return [WriteStat(file_id=file_id, path=rel, partition_path=partition, num_writes=records.num_rows,

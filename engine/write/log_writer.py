@@ -6,7 +6,6 @@ Arrow tables carrying the routing columns, outputs are HoodieWriteStat dicts, on
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +22,6 @@ from engine.config.schema import arrow_schema, conform_column
 from engine.index.keys import check_partition_path
 from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
 from engine.io import storage
-from engine.io.locking import publish_bytes, publish_no_clobber
 from engine.io.naming import LogFileName
 from engine.timeline.metadata import STAT_MD5, WriteStat
 from engine.write import base_writer
@@ -176,15 +174,10 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
         final_rel = f"{partition}/{name}" if partition else name
         final = storage.join(job.base_path, final_rel)
         stat = _stat(job, partition, target, final_rel, name, file_blocks, counts)
-        if storage.is_remote(final):
-            data = b"".join(b.data for b in file_blocks)
-            publish_bytes(data, final, temp_dir)
-            if storage.scheme(final) in ("s3", "s3a"):   # where a listing gives it back as the ETag
-                stat[STAT_MD5] = hashlib.md5(data, usedforsecurity=False).hexdigest()   # the driver publishes it
-        else:
-            tmp = os.path.join(temp_dir, name)
-            logformat.append_blocks(tmp, [b.data for b in file_blocks])
-            publish_no_clobber(tmp, final)
+        data = b"".join(b.data for b in file_blocks)
+        storage.publish_new(final, data, temp_dir)
+        if storage.on_s3(final):   # where a listing gives it back as the ETag
+            stat[STAT_MD5] = hashlib.md5(data, usedforsecurity=False).hexdigest()   # the driver publishes it
         stats.append(stat)
     return stats
 

@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import time
 
 import pytest
 
-from engine.errors import TidemarkError
-from engine.io.locking import TableLocked, publish_no_clobber, table_lock
+from engine.io.locking import TableLocked, table_lock
 
 
 def _hold(base: str, ready, release) -> None:
@@ -36,15 +34,3 @@ def test_second_holder_waits_then_gives_up_with_the_holder_named(tmp_path):
     with table_lock(str(tmp_path), "write", timeout_s=1):  # free again once the holder is gone
         pass
 
-
-def test_publish_never_overwrites(tmp_path):
-    dest = tmp_path / "committed.log"
-    dest.write_bytes(b"committed")
-    tmp = tmp_path / "new.tmp"
-    tmp.write_bytes(b"other writer")
-    with pytest.raises(TidemarkError, match="already exists"):
-        publish_no_clobber(str(tmp), str(dest))
-    assert dest.read_bytes() == b"committed"
-    other = tmp_path / "fresh.log"
-    publish_no_clobber(str(tmp), str(other))
-    assert other.read_bytes() == b"other writer" and not os.path.exists(tmp)

@@ -16,6 +16,7 @@ import pytest
 from engine import Table
 from engine.errors import ALREADY_PUBLISHED, UNSAFE_PUBLISH, Refused
 from engine.io import storage
+from engine.io.storage import s3_api
 from engine.lock import holding
 from engine.timeline.instants import DELTACOMMIT, Timeline, complete, create_requested, transition_to_inflight
 from tests.support.oracle import hudi_read, rows_by_key
@@ -219,7 +220,7 @@ def test_a_publish_the_store_asks_to_retry_is_retried(s3_env, monkeypatch):  # n
             return AWSResponse(request.url, 409, {}, _Busy())
         return None
 
-    monkeypatch.setattr(storage, "CONFLICT_PAUSE_S", 0.001)
+    monkeypatch.setattr(s3_api, "CONFLICT_PAUSE_S", 0.001)
     path = f"{s3_env['bucket_uri']}/t/.hoodie/003.deltacommit"
     _register(busy_twice)
     try:

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from engine.io import storage
+from engine.io.storage import s3_upload
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 
@@ -26,7 +27,7 @@ def test_a_small_file_is_one_put(s3_env):  # noqa: F811
 
 
 def test_a_large_file_is_a_multipart_upload_seen_whole(s3_env, monkeypatch):  # noqa: F811
-    monkeypatch.setattr(storage, "UPLOAD_PART_BYTES", 5 << 20)   # S3's smallest part
+    monkeypatch.setattr(s3_upload, "UPLOAD_PART_BYTES", 5 << 20)   # S3's smallest part
     path = f"{s3_env['bucket_uri']}/t/large.bin"
     data = os.urandom((11 << 20) + 123)
     s3_env["server"].reset_counts()
@@ -42,7 +43,7 @@ def test_a_large_file_is_a_multipart_upload_seen_whole(s3_env, monkeypatch):  # 
 
 @pytest.mark.parametrize("size", [10, (6 << 20)])
 def test_a_failure_inside_the_block_publishes_nothing(s3_env, monkeypatch, size):  # noqa: F811
-    monkeypatch.setattr(storage, "UPLOAD_PART_BYTES", 5 << 20)
+    monkeypatch.setattr(s3_upload, "UPLOAD_PART_BYTES", 5 << 20)
     path = f"{s3_env['bucket_uri']}/t/torn-{size}.parquet"
     with pytest.raises(RuntimeError, match="writer failed"), storage.open_output(path) as out:
         out.write(b"x" * size)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 from engine.io import storage
+from engine.io.storage import operation
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 
@@ -99,7 +100,7 @@ def test_answers_not_taken_end_with_the_operation(s3_env):  # noqa: F811
     base = _table(s3_env)
     with storage.operation_reads():
         storage.ask_ahead(trees=[(base, ".hoodie")], heads=[f"{base}/.hoodie/9.commit"])
-        op = storage._OP_READS.get()
+        op = operation._OP_READS.get()
         asked = [f for a in op.asked.values() for f in a.parts]
     assert asked and all(f.done() for f in asked)
 
@@ -111,7 +112,7 @@ def test_nothing_is_asked_outside_an_operation_or_off_s3(s3_env, tmp_path):  # n
     storage.ask_ahead(trees=[(base, ".hoodie")], heads=[f"{base}/.hoodie/9.commit"])
     with storage.operation_reads():
         storage.ask_ahead(trees=[(str(tmp_path), ".hoodie")], reads=[str(tmp_path / "x")])
-        assert not storage._OP_READS.get().asked
+        assert not operation._OP_READS.get().asked
     time.sleep(0.2)
     assert server.counts() == []
 
@@ -137,7 +138,7 @@ def test_an_answer_made_stale_is_not_kept(s3_env):  # noqa: F811
     server.reset_counts()
     with storage.operation_reads():
         storage.ask_ahead(trees=[(base, ".hoodie")])
-        op = storage._OP_READS.get()
+        op = operation._OP_READS.get()
         asked = op.asked[("tree", base, ".hoodie")]
         for f in asked.parts:
             f.result()

@@ -5,6 +5,7 @@ object's ETag (`listed_etag`), forgotten when this process rewrites the object; 
 from __future__ import annotations
 
 from engine.io import storage
+from engine.io.storage import s3, s3_api
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 
@@ -103,7 +104,7 @@ def test_a_missing_file_is_asked_again(s3_env):  # noqa: F811
     path = f"{s3_env['bucket_uri']}/m/later"
     with storage.operation_reads():
         assert storage.read_shared(path) is None
-        storage._s3_put_if_absent(path, b"now")   # another writer's PUT would do the same
+        s3_api.put_if_absent(path, b"now")   # another writer's PUT would do the same
         assert storage.read_shared(path) == b"now"
 
 
@@ -161,9 +162,9 @@ def test_listed_times_are_the_stores_whatever_form_a_response_gives_them(s3_env)
     # the forms S3 responses use: ISO-8601 in listings, RFC 1123 in headers; all UTC, as botocore reads them
     for value in ("2026-11-27T17:23:40.000Z", "2026-11-27T17:23:40.123+00:00", "Fri, 27 Nov 2026 17:23:40 GMT",
                   "1795800220", "20260101"):   # the last: epoch seconds, not a date
-        ours = storage._parse_timestamp(value)
+        ours = s3_api.parse_timestamp(value)
         assert ours.tzinfo is not None and ours == parse_timestamp(value)
-    assert storage._parse_timestamp("2026-11-27T17:23:40") == datetime.datetime(2026, 11, 27, 17, 23, 40,
+    assert s3_api.parse_timestamp("2026-11-27T17:23:40") == datetime.datetime(2026, 11, 27, 17, 23, 40,
                                                                                 tzinfo=datetime.UTC)
 
 
@@ -196,10 +197,10 @@ def test_small_puts_send_their_body_without_waiting_for_100_continue(monkeypatch
             monkeypatch.setenv(key, value)
         client = storage.s3_client()
         client.put_object(Bucket="lake", Key="small", Body=b"x" * 1000)
-        client.put_object(Bucket="lake", Key="large", Body=b"y" * storage.EXPECT_CONTINUE_BYTES)
+        client.put_object(Bucket="lake", Key="large", Body=b"y" * s3_api.EXPECT_CONTINUE_BYTES)
     finally:
         server.shutdown()
-    assert seen == [(None, 1000), ("100-continue", storage.EXPECT_CONTINUE_BYTES)]
+    assert seen == [(None, 1000), ("100-continue", s3_api.EXPECT_CONTINUE_BYTES)]
 
 
 def _lists(server) -> list[str]:  # type: ignore[no-untyped-def]
@@ -314,13 +315,13 @@ def test_an_empty_first_page_of_the_probe_is_not_the_end_of_the_listing(s3_env, 
     names = [".0a1b_1.log.1_0", ".hoodie/1.deltacommit", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]
     for name in names:
         storage.write_bytes(f"{root}/{name}", b"x")
-    pages = storage._s3_pages
+    pages = s3.pages
 
     def empty_page_first(bucket, prefix, delimiter=None, **params):  # type: ignore[no-untyped-def]
         if params.get("MaxKeys") == 1:
             yield {"Contents": [], "IsTruncated": True}
         yield from pages(bucket, prefix, delimiter, **params)
 
-    monkeypatch.setattr(storage, "_s3_pages", empty_page_first)
+    monkeypatch.setattr(s3, "pages", empty_page_first)
     assert sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir) == \
         [".0a1b_1.log.1_0", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]

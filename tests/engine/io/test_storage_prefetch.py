@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from engine.io import storage
+from engine.io.storage import operation
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 
@@ -33,7 +34,7 @@ def test_what_the_block_does_not_read_is_dropped(s3_env):  # noqa: F811
         storage.write_bytes(p, b"x")
     with storage.prefetched(paths):
         assert storage.read_bytes(paths[1]) == b"x"
-    assert storage._PREFETCHED.get() is None   # the scope is gone: later reads go to the store
+    assert operation._PREFETCHED.get() is None   # the scope is gone: later reads go to the store
     assert storage.read_bytes(paths[0]) == b"x"
 
 
@@ -71,6 +72,6 @@ def test_local_files_are_not_prefetched(tmp_path):
     path = tmp_path / "log"
     path.write_bytes(b"local")
     with storage.prefetched([str(path)]):
-        assert storage._PREFETCHED.get() is None
+        assert operation._PREFETCHED.get() is None
         path.write_bytes(b"changed")   # read when asked, not before
         assert storage.read_bytes(str(path)) == b"changed"

@@ -6,6 +6,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from engine.io import threads
+from engine.io.storage import arrowfs, s3_api
 
 
 def test_one_pool_per_kind_reused_by_every_caller():
@@ -49,16 +50,15 @@ def test_a_forked_child_starts_its_own_threads():
 
 def test_a_forked_child_makes_its_own_store_clients():
     """The storage layer's S3 clients and file systems hold sockets and SDK threads: a child never inherits them."""
-    from engine.io import storage
 
-    storage._S3_CLIENTS[("inherited",)] = object()
-    storage._FILESYSTEMS[("s3", ("inherited",))] = object()   # type: ignore[assignment]
+    s3_api._S3_CLIENTS[("inherited",)] = object()
+    arrowfs._FILESYSTEMS[("s3", ("inherited",))] = object()   # type: ignore[assignment]
     try:
         pid = os.fork()
         if pid == 0:
-            os._exit(0 if not storage._S3_CLIENTS and not storage._FILESYSTEMS and not storage._LOCK.locked() else 1)
+            os._exit(0 if not s3_api._S3_CLIENTS and not arrowfs._FILESYSTEMS and not s3_api._LOCK.locked() else 1)
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
-        storage._S3_CLIENTS.pop(("inherited",), None)
-        storage._FILESYSTEMS.pop(("s3", ("inherited",)), None)
+        s3_api._S3_CLIENTS.pop(("inherited",), None)
+        arrowfs._FILESYSTEMS.pop(("s3", ("inherited",)), None)

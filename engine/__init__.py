@@ -6,7 +6,7 @@ from engine.config.choices import CarryOver, CleanerPolicy, StrategyName
 from engine.config.discovery import FoundTable
 from engine.config.eventtime import FUTURE_GRACE as THRESHOLD_FUTURE_GRACE
 from engine.config.properties import SUPPORTED_TABLE_VERSIONS, WRITE_SETTINGS
-from engine.errors import Cancelled, RefusalReason, Refused, TableNotFoundError, TidemarkError
+from engine.errors import Cancelled, ConfigError, RefusalReason, Refused, TableNotFoundError, TidemarkError
 from engine.humanize import human
 from engine.io.storage import is_remote as is_object_store
 from engine.io.storage import is_store_client_error, is_within, split_locations
@@ -36,7 +36,7 @@ from engine.results import (
 from engine.table import Table, compaction_threshold, latency_ms, threshold_ms
 
 __all__ = [
-    "BacklogMetrics", "Cancelled", "CarriedLog", "CarryOver", "CleanerPolicy", "CleanResult", "CompactionPlan",
+    "BacklogMetrics", "Cancelled", "CarriedLog", "ConfigError", "CarryOver", "CleanerPolicy", "CleanResult", "CompactionPlan",
     "CompactionResult", "CompactionSummary", "StrategyName",
     "FileGroupOperation", "FileLock", "FoundTable", "Freshness", "InstantDetail", "InstantInfo", "ReadResult",
     "RecoverResult", "RefusalReason", "Refused", "RollbackResult", "SettingUsed", "Table", "TableActivity", "TableDescription", "TableLock",

@@ -38,20 +38,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from django.conf import settings
 from django.db import OperationalError, close_old_connections, connection, connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from engine import Refused
+from engine import Refused, env
 from tasks import location as locations
 from webapp.tables.models import RegisteredTable, TableLease
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TTL_S = float(os.environ.get("TIDEMARK_LEASE_TTL", "30"))
+DEFAULT_TTL_S = settings.TIDEMARK_LEASE_TTL_S
 # How long a run waits for another owner's lease before it is refused (the serial trigger refuses rather
 # than queueing behind a compaction; a short wait absorbs a lease hand-over).
-DEFAULT_WAIT_S = float(os.environ.get("TIDEMARK_LEASE_WAIT", "2"))
+DEFAULT_WAIT_S = env.number("TIDEMARK_LEASE_WAIT", 2.0, unit="seconds", minimum=0, exclusive=False)
 RUN_OWNER_PREFIX = "run:"
 POLL_S = 0.2                        # how often a waiting acquire retries
 FREE = ""                           # owner of a released lease

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine import env
+from engine import ConfigError, env
 from tasks import metastore
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,42 +48,24 @@ STOP_ORDER = ("beat", "sampler", "worker", "web", "metastore")
 HEALTHY_AFTER_S = 60.0                     # up this long: the next crash starts the backoff afresh
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name, str(default))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SystemExit(f"{name} must be a number of seconds, got {raw!r}") from None
-    if value <= 0:
-        raise SystemExit(f"{name} must be positive, got {raw!r}")
-    return value
-
-
-def _env_int(name: str, default: int) -> int:
-    raw = os.environ.get(name, str(default))
-    if not raw.isdigit() or int(raw) < 1:
-        raise SystemExit(f"{name} must be a whole number ≥ 1, got {raw!r}")
-    return int(raw)
-
-
 def commands(bind: str) -> dict[str, list[str]]:
     py = sys.executable
     web = [py, "-m", "gunicorn", "webapp.wsgi", "--bind", bind,
-           "--workers", str(_env_int("TIDEMARK_WEB_WORKERS", 2)),
-           "--threads", str(_env_int("TIDEMARK_WEB_THREADS", 4)),
+           "--workers", str(env.whole("TIDEMARK_WEB_WORKERS", 2)),
+           "--threads", str(env.whole("TIDEMARK_WEB_THREADS", 4)),
            "--graceful-timeout", "10", "--access-logfile", "-"]
-    concurrency = str(_env_int("TIDEMARK_WORKER_CONCURRENCY", 1))
-    state = os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state"))
+    concurrency = str(env.whole("TIDEMARK_WORKER_CONCURRENCY", 1))
+    state = env.text("TIDEMARK_STATE_DIR", str(ROOT / "state"))
     # the names webapp.queues gives the two queues (computed here without loading Django)
-    runs_queue = os.environ.get("TIDEMARK_CELERY_QUEUE", "tidemark")
-    sampling_queue = os.environ.get("TIDEMARK_SAMPLING_QUEUE") or f"{runs_queue}-sampling"
+    runs_queue = env.text("TIDEMARK_CELERY_QUEUE", "tidemark")
+    sampling_queue = env.text("TIDEMARK_SAMPLING_QUEUE", f"{runs_queue}-sampling")
     return {
         "web": web,
         "worker": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
                    concurrency, "--without-gossip", "--without-mingle", "-Q", runs_queue, "-n", "worker@%h"],
         # change checks and samples on their own worker (no Spark), never behind a compaction (webapp.queues)
         "sampler": [py, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO", "--concurrency",
-                    os.environ.get("TIDEMARK_SAMPLER_CONCURRENCY", "1"), "--without-gossip", "--without-mingle",
+                    str(env.whole("TIDEMARK_SAMPLER_CONCURRENCY", 1)), "--without-gossip", "--without-mingle",
                     "-Q", sampling_queue, "-n", "sampler@%h"],
         "beat": [py, "-m", "celery", "-A", "tasks", "beat", "--loglevel", "INFO",
                  "--schedule", os.path.join(state, "celerybeat-schedule")],
@@ -110,7 +92,7 @@ def embedded_metastore() -> tuple[list[str], Path, str] | None:
     """(command, folder, thrift URI) of the metastore to run, or None when one is configured elsewhere."""
     if not embedded_metastore_wanted():
         return None
-    state = Path(os.environ.get("TIDEMARK_STATE_DIR", str(ROOT / "state")))
+    state = Path(env.text("TIDEMARK_STATE_DIR", str(ROOT / "state")))
     folder = (state / "metastore").resolve()
     metastore.write_hive_site(folder)
     port = metastore_port()
@@ -251,8 +233,8 @@ def main() -> int:
     bind = web_bind()
     warn_if_exposed(bind, metastore.host())
     warn_if_root()
-    grace_s = _env_float("TIDEMARK_STOP_GRACE_S", 600)
-    max_backoff_s = _env_float("TIDEMARK_RESTART_MAX_S", 30)
+    grace_s = env.number("TIDEMARK_STOP_GRACE_S", 600.0, unit="seconds")
+    max_backoff_s = env.number("TIDEMARK_RESTART_MAX_S", 30.0, unit="seconds")
     children: dict[str, Child] = {}
     hms = embedded_metastore()
     if hms is not None:
@@ -288,4 +270,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ConfigError as exc:   # a malformed setting: one line naming it, before anything started
+        sys.exit(f"tidemark: {exc}")

@@ -7,10 +7,10 @@ no sampling slot. Sampling needs no Spark, so a sampling-only worker can run wit
 """
 from __future__ import annotations
 
-import os
-
 from celery import Celery
 from kombu import Exchange, Queue
+
+from engine import env
 
 
 def default_queue() -> str:
@@ -20,7 +20,7 @@ def default_queue() -> str:
 
 
 def sampling_queue() -> str:
-    return os.environ.get("TIDEMARK_SAMPLING_QUEUE") or f"{default_queue()}-sampling"
+    return env.text("TIDEMARK_SAMPLING_QUEUE", f"{default_queue()}-sampling")
 
 
 def declare(app: Celery) -> None:

@@ -6,27 +6,22 @@ PostgreSQL and `CELERY_BROKER_URL` at Redis.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 
-from engine import split_locations
+from engine import env, split_locations
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-STATE_DIR = Path(os.environ.get("TIDEMARK_STATE_DIR", BASE_DIR / "state")).resolve()
+STATE_DIR = Path(env.text("TIDEMARK_STATE_DIR", str(BASE_DIR / "state"))).resolve()
 STATE_DIR.mkdir(parents=True, exist_ok=True)
-
-
-def _flag(name: str, default: bool) -> bool:
-    return os.environ.get(name, str(default)).strip().lower() in ("1", "true", "yes", "on")
 
 
 def _secret_key() -> str:
     """DJANGO_SECRET_KEY, or a random key kept in the state folder so sessions survive restarts."""
-    if os.environ.get("DJANGO_SECRET_KEY"):
-        return os.environ["DJANGO_SECRET_KEY"]
+    if env.text("DJANGO_SECRET_KEY"):
+        return env.text("DJANGO_SECRET_KEY")
     key_file = STATE_DIR / "secret_key"
     if not key_file.exists():
         from django.core.management.utils import get_random_secret_key
@@ -37,18 +32,18 @@ def _secret_key() -> str:
 
 
 SECRET_KEY = _secret_key()
-DEBUG = _flag("DJANGO_DEBUG", False)
+DEBUG = env.flag("DJANGO_DEBUG", False)
 # The hosts this site answers as; a forged Host header gets 400 instead of steering redirects and links.
 # Local by default (what `make run` serves); a deployment names its own host(s).
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
+ALLOWED_HOSTS = [h.strip() for h in env.text("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",")
                  if h.strip()]
-CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+CSRF_TRUSTED_ORIGINS = [o for o in env.text("DJANGO_CSRF_TRUSTED_ORIGINS").split(",") if o]
 # Behind TLS: secure cookies and HSTS (off by default, as `make run` serves plain HTTP on localhost).
-SESSION_COOKIE_SECURE = _flag("DJANGO_SESSION_COOKIE_SECURE", False)
-CSRF_COOKIE_SECURE = _flag("DJANGO_CSRF_COOKIE_SECURE", False)
-SECURE_HSTS_SECONDS = int(os.environ.get("DJANGO_SECURE_HSTS_SECONDS", "0"))
-SECURE_HSTS_INCLUDE_SUBDOMAINS = _flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
-if _flag("DJANGO_BEHIND_TLS_PROXY", False):
+SESSION_COOKIE_SECURE = env.flag("DJANGO_SESSION_COOKIE_SECURE", False)
+CSRF_COOKIE_SECURE = env.flag("DJANGO_CSRF_COOKIE_SECURE", False)
+SECURE_HSTS_SECONDS = env.whole("DJANGO_SECURE_HSTS_SECONDS", 0, unit="seconds", minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.flag("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+if env.flag("DJANGO_BEHIND_TLS_PROXY", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 INSTALLED_APPS = [
@@ -109,8 +104,8 @@ TEMPLATES = [
 # far below PostgreSQL's default max_connections of 100 (docs/ARCHITECTURE.md, "Database connections").
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{STATE_DIR / 'tidemark.sqlite3'}",
-        conn_max_age=int(os.environ.get("DJANGO_CONN_MAX_AGE", "60")), conn_health_checks=True)
+        env.text("DATABASE_URL") or f"sqlite:///{STATE_DIR / 'tidemark.sqlite3'}",
+        conn_max_age=env.whole("DJANGO_CONN_MAX_AGE", 60, unit="seconds", minimum=0), conn_health_checks=True)
 }
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Web, worker and beat share the file: wait for a writer instead of failing at once.
@@ -142,31 +137,31 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 # --- Tidemark ----------------------------------------------------------------------------------
 # Local folders and object-store prefixes (s3://bucket/prefix), separated by ":" or ",".
-TIDEMARK_TABLE_ROOTS = split_locations(os.environ.get("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")))
-METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+TIDEMARK_TABLE_ROOTS = split_locations(env.text("TIDEMARK_TABLE_ROOTS", str(STATE_DIR / "tables")))
+METRICS_TOKEN = env.text("METRICS_TOKEN")
 # Alerts (webapp/alerts): links in alerts start with the dashboard's public URL; email goes through Django's
 # SMTP backend; failed deliveries are retried with exponential backoff; each channel is told at most N
 # times an hour about one table.
-TIDEMARK_BASE_URL = os.environ.get("TIDEMARK_BASE_URL", "http://localhost:8000").rstrip("/")
-EMAIL_HOST = os.environ.get("TIDEMARK_SMTP_HOST", "localhost")
-EMAIL_PORT = int(os.environ.get("TIDEMARK_SMTP_PORT", "25"))
-EMAIL_HOST_USER = os.environ.get("TIDEMARK_SMTP_USER", "")
-EMAIL_HOST_PASSWORD = os.environ.get("TIDEMARK_SMTP_PASSWORD", "")
-EMAIL_USE_TLS = _flag("TIDEMARK_SMTP_TLS", False)
+TIDEMARK_BASE_URL = env.text("TIDEMARK_BASE_URL", "http://localhost:8000").rstrip("/")
+EMAIL_HOST = env.text("TIDEMARK_SMTP_HOST", "localhost")
+EMAIL_PORT = env.whole("TIDEMARK_SMTP_PORT", 25)
+EMAIL_HOST_USER = env.text("TIDEMARK_SMTP_USER")
+EMAIL_HOST_PASSWORD = env.text("TIDEMARK_SMTP_PASSWORD")
+EMAIL_USE_TLS = env.flag("TIDEMARK_SMTP_TLS", False)
 EMAIL_TIMEOUT = 10
-DEFAULT_FROM_EMAIL = os.environ.get("TIDEMARK_ALERT_FROM", "tidemark@localhost")
-TIDEMARK_ALERT_ATTEMPTS = int(os.environ.get("TIDEMARK_ALERT_ATTEMPTS", "4"))
-TIDEMARK_ALERT_BACKOFF_S = float(os.environ.get("TIDEMARK_ALERT_BACKOFF_S", "30"))
-TIDEMARK_ALERT_RATE_PER_HOUR = int(os.environ.get("TIDEMARK_ALERT_RATE_PER_HOUR", "6"))
+DEFAULT_FROM_EMAIL = env.text("TIDEMARK_ALERT_FROM", "tidemark@localhost")
+TIDEMARK_ALERT_ATTEMPTS = env.whole("TIDEMARK_ALERT_ATTEMPTS", 4)
+TIDEMARK_ALERT_BACKOFF_S = env.number("TIDEMARK_ALERT_BACKOFF_S", 30.0, unit="seconds")
+TIDEMARK_ALERT_RATE_PER_HOUR = env.whole("TIDEMARK_ALERT_RATE_PER_HOUR", 6)
 # Webhooks to loopback, private, link-local or reserved addresses are refused unless this is set (SSRF).
-TIDEMARK_ALERT_ALLOW_PRIVATE = _flag("TIDEMARK_ALERT_ALLOW_PRIVATE", False)
-METRICS_OPEN = _flag("TIDEMARK_METRICS_OPEN", False)   # /metrics without a token only when asked for
+TIDEMARK_ALERT_ALLOW_PRIVATE = env.flag("TIDEMARK_ALERT_ALLOW_PRIVATE", False)
+METRICS_OPEN = env.flag("TIDEMARK_METRICS_OPEN", False)   # /metrics without a token only when asked for
 
 # --- Celery (owned by tasks/; read by tasks/__init__.py through namespace "CELERY") ----------------
 # Redis (or any kombu URL) in production; kombu's filesystem broker under the state folder by default,
 # so a fresh checkout runs without a broker service. The tasks record runs in the database themselves,
 # so there is no result backend.
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = env.text("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _BROKER_DIR = STATE_DIR / "broker"
@@ -182,8 +177,8 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     for _folder in ("queue", "processed", "control"):
         (_BROKER_DIR / _folder).mkdir(parents=True, exist_ok=True)
 # A queue name of its own lets several deployments (or test sessions) share one Redis.
-CELERY_TASK_DEFAULT_QUEUE = os.environ.get("TIDEMARK_CELERY_QUEUE", "tidemark")
-CELERY_TASK_ALWAYS_EAGER = _flag("CELERY_TASK_ALWAYS_EAGER", False)
+CELERY_TASK_DEFAULT_QUEUE = env.text("TIDEMARK_CELERY_QUEUE", "tidemark")
+CELERY_TASK_ALWAYS_EAGER = env.flag("CELERY_TASK_ALWAYS_EAGER", False)
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # A pool process takes the next run only when it is free (runs are long and uneven).
@@ -195,13 +190,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 # fails it and a recover repairs the table, never a blind re-run.
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = False
-_LEASE_TTL_S = float(os.environ.get("TIDEMARK_LEASE_TTL", "30"))
-TIDEMARK_VISIBILITY_TIMEOUT_S = max(60.0, 4 * _LEASE_TTL_S)
+# How long a run's table lease lasts unless renewed (tasks.lease reads it here: one reading of the variable).
+TIDEMARK_LEASE_TTL_S = env.number("TIDEMARK_LEASE_TTL", 30.0, unit="seconds")
+TIDEMARK_VISIBILITY_TIMEOUT_S = max(60.0, 4 * TIDEMARK_LEASE_TTL_S)
 if not CELERY_BROKER_URL.startswith("filesystem://"):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": TIDEMARK_VISIBILITY_TIMEOUT_S}
 # A run still queued after this long (no worker took it: all dead, or its message lost) is failed by the
 # sweep and never executed later (Airflow's task_queued_timeout).
-TIDEMARK_QUEUED_TIMEOUT_S = float(os.environ.get("TIDEMARK_QUEUED_TIMEOUT", "600"))
+TIDEMARK_QUEUED_TIMEOUT_S = env.number("TIDEMARK_QUEUED_TIMEOUT", 600.0, unit="seconds")
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TIMEZONE = "UTC"
@@ -210,5 +206,5 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("TIDEMARK_LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": env.text("TIDEMARK_LOG_LEVEL", "INFO")},
 }

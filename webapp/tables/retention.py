@@ -15,7 +15,6 @@ aligned to whole buckets, so a bucket is rolled up once, completely.
 from __future__ import annotations
 
 import datetime as dt
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from engine import ConfigError, env
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 
 HOUR, DAY = 3600, 86400
@@ -39,25 +39,15 @@ class Retention:
 
     @classmethod
     def from_env(cls) -> Retention:
-        values = {key: _days(f"TIDEMARK_SAMPLES_{key.split('_')[0].upper()}_DAYS", default)
+        values = {key: env.number(f"TIDEMARK_SAMPLES_{key.split('_')[0].upper()}_DAYS", default, unit="days",
+                                 minimum=0, exclusive=False)
                   for key, default in (("raw_days", 7), ("hourly_days", 90), ("keep_days", 400))}
         retention = cls(**values)
         if retention.hourly_days < retention.raw_days:
-            raise ValueError("TIDEMARK_SAMPLES_HOURLY_DAYS must be at least TIDEMARK_SAMPLES_RAW_DAYS")
+            raise ConfigError("TIDEMARK_SAMPLES_HOURLY_DAYS must be at least TIDEMARK_SAMPLES_RAW_DAYS")
         if retention.keep_days and retention.keep_days < retention.hourly_days:
-            raise ValueError("TIDEMARK_SAMPLES_KEEP_DAYS must be 0 (forever) or at least TIDEMARK_SAMPLES_HOURLY_DAYS")
+            raise ConfigError("TIDEMARK_SAMPLES_KEEP_DAYS must be 0 (forever) or at least TIDEMARK_SAMPLES_HOURLY_DAYS")
         return retention
-
-
-def _days(name: str, default: float) -> float:
-    raw = os.environ.get(name, str(default))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name} must be a number of days, got {raw!r}") from None
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {raw!r}")
-    return value
 
 
 @dataclass

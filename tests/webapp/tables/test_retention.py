@@ -8,6 +8,7 @@ import datetime as dt
 
 import pytest
 
+from engine import ConfigError
 from webapp.tables import history, latest
 from webapp.tables.models import MetricSample, RegisteredTable, SamplingState
 from webapp.tables.retention import DAY, HOUR, Retention, roll_up
@@ -70,10 +71,10 @@ def test_daily_tier_and_deletion(tables):
 def test_retention_settings_are_checked(monkeypatch):
     monkeypatch.setenv("TIDEMARK_SAMPLES_RAW_DAYS", "30")
     monkeypatch.setenv("TIDEMARK_SAMPLES_HOURLY_DAYS", "7")
-    with pytest.raises(ValueError, match="TIDEMARK_SAMPLES_HOURLY_DAYS must be at least"):
+    with pytest.raises(ConfigError, match="TIDEMARK_SAMPLES_HOURLY_DAYS must be at least"):
         Retention.from_env()
     monkeypatch.setenv("TIDEMARK_SAMPLES_RAW_DAYS", "a week")
-    with pytest.raises(ValueError, match="TIDEMARK_SAMPLES_RAW_DAYS must be a number of days"):
+    with pytest.raises(ConfigError, match="TIDEMARK_SAMPLES_RAW_DAYS='a week' must be a number of days"):
         Retention.from_env()
 
 

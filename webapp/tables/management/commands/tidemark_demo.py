@@ -17,6 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from engine import env
 from webapp.tables.models import RegisteredTable, Run
 
 DEMO_NAME = "flights"
@@ -68,4 +69,4 @@ class Command(BaseCommand):
         # After loading, not at create: the metastore starts with the supervisor, after this command.
         Table.open(path).update_settings({"hoodie.datasource.hive_sync.enable": "true"})
         self.stdout.write("catalog sync on: flights_ro / flights_rt in the metastore at "
-                          f"{os.environ.get('TIDEMARK_HIVE_METASTORE_URIS') or 'the supervisor starts'}")
+                          f"{env.text('TIDEMARK_HIVE_METASTORE_URIS', 'the supervisor starts')}")

@@ -22,6 +22,7 @@ from typing import Any
 
 from engine.config.properties import TableConfig
 from engine.config.schema import schema_with_meta
+from engine.timeline.actions import Action
 from engine.timeline.instants import Timeline
 
 RO_SUFFIX, RT_SUFFIX = "_ro", "_rt"
@@ -44,7 +45,7 @@ OWNED_PREFIXES = ("spark.sql.sources.", "spark.sql.create.version", "tidemark.ro
 SCHEMA_PART_LENGTH = 4000   # hoodie.datasource.hive_sync.schema_string_length_thresh default
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
-_COMMIT_ACTIONS = frozenset({"commit", "deltacommit", "replacecommit"})   # Hudi's commits timeline (MOR)
+_COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT})   # Hudi's commits timeline (MOR)
 
 
 @dataclass(frozen=True)

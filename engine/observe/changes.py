@@ -26,10 +26,11 @@ from engine.config.properties import HOODIE_DIR
 from engine.errors import TableNotFoundError
 from engine.io.listing import Entry, list_folder
 from engine.timeline import layout_v8
+from engine.timeline.actions import State
 from engine.timeline.instants import parse_instant_file_name
 
 PROPERTIES_FILE = "hoodie.properties"
-STATES = ("requested", "inflight", "completed")
+STATES = tuple(State)   # in progress order: an instant's files sort by it
 
 
 @dataclass(frozen=True)

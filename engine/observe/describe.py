@@ -30,7 +30,7 @@ from engine.results import (
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice
 from engine.timeline.extents import CommittedExtents
-from engine.timeline.instants import COMMIT_ACTIONS, Instant, State, Timeline
+from engine.timeline.instants import COMMIT, COMMIT_ACTIONS, Instant, State, Timeline
 
 
 def instant_infos(instants: list[Instant]) -> list[InstantInfo]:
@@ -52,7 +52,7 @@ def instant_details(timeline: Timeline) -> list[InstantDetail]:
             detail.files, detail.records = len(stats), sum(s.num_writes for s in stats)
             detail.deletes = sum(s.num_deletes for s in stats)
             detail.bytes = sum(s.total_write_bytes or s.file_size for s in stats)
-            if inst.action == "commit":   # a completed compaction
+            if inst.action == COMMIT:   # a completed compaction
                 detail.log_files_compacted = sum(s.total_log_files_compacted for s in stats)
                 detail.log_bytes_compacted = sum(s.total_log_size_compacted for s in stats)
                 detail.records_updated = sum(s.total_updated_records_compacted for s in stats)

@@ -53,9 +53,11 @@ from engine.timeline.compactions import carried_over_entries, compaction_records
 from engine.timeline.extents import CommittedExtents
 from engine.timeline.instants import (
     CLEAN,
+    COMMIT,
     COMMIT_ACTIONS,
     COMPACTION,
     LOGCOMPACTION,
+    REPLACECOMMIT,
     SAVEPOINT,
     Instant,
     State,
@@ -79,7 +81,7 @@ HOURS_RETAINED_KEY = "hoodie.cleaner.hours.retained"
 _RETAINED_KEY = {KEEP_LATEST_COMMITS: COMMITS_RETAINED_KEY, KEEP_LATEST_FILE_VERSIONS: FILE_VERSIONS_RETAINED_KEY,
                  KEEP_LATEST_BY_HOURS: HOURS_RETAINED_KEY}
 # Completed actions that start new file slices: a compaction (completes as `commit`), a replacecommit.
-_SLICE_MAKERS = frozenset({"commit", "replacecommit"})
+_SLICE_MAKERS = frozenset({COMMIT, REPLACECOMMIT})
 # Policies that clean by an earliest commit to retain (slices a reader as of it or later needs stay).
 _BY_EARLIEST = (KEEP_LATEST_COMMITS, KEEP_LATEST_BY_HOURS)
 # Pending instants that will write files: the earliest one bounds the earliest commit to retain (Java).

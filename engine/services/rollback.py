@@ -360,7 +360,7 @@ def _refuse_new_writes(timeline: Timeline, c: str, plan: CompactionPlanRecord) -
     strays: list[str] = []
     writers: set[str] = set()
     dead: list[str] = []
-    live = {i.timestamp for i in timeline.instants if i.action in (DELTACOMMIT, COMMIT, "replacecommit")}
+    live = {i.timestamp for i in timeline.instants if i.action in (DELTACOMMIT, COMMIT, REPLACECOMMIT)}
     for op in plan.operations:
         pdir = _pdir(timeline.base_path, op.partition_path)
         planned = {s.symlink for s in op.carried}

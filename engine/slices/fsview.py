@@ -29,12 +29,12 @@ from engine.io.naming import parse_base_file_name, parse_log_file_name
 from engine.slices import slicing_v8
 from engine.slices.groups import BaseFile, FileGroup, FileSlice, LogFile
 from engine.timeline.committed import CommittedInstants
-from engine.timeline.instants import CLEAN, State, Timeline
+from engine.timeline.instants import CLEAN, COMMIT, DELTACOMMIT, REPLACECOMMIT, State, Timeline
 from engine.timeline.metadata import CompactionOperation
 
 PARTITION_METAFILE = ".hoodie_partition_metadata"
 # Actions whose completion makes base files (and log blocks) visible.
-WRITE_ACTIONS = ("commit", "deltacommit", "replacecommit")
+WRITE_ACTIONS = (COMMIT, DELTACOMMIT, REPLACECOMMIT)
 
 
 def list_partitions(base_path: str) -> list[str]:

@@ -50,7 +50,8 @@ _NAME_RE = re.compile(r"^\.commits_\.archive\.(\d+)_1-0-1$")
 _HEADER = struct.Struct(">ii")
 _INT32 = struct.Struct(">i")
 
-_STATE_NAMES = {State.REQUESTED: "REQUESTED", State.INFLIGHT: "INFLIGHT", State.COMPLETED: "COMPLETED"}
+# Java archives HoodieInstant.State names (upper case), the enum's member names.
+_STATE_NAMES = {state: state.name for state in State}
 
 
 def _named_once(schema: Any, seen: set[str]) -> Any:
@@ -141,7 +142,7 @@ def _state_of(name: str) -> State:
 def _action_of(instant: Instant, name: str) -> str:
     """The action a state file names: `<ts>.<action>[.requested|.inflight]`; `<ts>.inflight` is a commit's."""
     parts = name.split(".")
-    if parts[1:] == ["inflight"]:
+    if parts[1:] == [State.INFLIGHT]:
         return COMMIT
     return parts[1] if len(parts) > 1 else instant.action
 
@@ -245,7 +246,7 @@ def archived_instants(folder: str) -> list[ArchivedEntry]:
     """The archived (completed) instants, one per time and action, oldest first."""
     seen: dict[tuple[str, str], ArchivedEntry] = {}
     for record in read_entries(folder):
-        if record.get("actionState") in (None, "COMPLETED") and record.get("commitTime"):
-            entry = ArchivedEntry(record["commitTime"], record.get("actionType") or "", "COMPLETED")
+        if record.get("actionState") in (None, _STATE_NAMES[State.COMPLETED]) and record.get("commitTime"):
+            entry = ArchivedEntry(record["commitTime"], record.get("actionType") or "", _STATE_NAMES[State.COMPLETED])
             seen[(entry.timestamp, entry.action)] = entry
     return sorted(seen.values(), key=lambda e: (e.timestamp, e.action))

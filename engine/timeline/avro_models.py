@@ -5,6 +5,8 @@ as Avro object-container files holding exactly one record (TimelineMetadataUtils
 Java writes them with the null codec and only the ``avro.schema`` header entry (seen in the v8 fixture's
 ``.compaction.requested``); we produce the same bytes layout so Java and hudi-rs read ours unchanged.
 
+Each record is declared once in ``engine.timeline.avro_records``; its schema here and its typed value
+(``write_record`` / ``read_record``) both come from that declaration (``engine.timeline.avro_defs``).
 Schemas are written in Java's ``Schema.toString()`` form: namespace on the top record, and
 ``"avro.java.string": "String"`` on strings as Hudi's generated classes carry it.
 Java reads these files with its own generated class as reader schema, so Avro schema resolution
@@ -13,16 +15,25 @@ drops writer fields it doesn't know (our ``symlinkOperations``) and fills missin
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import fastavro
 
 from engine.errors import TidemarkError
+from engine.timeline import avro_defs
+from engine.timeline import avro_records as records
+from engine.timeline.avro_defs import NAMESPACE
 
-NAMESPACE = "org.apache.hudi.avro.model"
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+R = TypeVar("R", bound="DataclassInstance")
+
+__all__ = ["NAMESPACE"]   # re-exported: callers and tests name the namespace through this module
 
 
 class AvroInstantError(TidemarkError):
@@ -30,390 +41,39 @@ class AvroInstantError(TidemarkError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Schema building blocks (Java form)
+# Schemas: derived from the record declarations in engine.timeline.avro_records (one definition each)
 
-_STR: dict[str, Any] = {"type": "string", "avro.java.string": "String"}
-
-
-def _opt(t: Any) -> list[Any]:
-    return ["null", t]
-
-
-def _field(name: str, t: Any, default: Any = "__none__", doc: str | None = None) -> dict[str, Any]:
-    f: dict[str, Any] = {"name": name, "type": t}
-    if doc is not None:
-        f["doc"] = doc
-    if default != "__none__":
-        f["default"] = default
-    return f
-
-
-def _arr(items: Any) -> dict[str, Any]:
-    return {"type": "array", "items": items}
-
-
-def _map(values: Any) -> dict[str, Any]:
-    return {"type": "map", "values": values, "avro.java.string": "String"}
-
-
-def _opt_str(name: str, default: Any = "__none__") -> dict[str, Any]:
-    return _field(name, _opt(_STR), default)
-
-
-_VERSION_FIELD = _field("version", ["int", "null"], 1)
-
-# ---------------------------------------------------------------------------------------------
-# Compaction plan (docs/HUDI-FORMAT.md §3.3: the Hudi 1.x writer schema dumped from the v8 fixture)
-
-HOODIE_SYMLINK_OPERATION: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieSymlinkOperation",
-    "fields": [
-        _opt_str("symlink", None),  # new log file name (with the compaction instant)
-        _opt_str("target", None),  # the original log file name it carries over
-    ],
-}
-
-# Java's HoodieCompactionOperation exactly as in the Hudi 1.x fixture (no RFC extension).
-_JAVA_COMPACTION_OPERATION_FIELDS: list[dict[str, Any]] = [
-    _opt_str("baseInstantTime"),
-    _field("deltaFilePaths", _opt(_arr(_STR)), None),
-    _opt_str("dataFilePath", None),
-    _opt_str("fileId"),
-    _opt_str("partitionPath", None),
-    _field("metrics", _opt({"type": "map", "values": "double", "avro.java.string": "String"}), None),
-    _opt_str("bootstrapFilePath", None),
-]
-
-HOODIE_COMPACTION_STRATEGY: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieCompactionStrategy",
-    "fields": [
-        _field(
-            "compactorClassName",
-            _opt(_STR),
-            None,
-            doc="The class name that is provided here should extend CompactionExecutionStrategy abstract "
-            "class, idea is that the plan generator will also provide the execution strategy to use.",
-        ),
-        _field(
-            "strategyParams",
-            _opt(_map(_STR)),
-            None,
-            doc="These parameters play a key role in determining which action type it is i.e. compaction or "
-            "logcompaction and it will also include configs that determine how compaction needs to be executed.",
-        ),
-        _VERSION_FIELD,
-    ],
-}
-
-
-def _compaction_plan_schema(with_symlinks: bool) -> dict[str, Any]:
-    op_fields = list(_JAVA_COMPACTION_OPERATION_FIELDS)
-    if with_symlinks:
-        # RFC extension, appended LAST with a null default so Java's schema still resolves our files.
-        op_fields.append(_field("symlinkOperations", _opt(_arr(HOODIE_SYMLINK_OPERATION)), None))
-    operation = {"type": "record", "name": "HoodieCompactionOperation", "fields": op_fields}
-    return {
-        "type": "record",
-        "name": "HoodieCompactionPlan",
-        "namespace": NAMESPACE,
-        "fields": [
-            _field("operations", _opt(_arr(operation)), None),
-            _field("extraMetadata", _opt(_map(_STR)), None),
-            _VERSION_FIELD,
-            _field("strategy", _opt(HOODIE_COMPACTION_STRATEGY), None),
-            _field("preserveHoodieMetadata", ["boolean", "null"], False),
-            _field("missingSchedulePartitions", _opt(_arr(_STR)), None),
-        ],
-    }
-
-
-COMPACTION_PLAN_SCHEMA: dict[str, Any] = _compaction_plan_schema(with_symlinks=True)
-# Java 1.x's own schema: used by tests to prove our files resolve against it.
-JAVA_COMPACTION_PLAN_SCHEMA: dict[str, Any] = _compaction_plan_schema(with_symlinks=False)
-
+COMPACTION_PLAN_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieCompactionPlan)
+# Java 1.x's own schema (no RFC symlinkOperations): used by tests to prove our files resolve against it.
+JAVA_COMPACTION_PLAN_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieCompactionPlan, java=True)
 # Plan version 2: paths in deltaFilePaths/dataFilePath are file NAMES relative to the partition.
 COMPACTION_PLAN_VERSION = 2
 
-# ---------------------------------------------------------------------------------------------
-# Rollback plan / metadata (apache/hudi hudi-common/src/main/avro, 0.14/0.15 field set)
-
-_INSTANT_INFO: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieInstantInfo",
-    "fields": [_field("commitTime", _STR), _field("action", _STR)],
-}
-
-ROLLBACK_PLAN_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieRollbackPlan",
-    "namespace": NAMESPACE,
-    "fields": [
-        _field("instantToRollback", _opt(_INSTANT_INFO), None, doc="Hoodie instant that needs to be rolled back"),
-        _field(
-            "RollbackRequests",
-            _opt(
-                _arr(
-                    {
-                        "type": "record",
-                        "name": "HoodieRollbackRequest",
-                        "fields": [
-                            _field("partitionPath", _STR),
-                            _opt_str("fileId", None),
-                            _opt_str("latestBaseInstant", None),
-                            _field("filesToBeDeleted", {"type": "array", "items": _STR, "default": []}, []),
-                            _field("logBlocksToBeDeleted", _opt({"type": "map", "values": "long",
-                                                                 "avro.java.string": "String"}), None),
-                        ],
-                    }
-                )
-            ),
-            None,
-        ),
-        _VERSION_FIELD,
-    ],
-}
+ROLLBACK_PLAN_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieRollbackPlan)
 ROLLBACK_PLAN_VERSION = 1
-
-_LONG_MAP: dict[str, Any] = {"type": "map", "values": "long", "avro.java.string": "String"}
-
-ROLLBACK_METADATA_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieRollbackMetadata",
-    "namespace": NAMESPACE,
-    "fields": [
-        _field("startRollbackTime", _STR),
-        _field("timeTakenInMillis", "long"),
-        _field("totalFilesDeleted", "int"),
-        _field("commitsRollback", _arr(_STR)),
-        _field(
-            "partitionMetadata",
-            _map(
-                {
-                    "type": "record",
-                    "name": "HoodieRollbackPartitionMetadata",
-                    "fields": [
-                        _field("partitionPath", _STR),
-                        _field("successDeleteFiles", _arr(_STR)),
-                        _field("failedDeleteFiles", _arr(_STR)),
-                        _field("rollbackLogFiles", _opt(_LONG_MAP), None),
-                        _field("logFilesFromFailedCommit", _opt(_LONG_MAP), None),
-                    ],
-                }
-            ),
-        ),
-        _VERSION_FIELD,
-        _field("instantsRollback", {"type": "array", "items": _INSTANT_INFO, "default": []}, []),
-    ],
-}
+ROLLBACK_METADATA_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieRollbackMetadata)
 ROLLBACK_METADATA_VERSION = 1
 
-# ---------------------------------------------------------------------------------------------
-# Cleaner plan / clean metadata
-
-CLEANER_PLAN_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieCleanerPlan",
-    "namespace": NAMESPACE,
-    "fields": [
-        _field(
-            "earliestInstantToRetain",
-            _opt(
-                {
-                    "type": "record",
-                    "name": "HoodieActionInstant",
-                    "fields": [_field("timestamp", _STR), _field("action", _STR), _field("state", _STR)],
-                }
-            ),
-            None,
-        ),
-        _field("lastCompletedCommitTimestamp", _STR, ""),
-        _field("policy", _STR),
-        # Deprecated by filePathsToBeDeletedPerPartition; Java still declares it.
-        _field("filesToBeDeletedPerPartition", _opt(_map(_arr(_STR))), None),
-        _VERSION_FIELD,
-        _field(
-            "filePathsToBeDeletedPerPartition",
-            _opt(
-                _map(
-                    _arr(
-                        {
-                            "type": "record",
-                            "name": "HoodieCleanFileInfo",
-                            "fields": [
-                                _opt_str("filePath", None),
-                                _field("isBootstrapBaseFile", _opt("boolean"), None),
-                            ],
-                        }
-                    )
-                )
-            ),
-            None,
-            doc="This field replaces the field filesToBeDeletedPerPartition",
-        ),
-        _field("partitionsToBeDeleted", _opt(_arr(_STR)), None, doc="partitions to be deleted"),
-        _field("extraMetadata", _opt(_map(_STR)), None),
-    ],
-}
+CLEANER_PLAN_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieCleanerPlan)
 # CleanPlanner's latest plan version (uses filePathsToBeDeletedPerPartition).
 CLEANER_PLAN_VERSION = 2
-
-_CLEAN_PARTITION_METADATA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieCleanPartitionMetadata",
-    "fields": [
-        _field("partitionPath", _STR),
-        _field("policy", _STR),
-        _field("deletePathPatterns", _arr(_STR)),
-        _field("successDeleteFiles", _arr(_STR)),
-        _field("failedDeleteFiles", _arr(_STR)),
-        _field("isPartitionDeleted", _opt("boolean"), None),
-    ],
-}
-
-CLEAN_METADATA_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieCleanMetadata",
-    "namespace": NAMESPACE,
-    "fields": [
-        _field("policy", _STR, ""),
-        _field("startCleanTime", _STR),
-        _field("timeTakenInMillis", "long"),
-        _field("totalFilesDeleted", "int"),
-        _field("earliestCommitToRetain", _STR),
-        _field("lastCompletedCommitTimestamp", _STR, ""),
-        _field("partitionMetadata", _map(_CLEAN_PARTITION_METADATA)),
-        _VERSION_FIELD,
-        _field("bootstrapPartitionMetadata", _opt(_map("HoodieCleanPartitionMetadata")), None),
-    ],
-}
+CLEAN_METADATA_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieCleanMetadata)
 CLEAN_METADATA_VERSION = 2
 
-# ---------------------------------------------------------------------------------------------
-# Requested replace metadata (`<ts>.replacecommit.requested`): the writer schema of the Java 0.14/0.15
-# fixture `v6_simplekeygen_nonhivestyle_overwritetable` (hudi-rs test data), field for field.
+REQUESTED_REPLACE_METADATA_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieRequestedReplaceMetadata)
 
-_CLUSTERING_SLICE: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieSliceInfo",
-    "fields": [
-        _opt_str("dataFilePath", None),
-        _field("deltaFilePaths", _opt(_arr(_STR)), None),
-        _opt_str("fileId"),
-        _opt_str("partitionPath", None),
-        _opt_str("bootstrapFilePath", None),
-        _VERSION_FIELD,
-    ],
-}
+COMMIT_METADATA_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieCommitMetadata)
+REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = avro_defs.schema(records.HoodieReplaceCommitMetadata)
 
-_CLUSTERING_PLAN: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieClusteringPlan",
-    "fields": [
-        _field("inputGroups", _opt(_arr({
-            "type": "record",
-            "name": "HoodieClusteringGroup",
-            "fields": [
-                _field("slices", _opt(_arr(_CLUSTERING_SLICE)), None),
-                _field("metrics", _opt({"type": "map", "values": "double", "avro.java.string": "String"}), None),
-                _field("numOutputFileGroups", ["int", "null"], 1),
-                _field("extraMetadata", _opt(_map(_STR)), None),
-                _VERSION_FIELD,
-            ],
-        })), None),
-        _field("strategy", _opt({
-            "type": "record",
-            "name": "HoodieClusteringStrategy",
-            "fields": [
-                _opt_str("strategyClassName", None),
-                _field("strategyParams", _opt(_map(_STR)), None),
-                _VERSION_FIELD,
-            ],
-        }), None),
-        _field("extraMetadata", _opt(_map(_STR)), None),
-        _VERSION_FIELD,
-        _field("preserveHoodieMetadata", _opt("boolean"), None),
-    ],
-}
-
-REQUESTED_REPLACE_METADATA_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieRequestedReplaceMetadata",
-    "namespace": NAMESPACE,
-    "fields": [
-        _opt_str("operationType", None),
-        _field("clusteringPlan", _opt(_CLUSTERING_PLAN), None),
-        _field("extraMetadata", _opt(_map(_STR)), None),
-        _VERSION_FIELD,
-    ],
-}
-
-# ---------------------------------------------------------------------------------------------
-# Commit metadata of table version 8 (Hudi 1.x writes every completed commit as Avro; docs/HUDI-FORMAT.md §3.1:
-# the writer schema of the v8 fixture's deltacommits and compaction commit, field order kept)
-
-_LONG_STATS = ("numWrites", "numDeletes", "numUpdateWrites", "totalWriteBytes", "totalWriteErrors")
-_LONG_LOG_STATS = ("totalLogRecords", "totalLogFiles", "totalUpdatedRecordsCompacted", "numInserts",
-                   "totalLogBlocks", "totalCorruptLogBlock", "totalRollbackBlocks", "fileSizeInBytes")
-
-_RUNTIME_STATS: dict[str, Any] = {
-    "type": "record", "name": "HoodieRuntimeStats",
-    "fields": [_field(n, _opt("long"), None) for n in ("totalScanTime", "totalCreateTime", "totalUpsertTime")],
-}
-
-_WRITE_STAT: dict[str, Any] = {
-    "type": "record", "name": "HoodieWriteStat",
-    "fields": [
-        _opt_str("fileId", None), _opt_str("path", None), _opt_str("prevCommit", None),
-        *(_field(n, _opt("long"), None) for n in _LONG_STATS),
-        _opt_str("partitionPath", None),
-        *(_field(n, _opt("long"), None) for n in _LONG_LOG_STATS),
-        _field("logVersion", _opt("int"), None), _field("logOffset", _opt("long"), None),
-        _opt_str("baseFile", None),
-        _field("logFiles", _opt(_arr(_STR)), None),
-        _field("cdcStats", _opt({"type": "map", "values": "long", "avro.java.string": "String"}), None),
-        _opt_str("prevBaseFile", None),
-        _field("minEventTime", _opt("long"), None), _field("maxEventTime", _opt("long"), None),
-        _field("runtimeStats", _opt(_RUNTIME_STATS), None),
-        *(_field(n, _opt("long"), None) for n in ("totalLogFilesCompacted", "totalLogReadTimeMs",
-                                                   "totalLogSizeCompacted")),
-        _opt_str("tempPath", None),
-        _field("numUpdates", _opt("long"), None),
-    ],
-}
-
-COMMIT_METADATA_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieCommitMetadata",
-    "namespace": NAMESPACE,
-    "fields": [
-        _field("partitionToWriteStats", _opt(_map(_arr(_WRITE_STAT))), None),
-        _field("compacted", _opt("boolean"), None),
-        _field("extraMetadata", _opt(_map(_STR)), None),
-        _VERSION_FIELD,
-        _opt_str("operationType", None),
-    ],
-}
-
-REPLACE_COMMIT_METADATA_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "HoodieReplaceCommitMetadata",
-    "namespace": NAMESPACE,
-    "fields": [
-        *COMMIT_METADATA_SCHEMA["fields"][:3],
-        _field("partitionToReplaceFileIds", _opt(_map(_arr(_STR))), None),
-        *COMMIT_METADATA_SCHEMA["fields"][3:],
-    ],
-}
+_WRITE_STAT_FIELDS = tuple(f.name for f in dataclasses.fields(records.HoodieWriteStat))
+_RUNTIME_STATS_FIELDS = tuple(f.name for f in dataclasses.fields(records.HoodieRuntimeStats))
 
 
 def commit_metadata_avro(doc: dict[str, Any]) -> bytes:
     """A v6 JSON commit-metadata document as the Avro container a v8 timeline holds (same field names; keys the
     Avro record lacks, e.g. v6's `recordsStats`, are dropped; a replacecommit keeps partitionToReplaceFileIds)."""
     schema = REPLACE_COMMIT_METADATA_SCHEMA if "partitionToReplaceFileIds" in doc else COMMIT_METADATA_SCHEMA
-    names = [f["name"] for f in _WRITE_STAT["fields"]]
-    stats = {p: [{n: _coerce_stat(n, s.get(n)) for n in names} for s in per or ()]
+    stats = {p: [{n: _coerce_stat(n, s.get(n)) for n in _WRITE_STAT_FIELDS} for s in per or ()]
              for p, per in (doc.get("partitionToWriteStats") or {}).items()}
     record = {**{k: v for k, v in doc.items() if k != "partitionToWriteStats"}, "partitionToWriteStats": stats}
     record.setdefault("version", 1)
@@ -423,7 +83,7 @@ def commit_metadata_avro(doc: dict[str, Any]) -> bytes:
 def _coerce_stat(name: str, value: Any) -> Any:
     """A stat value in the Avro record's shape (runtimeStats has exactly its three counters)."""
     if name == "runtimeStats" and isinstance(value, dict):
-        return {k: value.get(k) for k in ("totalScanTime", "totalCreateTime", "totalUpsertTime")}
+        return {k: value.get(k) for k in _RUNTIME_STATS_FIELDS}
     return value
 
 
@@ -489,8 +149,18 @@ def avro_writer_schema(data: bytes) -> dict[str, Any]:
     return schema
 
 
+def write_record(record: DataclassInstance) -> bytes:
+    """One declared record (engine.timeline.avro_records) as its Avro container, with its declaration's schema."""
+    return write_avro_instant(avro_defs.schema(type(record)), avro_defs.to_avro(record))
+
+
+def read_record(cls: type[R], data: bytes) -> R:
+    """The typed record of an Avro instant file, read through the declaration's schema (absent fields: defaults)."""
+    return avro_defs.from_avro(cls, read_avro_instant(data, reader_schema=avro_defs.schema(cls)))
+
+
 # ---------------------------------------------------------------------------------------------
-# Typed helpers
+# Dict helpers (the writers' and readers' form until each moves to the typed records)
 
 
 def _with_version(record: dict[str, Any], version: int) -> dict[str, Any]:

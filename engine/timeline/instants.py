@@ -24,7 +24,6 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any, TypeVar
 
 from engine.config.properties import HOODIE_DIR
@@ -34,6 +33,8 @@ from engine.io.faults import fault_point
 from engine.io.naming import instant_to_millis, is_instant, new_instant_time
 from engine.io.threads import requests_pool, settle
 from engine.timeline import avro_models, layout_v8, metadata_table
+from engine.timeline.actions import Action
+from engine.timeline.actions import State as State  # re-exported: the timeline's users import it from here
 from engine.timeline.committed import CommittedInstants
 from engine.timeline.metadata import (
     CleanPlanRecord,
@@ -47,22 +48,20 @@ from engine.timeline.metadata import (
 _T = TypeVar("_T")
 
 
-COMMIT = "commit"
-DELTACOMMIT = "deltacommit"
-COMPACTION = "compaction"
-CLEAN = "clean"
-ROLLBACK = "rollback"
-REPLACECOMMIT = "replacecommit"
-CLUSTERING = "clustering"   # layout 2: a pending clustering (completes as a replacecommit)
-LOGCOMPACTION = "logcompaction"
-INDEXING = "indexing"
-SAVEPOINT = "savepoint"
-RESTORE = "restore"
+# The actions by name, as the modules that work with them import them (engine.timeline.actions has the enum).
+COMMIT = Action.COMMIT
+DELTACOMMIT = Action.DELTACOMMIT
+COMPACTION = Action.COMPACTION
+CLEAN = Action.CLEAN
+ROLLBACK = Action.ROLLBACK
+REPLACECOMMIT = Action.REPLACECOMMIT
+CLUSTERING = Action.CLUSTERING
+LOGCOMPACTION = Action.LOGCOMPACTION
+INDEXING = Action.INDEXING
+SAVEPOINT = Action.SAVEPOINT
+RESTORE = Action.RESTORE
 
-ACTIONS: frozenset[str] = frozenset(
-    {COMMIT, DELTACOMMIT, COMPACTION, CLEAN, ROLLBACK, REPLACECOMMIT, LOGCOMPACTION, INDEXING, SAVEPOINT, RESTORE,
-     CLUSTERING}
-)
+ACTIONS: frozenset[str] = frozenset(Action)
 # Actions whose metadata is JSON HoodieCommitMetadata in layout 1.
 COMMIT_ACTIONS: frozenset[str] = frozenset({COMMIT, DELTACOMMIT, REPLACECOMMIT})
 # The action a pending table service completes as (HoodieTimeline: compaction -> commit, ...).
@@ -84,18 +83,6 @@ class InstantExistsError(TimelineError, Refused):
         Refused.__init__(self, ALREADY_PUBLISHED, message)
 
 
-class State(Enum):
-    REQUESTED = "requested"
-    INFLIGHT = "inflight"
-    COMPLETED = "completed"
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, State):
-            return NotImplemented
-        return _STATE_RANK[self] < _STATE_RANK[other]
-
-
-_STATE_RANK: dict[State, int] = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
 
 
 def instant_file_name(ts: str, action: str, state: State) -> str:
@@ -134,17 +121,17 @@ def parse_instant_file_name(name: str, layout: int = 1) -> Instant | None:
     if layout == layout_v8.LAYOUT_VERSION:
         done = layout_v8.parse_completed_name(name)
         if done is not None:
-            return Instant(done.timestamp, done.action, State.COMPLETED, done.completion_time) \
+            return Instant(done.timestamp, Action(done.action), State.COMPLETED, done.completion_time) \
                 if done.action in ACTIONS else None
     m = _INSTANT_FILE_RE.match(name)
     if m is None:
         return None
     parts = m.group("rest").split(".")
-    if parts == ["inflight"]:
+    if parts == [State.INFLIGHT]:
         return Instant(m.group("ts"), COMMIT, State.INFLIGHT)
-    action = parts[0]
-    if action not in ACTIONS:
+    if parts[0] not in ACTIONS:
         return None
+    action = Action(parts[0])
     state = State(parts[1]) if len(parts) == 2 else State.COMPLETED
     if state is State.COMPLETED and (action in _COMPLETES_AS or layout != 1):
         return None  # "<ts>.compaction" is never a completed file name; layout 2 names completion times

@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.config.choices import CarryOver
 from engine.timeline import avro_models
+from engine.timeline.actions import State
 
 # extraMetadata keys written by Tidemark's compaction (plan and commit).
 THRESHOLD = "tidemark.threshold"
@@ -587,7 +588,7 @@ class CleanPlanRecord:
         """v2: full file paths per partition; the deprecated name map stays empty, as Java leaves it."""
         earliest = self.earliest_instant_to_retain
         return {
-            "earliestInstantToRetain": ({"timestamp": earliest[0], "action": earliest[1], "state": "COMPLETED"}
+            "earliestInstantToRetain": ({"timestamp": earliest[0], "action": earliest[1], "state": State.COMPLETED.name}
                                         if earliest else None),
             "lastCompletedCommitTimestamp": self.last_completed_commit,
             "policy": self.policy,

@@ -17,7 +17,8 @@ import fastavro
 import numpy as np
 import pyarrow as pa
 
-from engine.logformat.avro_codec import arrow_to_avro_schema, decode_data_block_content, encode_data_block_content
+from engine.logformat.avro_codec import decode_data_block_content, encode_data_block_content
+from engine.logformat.avro_schema_map import arrow_to_avro_schema
 
 
 def make_table(n: int, seed: int = 42) -> pa.Table:

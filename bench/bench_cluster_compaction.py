@@ -41,7 +41,7 @@ def worker(pristine: str, scratch: str, repeat: int) -> None:
     sc = spark.sparkContext
     slots = max(2, sc.defaultParallelism)
     warm_s = timed(lambda: sc.parallelize(range(4 * slots), 4 * slots)
-                   .map(lambda _: __import__("engine.compaction.execute").__file__).collect())[0]
+                   .map(lambda _: __import__("engine.compaction.file_group_task").__file__).collect())[0]
     runs, written = [], []
     for r in range(repeat):
         path = fresh_copy(pristine, os.path.join(scratch, f"run-{os.getpid()}-{r}"))

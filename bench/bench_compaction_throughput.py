@@ -215,7 +215,7 @@ def worker(pristine: str, scratch: str, cores: int, repeat: int, serve: bool = F
     start_s, spark = timed(lambda: get_spark(cores=cores))
     # Warm-up: start the Python workers and import the compaction code there (excluded, like session start).
     warm_s = timed(lambda: spark.sparkContext.parallelize(range(cores), cores)
-                   .map(lambda _: __import__("engine.compaction.execute").__name__).collect())[0]
+                   .map(lambda _: __import__("engine.compaction.file_group_task").__name__).collect())[0]
     if serve:
         for r in range(warm_runs):
             _one_run(pristine, scratch, cores, -1 - r)

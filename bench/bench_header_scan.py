@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from engine.logformat import encode_data_block, read_log_file, scan_log_file
-from engine.logformat.avro_codec import arrow_to_avro_schema
+from engine.logformat.avro_schema_map import arrow_to_avro_schema
 
 BASE_INSTANT = 20250101000000000
 T0_MS = 1_735_689_600_000  # 2025-01-01T00:00:00Z

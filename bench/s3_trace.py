@@ -132,7 +132,7 @@ _SITECUSTOMIZE = '''
 import importlib.abc, importlib.util, os, sys
 
 class _TraceStorage(importlib.abc.MetaPathFinder):
-    names = {"engine.io.storage", "engine.compaction.execute"}
+    names = {"engine.io.storage", "engine.compaction.file_group_task"}
 
     def find_spec(self, name, path, target=None):
         if name not in self.names:

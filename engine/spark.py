@@ -157,7 +157,7 @@ def get_spark(app_name: str = "tidemark", cores: int | None = None) -> SparkSess
 
 
 # What a compaction task imports: the module a control-plane worker warms its Python workers with.
-COMPACTION_TASK_MODULES = ("engine.compaction.execute",)
+COMPACTION_TASK_MODULES = ("engine.compaction.file_group_task",)
 
 
 def warm_python_workers(spark: SparkSession, modules: Sequence[str] = COMPACTION_TASK_MODULES) -> int:

@@ -292,7 +292,7 @@ def _operation(view: FileSystemView, op: PlannedOperation, instant: str, first_v
     links = tuple(SymlinkOperation(LogFileName(sl.file_id, instant, first_version + i, lf.write_token).name,
                                    carry_target(view, sl.partition_path, lf)) for i, lf in enumerate(op.to_remain))
     # What planning read of the logs' headers, so the run need not read the carried ones again: their records
-    # matter only when a delete is among the operation's logs (execute._following_items), and the commit takes
+    # matter only when a delete is among the operation's logs (file_group_task._following_items), and the commit takes
     # their event times from here.
     carried = CompactionOperation.carried_metrics(any(lf.has_deletes for lf in (*op.to_compact, *op.to_remain)),
                                                   [(lf.min_event_time, lf.max_event_time) for lf in op.to_remain])

@@ -13,7 +13,7 @@ from engine.config import eventtime
 from engine.config.choices import META_FIELDS
 from engine.config.properties import TableConfig
 from engine.errors import InputError, TidemarkError
-from engine.logformat.avro_codec import arrow_to_avro_schema, avro_to_arrow_schema, has_map
+from engine.logformat.avro_schema_map import arrow_to_avro_schema, avro_to_arrow_schema, has_map
 
 
 def table_avro_schema(table_name: str, arrow_schema: pa.Schema) -> dict[str, Any]:

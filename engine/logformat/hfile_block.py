@@ -18,7 +18,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from engine.logformat.avro_codec import BLOCK_CONTENT_VERSION, decode_data_block_content
+from engine.logformat.avro_codec import decode_data_block_content
+from engine.logformat.avro_framing import BLOCK_CONTENT_VERSION
 from engine.logformat.hfile import HFileCells, HFileError, read_hfile
 
 KEY_FIELD = "key"

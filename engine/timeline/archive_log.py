@@ -25,7 +25,7 @@ import fastavro
 
 from engine.io import storage
 from engine.logformat import scan
-from engine.logformat.avro_codec import BLOCK_CONTENT_VERSION
+from engine.logformat.avro_framing import BLOCK_CONTENT_VERSION
 from engine.logformat.blocks import BlockType, HeaderKey
 from engine.logformat.encode import append_blocks, frame_block
 from engine.timeline import avro_models

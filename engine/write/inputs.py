@@ -28,7 +28,7 @@ from engine.config.properties import TableConfig
 from engine.config.schema import arrow_schema, check_map_keys, conform_column, table_avro_schema
 from engine.errors import InputError
 from engine.io import storage
-from engine.logformat.avro_codec import AvroCodecError, has_map
+from engine.logformat.avro_schema_map import AvroCodecError, has_map
 from engine.timeline.instants import Timeline
 
 PARQUET, CSV, JSONL = "parquet", "csv", "jsonl"

@@ -30,7 +30,8 @@ from engine.logformat import (
     read_log_file,
     scan_log_file,
 )
-from engine.logformat.avro_codec import arrow_to_avro_schema, encode_data_block_content
+from engine.logformat.avro_codec import encode_data_block_content
+from engine.logformat.avro_schema_map import arrow_to_avro_schema
 from engine.logformat.encode import frame_block, schema_header
 from engine.logformat.hfile import read_hfile
 from tests.support.fixtures import fixture_zip

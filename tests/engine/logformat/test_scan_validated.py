@@ -7,7 +7,7 @@ import pyarrow as pa
 
 from engine.io import storage
 from engine.logformat import encode_data_block, scan_log_file, scan_log_files
-from engine.logformat.avro_codec import arrow_to_avro_schema
+from engine.logformat.avro_schema_map import arrow_to_avro_schema
 from engine.logformat.scan import scan_log_bytes
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 

@@ -13,11 +13,10 @@ the plan stays, and the error says why). The error names each damaged file and o
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import dataclasses
 import itertools
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from engine import logformat, placement
@@ -55,7 +54,6 @@ from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import LOCK_FILE
 from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
-from engine.io.threads import requests_pool, settle
 from engine.lock import (
     FileLock,
     TableLock,
@@ -477,12 +475,10 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
     complete(cfg.base_path, c, COMPACTION, commit_metadata_json(by_partition, schema=schema, operation_type="COMPACT",
                                                                 compacted=True, extra=meta_extra))
     fault_point("execute", "completed")
-    # C's temp folder is garbage once C completed: on a store its LIST and DELETEs go while the RO times publish
-    # (hoodie.properties' backup protocol: four requests one after another), not after them.
-    with _removing_ahead(storage.join(cfg.base_path, ".hoodie", ".temp", c)):
-        if promised is not None:  # only an event-time compaction sets the table's published guarantee
-            _publish(cfg.base_path, c, promised, completion, freshness)
-        fault_point("execute", "published")
+    if promised is not None:  # only an event-time compaction sets the table's published guarantee
+        _publish(cfg.base_path, c, promised, completion, freshness)
+    fault_point("execute", "published")
+    _remove_staging(storage.join(cfg.base_path, ".hoodie", ".temp", c))
     return CompactionResult(instant=c, threshold=from_ms(threshold), base_files=[s["path"] for s in stats],
                             records_written=sum(s["numWrites"] for s in stats), logs_carried_over=len(carry_over),
                             spill_logs=spill_logs, ro_completion_time=from_ms(completion),
@@ -542,22 +538,11 @@ def _partition_entries(view: FileSystemView, partition: str,
     return listings[pdir]
 
 
-@contextlib.contextmanager
-def _removing_ahead(folder: str) -> Iterator[None]:
-    """`storage.remove_tree(folder)` in flight during the block on an object store (in this operation's context),
-    made in place locally. Leaving the block normally waits for it — queued behind other work or not — and raises
-    what it raised; leaving on an error drops it if it has not started (as the removal after a crash never ran)."""
-    if not storage.is_remote(folder):
-        yield
+def _remove_staging(folder: str) -> None:
+    """C's staging folder is garbage once C completed. Only the local layout stages files there (written, then
+    linked into place); on an object store every file is put where it belongs, so there is nothing to list."""
+    if storage.supports_links(folder):
         storage.remove_tree(folder)
-        return
-    removal = requests_pool().submit(contextvars.copy_context().run, storage.remove_tree, folder)
-    try:
-        yield
-    except BaseException:
-        settle([removal])
-        raise
-    removal.result()
 
 
 def _publish(base_path: str, c: str, threshold: int | None, completion: int | None, freshness: int | None) -> None:

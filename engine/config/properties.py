@@ -435,9 +435,10 @@ def _merged(cfg: TableConfig, current: str | None) -> dict[str, str]:
 def save_table_config(cfg: TableConfig) -> None:
     """Atomically rewrite hoodie.properties, keeping unknown Java keys.
 
-    Local: temp file + fsync + rename. Object stores have no rename: Hudi's backup-file protocol
-    (HoodieTableConfig.modify) — copy the current file to `hoodie.properties.backup` (server-side), put the
-    new file (one PUT replaces an object whole), delete the backup; readers fall back to the backup."""
+    Local: temp file + fsync + rename. An object store's PUT replaces the object whole, so readers see the old
+    file or the new one: one request. Stores without either (HDFS through pyarrow): Hudi's backup-file protocol
+    (HoodieTableConfig.modify) — copy the current file to `hoodie.properties.backup`, write the new file, delete
+    the backup; readers fall back to the backup meanwhile."""
     path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)
     backup = path + BACKUP_SUFFIX
     remote = storage.is_remote(path)
@@ -448,6 +449,11 @@ def save_table_config(cfg: TableConfig) -> None:
     current = main if main is not None or not remote else storage.read_optional(backup)
     cfg.props = _merged(cfg, None if current is None else current.decode("utf-8"))
     cfg.loaded = dict(cfg.props)
+    if remote and storage.replaces_whole(path):
+        storage.write_bytes(path, format_properties(cfg.props).encode("utf-8"))
+        if main is None and current is not None:   # a crashed update left only its backup: done with it, as
+            storage.remove_if_exists(backup)        # Java's recoverIfNeeded is once the file is back
+        return
     if remote:
         had = main is not None   # not its backup alone (a crashed Java update on HDFS can leave only that)
         if had:

@@ -526,14 +526,18 @@ class _Folder:
 
     def file(self, ts: str, action: str, state: State) -> str | None:
         """The existing file of instant `ts` in `state`, or None. A completed layout-2 file also names its
-        completion time, which only a listing finds."""
+        completion time, which only a listing finds. The operation's own listing of the folder answers when it has
+        one (`storage.listed_names`): no request."""
+        listed = storage.listed_names(self.path)
         if state is State.COMPLETED and self.layout == layout_v8.LAYOUT_VERSION:
-            for name in storage.list_names_if_dir(self.path):
+            for name in listed if listed is not None else storage.list_names_if_dir(self.path):
                 done = layout_v8.parse_completed_name(name)
                 if done is not None and done.timestamp == ts and done.action == _COMPLETES_AS.get(action, action):
                     return storage.join(self.path, name)
             return None
         path = storage.join(self.path, instant_file_name(ts, action, state))
+        if listed is not None:
+            return path if instant_file_name(ts, action, state) in listed else None
         return path if storage.file_exists(path) else None
 
     def named(self, ts: str, action: str, state: State) -> str:
@@ -560,7 +564,8 @@ def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None =
     if not storage.is_remote(base_path):
         return
     folder = _folder(base_path)
-    heads = [] if instant is None else [
+    # the listing asked now, or the one this operation has, answers the publish's checks (`_Folder.file`): no HEADs
+    heads = [] if instant is None or listing or storage.listed_names(folder.path) is not None else [
         folder.named(instant[0], instant[1], state) for state in instant[2]
         if not (state is State.COMPLETED and folder.layout == layout_v8.LAYOUT_VERSION)]
     children = list(dict.fromkeys([storage.join(base_path, HOODIE_DIR), folder.path])) if listing else []

@@ -68,6 +68,7 @@ class CountingApp:
             return self.app(environ, start_response)
         finally:
             entry["cpu_ms"] = round((time.thread_time() - t0) * 1000, 3)   # the app's CPU on this request's thread
+            entry["done"] = time.time()   # answered (the body may still be streaming): what a caller waited for
 
 
 def _iso_or_parsed(original: Any) -> Any:

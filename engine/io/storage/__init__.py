@@ -35,6 +35,7 @@ from engine.io.storage.operation import (
     clear_kept_immutable,
     immutable_reads_needed,
     listed_etag,
+    listed_names,
     operation_reads,
     prefetched,
     read_bytes,
@@ -72,16 +73,16 @@ from engine.io.storage.stores import store_for
 __all__ = [
     "Entry", "GCS_RETRY_S", "Positional", "PublishConflict", "RangeReader", "S3Upload", "Store",
     "UPLOAD_PART_BYTES", "absolute_location", "ask_ahead", "buffer_reader", "clear_kept_immutable",
-    "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "endpoint_url", "exists", "file_exists",
-    "filesystem", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
+    "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "endpoint_url", "exists",
+    "file_exists", "filesystem", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
     "is_store_client_error", "is_within", "join", "lexists", "link_no_clobber", "list_entries", "list_names",
-    "list_names_if_dir", "list_names_validated", "list_starting_with", "list_tree", "listed_etag", "make_dirs",
-    "mtime_ms", "name_of", "on_s3", "open_input", "open_output", "operation_reads", "ordered_listings",
-    "parent", "parquet_source", "prefetched", "publish_new", "publishing", "read_bytes", "read_current",
-    "read_immutable", "read_optional", "read_shared", "read_shared_all", "read_tagged", "read_text", "region",
-    "relative", "remove", "remove_if_exists", "remove_tree", "rename", "replace_if_match", "resolve",
-    "s3_client", "scheme", "size", "split_locations", "still_tagged", "store_for", "supports_links", "upload",
-    "write_bytes", "write_replace",
+    "list_names_if_dir", "list_names_validated", "list_starting_with", "list_tree", "listed_etag",
+    "listed_names", "make_dirs", "mtime_ms", "name_of", "on_s3", "open_input", "open_output", "operation_reads",
+    "ordered_listings", "parent", "parquet_source", "prefetched", "publish_new", "publishing", "read_bytes",
+    "read_current", "read_immutable", "read_optional", "read_shared", "read_shared_all", "read_tagged",
+    "read_text", "region", "relative", "remove", "remove_if_exists", "remove_tree", "rename",
+    "replace_if_match", "replaces_whole", "resolve", "s3_client", "scheme", "size", "split_locations",
+    "still_tagged", "store_for", "supports_links", "upload", "write_bytes", "write_replace",
 ]
 
 
@@ -94,6 +95,11 @@ def conditional_put(path: str) -> bool:
     """Whether the store arbitrates create-if-absent itself: the local file system (hard links) and S3
     (`If-None-Match: *`, unless TIDEMARK_S3_CONDITIONAL_PUT=false says this S3-compatible store lacks it)."""
     return store_for(path).conditional_put(path)
+
+
+def replaces_whole(path: str) -> bool:
+    """Whether writing over a file replaces it whole for readers (local rename, an object store's PUT)."""
+    return store_for(path).replaces_whole
 
 
 def conditional_replace(path: str) -> bool:

@@ -53,6 +53,9 @@ class Store(abc.ABC):
     posix: bool = False
     # Every request is a round trip worth overlapping with others (prefetching, asking ahead, reading whole).
     round_trips: bool = True
+    # `write_bytes` over a file replaces it whole: a reader sees the old bytes or the new, never neither (an object
+    # store's PUT; locally `write_replace`'s rename). HDFS and other streams do not: a reader may find no file.
+    replaces_whole: bool = False
 
     def links(self) -> bool:
         """Whether the store has symlinks and hard links."""

@@ -16,6 +16,7 @@ from engine.io.storage.paths import relative
 class LocalStore(Store):
     posix = True
     round_trips = False
+    replaces_whole = True
 
     def conditional_put(self, path: str) -> bool:
         return True   # a hard link refuses an existing name

@@ -51,6 +51,8 @@ class _Operation:
     etags: dict[str, tuple[int, str]]        # path -> (size, ETag) as the operation's listing gave them
     asked: dict[tuple[str | None, ...], _Asked] = field(default_factory=dict)   # `ask_ahead`, not yet answered
     dropped: list[Future[Any]] = field(default_factory=list)   # asked, made stale while running: waited for at the end
+    # folder -> the names its listing gave (`s3_children`), until this process writes or removes a file in it
+    folders: dict[str, frozenset[str]] = field(default_factory=dict)
     # `asked` and `dropped` change from the operation's own thread and from pool work run in its context (a removal
     # in flight with the commit's publish)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -167,7 +169,18 @@ def s3_children(path: str) -> list[Entry]:
     asked = take_asked(("children", path))
     entries: list[Entry] = asked.result() if asked is not None else s3.children(path)
     remember_etags(entries)
+    op = _OP_READS.get()
+    if op is not None:
+        op.folders[path] = frozenset(e.name for e in entries)
     return entries
+
+
+def listed_names(folder: str) -> frozenset[str] | None:
+    """The names this operation's listing of `folder` gave (`list_names_validated` on S3), while this process has
+    written or removed nothing in it since; None otherwise. The listing is as fresh as an answer asked ahead
+    (`ask_ahead`): taken under the locks that keep it true, it tells whether a file is there without a HEAD."""
+    op = _OP_READS.get()
+    return op.folders.get(folder) if op is not None else None
 
 
 def s3_tree(path: str, skip: str | None) -> list[Entry]:
@@ -394,6 +407,7 @@ def wrote(path: str, data: bytes | None = None) -> bool:
     if op.asked:
         _drop_asked(op, path)
     op.etags.pop(path, None)
+    op.folders.pop(parent(path), None)
     memo = op.reads
     if data is not None:
         memo[path] = bytes(data)
@@ -408,6 +422,9 @@ def wrote_tree(path: str) -> None:
         wrote(known)
     if op is not None and op.asked:
         _drop_asked(op, path, folder=True)
+    if op is not None:
+        for folder in [f for f in op.folders if is_within(f, path) or is_within(path, f)]:
+            op.folders.pop(folder, None)
     with _IMMUTABLE_LOCK:
         kept = [k for k in _IMMUTABLE if is_within(k, path)]
     for known in kept:

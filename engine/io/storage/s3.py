@@ -212,6 +212,8 @@ def tree(path: str, skip: str | None = None) -> list[Entry]:
 
 
 class S3Store(ArrowStore):
+    replaces_whole = True   # one PUT replaces an object whole
+
     def conditional_put(self, path: str) -> bool:
         return aws_env.conditional_put()
 

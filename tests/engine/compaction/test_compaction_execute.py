@@ -268,27 +268,21 @@ def test_a_shared_task_keeps_more_groups_in_flight_on_an_object_store(tmp_path):
     assert shared_task_threads("s3://lake/t") == REMOTE_THREADS_PER_SHARED_TASK > THREADS_PER_SHARED_TASK
 
 
-def test_the_temp_folder_removal_waits_its_turn_on_a_busy_pool(s3_env, monkeypatch):  # noqa: F811
-    """The commit's `.temp/<C>` removal, queued behind other work when the block ends, still runs."""
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
-
+def test_the_staging_folder_goes_where_files_are_staged(tmp_path, s3_env, monkeypatch):  # noqa: F811
+    """Only the local layout stages C's files in `.hoodie/.temp/<C>`: it is removed there; on a store nothing
+    was staged and nothing is listed."""
     from engine.compaction import execute
     from engine.io import storage
 
-    gate = threading.Event()
-    pool = ThreadPoolExecutor(1)
-    pool.submit(gate.wait)                        # the one thread is busy until the block has ended
-    monkeypatch.setattr(execute, "requests_pool", lambda: pool)
-    folder = f"{s3_env['bucket_uri']}/t/.hoodie/.temp/20240101000000000"
-    storage.write_bytes(f"{folder}/attempt-1.marker", b"x")
-    try:
-        with execute._removing_ahead(folder):
-            threading.Timer(0.2, gate.set).start()
-        assert not storage.list_tree(folder)
-    finally:
-        gate.set()
-        pool.shutdown()
+    local = tmp_path / ".hoodie" / ".temp" / "20240101000000000"
+    local.mkdir(parents=True)
+    (local / "base.parquet").write_bytes(b"x")
+    execute._remove_staging(str(local))
+    assert not local.exists()
+    asked: list[str] = []
+    monkeypatch.setattr(storage, "remove_tree", asked.append)
+    execute._remove_staging(f"{s3_env['bucket_uri']}/t/.hoodie/.temp/20240101000000000")
+    assert asked == []
 
 
 def _source(tmp_path, name: str, rows, op: str = "upsert", ordered: bool = True) -> tuple[str, str]:

@@ -111,13 +111,10 @@ def run_compaction(base_path: str, instant: str | None = None, spark: SparkSessi
 def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None, on_progress: Progress | None,
                 should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None,
                 local: bool | None = None) -> CompactionResult:
-    # Under the compaction lock: hoodie.properties, the timeline's listing and the run's listing of the table in
-    # flight together (`.hoodie/` is listed before the layout is known: it is the timeline of a version 6 table,
-    # and holds a version 8 table's keys to it).
-    hoodie = storage.join(base_path, ".hoodie")
-    storage.ask_ahead(reads=[storage.join(hoodie, PROPERTIES_FILE)], children=[hoodie])
-    ask_listing_ahead(base_path)
+    # Under the compaction lock: the timeline's listing, the run's listing of the table and (a plan named) the
+    # checks of its move to inflight in flight together.
     ask_timeline_ahead(base_path, (instant, COMPACTION, (State.REQUESTED, State.COMPLETED)) if instant else None)
+    ask_listing_ahead(base_path)
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)

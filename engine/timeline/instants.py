@@ -568,8 +568,7 @@ def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None =
     heads = [] if instant is None or listing or storage.listed_names(folder.path) is not None else [
         folder.named(instant[0], instant[1], state) for state in instant[2]
         if not (state is State.COMPLETED and folder.layout == layout_v8.LAYOUT_VERSION)]
-    children = [c for c in dict.fromkeys([storage.join(base_path, HOODIE_DIR), folder.path])
-                if not storage.is_asked(("children", c))] if listing else []   # asked already: in flight
+    children = list(dict.fromkeys([storage.join(base_path, HOODIE_DIR), folder.path])) if listing else []
     storage.ask_ahead(children=children, heads=heads)
 
 

@@ -257,12 +257,6 @@ def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Se
         ask(("head", path), [pool.submit(s3.head_exists, path)], lambda r: r[0])
 
 
-def is_asked(key: tuple[str | None, ...]) -> bool:
-    """Whether an answer for `key` (("children", path), ("read", path), …) was asked ahead and not yet taken."""
-    op = _OP_READS.get()
-    return op is not None and key in op.asked
-
-
 def take_asked(key: tuple[str | None, ...]) -> _Asked | None:
     op = _OP_READS.get()
     if op is None or not op.asked:

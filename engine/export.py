@@ -11,7 +11,7 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -65,10 +65,19 @@ def export_query(base_path: str, query: str | QuerySpec, output: str, local: boo
         integrity.warn_skipped(integrity.relayed(reports))   # skip_corrupt: what the executors skipped
         parts = sorted(glob.glob(os.path.join(tmp, "part-*.parquet")))
         schema = pq.read_schema(parts[0]) if parts else plan.context.schema
-        return _write_stream(output, schema, (pq.ParquetFile(p).read(use_threads=False) for p in parts))
+        return _write_stream(output, schema, _row_groups(parts))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(reports, ignore_errors=True)
+
+
+def _row_groups(parts: list[str]) -> Iterator[pa.Table]:
+    """The part files' rows a row group at a time: a part holds as many of the table's files as Spark packed into
+    one task (up to spark.sql.files.maxPartitionBytes of input), so reading one whole grew with the table."""
+    for path in parts:
+        with pq.ParquetFile(path) as part:
+            for i in range(part.num_row_groups):
+                yield part.read_row_group(i, use_threads=False)
 
 
 def _write_stream(output: str, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:

@@ -651,8 +651,11 @@ def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple
 def _exchange_routed(table: pa.Table, target: str, order: int) -> list[Piece]:
     """Routed rows as one Arrow IPC file with one record batch per (partition, bucket); its pieces."""
     pieces = []
-    with storage.open_output(target) as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        for batch_no, ((partition, bucket), rows) in enumerate(log_writer.groups(table)):
+    # Partition path and bucket are the same for a whole batch and the piece names them: not exchanged.
+    kept = table.drop_columns([PART_COL, BUCKET_COL])
+    with storage.open_output(target) as sink, pa.ipc.new_file(sink, kept.schema) as writer:
+        for batch_no, ((partition, bucket), indices) in enumerate(log_writer.group_indices(table)):
+            rows = kept if indices is None else kept.take(pa.array(indices))
             writer.write_table(rows.combine_chunks(), max_chunksize=rows.num_rows or None)
             pieces.append((partition, bucket, target, batch_no, order))
     return pieces

@@ -1,6 +1,7 @@
 """Write throughput end-to-end (Parquet-file and DataFrame paths; Avro and Parquet log blocks) vs the pyarrow floor.
 
     python -m bench.bench_write [--records 1000000] [--repeat 3] [--scale 1.0] [--start-repeat 3] [--stages]
+                                [--versus-spark]
 
 Input: N synthetic records (anchors' schema) staged once as a Parquet file; each timed run writes it into a
 fresh table: `Table.write([input], local=True)` (in-process: pyarrow routing, one thread per core writing
@@ -8,14 +9,18 @@ file groups — the default for inputs up to TIDEMARK_LOCAL_MAX_ROWS), the same 
 (`local=False`: pyarrow routing in tasks + Arrow IPC exchange), `write(spark.read.parquet(input))` as placed by
 default (a DataFrame up to TIDEMARK_LOCAL_MAX_DATAFRAME_MB is written in-process: a bare Parquet scan read by
 pyarrow, anything else collected with `toArrow`), the same DataFrame filtered by Spark (`seq >= 0`, keeps every
-row; not a bare scan, so collected by `toArrow`), and the DataFrame with `local=False` (Spark routing + shuffle +
-Arrow transfer to write tasks: the DataFrame path before), each through block encoding, log files and commit.
+row; not a bare scan, so collected by `toArrow`), and the DataFrame with `local=False` (each input partition's rows
+cross to Python as Arrow once, are routed there and exchanged as Arrow IPC files; a second stage writes the file
+groups), each through block encoding, log files and commit.
 The floor is `pq.write_table` of the same records with the 5 meta columns on one thread. Rates are records/s per
 core; ratio = ours / floor. SparkSession start is excluded from the write timings and reported separately, in
 fresh processes, with and without the JVM class-data archive (TIDEMARK_NO_CDS=1). Every variant also reports
 the CPU seconds of this process and every process below it (the Spark JVM and its Python workers): records
 per CPU-second, a figure a busy machine disturbs less than wall time. `--stages` instead times the pieces of a
 DataFrame write alone (scan, Spark's row -> Arrow conversion, the shuffle, collecting, the pyarrow read).
+`--versus-spark` instead times, in one session and interleaved, Spark's own `df.write.parquet` of a cached
+DataFrame (the input read by Spark, cached, counted) against our Spark-task write of the same DataFrame
+(`local=False`, Avro and Parquet log blocks): ratio = ours / Spark's, wall time (medians) and process-tree CPU.
 """
 from __future__ import annotations
 
@@ -146,6 +151,43 @@ def dataframe_stages(spark, input_path: str, table_path: str, repeats: int) -> d
     return out
 
 
+def versus_spark(spark, input_path: str, work: str, n: int, repeats: int) -> dict:
+    """Our Spark-task write of a cached DataFrame next to Spark's own Parquet write of it, interleaved."""
+    from engine import Table
+
+    df = spark.read.parquet(input_path).cache()
+    df.count()
+
+    def spark_parquet() -> None:
+        df.write.mode("overwrite").parquet(os.path.join(work, "spark_out"))
+
+    def ours(fmt: str) -> None:
+        path = os.path.join(work, f"t_versus_{fmt}")
+        new_table(path, fmt)
+        assert Table.open(path).write(df, "upsert", local=False).records_written == n
+
+    variants = {"spark_write_parquet": spark_parquet, "ours_spark_tasks_avro": lambda: ours("avro"),
+                "ours_spark_tasks_parquet": lambda: ours("parquet")}
+    runs: dict[str, list[tuple[float, float]]] = {k: [] for k in variants}
+    for fn in variants.values():
+        fn()   # warm: python workers, JIT
+    for _ in range(max(1, repeats)):
+        for name, fn in variants.items():
+            cpu, (wall, _) = tree_cpu_s(), timed(fn)
+            runs[name].append((wall, tree_cpu_s() - cpu))
+    out: dict = {"input_partitions": df.rdd.getNumPartitions()}
+    for name, values in runs.items():
+        walls, cpus = sorted(w for w, _ in values), sorted(c for _, c in values)
+        out[name] = {"wall_s": round(walls[len(walls) // 2], 3), "cpu_s": round(cpus[len(cpus) // 2], 3),
+                     "runs_s": [round(w, 3) for w, _ in values]}
+    spark_s = out["spark_write_parquet"]
+    for name in ("ours_spark_tasks_avro", "ours_spark_tasks_parquet"):
+        out[f"ratio_{name}_vs_spark_wall"] = round(out[name]["wall_s"] / spark_s["wall_s"], 2)
+        out[f"ratio_{name}_vs_spark_cpu"] = round(out[name]["cpu_s"] / spark_s["cpu_s"], 2)
+    df.unpersist()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -154,6 +196,8 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--start-repeat", type=int, default=3, help="fresh-process Spark starts per variant (0: skip)")
     ap.add_argument("--stages", action="store_true", help="only time the DataFrame write's pieces alone")
+    ap.add_argument("--versus-spark", action="store_true",
+                    help="only time our Spark-task write of a cached DataFrame against Spark's df.write.parquet")
     args = ap.parse_args()
     n = max(1, int(args.records * args.scale))
     work = scratch_dir("tm-bench-write-")
@@ -171,6 +215,11 @@ def main() -> None:
             emit("bench_write_stages", {"records": n, "load_avg_1m_before": load_before,
                                         **dataframe_stages(spark, input_path, os.path.join(work, "t_stages"),
                                                            args.repeat)})
+            return
+        if args.versus_spark:
+            emit("bench_write_versus_spark", {"records": n, "cores": args.cores, "load_avg_1m_before": load_before,
+                                              **versus_spark(spark, input_path, work, n, args.repeat),
+                                              "load_avg_1m_after": round(os.getloadavg()[0], 2)})
             return
         from engine.write.in_process import workers
 

@@ -8,8 +8,10 @@ Executors (`engine.write.log_writer`) write each file group's log files with col
 Two ways in, one commit protocol:
 - `write_dataframe`: any Spark DataFrame. A small one (`engine.placement`) is written by `engine.write.in_process`:
   a bare scan of Parquet files is read by pyarrow (no Spark rows at all), any other is computed by Spark with
-  its routing columns and collected as Arrow (`toArrow`). A big one gets routing columns from Spark, is
-  shuffled by (partition, bucket) and handed to Python tasks as Arrow batches (`mapInArrow`).
+  its routing columns and collected as Arrow (`toArrow`). A big one goes to Python tasks as Arrow batches
+  (`mapInArrow`) without a shuffle: each task routes its rows with pyarrow and exchanges them as the Parquet
+  path does (below), whose write stage writes every file group in one task. Only key or partition columns
+  whose string form only Spark gives still take Spark's routing columns and a (partition, bucket) shuffle.
 - `write_parquet`: Parquet files. Spark schedules the tasks but the rows never become Spark rows:
   tasks read row groups with pyarrow, route them (`engine.index.routing`), and exchange them through Arrow
   IPC files under the instant's temp folder; then one task per set of file groups writes the logs.
@@ -73,13 +75,16 @@ from engine.write import in_process, inputs, log_writer
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob
 
 if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
-    from pyspark import Accumulator
+    from pyspark import Accumulator, SparkContext
     from pyspark.sql import DataFrame, SparkSession
 
 OPERATIONS = {"upsert": "UPSERT", "insert": "INSERT", "delete": "DELETE",
               "insert_overwrite": INSERT_OVERWRITE, "insert_overwrite_table": INSERT_OVERWRITE_TABLE}
 STAT_SCHEMA = "stat string"
-CHUNK_ROWS = 262_144   # rows per routing task of the Parquet path
+CHUNK_ROWS = 262_144   # rows per routing task of the Parquet path, per exchange file of the DataFrame path
+_CHUNKS_PER_PARTITION = 1 << 32   # orders a DataFrame's exchange pieces by (input partition, chunk)
+# An exchanged piece: (partition path, bucket, exchange file, its batch number, input order of its chunk).
+Piece = tuple[str, int, str, int, int]
 # Parquet footer keys of files Spark wrote with hybrid-calendar (pre-Gregorian) dates and times.
 _LEGACY_CALENDAR_KEYS = (b"org.apache.spark.legacyDateTime", b"org.apache.spark.legacyINT96")
 T = TypeVar("T")
@@ -133,6 +138,22 @@ def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schem
 
         ship_storage_env(df.sparkSession)   # the executors' pyarrow.fs reaches the same store
 
+    rt = routing.Routing.of(cfg)
+    if routing.supports(rt, incoming):
+        sc = df.sparkSession.sparkContext
+
+        def run_exchanged(job: WriteJob) -> list[dict[str, Any]]:
+            # No shuffle and no Spark routing columns: each input partition's rows cross to Python once, are
+            # routed there by pyarrow (identical to Spark's routing, and cheaper than Spark computing and
+            # shuffling three more columns) and go to the Arrow IPC exchange of the Parquet path, whose write
+            # stage then writes every file group in one task. Routing a batch overlaps the JVM converting the
+            # next one.
+            exchange, chunk_rows = _exchange_dir(job), CHUNK_ROWS   # read here: tasks see the driver's value
+            rows = df.mapInArrow(lambda it: _route_batches(rt, it, exchange, chunk_rows), STAT_SCHEMA).collect()
+            return _write_exchanged(sc, job, [_piece(json.loads(r.stat)) for r in rows], on_progress)
+
+        return _commit_protocol(cfg, operation, incoming, settings, run_exchanged, lock)
+
     def run(job: WriteJob) -> list[dict[str, Any]]:
         routed = (_with_routing(cfg, df).repartition(n_tasks, PART_COL, BUCKET_COL)
                   .mapInArrow(lambda it: _dataframe_task(job, it), STAT_SCHEMA))
@@ -175,21 +196,32 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     sc = (spark or get_spark()).sparkContext
 
     def run(job: WriteJob) -> list[dict[str, Any]]:
-        exchange = storage.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
-        storage.make_dirs(exchange)
+        exchange = _exchange_dir(job)
         pieces = sc.parallelize(list(enumerate(chunks)), len(chunks)) \
             .flatMap(lambda c: _route_chunk(rt, c, exchange)).collect()
-        groups = _pieces_by_group(pieces)
-        n = max(1, min(len(groups), sc.defaultParallelism * 2))
-
-        def write(acc: Accumulator[int]) -> list[dict[str, Any]]:
-            stats: list[dict[str, Any]] = (sc.parallelize(groups, n)
-                                           .mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect())
-            return stats
-
-        return counted(sc, write, on_progress, len(groups), "file groups")
+        return _write_exchanged(sc, job, pieces, on_progress)
 
     return _commit_protocol(cfg, operation, incoming, settings, run, lock)
+
+
+def _exchange_dir(job: WriteJob) -> str:
+    exchange = storage.join(job.base_path, ".hoodie", ".temp", job.instant, "exchange")
+    storage.make_dirs(exchange)
+    return exchange
+
+
+def _write_exchanged(sc: SparkContext, job: WriteJob, pieces: list[Piece],
+                     on_progress: Progress | None) -> list[dict[str, Any]]:
+    """The write stage of an exchange: every file group's pieces, in input order, written by one task."""
+    groups = _pieces_by_group(pieces)
+    n = max(1, min(len(groups), sc.defaultParallelism * 2))
+
+    def write(acc: Accumulator[int]) -> list[dict[str, Any]]:
+        stats: list[dict[str, Any]] = (sc.parallelize(groups, n)
+                                       .mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect())
+        return stats
+
+    return counted(sc, write, on_progress, len(groups), "file groups")
 
 
 def _asked(local: bool | None, spark: SparkSession | None) -> bool | None:
@@ -604,24 +636,76 @@ def _read_chunks(chunks: list[tuple[str, tuple[int, ...]]], columns: list[str] |
 
 
 def _route_chunk(rt: routing.Routing, indexed_chunk: tuple[int, tuple[str, tuple[int, ...]]],
-                 exchange: str) -> list[tuple[str, int, str, int, int]]:
+                 exchange: str) -> list[Piece]:
     """Read one chunk, route it, write it as one Arrow IPC file with one record batch per group."""
     index, (path, row_groups) = indexed_chunk
     if not row_groups:
         return []
     table = routing.route(rt, pq.ParquetFile(storage.parquet_source(path)).read_row_groups(list(row_groups),
                                                                                              use_threads=False))
-    target = storage.join(exchange, f"chunk-{index:06d}.arrow")
-    pieces = []
-    with storage.open_output(target) as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        for batch_no, ((partition, bucket), rows) in enumerate(log_writer.groups(table)):
-            writer.write_table(rows.combine_chunks(), max_chunksize=rows.num_rows or None)
-            pieces.append((partition, bucket, target, batch_no, index))
+    pieces = _exchange_routed(table, storage.join(exchange, f"chunk-{index:06d}.arrow"), index)
     task_finished()
     return pieces
 
 
-def _pieces_by_group(pieces: list[tuple[str, int, str, int, int]]) -> list[tuple[str, int, list[tuple[str, int]]]]:
+def _exchange_routed(table: pa.Table, target: str, order: int) -> list[Piece]:
+    """Routed rows as one Arrow IPC file with one record batch per (partition, bucket); its pieces."""
+    pieces = []
+    # Partition path and bucket are the same for a whole batch and the piece names them: not exchanged.
+    kept = table.drop_columns([PART_COL, BUCKET_COL])
+    with storage.open_output(target) as sink, pa.ipc.new_file(sink, kept.schema) as writer:
+        for batch_no, ((partition, bucket), indices) in enumerate(log_writer.group_indices(table)):
+            rows = kept if indices is None else kept.take(pa.array(indices))
+            writer.write_table(rows.combine_chunks(), max_chunksize=rows.num_rows or None)
+            pieces.append((partition, bucket, target, batch_no, order))
+    return pieces
+
+
+def _route_batches(rt: routing.Routing, batches: Iterator[pa.RecordBatch], exchange: str,
+                   chunk_rows: int) -> Iterator[pa.RecordBatch]:
+    """A DataFrame partition's rows routed into exchange files of about `chunk_rows` rows; yields its pieces.
+
+    Each batch is routed as it arrives, so the JVM converts the next one meanwhile; grouping waits for a chunk,
+    so a group's piece is one batch of many rows rather than one per Arrow batch. Pieces are ordered by
+    (partition, chunk): a group's rows are then written in the DataFrame's order, as the in-process path does."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    part, attempt = (ctx.partitionId(), ctx.attemptNumber()) if ctx else (0, 0)
+    pieces: list[Piece] = []
+    pending: list[pa.Table] = []
+    rows = 0
+    chunks = 0
+
+    def flush() -> None:
+        nonlocal chunks
+        table = pa.concat_tables(pending) if len(pending) > 1 else pending[0]
+        log_writer.check_routed_keys(table)
+        chunk, chunks = chunks, chunks + 1
+        # The attempt in the name: a retried task never writes over files an earlier attempt may still hold.
+        target = storage.join(exchange, f"df-{part:06d}-{chunk:06d}-{attempt}.arrow")
+        pieces.extend(_exchange_routed(table, target, part * _CHUNKS_PER_PARTITION + chunk))
+        pending.clear()
+
+    for batch in batches:
+        if batch.num_rows:
+            pending.append(routing.route(rt, pa.Table.from_batches([batch])))
+            rows += batch.num_rows
+        if rows >= chunk_rows:
+            flush()
+            rows = 0
+    if pending:
+        flush()
+    yield pa.RecordBatch.from_arrays([pa.array([json.dumps(p) for p in pieces], pa.string())], names=["stat"])
+    task_finished()
+
+
+def _piece(value: list[Any]) -> Piece:
+    partition, bucket, path, batch_no, order = value
+    return str(partition), int(bucket), str(path), int(batch_no), int(order)
+
+
+def _pieces_by_group(pieces: list[Piece]) -> list[tuple[str, int, list[tuple[str, int]]]]:
     groups: dict[tuple[str, int], list[tuple[int, str, int]]] = {}
     for partition, bucket, path, batch_no, chunk in pieces:
         groups.setdefault((partition, bucket), []).append((chunk, path, batch_no))

@@ -173,3 +173,28 @@ def test_null_or_empty_keys_fail_and_roll_back_either_way(spark, tmp_path, local
     assert timeline.pending() == []
     logs = [n for _, _, names in os.walk(path) for n in names if ".log." in n]
     assert len(logs) == 2   # the first write's groups only (key-1 in us, key-2 in apac)
+
+
+@pytest.mark.parametrize("block_format", ["avro", "parquet"])
+def test_spark_tasks_write_the_in_process_log_bytes(spark, tmp_path, monkeypatch, block_format):
+    """Spark's tasks route each input partition's rows without a shuffle and write every file group from the
+    exchange in input order, so their logs hold the bytes the in-process writer's do (same instant; names
+    differ only in the write token's stage and attempt) — repeated keys pre-combined alike."""
+    monkeypatch.setattr(write_mod, "CHUNK_ROWS", 150)   # several exchange files per input partition
+    monkeypatch.setattr(write_mod, "new_instant_time", lambda after=None: "20240102030405006")
+    data = pa.concat_tables([rows(list(range(800)), 1), rows(list(range(100, 300)), 5)])
+    logs = {}
+    for name, local in (("here", True), ("there", False)):
+        path = str(tmp_path / name)
+        new_table(path, block_format)
+        write_dataframe(path, spark.createDataFrame(data).repartition(3), local=local)
+        found = {}
+        for folder, _, names in os.walk(path):
+            for n in names:
+                if ".log." in n:
+                    rel = os.path.relpath(os.path.join(folder, n), path)
+                    found[rel.rsplit("_", 1)[0] + "_" + rel.rsplit("_", 1)[1].split("-")[0]] = \
+                        open(os.path.join(folder, n), "rb").read()
+        logs[name] = found
+    assert len(logs["here"]) == 12 and logs["here"] == logs["there"]
+    assert hudi_read(str(tmp_path / "there")).num_rows == 800

@@ -74,6 +74,11 @@ def test_cluster_writes_compacts_and_reads_like_local_spark(cluster, executor_py
     assert summary["compaction"] == expected["compaction"]
     assert summary["compaction"]["logs_carried_over"] > 0 and summary["compaction"]["base_files"] > 0
     assert summary["reads"] == expected["reads"]
+    # a DataFrame written by the cluster's tasks, by its driver in-process, by local Spark's tasks and in-process
+    # here: the same log bytes
+    for logs in (summary["dataframe_logs"], expected["dataframe_logs"]):
+        assert len(logs["tasks"]) == 4 and logs["tasks"] == logs["in_process"]
+    assert summary["dataframe_logs"] == expected["dataframe_logs"]
     for query in ("snapshot", "read_optimized"):
         cluster_rows = rows_by_key(pq.read_table(on_cluster / "out" / f"{query}.parquet"), with_meta=KEYS)
         local_rows = rows_by_key(pq.read_table(local / "out" / f"{query}.parquet"), with_meta=KEYS)

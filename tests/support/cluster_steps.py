@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from engine.cli import main
+
 TABLE = "table"   # relative to the data folder
 THRESHOLD = "2024-01-02T12:00:00Z"   # compacts the day-1 and day-2 logs, carries the day-3 logs over
 
@@ -59,7 +61,6 @@ def run_all(root: str) -> dict:
     one SparkSession serves the scenario): `tidemark write table --input day1.parquet` is the command
     that failed on executors before paths were resolved at the boundary."""
     from engine import Table
-    from engine.cli import main
 
     def at(name: str) -> str:
         return os.path.join(root, name)
@@ -84,10 +85,42 @@ def run_all(root: str) -> dict:
     os.makedirs(at("out"), exist_ok=True)
     reads = {q: timed(f"read {q}", lambda q=q: table.read(q, output=at(f"out/{q}.parquet")).rows)
              for q in ("snapshot", "read_optimized")}
+    # one DataFrame (the same partitions in this session) written by Spark's tasks and in this process
+    df_logs = {"tasks": timed("write dataframe on tasks", lambda: dataframe_logs(at("df_tasks"), local=False)),
+               "in_process": timed("write dataframe in-process", lambda: dataframe_logs(at("df_here"), local=True))}
     return {"table": table.path, "compaction": {"base_files": len(compaction.base_files),
                                                 "records_written": compaction.records_written,
                                                 "logs_carried_over": compaction.logs_carried_over},
-            "reads": reads, "executors": executor_probe(), "seconds": seconds}
+            "reads": reads, "dataframe_logs": df_logs, "executors": executor_probe(), "seconds": seconds}
+
+
+def dataframe_logs(path: str, local: bool) -> dict[str, str]:
+    """A DataFrame of several partitions (one per core) written into a new table (`local`: in this process, else on Spark's
+    tasks); each log's MD5 by its name without the write token. Each run has its own instant, and file ids are
+    derived from it: both are made placeholders of the same length in names and bytes alike (a file id keeps its
+    bucket number), so two runs' logs compare byte for byte."""
+    import hashlib
+
+    from engine import Table
+    from engine.spark import get_spark
+
+    assert main([*CLI_CREATE[:1], path, *CLI_CREATE[2:]]) == 0
+    data = pa.concat_tables([_rows(range(0, 300), 1, 1), _rows(range(100, 160), 2, 1)])
+    # Arrow slices, no shuffle: a shuffle's rows come in the order its blocks are fetched, which on a cluster is
+    # not the same from one run to the next (local blocks first)
+    result = Table.open(path).write(get_spark().createDataFrame(data), local=local)
+    out = {}
+    for folder, _, names in os.walk(path):
+        for name in (n for n in names if ".log." in n):
+            file_id = name.lstrip(".").split("_", 1)[0]
+            same = {result.instant: "I" * len(result.instant), file_id: file_id[:9] + "F" * (len(file_id) - 9)}
+            with open(os.path.join(folder, name), "rb") as fh:
+                data_bytes = fh.read()
+            key = os.path.relpath(os.path.join(folder, name), path).rsplit("_", 1)[0]
+            for real, placeholder in same.items():
+                data_bytes, key = data_bytes.replace(real.encode(), placeholder.encode()), key.replace(real, placeholder)
+            out[key] = hashlib.md5(data_bytes, usedforsecurity=False).hexdigest()
+    return out
 
 
 def executor_probe() -> list[str]:

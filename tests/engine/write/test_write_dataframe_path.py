@@ -20,6 +20,7 @@ from engine.write import in_process
 from engine.write import pipeline as write_mod
 from engine.write.pipeline import WriteError, write_dataframe
 from tests.support.oracle import hudi_read, rows_by_key
+from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
 
 T0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
 META = ("_hoodie_record_key", "_hoodie_partition_path")
@@ -198,3 +199,24 @@ def test_spark_tasks_write_the_in_process_log_bytes(spark, tmp_path, monkeypatch
         logs[name] = found
     assert len(logs["here"]) == 12 and logs["here"] == logs["there"]
     assert hudi_read(str(tmp_path / "there")).num_rows == 800
+
+
+def test_spark_tasks_write_the_in_process_bytes_on_s3(spark, s3_env, monkeypatch):  # noqa: F811
+    """On an object store too: the executors route, exchange and write through the store, and each log holds
+    the bytes the in-process writer puts there (names differ only in the write token)."""
+    from engine.io import storage
+
+    monkeypatch.setattr(write_mod, "CHUNK_ROWS", 150)
+    monkeypatch.setattr(write_mod, "new_instant_time", lambda after=None: "20240102030405006")
+    data = pa.concat_tables([rows(list(range(500)), 1), rows(list(range(100, 200)), 5)])
+    logs = {}
+    for name, local in (("here", True), ("there", False)):
+        path = f"{s3_env['bucket_uri']}/spark-bytes/{name}"
+        new_table(path, "avro")
+        write_dataframe(path, spark.createDataFrame(data).repartition(3), local=local)
+        logs[name] = {e.name.rsplit("_", 1)[0]: storage.read_bytes(e.path)
+                      for e in storage.list_tree(path, skip=".hoodie") if ".log." in e.name}
+    assert len(logs["here"]) == 12 and logs["here"] == logs["there"]
+    assert not storage.list_tree(f"{s3_env['bucket_uri']}/spark-bytes/there/.hoodie/.temp")   # exchange gone
+    there = f"{s3_env['bucket_uri']}/spark-bytes/there"
+    assert hudi_read(there, storage_options=s3_env["storage_options"]).num_rows == 500

@@ -1,6 +1,6 @@
 """How cost grows with data: insert, upsert 10 %, event-time compaction, RO and snapshot reads at 1, 4 and 16 M rows.
 
-    python -m bench.bench_data_scale [--sizes 1,4,16] [--cores 2] [--buckets-per-million 4]
+    python -m bench.bench_data_scale [--sizes 1,4,16] [--scale 1.0] [--cores 2] [--buckets-per-million 4]
 
 Each size gets a fresh local table (partitioned by `region`, bucket index with `--buckets-per-million` buckets per
 million rows, so file groups stay the same size as the table grows — what an operator sizing buckets does) and
@@ -144,6 +144,7 @@ def main() -> None:
     ap.add_argument("--sizes", default="1,4,16", help="millions of rows, comma separated")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--buckets-per-million", type=int, default=4)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplies every size (bench.run_all --scale)")
     ap.add_argument("--run", nargs=3, metavar=("ROOT", "ROWS", "BUCKETS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.run:   # one size's steps, in a process of its own
@@ -153,7 +154,7 @@ def main() -> None:
     root = scratch_dir("tidemark-data-scale-")
     results = []
     try:
-        for n in (int(float(s) * 1_000_000) for s in args.sizes.split(",")):
+        for n in (int(float(s) * args.scale * 1_000_000) for s in args.sizes.split(",")):
             log(f"{n:,} rows: generating the inputs")
             stage_size(root, n)
             buckets = max(1, args.buckets_per_million * n // 1_000_000)

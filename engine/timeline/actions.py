@@ -36,7 +36,7 @@ class State(StrEnum):
 
     @property
     def rank(self) -> int:
-        return _STATE_RANK[self]
+        return _PROGRESS.index(self)
 
     # str's comparisons would apply to a StrEnum; all four are replaced so that `>` is never alphabetical.
     def __lt__(self, other: object) -> bool:
@@ -52,4 +52,4 @@ class State(StrEnum):
         return self.rank >= other.rank if isinstance(other, State) else NotImplemented
 
 
-_STATE_RANK: dict[State, int] = {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}
+_PROGRESS = tuple(State)   # declaration order is the order an instant goes through its states

@@ -58,7 +58,7 @@ from engine.io.storage.paths import (
     scheme,
     split_locations,
 )
-from engine.io.storage.s3 import ordered_listings
+from engine.io.storage.s3 import get_tagged, ordered_listings
 from engine.io.storage.s3_api import (
     conditional_put as _s3_conditional_put,
 )
@@ -197,10 +197,8 @@ def read_text(path: str) -> str:
 def read_tagged(path: str) -> tuple[bytes, str] | None:
     """An S3 object's bytes and ETag, read now (never an operation's kept copy); None when there is none. What a
     conditional replace (`replace_if_match`) of it is then made against."""
-    from engine.io.storage import s3
-
     try:
-        return s3.get_tagged(path)
+        return get_tagged(path)
     except FileNotFoundError:
         return None
 
@@ -280,10 +278,11 @@ def write_bytes(path: str, data: bytes) -> None:
 
 def write_replace(path: str, data: bytes) -> None:
     """Replace a file whole: local temp + fsync + rename; on S3 a single PUT (atomic per object)."""
-    if store_for(path).round_trips:
-        write_bytes(path, data)
+    store = store_for(path)
+    if store.round_trips:
+        write_bytes(path, data)   # one PUT, with the operation's reads kept true
     else:
-        store_for(path).write_replace(path, data)
+        store.write_replace(path, data)
 
 
 @contextlib.contextmanager
@@ -327,7 +326,7 @@ def publish_new(dest: str, data: bytes, staging_dir: str) -> None:
     try:
         create_exclusive(dest, data, staging_dir)
     except PublishConflict:
-        raise PublishConflict(f"{dest} already exists: another writer produced the same file name") from None
+        raise _taken(dest) from None
 
 
 @contextlib.contextmanager
@@ -348,10 +347,14 @@ def publishing(dest: str, staging_dir: str) -> Iterator[pa.NativeFile]:
         try:
             link_no_clobber(tmp, dest)
         except PublishConflict:
-            raise PublishConflict(f"{dest} already exists: another writer produced the same file name") from None
+            raise _taken(dest) from None
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+
+
+def _taken(dest: str) -> PublishConflict:
+    return PublishConflict(f"{dest} already exists: another writer produced the same file name")
 
 
 def replace_if_match(path: str, data: bytes, etag: str) -> str:

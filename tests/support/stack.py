@@ -98,6 +98,7 @@ class Stack:
     env: dict[str, str]
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     logs: dict[str, Path] = field(default_factory=dict)
+    worker_queues: dict[str, str] = field(default_factory=dict)   # worker name -> the queue it consumes
     url: str = ""
 
     @property
@@ -137,12 +138,20 @@ class Stack:
 
     def start_worker(self, name: str = "worker", concurrency: int = 1, warm: bool = True,
                      extra_env: dict[str, str] | None = None) -> subprocess.Popen:
-        """A real `celery -A tasks worker`; returns once it is ready (and its Spark is warm, if asked)."""
+        """A real `celery -A tasks worker`; returns once it is ready (and its Spark is warm, if asked). Any
+        other worker of the session on the same queue is stopped first: two workers on one queue share its
+        messages, and one started with another environment (no `TIDEMARK_ALERT_ALLOW_PRIVATE`, another lease
+        TTL) would answer some of the test's tasks differently."""
+        queue = (extra_env or {}).get("TIDEMARK_CELERY_QUEUE", self.env.get("TIDEMARK_CELERY_QUEUE", "tidemark"))
+        for other, other_queue in list(self.worker_queues.items()):
+            if other != name and other_queue == queue:
+                self.stop(other)
         argv = [sys.executable, "-m", "celery", "-A", "tasks", "worker", "--loglevel", "INFO",
                 "--concurrency", str(concurrency), "--pool", "prefork", "--without-gossip", "--without-mingle",
                 "-n", f"{name}-{uuid.uuid4().hex[:6]}@%h"]
         env = {"TIDEMARK_WARM_SPARK": "1" if warm else "0", **(extra_env or {})}
         proc = self.spawn(name, argv, env)
+        self.worker_queues[name] = queue
         self.wait_for_log(name, "ready.")
         if warm:
             self.wait_for_log(name, "warm SparkSession ready", timeout_s=180)
@@ -159,6 +168,7 @@ class Stack:
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Signal a stack process and everything it started (pool children, Spark's JVM)."""
         proc = self.processes.pop(name)
+        self.worker_queues.pop(name, None)
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -178,6 +188,7 @@ class Stack:
         except ProcessLookupError:
             pass
         self.processes.pop(name, None)
+        self.worker_queues.pop(name, None)
 
     def stop_all(self) -> None:
         for name in list(self.processes):

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from engine import Table
+from engine import Table, post_commit
 from engine.catalog import hms
 from engine.catalog import sync as catalog_sync
 from engine.catalog.shape import Partition
@@ -151,11 +151,13 @@ def test_the_recorded_state_is_what_was_pushed_not_what_came_after(tmp_path, mon
     def push(target, shape):
         if not added:   # the push took day 01; a write adds day 02 before the outcome is recorded
             with monkeypatch.context() as m:
-                m.setattr(catalog_sync, "sync_after", lambda *a, **k: None)   # its own sync would wait for this one
+                # its own sync would wait (300 s) for the lock this sync holds
+                m.setattr(post_commit, "sync_after", lambda *a, **k: None)
                 added.append(t.write(_rows(tmp_path, "b", [2]), local=True))
 
     monkeypatch.setattr(catalog_sync, "_push", push)
     [result] = catalog_sync.sync_catalog(t.path)
+    assert added[0].catalog_sync is None, "the inner write synced: the patch above missed post_commit's import"
     assert result.ok and result.partitions == 1
     assert catalog_sync.last_sync(t.path)["partitions"] == ["01"]
     # so the write that added day 02 is still owed a sync

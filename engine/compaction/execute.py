@@ -46,6 +46,7 @@ from engine.config.properties import (
     TableConfig,
     load_table_config,
     save_table_config,
+    update_reads_first,
 )
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Refused, TidemarkError
@@ -167,7 +168,9 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         with _writers_kept_out(base_path, lock, c):
             ask_timeline_ahead(base_path, (c, COMPACTION, (State.INFLIGHT,)))
             ask_listing_ahead(base_path)
-            if plan.promises_threshold:   # the read of hoodie.properties its update starts with, in flight too
+            if plan.promises_threshold and update_reads_first(base_path):
+                # the read of hoodie.properties its update starts with, in flight too (none where the update
+                # is a PUT If-Match the operation's read of it)
                 storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
             timeline = Timeline.load(base_path)
             view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now

@@ -44,6 +44,7 @@ from engine.io.storage.operation import (
     read_optional,
     read_shared,
     read_shared_all,
+    shared_read_tagged,
 )
 from engine.io.storage.paths import (
     absolute_location,
@@ -81,7 +82,7 @@ __all__ = [
     "ordered_listings", "parent", "parquet_source", "prefetched", "publish_new", "publishing", "read_bytes",
     "read_current", "read_immutable", "read_optional", "read_shared", "read_shared_all", "read_tagged",
     "read_text", "region", "relative", "remove", "remove_if_exists", "remove_tree", "rename",
-    "replace_if_match", "replaces_whole", "resolve", "s3_client", "scheme", "size", "split_locations",
+    "replace_if_match", "replaces_whole", "resolve", "s3_client", "scheme", "shared_read_tagged", "size", "split_locations",
     "still_tagged", "store_for", "supports_links", "upload", "write_bytes", "write_replace",
 ]
 
@@ -360,8 +361,11 @@ def _taken(dest: str) -> PublishConflict:
 def replace_if_match(path: str, data: bytes, etag: str) -> str:
     """PutObject with `If-Match: etag`: replace the S3 object only while it is still the one with that ETag; the new
     object's ETag. PublishConflict when it changed (or went) since: another writer's put came first."""
-    _op.wrote(path)
-    return _s3_conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
+    shared = _op.wrote(path)   # a refused or failed PUT may still have replaced the object: forget it first
+    new = _s3_conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
+    if shared:   # the next read_shared gets what was just written, and knows its ETag
+        _op.wrote(path, data, new)
+    return new
 
 
 def upload(local: str, dest: str) -> None:

@@ -327,3 +327,37 @@ def test_a_store_that_ignores_the_delimiter_still_leaves_out_only_the_folder(s3_
     monkeypatch.setattr(s3, "pages", careless)
     assert sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir) == \
         [".0a1b_1.log.1_0", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]
+
+
+def test_a_properties_update_is_one_put_if_match_the_operations_read(s3_env):  # noqa: F811
+    """hoodie.properties is updated by a PUT `If-Match` the operation's own read of it, not read again first; when
+    another process replaced it since, the store refuses, and the update is applied to the file as it is now."""
+    from engine.config.properties import (
+        TableConfig,
+        parse_properties,
+        save_table_config,
+        update_reads_first,
+    )
+
+    base = f"{s3_env['bucket_uri']}/props"
+    path = f"{base}/.hoodie/hoodie.properties"
+    storage.write_bytes(path, b"a=1\nb=2\n")
+    server = s3_env["server"]
+    bucket, key = path.split("://", 1)[1].split("/", 1)
+    assert update_reads_first(base)   # no operation, no read of it
+    with storage.operation_reads():
+        props = parse_properties((storage.read_shared(path) or b"").decode())
+        assert not update_reads_first(base)
+        cfg = TableConfig(base_path=base, props=dict(props), loaded=dict(props))
+        cfg.props["b"] = "3"
+        server.reset_counts()
+        save_table_config(cfg)
+        assert _requests(server, "hoodie.properties") == ["PUT"]
+        assert not update_reads_first(base)   # what it put, and the new object's ETag, are the operation's read
+        server.client().put_object(Bucket=bucket, Key=key, Body=b"a=9\nb=3\n")   # another process, since
+        cfg.props["c"] = "4"
+        server.reset_counts()
+        save_table_config(cfg)
+        assert _requests(server, "hoodie.properties") == ["PUT", "GET", "PUT"]
+    got = parse_properties(storage.read_bytes(path).decode())
+    assert {k: got.get(k) for k in "abc"} == {"a": "9", "b": "3", "c": "4"}

@@ -33,6 +33,8 @@ from engine.io.storage.local import link_no_clobber
 from engine.io.storage.operation import (
     ask_ahead,
     clear_kept_immutable,
+    drop_asked,
+    has_shared_read,
     immutable_reads_needed,
     listed_etag,
     listed_names,
@@ -74,8 +76,8 @@ from engine.io.storage.stores import store_for
 __all__ = [
     "Entry", "GCS_RETRY_S", "Positional", "PublishConflict", "RangeReader", "S3Upload", "Store",
     "UPLOAD_PART_BYTES", "absolute_location", "ask_ahead", "buffer_reader", "clear_kept_immutable",
-    "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "endpoint_url", "exists",
-    "file_exists", "filesystem", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
+    "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "drop_asked", "endpoint_url", "exists",
+    "file_exists", "filesystem", "has_shared_read", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
     "is_store_client_error", "is_within", "join", "lexists", "link_no_clobber", "list_entries", "list_names",
     "list_names_if_dir", "list_names_validated", "list_starting_with", "list_tree", "listed_etag",
     "listed_names", "make_dirs", "mtime_ms", "name_of", "on_s3", "open_input", "open_output", "operation_reads",

@@ -248,7 +248,7 @@ def listed_etag(path: str, size: int | None = None) -> str | None:
 
 
 def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Sequence[tuple[str, str | None]] = (),
-              heads: Sequence[str] = ()) -> None:
+              heads: Sequence[str] = (), keep: bool = False) -> None:
     """Start now, all at once, requests the operation's next steps would make one after another: the GETs of
     `reads` (`read_shared`, `read_current`), the listings of `children` (`list_names_validated`) and of `trees`
     ((path, skip): `list_tree`), the HEADs of `heads` (`file_exists`). Each such call then takes its answer
@@ -257,7 +257,9 @@ def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Se
     An answer is the store's when it was asked: the caller asks only once it holds the locks that keep these
     answers true until they are used, and what it writes itself in between through `engine.io.storage` drops what
     was asked about that file (`wrote`). Answers not taken are dropped when the operation ends. S3 only, inside an
-    operation (`operation_reads`); elsewhere nothing is asked."""
+    operation (`operation_reads`); elsewhere nothing is asked. An answer asked again replaces the one asked before,
+    unless `keep`: then one still waiting to be taken stays (the caller vouches it was asked under the locks it
+    holds now, and `drop_asked` when it takes another lock)."""
     op = _OP_READS.get()
     if op is None:
         return
@@ -270,15 +272,42 @@ def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Se
                 op.dropped += old.drop()
             op.asked[key] = _Asked(parts, combine)
 
-    for path in (p for p in reads if on_s3(p)):
+    def wanted(path: str, key: tuple[str | None, ...]) -> bool:
+        return on_s3(path) and not (keep and key in op.asked)
+
+    for path in (p for p in reads if wanted(p, ("read", p))):
         ask(("read", path), [pool.submit(_read_if_there, path)], lambda r: r[0])
-    for path in (p for p in children if on_s3(p)):
+    for path in (p for p in children if wanted(p, ("children", p))):
         ask(("children", path), [pool.submit(s3.children_pages, path, "")],
             lambda r, path=path: s3.children_entries(path, "", r[0]))   # type: ignore[misc]
-    for path, skip in ((p, s) for p, s in trees if on_s3(p)):
+    for path, skip in ((p, s) for p, s in trees if wanted(p, ("tree", p, s))):
         ask(("tree", path, skip), *s3.tree_requests(pool, path, skip))
-    for path in (p for p in heads if on_s3(p)):
+    for path in (p for p in heads if wanted(p, ("head", p))):
         ask(("head", path), [pool.submit(s3.head_exists, path)], lambda r: r[0])
+
+
+def asked(key: tuple[str | None, ...]) -> bool:
+    """Whether an answer to `key` was asked ahead and is still waiting to be taken."""
+    op = _OP_READS.get()
+    return op is not None and key in op.asked
+
+
+def drop_asked() -> None:
+    """Drop every answer the operation asked ahead and has not taken: they were asked under locks that no longer
+    keep them true (another lock is being taken first)."""
+    op = _OP_READS.get()
+    if op is None:
+        return
+    with op.lock:
+        for waiting in op.asked.values():
+            op.dropped += waiting.drop()
+        op.asked.clear()
+
+
+def has_shared_read(path: str) -> bool:
+    """Whether the operation holds a read of `path` (`read_shared` answers it without a request)."""
+    op = _OP_READS.get()
+    return op is not None and path in op.reads
 
 
 def take_asked(key: tuple[str | None, ...]) -> _Asked | None:

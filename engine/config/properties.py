@@ -436,7 +436,8 @@ def save_table_config(cfg: TableConfig) -> None:
     """Atomically rewrite hoodie.properties, keeping unknown Java keys.
 
     Local: temp file + fsync + rename. An object store's PUT replaces the object whole, so readers see the old
-    file or the new one: one request. Stores without either (HDFS through pyarrow): Hudi's backup-file protocol
+    file or the new one: one request (with `If-Match`, the operation's read of the file and no GET:
+    `_replaced_if_unchanged`). Stores without either (HDFS through pyarrow): Hudi's backup-file protocol
     (HoodieTableConfig.modify) — copy the current file to `hoodie.properties.backup`, write the new file, delete
     the backup; readers fall back to the backup meanwhile."""
     path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)

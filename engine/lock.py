@@ -15,7 +15,7 @@ import contextvars
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Protocol, runtime_checkable
 
 from engine.errors import LOCK_LOST, LOCK_UNAVAILABLE, ConfigError, Refused, TableNotFoundError
@@ -147,14 +147,21 @@ def store_lock_of(base_path: str, lock_file: str = locking.LOCK_FILE) -> StoreLo
 
 
 @contextlib.contextmanager
-def compaction_run_lock(base_path: str, purpose: str) -> Iterator[None]:
+def compaction_run_lock(base_path: str, purpose: str, ask: Callable[[], None] | None = None) -> Iterator[None]:
     """The table's compaction run lock (one run of a plan at a time), never waited for: the host's flock, and the
-    store's when the table uses the storage-based lock (`store_lock_of`). TableLocked when either is held."""
+    store's when the table uses the storage-based lock (`store_lock_of`). TableLocked when either is held.
+
+    `ask`, called once the flock is held, asks ahead (`storage.ask_ahead`) the run's first requests, in flight with
+    the read of the table's settings that says whether the store's lock is taken too: they are true under the flock
+    alone when it is not; when it is, they are dropped before it is taken (asked again under it)."""
     with locking.table_lock(base_path, purpose, timeout_s=0, lock_file=locking.COMPACTION_LOCK_FILE):
+        if ask is not None:
+            ask()
         store = store_lock_of(base_path, locking.COMPACTION_LOCK_FILE)
         if store is None:
             yield
             return
+        storage.drop_asked()
         if not store.acquire(0):
             raise locking.TableLocked(f"table {base_path} is locked by {store.holder()}; gave up at once to "
                                       f"{purpose}")

@@ -323,12 +323,12 @@ class Table:
         sharing a running task finish), the plan is rolled back and `Cancelled` is raised (nothing committed).
         """
         from engine.compaction.execute import run_compaction
-
-        self._reload()
         from engine.services.table_services import after_commit
 
+        # The settings are read under the compaction lock, in flight with the run's first listings (`_ask_first`).
         out = run_compaction(self.path, instant=instant, lock=lock, on_progress=on_progress, should_stop=should_stop,
                              local=local)
+        self._reload()
         out.services = after_commit(self.path, lock=lock)
         out.catalog_sync = _sync_after(self.path, "compaction")
         return out

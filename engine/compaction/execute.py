@@ -46,6 +46,7 @@ from engine.config.properties import (
     TableConfig,
     load_table_config,
     save_table_config,
+    update_reads_first,
 )
 from engine.config.schema import schema_with_meta, table_read_schema
 from engine.errors import LOCK_UNAVAILABLE, Cancelled, CorruptLogBlockError, Refused, TidemarkError
@@ -103,18 +104,29 @@ def run_compaction(base_path: str, instant: str | None = None, spark: SparkSessi
     base files. Writers are not blocked: they go to slice C meanwhile. The file groups run on `spark` when
     given, else where `engine.placement.compaction_in_process` says (`local`: the caller's choice).
     """
-    with compaction_run_lock(base_path, "run a compaction"), \
+    with compaction_run_lock(base_path, "run a compaction", ask=lambda: _ask_first(base_path, instant)), \
             (holding(lock, "run a compaction") if lock is not None else contextlib.nullcontext()):
         return _run_locked(base_path, instant, spark, on_progress, should_stop, lock, local)
+
+
+def _ask_first(base_path: str, instant: str | None) -> None:
+    """The run's first requests in one wave, once the compaction lock's flock is held: hoodie.properties (unless the
+    operation read it), the listing of `.hoodie/` and the run's listing of the table (`compaction_run_lock`)."""
+    if not storage.on_s3(base_path):
+        return
+    props = storage.join(base_path, ".hoodie", PROPERTIES_FILE)
+    storage.ask_ahead(reads=[] if storage.has_shared_read(props) else [props],
+                      children=[storage.join(base_path, ".hoodie")], trees=[(base_path, ".hoodie")])
 
 
 def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None, on_progress: Progress | None,
                 should_stop: Callable[[], bool] | None = None, lock: TableLock | None = None,
                 local: bool | None = None) -> CompactionResult:
     # Under the compaction lock: the timeline's listing, the run's listing of the table and (a plan named) the
-    # checks of its move to inflight in flight together.
-    ask_timeline_ahead(base_path, (instant, COMPACTION, (State.REQUESTED, State.COMPLETED)) if instant else None)
-    ask_listing_ahead(base_path)
+    # checks of its move to inflight in flight together (kept when asked already with the lock, `_ask_first`).
+    ask_timeline_ahead(base_path, (instant, COMPACTION, (State.REQUESTED, State.COMPLETED)) if instant else None,
+                       keep=True)
+    ask_listing_ahead(base_path, keep=True)
     cfg = load_table_config(base_path)
     timeline = Timeline.load(base_path)
     pending = _pick(timeline, instant)
@@ -167,7 +179,9 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         with _writers_kept_out(base_path, lock, c):
             ask_timeline_ahead(base_path, (c, COMPACTION, (State.INFLIGHT,)))
             ask_listing_ahead(base_path)
-            if plan.promises_threshold:   # the read of hoodie.properties its update starts with, in flight too
+            if plan.promises_threshold and update_reads_first(base_path):
+                # the read of hoodie.properties its update starts with, in flight too (none where the update
+                # is a PUT If-Match the operation's read of it)
                 storage.ask_ahead(reads=[storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)])
             timeline = Timeline.load(base_path)
             view = FileSystemView(base_path, timeline)   # the commit's one listing of the table, taken now

@@ -118,6 +118,10 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
                      preview: bool) -> ScheduledPlan:
     """Trigger check through written plan, under the table lock so no write can slip in between."""
     base_path = cfg.base_path
+    # The timeline's listing (the trigger's) and the table's in flight together: one round trip, where a schedule
+    # the trigger refuses pays a LIST it did not need.
+    ask_timeline_ahead(base_path)
+    ask_listing_ahead(base_path)
     timeline = Timeline.load(base_path)
     # LAZY failed-writes policy: a dead writer never blocks. Under the table lock nothing else changes the
     # timeline, so it is listed again only when rollbacks did.
@@ -127,9 +131,9 @@ def _schedule_locked(cfg: TableConfig, resolved: CompactionSettings, threshold_m
     instant = new_instant_time(after=max((i.timestamp for i in timeline.instants), default=None))
     # Serial scheduling for every strategy: the RO guarantees below assume one compaction at a time.
     check_event_time_trigger(timeline, instant)
-    # Once the trigger allows a plan: the table's listing, and the checks before the plan is written, in flight
-    # together while it is planned (under the table lock when not a preview).
-    ask_listing_ahead(base_path)
+    # The checks before the plan is written in flight while it is planned (under the table lock when not a preview),
+    # and the table's listing again if a rollback of expired writes made the one asked above stale.
+    ask_listing_ahead(base_path, keep=True)
     if not preview:
         ask_timeline_ahead(base_path, (instant, COMPACTION, (State.INFLIGHT, State.COMPLETED)), listing=False)
     threshold_source = ARGUMENT if threshold_ms is not None else resolved.data_latency_ms.source

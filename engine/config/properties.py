@@ -436,12 +436,15 @@ def save_table_config(cfg: TableConfig) -> None:
     """Atomically rewrite hoodie.properties, keeping unknown Java keys.
 
     Local: temp file + fsync + rename. An object store's PUT replaces the object whole, so readers see the old
-    file or the new one: one request. Stores without either (HDFS through pyarrow): Hudi's backup-file protocol
+    file or the new one: one request (with `If-Match`, the operation's read of the file and no GET:
+    `_replaced_if_unchanged`). Stores without either (HDFS through pyarrow): Hudi's backup-file protocol
     (HoodieTableConfig.modify) — copy the current file to `hoodie.properties.backup`, write the new file, delete
     the backup; readers fall back to the backup meanwhile."""
     path = storage.join(cfg.hoodie_dir(), PROPERTIES_FILE)
     backup = path + BACKUP_SUFFIX
     remote = storage.is_remote(path)
+    if remote and _replaced_if_unchanged(cfg, path):
+        return
     # Read again now, not the operation's copy (which may be minutes old): another process's update since the
     # load — a setting, a Java writer's key — is kept, and only this update's own changes are applied. (A caller
     # holding the table lock may have asked for this read a moment ago, in flight with its own publish.)
@@ -468,6 +471,39 @@ def save_table_config(cfg: TableConfig) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
+
+
+def update_reads_first(base_path: str) -> bool:
+    """Whether `save_table_config` starts with a GET of hoodie.properties (a caller may ask for it ahead): not when
+    the store replaces the file only while unchanged (`If-Match`) and the operation read it already."""
+    path = storage.join(base_path, HOODIE_DIR, PROPERTIES_FILE)
+    return not (storage.is_remote(path) and storage.replaces_whole(path) and storage.conditional_replace(path)
+                and storage.shared_read_tagged(path) is not None)
+
+
+def _replaced_if_unchanged(cfg: TableConfig, path: str, attempts: int = 3) -> bool:
+    """On a store whose PUT replaces an object whole and takes `If-Match`: the update applied to the operation's own
+    read of the file (no GET), put only while the object is still the one read; when another process replaced it
+    since, read again and apply it to that. False when this cannot be done (the operation holds no read of the
+    file with its ETag, which it reads now: a missing file, only its backup left, or replaced too often):
+    `save_table_config`'s read-then-put does it."""
+    if not (storage.replaces_whole(path) and storage.conditional_replace(path)):
+        return False
+    known = storage.shared_read_tagged(path)
+    for _ in range(attempts):
+        if known is None:
+            known = storage.read_tagged(path)
+            if known is None:
+                return False
+        props = _merged(cfg, known[0].decode("utf-8"))
+        try:
+            storage.replace_if_match(path, format_properties(props).encode("utf-8"), known[1])
+        except storage.PublishConflict:
+            known = None   # replaced since it was read: read it again
+            continue
+        cfg.props, cfg.loaded = props, dict(props)
+        return True
+    return False
 
 
 def keygen_class(record_keys: list[str], partition_fields: list[str]) -> str:

@@ -64,10 +64,10 @@ def _remote_tree(base_path: str) -> dict[str, list[storage.Entry]]:
             if any(x.name.startswith(PARTITION_METAFILE) for x in entries)}
 
 
-def ask_listing_ahead(base_path: str) -> None:
+def ask_listing_ahead(base_path: str, keep: bool = False) -> None:
     """`storage.ask_ahead` of the one listing a view of an object-store table takes (`_remote_tree`); the caller
     holds the locks that keep it true until a view takes it."""
-    storage.ask_ahead(trees=[(base_path, ".hoodie")])
+    storage.ask_ahead(trees=[(base_path, ".hoodie")], keep=keep)
 
 
 class FileSystemView:

@@ -556,7 +556,8 @@ def _folder(base_path: str) -> _Folder:
     return _Folder(hoodie, 1)
 
 
-def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None = None, listing: bool = True) -> None:
+def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None = None, listing: bool = True,
+              keep: bool = False) -> None:
     """`storage.ask_ahead` of the listing `Timeline.load` makes (unless not `listing`) and, given (ts, action,
     states), of the HEADs publishing instant ts checks its files in `states` with (`create_requested`,
     `transition_to_inflight`, `complete`) — all but a layout-2 completed file, which a listing finds. The caller
@@ -569,7 +570,7 @@ def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None =
         folder.named(instant[0], instant[1], state) for state in instant[2]
         if not (state is State.COMPLETED and folder.layout == layout_v8.LAYOUT_VERSION)]
     children = list(dict.fromkeys([storage.join(base_path, HOODIE_DIR), folder.path])) if listing else []
-    storage.ask_ahead(children=children, heads=heads)
+    storage.ask_ahead(children=children, heads=heads, keep=keep)
 
 
 def completed_file(base_path: str, ts: str, action: str) -> str | None:

@@ -33,6 +33,8 @@ from engine.io.storage.local import link_no_clobber
 from engine.io.storage.operation import (
     ask_ahead,
     clear_kept_immutable,
+    drop_asked,
+    has_shared_read,
     immutable_reads_needed,
     listed_etag,
     listed_names,
@@ -44,6 +46,7 @@ from engine.io.storage.operation import (
     read_optional,
     read_shared,
     read_shared_all,
+    shared_read_tagged,
 )
 from engine.io.storage.paths import (
     absolute_location,
@@ -73,15 +76,15 @@ from engine.io.storage.stores import store_for
 __all__ = [
     "Entry", "GCS_RETRY_S", "Positional", "PublishConflict", "RangeReader", "S3Upload", "Store",
     "UPLOAD_PART_BYTES", "absolute_location", "ask_ahead", "buffer_reader", "clear_kept_immutable",
-    "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "endpoint_url", "exists",
-    "file_exists", "filesystem", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
+    "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "drop_asked", "endpoint_url", "exists",
+    "file_exists", "filesystem", "has_shared_read", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
     "is_store_client_error", "is_within", "join", "lexists", "link_no_clobber", "list_entries", "list_names",
     "list_names_if_dir", "list_names_validated", "list_starting_with", "list_tree", "listed_etag",
     "listed_names", "make_dirs", "mtime_ms", "name_of", "on_s3", "open_input", "open_output", "operation_reads",
     "ordered_listings", "parent", "parquet_source", "prefetched", "publish_new", "publishing", "read_bytes",
     "read_current", "read_immutable", "read_optional", "read_shared", "read_shared_all", "read_tagged",
     "read_text", "region", "relative", "remove", "remove_if_exists", "remove_tree", "rename",
-    "replace_if_match", "replaces_whole", "resolve", "s3_client", "scheme", "size", "split_locations",
+    "replace_if_match", "replaces_whole", "resolve", "s3_client", "scheme", "shared_read_tagged", "size", "split_locations",
     "still_tagged", "store_for", "supports_links", "upload", "write_bytes", "write_replace",
 ]
 
@@ -360,8 +363,11 @@ def _taken(dest: str) -> PublishConflict:
 def replace_if_match(path: str, data: bytes, etag: str) -> str:
     """PutObject with `If-Match: etag`: replace the S3 object only while it is still the one with that ETag; the new
     object's ETag. PublishConflict when it changed (or went) since: another writer's put came first."""
-    _op.wrote(path)
-    return _s3_conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
+    shared = _op.wrote(path)   # a refused or failed PUT may still have replaced the object: forget it first
+    new = _s3_conditional_put(path, data, {"IfMatch": etag}, "changed since it was read (the store refused the replace")
+    if shared:   # the next read_shared gets what was just written, and knows its ETag
+        _op.wrote(path, data, new)
+    return new
 
 
 def upload(local: str, dest: str) -> None:

@@ -49,6 +49,8 @@ class _Operation:
 
     reads: dict[str, bytes]                  # path -> bytes of a small metadata file read whole
     etags: dict[str, tuple[int, str]]        # path -> (size, ETag) as the operation's listing gave them
+    # path -> the ETag of the S3 object `reads` holds the bytes of, when its GET said (`shared_read_tagged`)
+    read_etags: dict[str, str] = field(default_factory=dict)
     asked: dict[tuple[str | None, ...], _Asked] = field(default_factory=dict)   # `ask_ahead`, not yet answered
     dropped: list[Future[Any]] = field(default_factory=list)   # asked, made stale while running: waited for at the end
     # folder -> the names its listing gave (`s3_children`), until this process writes or removes a file in it
@@ -123,12 +125,15 @@ def read_bytes(path: str) -> bytes:
     return _read_whole(path)
 
 
-def _read_if_there(path: str) -> bytes | None:
-    """The whole file now, never a prefetched read (an answer asked ahead is the store's when asked)."""
+def _read_if_there(path: str) -> tuple[bytes | None, str]:
+    """The whole file now, never a prefetched read (an answer asked ahead is the store's when asked), and the ETag
+    of the object it came from ("" when not on S3, or none)."""
     try:
-        return _read_whole(path)
+        if on_s3(path):
+            return s3.get_tagged(path)
+        return _read_whole(path), ""
     except FileNotFoundError:
-        return None
+        return None, ""
 
 
 def read_optional(path: str) -> bytes | None:
@@ -148,17 +153,36 @@ def read_shared(path: str) -> bytes | None:
     data = memo.get(path)
     if data is None:
         asked = take_asked(("read", path))
-        data = asked.result() if asked is not None else read_optional(path)
+        pending = _PREFETCHED.get()
+        if asked is not None:
+            data, etag = asked.result()
+        elif pending is not None and path in pending:
+            data, etag = read_optional(path), ""
+        else:
+            data, etag = _read_if_there(path)
         if data is not None:
             memo[path] = data
+            if etag:
+                op.read_etags[path] = etag
     return data
+
+
+def shared_read_tagged(path: str) -> tuple[bytes, str] | None:
+    """The operation's shared read of the S3 object at `path` (`read_shared`) and the ETag of the object it came
+    from — what a conditional replace (`replace_if_match`) can be made against instead of reading it again; None
+    when the operation holds no such read (none yet, or this process wrote the file since)."""
+    op = _OP_READS.get()
+    if op is None:
+        return None
+    data, etag = op.reads.get(path), op.read_etags.get(path)
+    return (data, etag) if data is not None and etag else None
 
 
 def read_current(path: str) -> bytes | None:
     """`read_optional` now — or by the read `ask_ahead` started, whose caller vouches that nothing changed the file
     since — never an older read of the operation."""
     asked = take_asked(("read", path))
-    return asked.result() if asked is not None else read_optional(path)
+    return asked.result()[0] if asked is not None else read_optional(path)
 
 
 # ------------------------------------------------------------------ listings and their ETags
@@ -224,7 +248,7 @@ def listed_etag(path: str, size: int | None = None) -> str | None:
 
 
 def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Sequence[tuple[str, str | None]] = (),
-              heads: Sequence[str] = ()) -> None:
+              heads: Sequence[str] = (), keep: bool = False) -> None:
     """Start now, all at once, requests the operation's next steps would make one after another: the GETs of
     `reads` (`read_shared`, `read_current`), the listings of `children` (`list_names_validated`) and of `trees`
     ((path, skip): `list_tree`), the HEADs of `heads` (`file_exists`). Each such call then takes its answer
@@ -233,7 +257,9 @@ def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Se
     An answer is the store's when it was asked: the caller asks only once it holds the locks that keep these
     answers true until they are used, and what it writes itself in between through `engine.io.storage` drops what
     was asked about that file (`wrote`). Answers not taken are dropped when the operation ends. S3 only, inside an
-    operation (`operation_reads`); elsewhere nothing is asked."""
+    operation (`operation_reads`); elsewhere nothing is asked. An answer asked again replaces the one asked before,
+    unless `keep`: then one still waiting to be taken stays (the caller vouches it was asked under the locks it
+    holds now, and `drop_asked` when it takes another lock)."""
     op = _OP_READS.get()
     if op is None:
         return
@@ -246,15 +272,42 @@ def ask_ahead(reads: Sequence[str] = (), children: Sequence[str] = (), trees: Se
                 op.dropped += old.drop()
             op.asked[key] = _Asked(parts, combine)
 
-    for path in (p for p in reads if on_s3(p)):
+    def wanted(path: str, key: tuple[str | None, ...]) -> bool:
+        return on_s3(path) and not (keep and key in op.asked)
+
+    for path in (p for p in reads if wanted(p, ("read", p))):
         ask(("read", path), [pool.submit(_read_if_there, path)], lambda r: r[0])
-    for path in (p for p in children if on_s3(p)):
+    for path in (p for p in children if wanted(p, ("children", p))):
         ask(("children", path), [pool.submit(s3.children_pages, path, "")],
             lambda r, path=path: s3.children_entries(path, "", r[0]))   # type: ignore[misc]
-    for path, skip in ((p, s) for p, s in trees if on_s3(p)):
+    for path, skip in ((p, s) for p, s in trees if wanted(p, ("tree", p, s))):
         ask(("tree", path, skip), *s3.tree_requests(pool, path, skip))
-    for path in (p for p in heads if on_s3(p)):
+    for path in (p for p in heads if wanted(p, ("head", p))):
         ask(("head", path), [pool.submit(s3.head_exists, path)], lambda r: r[0])
+
+
+def asked(key: tuple[str | None, ...]) -> bool:
+    """Whether an answer to `key` was asked ahead and is still waiting to be taken."""
+    op = _OP_READS.get()
+    return op is not None and key in op.asked
+
+
+def drop_asked() -> None:
+    """Drop every answer the operation asked ahead and has not taken: they were asked under locks that no longer
+    keep them true (another lock is being taken first)."""
+    op = _OP_READS.get()
+    if op is None:
+        return
+    with op.lock:
+        for waiting in op.asked.values():
+            op.dropped += waiting.drop()
+        op.asked.clear()
+
+
+def has_shared_read(path: str) -> bool:
+    """Whether the operation holds a read of `path` (`read_shared` answers it without a request)."""
+    op = _OP_READS.get()
+    return op is not None and path in op.reads
 
 
 def take_asked(key: tuple[str | None, ...]) -> _Asked | None:
@@ -334,6 +387,8 @@ def _fetch_immutable(path: str) -> bytes | None:
     op = _OP_READS.get()
     if op is not None:
         op.reads[path] = data
+        if etag:
+            op.read_etags[path] = etag
     if etag:
         keep_immutable(path, etag, data)
     return data
@@ -397,9 +452,10 @@ def read_shared_all(paths: Sequence[str], immutable: bool = False) -> None:
 # ------------------------------------------------------------------ writes keep it true
 
 
-def wrote(path: str, data: bytes | None = None) -> bool:
+def wrote(path: str, data: bytes | None = None, etag: str = "") -> bool:
     """Forget the operation's shared read of `path` (this process is removing or replacing it); with `data`
-    (what it wrote there), remember that instead. True when the read had been shared."""
+    (what it wrote there, and the new object's `etag` when the store said), remember that instead. True when the
+    read had been shared."""
     _forget_immutable(path)
     op = _OP_READS.get()
     if op is None:
@@ -407,10 +463,13 @@ def wrote(path: str, data: bytes | None = None) -> bool:
     if op.asked:
         _drop_asked(op, path)
     op.etags.pop(path, None)
+    op.read_etags.pop(path, None)
     op.folders.pop(parent(path), None)
     memo = op.reads
     if data is not None:
         memo[path] = bytes(data)
+        if etag:
+            op.read_etags[path] = etag
         return True
     return memo.pop(path, None) is not None
 

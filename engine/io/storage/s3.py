@@ -16,10 +16,6 @@ from engine.io.storage.s3_api import put_if_absent, s3_client
 from engine.io.storage.s3_upload import S3Upload
 from engine.io.threads import on_requests_pool, requests_pool, settle
 
-# Past the keys that start with a folder's "name/": the largest code point (S3 orders keys by their UTF-8 bytes,
-# which is code-point order; `ordered_listings`).
-_PAST_FOLDER = "\U0010ffff"
-
 # S3 Express One Zone directory buckets are named `<base>--<zone id>--x-s3`, a suffix general purpose buckets may
 # not take.
 _DIRECTORY_BUCKET_SUFFIX = "--x-s3"
@@ -105,25 +101,20 @@ def _objects(bucket: str, prefix: str, **start: Any) -> list[dict[str, Any]]:
     return [obj for page in pages(bucket, prefix, **start) for obj in page.get("Contents") or []]
 
 
-def _objects_after(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
-    # StartAfter steps over every key of the folder but one whose next character were U+10FFFF itself
-    return [obj for obj in _objects(bucket, prefix, StartAfter=fence + _PAST_FOLDER)
-            if not obj["Key"].startswith(fence)]
-
-
-def _objects_before(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
-    # the first key: the first page that has one (a store may answer an empty page that is still truncated)
-    first: list[dict[str, Any]] = next((page["Contents"] for page in pages(bucket, prefix, MaxKeys=1)
-                                        if page.get("Contents")), [])
-    if not first or first[0]["Key"] >= fence:
-        return []
-    out = list(first)
-    for page in pages(bucket, prefix, StartAfter=first[0]["Key"]):
-        for obj in page.get("Contents") or []:
-            if obj["Key"] >= fence:   # the pages run on past the fence: what is left is inside or after it
-                return out
-            out.append(obj)
-    return out
+def _objects_but(bucket: str, prefix: str, fence: str) -> list[dict[str, Any]]:
+    """The objects under `prefix` but those under the folder `fence` (a key prefix ending in "/"), in one paginated
+    LIST: the folder's name as its `Delimiter` rolls every key that holds that name up into one common prefix, so the
+    folder's keys are not returned (S3 takes any string as a delimiter). A common prefix other than `fence` itself
+    (the name deeper down, or inside a longer name: `r0/.hoodie/`, `x.hoodie/`) is listed whole, and a store that
+    ignores the delimiter returns the folder's keys, dropped here: nothing but the folder's keys is left out."""
+    objects: list[dict[str, Any]] = []
+    rolled: list[str] = []
+    for page in pages(bucket, prefix, fence[len(prefix):]):
+        objects += page.get("Contents") or []
+        rolled += [sub["Prefix"] for sub in page.get("CommonPrefixes") or [] if sub["Prefix"] != fence]
+    for other in dict.fromkeys(rolled):
+        objects += _objects(bucket, other)
+    return [obj for obj in objects if not obj["Key"].startswith(fence)]
 
 
 # ------------------------------------------------------------------ listings as entries
@@ -170,20 +161,18 @@ def _tree_entries(path: str, objects: list[dict[str, Any]]) -> list[Entry]:
 def tree_requests(pool: Any, path: str, skip: str | None) -> Requests:
     """`list_tree`'s requests as futures of their own, and how their objects become its entries: the same paginated
     ListObjectsV2 pyarrow makes, read for what pyarrow's FileInfo drops — each object's ETag. Folders are the keys'
-    parent prefixes and folder markers (keys ending in "/"). With `skip`, the folder's keys sort as one run that is
-    stepped over: the keys after it in one listing that starts past it (StartAfter), the keys before it (rare: names
-    that sort before the folder's, such as a non-partitioned table's `.<file id>` logs before `.hoodie/`) by a
-    one-key probe, in flight together, then listed up to it."""
+    parent prefixes and folder markers (keys ending in "/"). With `skip`, the folder's keys are not fetched: the one
+    listing takes the folder's name as its delimiter (`_objects_but`), so whatever sorts before the folder (a
+    non-partitioned table's `.<file id>` logs before `.hoodie/`) and after it comes in the same pages."""
     bucket, key = bucket_key(path)
     prefix = key.rstrip("/") + "/" if key else ""
     if skip is None:
         return [pool.submit(_objects, bucket, prefix)], lambda r: _tree_entries(path, r[0])
     fence = prefix + skip + "/"
-    if not ordered_listings(bucket):
+    if not ordered_listings(bucket):   # a directory bucket takes only "/" as a delimiter
         return [pool.submit(_objects, bucket, prefix)], \
             lambda r: _tree_entries(path, [obj for obj in r[0] if not obj["Key"].startswith(fence)])
-    parts = [pool.submit(_objects_before, bucket, prefix, fence), pool.submit(_objects_after, bucket, prefix, fence)]
-    return parts, lambda r: _tree_entries(path, r[0] + r[1])
+    return [pool.submit(_objects_but, bucket, prefix, fence)], lambda r: _tree_entries(path, r[0])
 
 
 class _Inline:

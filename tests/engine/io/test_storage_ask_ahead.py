@@ -39,9 +39,9 @@ def test_each_call_takes_its_answer_asked_ahead_instead_of_a_request(s3_env):  #
     with storage.operation_reads():
         storage.ask_ahead(reads=[props], children=[hoodie], trees=[(base, ".hoodie")],
                           heads=[missing, f"{base}/.hoodie/1.deltacommit"])
-        # all in flight before anything is asked for: the read, the timeline's LIST, the tree's two, two HEADs
-        asked = _wait_for(server, 6)
-        assert len(asked) == 6
+        # all in flight before anything is asked for: the read, the timeline's LIST, the tree's, two HEADs
+        asked = _wait_for(server, 5)
+        assert len(asked) == 5
         assert storage.read_shared(props) == b"a=1\n"
         assert sorted(storage.list_names_validated(hoodie)) == ["1.deltacommit", "hoodie.properties"]
         assert sorted(e.name for e in storage.list_tree(base, skip=".hoodie")) == \
@@ -49,10 +49,10 @@ def test_each_call_takes_its_answer_asked_ahead_instead_of_a_request(s3_env):  #
         assert storage.listed_etag(f"{base}/p/.f1_1.log.1_0-0-0")   # the tree's ETags kept for the operation
         assert storage.file_exists(missing) is False
         assert storage.file_exists(f"{base}/.hoodie/1.deltacommit") is True
-        assert len(server.counts()) == 6   # no call made a request of its own
+        assert len(server.counts()) == 5   # no call made a request of its own
         # an answer is taken once: asked again, the store answers
         assert storage.file_exists(missing) is False
-        assert len(server.counts()) == 7
+        assert len(server.counts()) == 6
 
 
 def test_a_write_drops_the_answers_it_makes_stale(s3_env):  # noqa: F811
@@ -63,7 +63,7 @@ def test_a_write_drops_the_answers_it_makes_stale(s3_env):  # noqa: F811
     with storage.operation_reads():
         storage.ask_ahead(children=[f"{base}/.hoodie"], trees=[(base, ".hoodie")], heads=[new],
                           reads=[f"{base}/.hoodie/hoodie.properties"])
-        _wait_for(server, 5)
+        _wait_for(server, 4)
         storage.create_exclusive(new, b"{}")      # into the listed folder, at the HEAD's path
         storage.write_bytes(log, b"log2")          # into the tree
         assert storage.file_exists(new) is True    # not the HEAD's "missing", asked before the write
@@ -79,10 +79,10 @@ def test_a_write_inside_the_skipped_folder_keeps_the_tree(s3_env):  # noqa: F811
     server.reset_counts()
     with storage.operation_reads():
         storage.ask_ahead(trees=[(base, ".hoodie")])
-        _wait_for(server, 2)
+        _wait_for(server, 1)
         storage.write_bytes(f"{base}/.hoodie/3.deltacommit.requested", b"")   # .hoodie/ is not in the tree
         storage.list_tree(base, skip=".hoodie")
-    assert [r["method"] for r in server.counts()] == ["GET", "GET", "PUT"]   # the tree's two LISTs and the PUT
+    assert [r["method"] for r in server.counts()] == ["GET", "PUT"]   # the tree's one LIST and the PUT
 
 
 def test_read_current_is_never_the_operations_earlier_read(s3_env):  # noqa: F811
@@ -146,7 +146,9 @@ def test_an_answer_made_stale_is_not_kept(s3_env):  # noqa: F811
         assert not op.asked and op.dropped == []   # finished when dropped: nothing held until the end
 
 
-def test_a_schedule_the_trigger_refuses_does_not_list_the_table(s3_env, tmp_path):  # noqa: F811
+def test_a_schedule_lists_the_timeline_and_the_table_in_one_wave(s3_env, tmp_path):  # noqa: F811
+    """The trigger's listing of the timeline and the plan's of the table are asked together (one round trip): a
+    schedule the trigger refuses pays the table's one LIST, and writes nothing."""
     import pyarrow.parquet as pq
 
     from engine.errors import CompactionRefused
@@ -163,5 +165,41 @@ def test_a_schedule_the_trigger_refuses_does_not_list_the_table(s3_env, tmp_path
         raise AssertionError("a second plan was scheduled")
     except CompactionRefused:
         pass
-    listings = [r["query"] for r in server.counts() if "list-type" in r["query"]]
-    assert listings and all("delimiter" in q for q in listings), listings   # the timeline's, never the table's
+    requests = server.counts()
+    listings = sorted(r["query"] for r in requests if "list-type" in r["query"])
+    assert len(listings) == 2 and "delimiter=.hoodie%2F" in listings[0] and "delimiter=%2F" in listings[1], listings
+    assert not [r for r in requests if r["method"] in ("PUT", "DELETE")]
+
+
+def test_an_answer_asked_again_with_keep_is_the_one_waiting(s3_env):  # noqa: F811
+    base = _table(s3_env)
+    server = s3_env["server"]
+    server.reset_counts()
+    with storage.operation_reads():
+        storage.ask_ahead(trees=[(base, ".hoodie")])
+        storage.ask_ahead(trees=[(base, ".hoodie")], keep=True)   # still waiting: not asked again
+        storage.list_tree(base, skip=".hoodie")
+        assert len(_wait_for(server, 1)) == 1
+        storage.ask_ahead(trees=[(base, ".hoodie")], keep=True)   # taken: asked again
+        storage.drop_asked()                                      # then dropped (another lock is taken first)
+        assert not operation.asked(("tree", base, ".hoodie"))    # the next listing is the store's, made then
+
+
+def test_a_run_reads_the_settings_once_in_flight_with_its_first_listings(s3_env, tmp_path):  # noqa: F811
+    """The compaction run reads hoodie.properties under its lock's flock, with the timeline's and the table's
+    listings, and updates it after the commit by a PUT If-Match that read: one GET of it in all."""
+    import pyarrow.parquet as pq
+
+    from tests.support.placement_tables import new_table, rows
+
+    table = new_table(f"{s3_env['bucket_uri']}/run")
+    for seq in (1, 2):
+        pq.write_table(rows(range(50), seq), tmp_path / f"in{seq}.parquet")
+        table.write(str(tmp_path / f"in{seq}.parquet"), local=True)
+    planned = table.schedule_compaction(threshold="2100-01-01T00:00:00Z")
+    assert planned.instant is not None
+    server = s3_env["server"]
+    server.reset_counts()
+    table.run_compaction(planned.instant, local=True)
+    requests = [r for r in server.counts() if r["path"].endswith("/.hoodie/hoodie.properties")]
+    assert [r["method"] for r in requests] == ["GET", "PUT"]

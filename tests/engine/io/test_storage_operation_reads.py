@@ -210,8 +210,8 @@ def _lists(server) -> list[str]:  # type: ignore[no-untyped-def]
     for r in server.counts():
         q = {k: v[0] for k, v in parse_qs(r["query"]).items()}
         if "list-type" in q:
-            out.append("probe" if q.get("max-keys") == "1" else "past .hoodie" if ".hoodie/" in q.get("start-after", "")
-                       else "from " + q["start-after"].rsplit("/", 1)[-1] if "start-after" in q else "whole")
+            out.append("but " + q["delimiter"] if q.get("delimiter", "/") != "/" else
+                       "whole " + q["prefix"].rstrip("/").rsplit("/", 1)[-1])
     return sorted(out)
 
 
@@ -225,10 +225,12 @@ def test_a_tree_listing_steps_over_the_skipped_folder_without_fetching_it(s3_env
         "odd partition": [".hoodie/hoodie.properties", "-1/.hoodie_partition_metadata", "-1/.f1_1.log.1_0",
                           "r0/f1_0_1.parquet"],
         "non-partitioned": [".hoodie/hoodie.properties", ".hoodie/1.deltacommit", ".hoodie_partition_metadata",
-                            ".hoodie.bak", ".0a1b_1.log.1_0", ".0a1b_1.log.2_0", "0a1b_0_1.parquet"]}
-    requests = {"partitioned": ["past .hoodie", "probe"],
-                "odd partition": ["from .f1_1.log.1_0", "past .hoodie", "probe"],
-                "non-partitioned": ["from .0a1b_1.log.1_0", "past .hoodie", "probe"]}
+                            ".hoodie.bak", ".0a1b_1.log.1_0", ".0a1b_1.log.2_0", "0a1b_0_1.parquet"],
+        # the folder's name deeper down, or ending a longer name: rolled up by the delimiter, so listed apart
+        "name elsewhere": [".hoodie/hoodie.properties", "r0/.hoodie/x", "r0/f1_0_1.parquet", "x.hoodie/y",
+                           "zz/.hoodie/a/b"]}
+    requests = {"partitioned": ["but .hoodie/"], "odd partition": ["but .hoodie/"], "non-partitioned": ["but .hoodie/"],
+                "name elsewhere": ["but .hoodie/", "whole .hoodie", "whole .hoodie", "whole x.hoodie"]}
     for layout, names in layouts.items():
         root = f"{s3_env['bucket_uri']}/{layout.replace(' ', '-')}"
         for name in names:
@@ -242,12 +244,12 @@ def test_a_tree_listing_steps_over_the_skipped_folder_without_fetching_it(s3_env
         expected = sorted(n for n in names if not n.startswith(".hoodie/"))
         assert listed == expected
         assert sorted(e.name for e in storage.list_tree(str(tmp_path / layout), skip=".hoodie") if not e.is_dir) == expected
-        # the keys past the folder in one LIST that starts after it, those before it (if any) from the probe's key on
+        # one LIST whose delimiter is the folder's name: its keys rolled up into one prefix, never fetched
         assert _lists(server) == requests[layout]
         server.reset_counts()
         files = [n for n in names if not n.endswith("/")]
         assert sorted(e.name for e in storage.list_tree(root) if not e.is_dir) == sorted(files)   # no skip: all
-        assert _lists(server) == ["whole"]
+        assert _lists(server) == ["whole " + root.rsplit("/", 1)[-1]]
     assert storage.list_tree(f"{s3_env['bucket_uri']}/none", skip=".hoodie") == []
 
 
@@ -308,20 +310,54 @@ def test_object_keys_are_names_not_urls(s3_env):  # noqa: F811
     assert not storage.file_exists(f"{root}/lang=C")
 
 
-def test_an_empty_first_page_of_the_probe_is_not_the_end_of_the_listing(s3_env, monkeypatch):  # noqa: F811
-    """A store may answer a page with no keys that is still truncated: the probe reads on to the first key, or a
-    non-partitioned table's logs (before `.hoodie/`) would vanish from its listing."""
-    root = f"{s3_env['bucket_uri']}/empty-page"
+def test_a_store_that_ignores_the_delimiter_still_leaves_out_only_the_folder(s3_env, monkeypatch):  # noqa: F811
+    """A store may answer an empty page that is still truncated, or take no delimiter but "/" (returning every key):
+    the listing reads every page, and drops the skipped folder's keys itself; a non-partitioned table's logs
+    (before `.hoodie/`) never vanish from it."""
+    root = f"{s3_env['bucket_uri']}/no-delimiter"
     names = [".0a1b_1.log.1_0", ".hoodie/1.deltacommit", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]
     for name in names:
         storage.write_bytes(f"{root}/{name}", b"x")
     pages = s3.pages
 
-    def empty_page_first(bucket, prefix, delimiter=None, **params):  # type: ignore[no-untyped-def]
-        if params.get("MaxKeys") == 1:
-            yield {"Contents": [], "IsTruncated": True}
-        yield from pages(bucket, prefix, delimiter, **params)
+    def careless(bucket, prefix, delimiter=None, **params):  # type: ignore[no-untyped-def]
+        yield {"Contents": [], "IsTruncated": True}
+        yield from pages(bucket, prefix, delimiter if delimiter == "/" else None, **params)
 
-    monkeypatch.setattr(s3, "pages", empty_page_first)
+    monkeypatch.setattr(s3, "pages", careless)
     assert sorted(e.name for e in storage.list_tree(root, skip=".hoodie") if not e.is_dir) == \
         [".0a1b_1.log.1_0", ".hoodie_partition_metadata", "0a1b_0_1.parquet"]
+
+
+def test_a_properties_update_is_one_put_if_match_the_operations_read(s3_env):  # noqa: F811
+    """hoodie.properties is updated by a PUT `If-Match` the operation's own read of it, not read again first; when
+    another process replaced it since, the store refuses, and the update is applied to the file as it is now."""
+    from engine.config.properties import (
+        TableConfig,
+        parse_properties,
+        save_table_config,
+        update_reads_first,
+    )
+
+    base = f"{s3_env['bucket_uri']}/props"
+    path = f"{base}/.hoodie/hoodie.properties"
+    storage.write_bytes(path, b"a=1\nb=2\n")
+    server = s3_env["server"]
+    bucket, key = path.split("://", 1)[1].split("/", 1)
+    assert update_reads_first(base)   # no operation, no read of it
+    with storage.operation_reads():
+        props = parse_properties((storage.read_shared(path) or b"").decode())
+        assert not update_reads_first(base)
+        cfg = TableConfig(base_path=base, props=dict(props), loaded=dict(props))
+        cfg.props["b"] = "3"
+        server.reset_counts()
+        save_table_config(cfg)
+        assert _requests(server, "hoodie.properties") == ["PUT"]
+        assert not update_reads_first(base)   # what it put, and the new object's ETag, are the operation's read
+        server.client().put_object(Bucket=bucket, Key=key, Body=b"a=9\nb=3\n")   # another process, since
+        cfg.props["c"] = "4"
+        server.reset_counts()
+        save_table_config(cfg)
+        assert _requests(server, "hoodie.properties") == ["PUT", "GET", "PUT"]
+    got = parse_properties(storage.read_bytes(path).decode())
+    assert {k: got.get(k) for k in "abc"} == {"a": "9", "b": "3", "c": "4"}

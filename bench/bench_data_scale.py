@@ -7,11 +7,14 @@ million rows, so file groups stay the same size as the table grows — what an o
 runs, through the path that size takes by default (`engine.placement`: in-process up to TIDEMARK_LOCAL_MAX_ROWS
 input rows / TIDEMARK_LOCAL_MAX_MB of files, on Spark local[CORES] above):
 - insert: N rows from Parquet files of 1 M rows each (the bench's generator, `bench.common.records`);
-- upsert: 10 % of the keys again (a newer `seq`), as log files;
+- upsert: 10 % of the keys again (a newer `seq`), as log files (in-process at every size up to 20 M: 2 M
+  input rows);
 - compaction: an event-time plan at the median event time, scheduled and run;
 - RO read and snapshot read into a Parquet file (`Table.read(output=...)`, streamed, so memory is not the result's).
-Prints seconds and microseconds per row for each step and size, the ratio of the largest size's time per row to the
-smallest's, and the peak resident memory of every process that ran the step (this process, the Spark JVM, Spark's
+Prints seconds and microseconds per row for each step and size, wall and CPU (user + system seconds of the
+whole process tree: this process, the Spark JVM and its Python workers — what the step cost the machine, however
+busy it was), the ratios of the largest size's time per row to the smallest's, and the peak resident memory of
+every process that ran the step (this process, the Spark JVM, Spark's
 Python workers), sampled every 50 ms. One JSON line on stdout; progress on stderr.
 """
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from bench.common import descendants, emit, log, records, scratch_dir, upsert_keys
+from bench.common import descendants, emit, log, records, scratch_dir, tree_cpu_s, upsert_keys
 
 STEPS = ("insert", "upsert_10pct", "compaction", "read_optimized", "snapshot")
 FILE_ROWS = 1_000_000
@@ -117,10 +120,11 @@ def run_size(root: str, n: int, buckets: int) -> dict[str, Any]:
     def step(name: str, rows: int, fn: Callable[[], Any]) -> None:
         log(f"{n:,} rows: {name}")
         with peak_memory() as peaks:
-            t0 = time.perf_counter()
+            cpu0, t0 = tree_cpu_s(), time.perf_counter()
             fn()
-            seconds = time.perf_counter() - t0
+            seconds, cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
         out[name] = {"s": round(seconds, 3), "us_per_row": round(seconds / rows * 1e6, 3),
+                     "cpu_s": round(cpu, 2), "cpu_us_per_row": round(cpu / rows * 1e6, 3),
                      "peak_rss_mb": {k: round(v) for k, v in sorted(peaks.items())}}
 
     step("insert", n, lambda: table.write(inserts, "insert"))
@@ -166,7 +170,10 @@ def main() -> None:
     finally:
         shutil.rmtree(root, ignore_errors=True)
     growth = {s: round(results[-1][s]["us_per_row"] / results[0][s]["us_per_row"], 2) for s in STEPS}
-    emit("bench_data_scale", {"sizes": results, "us_per_row_largest_over_smallest": growth, "target_growth": 1.2})
+    cpu_growth = {s: round(results[-1][s]["cpu_us_per_row"] / max(results[0][s]["cpu_us_per_row"], 1e-9), 2)
+                  for s in STEPS}
+    emit("bench_data_scale", {"sizes": results, "us_per_row_largest_over_smallest": growth,
+                              "cpu_us_per_row_largest_over_smallest": cpu_growth, "target_growth": 1.2})
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from engine.write.job import WriteJob
 T = TypeVar("T")
 Piece = tuple[pa.Table, np.ndarray | None]         # routed rows and the row numbers of one group (None: all)
 Group = tuple[tuple[str, int], list[Piece]]
+ROUTE_ROWS = 131_072   # rows routed and grouped at a time
 
 
 def workers() -> int:
@@ -53,12 +54,13 @@ def spark_slices(items: Sequence[T], n: int) -> list[list[T]]:
 def group_rows(routed: Iterable[pa.Table]) -> list[Group]:
     """Each (partition, bucket)'s rows over all routed chunks, chunks in input order; groups sorted by key.
 
-    Rows stay where they are until the task writing their group takes them."""
+    Each chunk is reordered by group in one take (`log_writer.grouped`); a group's pieces are slices of it."""
     pieces: dict[tuple[str, int], list[Piece]] = {}
     for table in routed:
         if table.num_rows:
-            for key, rows in log_writer.group_indices(table):
-                pieces.setdefault(key, []).append((table, rows))
+            ordered, spans = log_writer.grouped(table)
+            for key, start, count in spans:
+                pieces.setdefault(key, []).append((ordered.slice(start, count), None))
     return sorted(pieces.items(), key=lambda item: item[0])
 
 
@@ -68,7 +70,10 @@ def _rows(pieces: list[Piece]) -> pa.Table:
 
 
 def route_all(rt: routing.Routing, chunks: Iterable[pa.Table]) -> list[Group]:
-    return group_rows(routing.route(rt, chunk) for chunk in chunks)
+    """Route and group the input; a chunk bigger than ROUTE_ROWS (a Parquet row group can hold a million rows)
+    is routed in zero-copy slices, so each gather of `group_rows` reads a source that stays in the cache."""
+    return group_rows(routing.route(rt, chunk.slice(start, ROUTE_ROWS))
+                      for chunk in chunks for start in range(0, chunk.num_rows, ROUTE_ROWS))
 
 
 def write_groups(job: WriteJob, groups: list[Group], on_progress: Progress | None = None) -> list[dict[str, Any]]:

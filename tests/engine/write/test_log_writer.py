@@ -29,3 +29,15 @@ def test_group_indices_keep_input_order():
     assert groups == {("p", 0): [0, 3, 7], ("p", 1): [2, 5], ("q", 0): [1, 4, 6]}
     whole = list(log_writer.group_indices(table.slice(0, 1)))
     assert whole == [(("p", 0), None)]
+
+
+def test_grouped_is_one_take_with_groups_as_slices():
+    table = pa.table({"v": list(range(8)), PART_COL: ["p", "q", "p", "p", "q", "p", "q", "p"],
+                      BUCKET_COL: pa.array([0, 0, 1, 0, 0, 1, 0, 0], pa.int32())})
+    ordered, spans = log_writer.grouped(table)
+    assert ordered.column_names == ["v"]   # the group's key names partition and bucket
+    assert {key: ordered.slice(start, count).column("v").to_pylist() for key, start, count in spans} == \
+        {key: rows.column("v").to_pylist() for key, rows in log_writer.groups(table)}
+    assert [key for key, _, _ in spans] == [("p", 0), ("p", 1), ("q", 0)]
+    one, whole = log_writer.grouped(table.slice(0, 1))
+    assert whole == [(("p", 0), 0, 1)] and one.column("v").to_pylist() == [0]

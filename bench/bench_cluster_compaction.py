@@ -21,11 +21,12 @@ measured by CPU. One standalone cluster of max(cores) workers x 1 core; a driver
 (`spark.cores.max`, so Spark's default parallelism — and the engine's bundling of file groups into tasks — is
 k), writes Spark's event log, and reads /proc for every executor's CPU (its JVM, and its Python daemon and
 workers) before and after each run. Per run: the stage's tasks (event log: executor, launch, finish, JVM CPU)
-each cost its executor's CPU over the run (JVM + Python; an executor that ran several tasks splits it by their
-run times); the driver's serial part is the run's wall time minus the span from the first task's launch to the
-last one's finish (planning, task serialisation, scheduling, commit); the critical path on k cores is the
-serial part plus the makespan of the tasks on k slots, in Spark's launch order (greedy; longest-first shown
-too). The ratio is critical path(min k) / critical path(k), medians over each driver's runs after its first.
+each cost the CPU its Python worker measured over the task's work (engine.compaction.execute.last_spark_tasks)
+plus a share of the rest of its executor's CPU over the run (JVM; Python outside the work), in proportion;
+the driver's serial part is the run's wall time minus the span from the first task's launch to the last one's
+finish (planning, task serialisation, scheduling, commit); the critical path on k cores is the serial part plus
+the makespan of the tasks on k slots, in Spark's launch order (greedy; longest-first shown too). The ratio is
+critical path(min k) / critical path(k), medians over each driver's runs after its first.
 """
 from __future__ import annotations
 
@@ -51,6 +52,7 @@ def worker(pristine: str, scratch: str, repeat: int, trace: str | None = None) -
     `trace` (the event log's folder): also each run's tasks and executors' CPU (`--critical-path`)."""
     from bench.common import cpu_split
     from engine import Table
+    from engine.compaction import execute
     from engine.spark import get_spark
 
     start_s, spark = timed(get_spark)
@@ -60,7 +62,7 @@ def worker(pristine: str, scratch: str, repeat: int, trace: str | None = None) -
     slots = max(2, sc.defaultParallelism)
     warm_s = timed(lambda: sc.parallelize(range(4 * slots), 4 * slots)
                    .map(lambda _: __import__("engine.compaction.file_group_task").__file__).collect())[0]
-    runs, written, windows, cpus, drivers = [], [], [], [], []
+    runs, written, windows, cpus, drivers, figures = [], [], [], [], [], []
     app_id, parallelism = sc.applicationId, sc.defaultParallelism
     for r in range(repeat):
         path = fresh_copy(pristine, os.path.join(scratch, f"run-{os.getpid()}-{r}"))
@@ -77,6 +79,7 @@ def worker(pristine: str, scratch: str, repeat: int, trace: str | None = None) -
             cpus.append({e: {k: round(after[e][k] - before.get(e, {}).get(k, 0.0), 3) for k in after[e]}
                          for e in after})
             drivers.append({k: round(driver_after[k] - driver[k], 3) for k in ("self", "jvm")})
+            figures.append(list(execute.last_spark_tasks))
         runs.append(round(seconds, 3))
         written.append(result.records_written)
         shutil.rmtree(path, ignore_errors=True)
@@ -86,8 +89,8 @@ def worker(pristine: str, scratch: str, repeat: int, trace: str | None = None) -
            "runs_s": runs, "records_written": written[0], "load_avg_1m": round(os.getloadavg()[0], 2)}
     if trace:
         out.update(default_parallelism=parallelism,
-                   runs=[{**analyse_run(t0, t1, tasks, cpu), "driver_cpu_s": d} for (t0, t1), tasks, cpu, d
-                         in zip(windows, tasks_in_windows(trace, app_id, windows), cpus, drivers)])
+                   runs=[{**analyse_run(t0, t1, tasks, cpu, f), "driver_cpu_s": d} for (t0, t1), tasks, cpu, d, f
+                         in zip(windows, tasks_in_windows(trace, app_id, windows), cpus, drivers, figures)])
     print(json.dumps(out), flush=True)
 
 
@@ -164,19 +167,24 @@ def makespan(costs: list[float], slots: int, longest_first: bool = False) -> flo
     return max(loads)
 
 
-def analyse_run(t0: float, t1: float, tasks: list[dict], cpu: dict[str, dict[str, float]]) -> dict:
-    """One run: tasks' costs (their executor's CPU over the run, split by run time), the driver's serial part,
-    the critical path on as many slots as the run had executors."""
-    tasks = sorted(tasks, key=lambda t: (t["launch_ms"], t["index"]))
-    by_executor: dict[str, int] = {}
+def analyse_run(t0: float, t1: float, tasks: list[dict], cpu: dict[str, dict[str, float]],
+                figures: list[dict]) -> dict:
+    """One run: tasks' costs, the driver's serial part, the critical path on as many slots as the run had
+    executors. A task's cost is the CPU its Python worker measured over the task's work (`figures`, by partition:
+    engine.compaction.execute.last_spark_tasks) plus a share of the rest of its executor's CPU over the run (the
+    JVM; the Python worker outside the work: receiving the task, pickling results), shared by that CPU."""
+    measured = {f["partition"]: f for f in figures}
+    tasks = sorted((t for t in tasks if t["index"] in measured and not t["failed"]),
+                   key=lambda t: (t["launch_ms"], t["index"]))
+    by_executor: dict[str, float] = {}
     for t in tasks:
-        by_executor[t["executor"]] = by_executor.get(t["executor"], 0) + max(1, t["run_ms"])
+        t["work_cpu_s"] = measured[t["index"]]["python_cpu_s"]
+        by_executor[t["executor"]] = by_executor.get(t["executor"], 0.0) + t["work_cpu_s"]
     for t in tasks:
-        share = max(1, t["run_ms"]) / by_executor[t["executor"]]
+        share = t["work_cpu_s"] / by_executor[t["executor"]] if by_executor[t["executor"]] else 0.0
         e = cpu.get(t["executor"], {"jvm": 0.0, "python": 0.0})
-        t["python_cpu_s"] = round(e["python"] * share, 3)
-        t["executor_jvm_cpu_s"] = round(e["jvm"] * share, 3)
-        t["cost_s"] = round(t["python_cpu_s"] + t["executor_jvm_cpu_s"], 3)
+        rest = e["jvm"] + max(0.0, e["python"] - by_executor[t["executor"]])
+        t["cost_s"] = round(t["work_cpu_s"] + rest * share, 3)
     wall = t1 - t0
     span = (max(t["finish_ms"] for t in tasks) - min(t["launch_ms"] for t in tasks)) / 1000 if tasks else 0.0
     serial = wall - span
@@ -185,6 +193,9 @@ def analyse_run(t0: float, t1: float, tasks: list[dict], cpu: dict[str, dict[str
     return {"wall_s": round(wall, 3), "task_span_s": round(span, 3), "serial_s": round(serial, 3),
             "tasks": len(tasks), "stages": len({t["stage"] for t in tasks}), "executors": slots,
             "task_cost_s": costs, "task_cost_sum_s": round(sum(costs), 3),
+            "task_work_cpu_s": [round(t["work_cpu_s"], 3) for t in tasks],
+            "executor_cpu_sum_s": round(sum(e["jvm"] + e["python"] for e in cpu.values()), 3),
+            "busiest_executor_cpu_s": round(max((e["jvm"] + e["python"] for e in cpu.values()), default=0.0), 3),
             "task_run_s": [round(t["run_ms"] / 1000, 3) for t in tasks],
             "task_launch_s": [round(t["launch_ms"] / 1000 - t0, 3) for t in tasks],
             "task_finish_s": [round(t["finish_ms"] / 1000 - t0, 3) for t in tasks],

@@ -333,7 +333,7 @@ last_spark_tasks: list[dict[str, Any]] = []
 
 # A Spark task costs some 40-60 ms besides its work (scheduling, the Python worker's round trips with the JVM): more
 # than a small file group's whole compaction. Small groups therefore share tasks, as few as hold them at
-# SHARED_TASK_BYTES each but one per core at least, `shared_task_threads` of a task's groups at a time (one's waits
+# SHARED_TASK_BYTES each rounded up to a multiple of the cores, `shared_task_threads` of a task's groups at a time (one's waits
 # overlap another's decode and merge). Bigger groups keep a task each: the task's cost is small beside theirs, and
 # two in one worker would double its memory.
 SHARED_TASK_BYTES = 32 * 1024 * 1024
@@ -354,8 +354,8 @@ def spark_bundles(tasks: list[OpTask], cores: int) -> list[list[int]]:
     stage's tasks in partition order, so with more tasks than cores the small ones fill in at the end instead of one
     big group running alone while the other cores idle (longest-processing-time-first). Groups reading at most
     SHARED_TASK_BYTES are dealt, heaviest first, to the least loaded of the shared tasks, as many as hold them at
-    that size rounded up to a multiple of `cores`: every wave of the stage then fills every core (7 tasks' worth on
-    4 cores as 7 tasks leaves a core idle through the second wave; as 8 it does not)."""
+    that size rounded up to a multiple of `cores`: their waves then fill every core (7 tasks' worth on 4 cores as 7
+    tasks leaves a core idle through the second wave; as 8 it does not). Groups running alone are not counted in."""
     order = balanced_order(tasks)
     alone = [[i] for i in order if tasks[i].weight > SHARED_TASK_BYTES]
     small = [i for i in order if tasks[i].weight <= SHARED_TASK_BYTES]

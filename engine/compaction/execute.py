@@ -333,8 +333,8 @@ last_spark_tasks: list[dict[str, Any]] = []
 
 # A Spark task costs some 40-60 ms besides its work (scheduling, the Python worker's round trips with the JVM): more
 # than a small file group's whole compaction. Small groups therefore share tasks, as few as hold them at
-# SHARED_TASK_BYTES each rounded up to a multiple of the cores, `shared_task_threads` of a task's groups at a time (one's waits
-# overlap another's decode and merge). Bigger groups keep a task each: the task's cost is small beside theirs, and
+# SHARED_TASK_BYTES each rounded up to a multiple of the cores, `shared_task_threads` of a task's groups at a time
+# (one's waits overlap another's decode and merge). Bigger groups keep a task each: the task's cost is small beside theirs, and
 # two in one worker would double its memory.
 SHARED_TASK_BYTES = 32 * 1024 * 1024
 THREADS_PER_SHARED_TASK = 2

@@ -65,7 +65,7 @@ from bench.common import (
 
 TARGET_RATIO = 1.5
 UPSERT_WRITES = 4
-VARIANTS = {1: (1, 1), 8: (4, 2)}      # file groups -> (buckets, partitions)
+VARIANTS = {1: (1, 1), 8: (4, 2), 16: (8, 2), 32: (16, 2)}      # file groups -> (buckets, partitions)
 
 
 # ------------------------------------------------------------------------------------------ build

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -308,8 +309,9 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
     slots = {i: slot for slot, i in enumerate(balanced_order(tasks))}
     threads = shared_task_threads(tasks[0].base_path)
 
-    def run(acc: Accumulator[int]) -> list[list[dict[str, Any]]]:
-        def bundle(groups: list[tuple[int, OpTask]]) -> list[dict[str, Any]]:
+    def run(acc: Accumulator[int]) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+        def bundle(groups: list[tuple[int, OpTask]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            cpu, wall = time.process_time(), time.perf_counter()
             use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
             try:
                 outs = in_process.on_threads(groups, lambda g: _execute_in_slot(*g), threads)
@@ -318,24 +320,35 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
             # Spark reports a task's accumulator updates when it ends (and drops a failed task's): the task's groups
             # count then, added once (Accumulator.add is not safe from several threads)
             acc.add(len(outs))
-            return outs
+            from pyspark import TaskContext
 
-        outs: list[list[dict[str, Any]]] = sc.parallelize([[(slots[i], tasks[i]) for i in b] for b in bundles],
-                                                          len(bundles)).map(bundle).collect()
+            ctx = TaskContext.get()
+            return outs, {"partition": ctx.partitionId() if ctx else None, "groups": len(outs),
+                          "python_cpu_s": time.process_time() - cpu, "python_wall_s": time.perf_counter() - wall}
+
+        outs: list[tuple[list[dict[str, Any]], dict[str, Any]]] = sc.parallelize(
+            [[(slots[i], tasks[i]) for i in b] for b in bundles], len(bundles)).map(bundle).collect()
         return outs
 
     per_bundle = counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
+    last_spark_tasks[:] = [figures for _, figures in per_bundle]
     in_plan_order: list[dict[str, Any]] = [{}] * len(tasks)
-    for b, outs in zip(bundles, per_bundle):
+    for b, (outs, _) in zip(bundles, per_bundle):
         for i, out in zip(b, outs):
             in_plan_order[i] = out
     return in_plan_order
 
 
+# What each Spark task of this process's last compaction run measured in its Python worker, in partition order: its
+# partition, file groups, and the worker process's CPU seconds (every thread's) and wall seconds over the task's
+# work. For diagnostics (bench_cluster_compaction --critical-path); nothing in the engine reads it.
+last_spark_tasks: list[dict[str, Any]] = []
+
+
 # A Spark task costs some 40-60 ms besides its work (scheduling, the Python worker's round trips with the JVM): more
 # than a small file group's whole compaction. Small groups therefore share tasks, as few as hold them at
-# SHARED_TASK_BYTES each but one per core at least, `shared_task_threads` of a task's groups at a time (one's waits
-# overlap another's decode and merge). Bigger groups keep a task each: the task's cost is small beside theirs, and
+# SHARED_TASK_BYTES each rounded up to a multiple of the cores, `shared_task_threads` of a task's groups at a time
+# (one's waits overlap another's decode and merge). Bigger groups keep a task each: the task's cost is small beside theirs, and
 # two in one worker would double its memory.
 SHARED_TASK_BYTES = 32 * 1024 * 1024
 THREADS_PER_SHARED_TASK = 2
@@ -354,14 +367,17 @@ def spark_bundles(tasks: list[OpTask], cores: int) -> list[list[int]]:
     """Indexes of `tasks` as the Spark tasks that run them, heaviest first (`balanced_order`): Spark starts a
     stage's tasks in partition order, so with more tasks than cores the small ones fill in at the end instead of one
     big group running alone while the other cores idle (longest-processing-time-first). Groups reading at most
-    SHARED_TASK_BYTES are dealt, heaviest first, to the least loaded of the shared tasks."""
+    SHARED_TASK_BYTES are dealt, heaviest first, to the least loaded of the shared tasks, as many as hold them at
+    that size rounded up to a multiple of `cores`: their waves then fill every core (7 tasks' worth on 4 cores as 7
+    tasks leaves a core idle through the second wave; as 8 it does not). Groups running alone are not counted in."""
     order = balanced_order(tasks)
     alone = [[i] for i in order if tasks[i].weight > SHARED_TASK_BYTES]
     small = [i for i in order if tasks[i].weight <= SHARED_TASK_BYTES]
     if not small:
         return alone
     needed = -(-sum(tasks[i].weight for i in small) // SHARED_TASK_BYTES)
-    shared: list[list[int]] = [[] for _ in range(min(len(small), max(cores, needed)))]
+    cores = max(1, cores)
+    shared: list[list[int]] = [[] for _ in range(min(len(small), -(-needed // cores) * cores))]
     loads = [0] * len(shared)
     for i in small:
         k = loads.index(min(loads))

@@ -244,8 +244,8 @@ def test_heaviest_operations_start_first_and_outputs_keep_the_plan_order(spark, 
 
 def test_small_groups_share_spark_tasks_and_big_ones_run_alone():
     """A Spark task's own cost (~50 ms) is most of a small group's compaction: small groups share tasks — one per
-    core at least, more when they read more than SHARED_TASK_BYTES together — dealt to the least loaded; a group
-    bigger than that runs alone, and first."""
+    core at least, more when they read more than SHARED_TASK_BYTES together (a multiple of the cores) — dealt to the
+    least loaded; a group bigger than that runs alone, and first."""
     def groups(*weights: int) -> list:
         return [SimpleNamespace(weight=w) for w in weights]
 
@@ -258,7 +258,9 @@ def test_small_groups_share_spark_tasks_and_big_ones_run_alone():
     big = SHARED_TASK_BYTES + 1
     assert spark_bundles(groups(1, big, 2, big * 2), cores=2) == [[3], [1], [2], [0]]
     many = spark_bundles(groups(*[SHARED_TASK_BYTES // 4] * 12), cores=2)
-    assert len(many) == 3 and all(len(b) == 4 for b in many)   # 3 tasks' worth of bytes: 3 tasks, not 2
+    # 3 tasks' worth of bytes: more than 2 tasks, and a multiple of the cores, so no wave leaves a core idle
+    assert len(many) == 4 and all(len(b) == 3 for b in many)
+    assert len(spark_bundles(groups(*[SHARED_TASK_BYTES // 4] * 28), cores=4)) == 8   # 7 tasks' worth on 4 cores
     assert spark_bundles([], cores=2) == []
 
 

@@ -103,16 +103,14 @@ def keys_distinct(keys: pa.ChunkedArray | pa.Array) -> bool:
     """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide.
 
     Hashing the keys with numpy and sorting the hashes costs a fraction of pyarrow's exact count_distinct on
-    strings; with ~10^5 keys a few hash collisions are expected, and only those rows get the exact test.
+    strings; with ~10^5 keys a few hash collisions are expected, and only those rows get the exact test. The
+    hashes are sorted by value alone (numpy's vectorised sort, ~30x a stable argsort): the rows sharing a hash
+    are then found by value.
     """
     hashes = spark_hash_strings(keys, seed=0)
-    order = np.argsort(hashes, kind="stable")
-    ranked = hashes[order]
+    ranked = np.sort(hashes)
     same = ranked[1:] == ranked[:-1]
     if not same.any():
         return True
-    shared = np.zeros(len(ranked), dtype=bool)
-    shared[1:] |= same
-    shared[:-1] |= same
-    suspects = pc.take(keys, pa.array(order[shared]))
+    suspects = pc.filter(keys, pa.array(np.isin(hashes, np.unique(ranked[1:][same]))))
     return bool(pc.count_distinct(suspects).as_py() == len(suspects))

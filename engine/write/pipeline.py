@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -694,17 +696,58 @@ def _route_batches(rt: routing.Routing, batches: Iterator[pa.RecordBatch], excha
         pieces.extend(_exchange_routed(table, target, part * _CHUNKS_PER_PARTITION + chunk))
         pending.clear()
 
-    for batch in batches:
-        if batch.num_rows:
-            pending.append(routing.route(rt, pa.Table.from_batches([batch])))
-            rows += batch.num_rows
-        if rows >= chunk_rows:
+    def route_all(arrived: Iterable[pa.RecordBatch]) -> None:
+        nonlocal rows
+        for batch in arrived:
+            if batch.num_rows:
+                pending.append(routing.route(rt, pa.Table.from_batches([batch])))
+                rows += batch.num_rows
+            if rows >= chunk_rows:
+                flush()
+                rows = 0
+        if pending:
             flush()
-            rows = 0
-    if pending:
-        flush()
+
+    _in_background(route_all, batches)
     yield pa.RecordBatch.from_arrays([pa.array([json.dumps(p) for p in pieces], pa.string())], names=["stat"])
     task_finished()
+
+
+def _in_background(consume: Callable[[Iterable[T]], None], items: Iterator[T], depth: int = 32) -> None:
+    """`consume(items)` on a second thread while this one keeps pulling `items` (a task's Arrow batches, which
+    the JVM converts and sends meanwhile): routing and exchanging then overlap receiving. At most `depth`
+    items wait; the consumer's error is raised here, after which the items left are not pulled."""
+    done = object()
+    waiting: queue.Queue[Any] = queue.Queue(depth)
+    failed: list[BaseException] = []
+
+    ended = threading.Event()
+
+    def drain() -> Iterator[T]:
+        while (item := waiting.get()) is not done:
+            yield item
+        ended.set()
+
+    def run() -> None:
+        try:
+            consume(drain())
+        except BaseException as exc:   # noqa: BLE001 - re-raised on the calling thread
+            failed.append(exc)
+            while not ended.is_set() and waiting.get() is not done:   # unblock the producer
+                pass
+
+    worker = threading.Thread(target=run, name="tidemark-route", daemon=True)
+    worker.start()
+    try:
+        for item in items:
+            if failed:
+                break
+            waiting.put(item)
+    finally:
+        waiting.put(done)
+        worker.join()
+    if failed:
+        raise failed[0]
 
 
 def _piece(value: list[Any]) -> Piece:

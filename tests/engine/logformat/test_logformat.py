@@ -587,3 +587,23 @@ def test_partial_update_block_decodes_at_its_own_schema(tmp_path: Path, table: p
     assert [b.partial for b in blocks] == [False, True]
     assert blocks[1].records.column_names == ["_hoodie_record_key", "amount"]
     assert blocks[1].records.equals(rows)
+
+
+def test_parquet_blocks_dictionary_encode_only_repetitive_columns():
+    import io as _io
+
+    import pyarrow.parquet as _pq
+
+    from engine.logformat.encode import _parquet_bytes, dictionary_columns
+
+    n = 10_000
+    table = pa.table({"unique": pa.array([f"k{i}" for i in range(n)]), "constant": pa.array(["c"] * n),
+                      "few": pa.array([i % 7 for i in range(n)])})
+    assert dictionary_columns(table) == ["constant", "few"]
+    assert dictionary_columns(pa.table({"s": pa.array([{"a": 1}] * 3)})) is True   # nested: pyarrow's default
+    back = _pq.read_table(_io.BytesIO(_parquet_bytes(table)))
+    assert back.equals(table)
+    encodings = {_pq.ParquetFile(_io.BytesIO(_parquet_bytes(table))).metadata.row_group(0).column(i).path_in_schema:
+                 _pq.ParquetFile(_io.BytesIO(_parquet_bytes(table))).metadata.row_group(0).column(i).has_dictionary_page
+                 for i in range(3)}
+    assert encodings == {"unique": False, "constant": True, "few": True}

@@ -131,7 +131,7 @@ def describing_instants(timeline: Timeline, logs: Iterable[tuple[str, str]],
     those at or after the oldest instant named by a log, by a log it carries over (through copies of copies,
     from the compactions' carry-over records and `aliases`) or by a local symlink's target.
 
-    A log's name carries an instant no later than any write to it (docs/HUDI-FORMAT.md, file naming): on table
+    A log's name carries an instant no later than any write to it (docs/HUDI-FORMAT.md §2.2, §5.4): on table
     versions 8/9 the deltacommit that wrote it; on version 6 its slice's base instant (or, from Java, a pending
     compaction's), after which every deltacommit appending to it started. A carried-over log is named with the
     compaction that carried it, which records the copy. So no earlier deltacommit's stat names one of these logs,

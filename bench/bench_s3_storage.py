@@ -3,12 +3,15 @@
 The same table (P partitions x B buckets, W writes, one log per file group per write) is built locally and on
 S3 through `Table`; then, on each: a planning preview (median of 3; requests counted at the S3 server per
 planned log file, for the first preview as a process that has read nothing of the table — kept instants and
-scans dropped — and for a repeat, which reuses what its listing validates)
+scans dropped — and for a repeat, which reuses what its listing validates; then, on the S3 table, a second first
+preview after one compaction (the first half of the writes compacted, the rest carried over) and W/2 more writes:
+planning on a table with history, `plan2_requests_per_log_file`; and a third after a compaction of everything and
+W/2 more writes, `plan3_requests_per_log_file`)
 and event-time schedule + runs on fresh identical table pairs after a warm-up compaction, the order
 alternating per round (requests per compacted file group, median time ratio).
 
     .venv/bin/python -m bench.bench_s3_storage [--partitions 2 --buckets 4 --writes 6 --rows 20000 --rounds 4]
-        [--trace DIR] [--pin-store] [--in-process] [--latency-ms N] [--store-lock]
+        [--trace DIR] [--pin-store] [--in-process] [--latency-ms N] [--store-lock] [--table-version 6|8|9]
 
 `--in-process` runs the compactions on this process's threads (what `tidemark compaction run` does with a small
 plan) instead of Spark tasks, on both backends.
@@ -208,6 +211,8 @@ def main() -> None:
     ap.add_argument("--latency-ms", type=float, default=0,
                     help="each S3 request waits this long at the server before it is served (no CPU): a remote "
                          "store's time to first byte, which the emulator on 127.0.0.1 does not have")
+    ap.add_argument("--table-version", type=int, default=6, choices=(6, 8, 9),
+                    help="the tables' version (a v8/9 log's name carries the instant that wrote it)")
     args = ap.parse_args()
 
     from tests.support.s3_server import S3Server
@@ -241,7 +246,8 @@ def main() -> None:
             if args.store_lock and location.startswith("s3://"):
                 settings[LOCK_PROVIDER_KEY] = STORAGE_LOCK_PROVIDER
             t = Table.create(location, name="b", record_keys=["id"], ordering_field="seq",
-                             event_time_field="ts", partition_fields=["region"], settings=settings)
+                             event_time_field="ts", partition_fields=["region"], settings=settings,
+                             table_version=args.table_version)
             for src in sources:
                 t.write(src)
             return t
@@ -282,6 +288,31 @@ def main() -> None:
                 out["plan_repeat_requests"] = dict(_requests(reqs))
                 out["plan_repeat_requests_per_log_file"] = round(len(reqs) / logs, 2)
             out[f"plan_{name}_file_groups"] = len(plan.operations)
+
+        # A second plan on a table with history: one compaction, then more writes; the first preview again as a
+        # process that has read nothing of the table.
+        from engine.io import storage
+        from engine.logformat import scan
+
+        # Then a third after a compaction of everything and W/2 more writes: only those writes are pending.
+        hist = planning["s3"]
+        more = args.writes // 2
+        for key, first_threshold in (("plan2", threshold), ("plan3", T0_MS + 1000 * 86_400_000)):
+            hist.run_compaction(hist.schedule_compaction(threshold=first_threshold, carry_over="copy").instant,
+                                local=True)
+            written = len(hist.timeline())
+            for w in range(written, written + more):
+                hist.write(_batch(tmp, w, args.rows, args.partitions))
+            pending = sum(len(g["slices"][-1]["log_files"]) for g in hist.describe().to_dict()["file_groups"])
+            storage.clear_kept_immutable()
+            scan.clear_validated_scans()
+            s3.reset_counts()
+            later = hist.plan_compaction(threshold=T0_MS + (written + 1) * 86_400_000)
+            reqs = s3.counts()
+            out[f"{key}_log_files"] = pending
+            out[f"{key}_file_groups"] = len(later.operations)
+            out[f"{key}_requests"] = dict(_requests(reqs))
+            out[f"{key}_requests_per_log_file"] = round(len(reqs) / pending, 2)
 
         # Each round compacts a fresh pair of identical tables, the order alternating between rounds so
         # neither backend always runs on the warmer process; medians over the rounds.

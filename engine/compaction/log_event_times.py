@@ -33,11 +33,12 @@ from engine import logformat
 from engine.config import eventtime
 from engine.config.properties import TableConfig, load_table_config
 from engine.io import storage
+from engine.io.naming import parse_log_file_name
 from engine.logformat import EVENT_TIMES_ATTR, BlockType
 from engine.logformat.blocks import DATA_BLOCK_TYPES
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice, LogFile
-from engine.timeline.instants import COMMIT, DELTACOMMIT, Timeline
+from engine.timeline.instants import COMMIT, DELTACOMMIT, Instant, Timeline
 from engine.timeline.metadata import LOG_MD5
 
 SOURCES = ("header", "write_stats", "decoded", "none")
@@ -65,14 +66,15 @@ def event_time_column(cfg: TableConfig) -> str | None:
     return cfg.event_time_field or cfg.ordering_field
 
 
-def write_stat_event_times(timeline: Timeline) -> StatTimes:
-    """(partition, log name) -> (min, max, complete) over every completed deltacommit stat naming that log.
+def write_stat_event_times(timeline: Timeline, instants: Iterable[Instant] | None = None) -> StatTimes:
+    """(partition, log name) -> (min, max, complete) over every completed deltacommit stat naming that log
+    (among `instants` when given: `describing_instants`, for the logs being resolved).
 
     `complete` is False when some stat for the log had no minEventTime (Java appends to a log across
     commits; one unknown stat makes the whole log unknown).
     """
     out: StatTimes = {}
-    for inst in timeline.completed():
+    for inst in timeline.completed() if instants is None else instants:
         if inst.action != DELTACOMMIT:
             continue
         for stat in timeline.commit_metadata(inst).write_stats:
@@ -81,17 +83,88 @@ def write_stat_event_times(timeline: Timeline) -> StatTimes:
     return out
 
 
-def carried_aliases(timeline: Timeline) -> dict[tuple[str, str], str]:
+def carried_aliases(timeline: Timeline, instants: Iterable[Instant] | None = None) -> dict[tuple[str, str], str]:
     """(partition, carried log name) -> the name of the log it carries, from every completed compaction's
-    carry-over record. A copy has no stats of its own (and a delete-only log no header times), so without
-    this a copied log would read as "unknown" and be compacted by the next plan however late its data."""
+    carry-over record (among `instants` when given). A copy has no stats of its own (and a delete-only log no
+    header times), so without this a copied log would read as "unknown" and be compacted by the next plan
+    however late its data."""
     out: dict[tuple[str, str], str] = {}
-    for inst in timeline.completed():
+    for inst in timeline.completed() if instants is None else instants:
         if inst.action != COMMIT:
             continue
         for entry in timeline.commit_metadata(inst).carried or ():
             out[(entry.partition_path, entry.symlink)] = os.path.basename(entry.target)
     return out
+
+
+def _name_instant(name: str) -> str | None:
+    parsed = parse_log_file_name(name)
+    return parsed.base_instant if parsed is not None and parsed.base_instant.isdigit() else None
+
+
+def _floor(names: Iterable[str]) -> str | None:
+    """The oldest instant the log names carry; None when one carries none (then every instant may matter)."""
+    found = [_name_instant(n) for n in names]
+    if any(i is None for i in found):
+        return None
+    return min((i for i in found if i is not None), default=None)
+
+
+def _log_names(logs: Iterable[tuple[str, str]]) -> set[tuple[str, str]]:
+    """(partition, name) of each of `logs` ((partition, path)), and of a local carried-over symlink's target."""
+    out = set()
+    for part, path in logs:
+        out.add((part, os.path.basename(path)))
+        if storage.is_link(path):
+            out.add((part, os.path.basename(os.path.realpath(path))))
+    return out
+
+
+def _completed_writes(timeline: Timeline, floor: str | None) -> list[Instant]:
+    return [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)
+            and (floor is None or i.timestamp >= floor)]
+
+
+def describing_instants(timeline: Timeline, logs: Iterable[tuple[str, str]],
+                        aliases: Mapping[tuple[str, str], str] | None = None) -> list[Instant]:
+    """The completed deltacommits and compaction commits whose metadata can describe `logs` ((partition, path)):
+    those at or after the oldest instant named by a log, by a log it carries over (through copies of copies,
+    from the compactions' carry-over records and `aliases`) or by a local symlink's target.
+
+    A log's name carries an instant no later than any write to it (docs/HUDI-FORMAT.md §2.2, §5.4): on table
+    versions 8/9 the deltacommit that wrote it; on version 6 its slice's base instant (or, from Java, a pending
+    compaction's), after which every deltacommit appending to it started. A carried-over log is named with the
+    compaction that carried it, which records the copy. So no earlier deltacommit's stat names one of these logs,
+    and no earlier compaction carried one; a write stat or record from those could not change what is resolved.
+    A log name without an instant makes every instant matter. Reads the compaction commits at or after the
+    floor (each floor's instants together, in parallel on a store) to follow the carry-over chains.
+    """
+    names = _log_names(logs)
+    edges: set[tuple[tuple[str, str], str]] = set((aliases or {}).items())
+    read: set[Instant] = set()
+    floor = _floor(n for _, n in names)
+    while True:
+        writes = _completed_writes(timeline, floor)
+        timeline.read_ahead([i for i in writes if i not in read])
+        for inst in writes:
+            if inst.action == COMMIT and inst not in read:
+                edges.update(carried_aliases(timeline, [inst]).items())
+            read.add(inst)
+        copies: dict[tuple[str, str], set[str]] = {}
+        for key, target in edges:
+            copies.setdefault(key, set()).add(target)
+        reached = set(names)
+        frontier = list(names)
+        while frontier:
+            part, name = frontier.pop()
+            for target in copies.get((part, name), ()):
+                if (part, target) not in reached:
+                    reached.add((part, target))
+                    frontier.append((part, target))
+        lower = _floor(n for _, n in reached)
+        if floor is None or lower is not None and lower >= floor:
+            return writes
+        floor = lower
 
 
 def _fold_stat(out: StatTimes, key: tuple[str, str], lo: int | None, hi: int | None) -> None:
@@ -141,8 +214,11 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
             found = _from_header(scans[lf.path], committed)
             if found is None and _stats_bound(scans[lf.path], committed):
                 if stats is None or known is None:
-                    stats = write_stat_event_times(timeline)
-                    known = {**carried_aliases(timeline), **(aliases or {})}
+                    # only the instants that can describe a log of `slices` (`describing_instants`)
+                    instants = describing_instants(
+                        timeline, [(s.partition_path, f.path) for s in slices for f in s.log_files], aliases)
+                    stats = write_stat_event_times(timeline, instants)
+                    known = {**carried_aliases(timeline, instants), **(aliases or {})}
                 found = _from_stats(stats, sl.partition_path, lf.name, lf.path, known)
             if found is None:
                 found = _from_content(lf.path, committed, event_time_column(cfg))
@@ -184,15 +260,18 @@ def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
     times and no deletes (Java's stats do not count deletes' event times; ours carry them only in the header).
     """
     remote = [(part, lf) for part, lf in logs if storage.is_remote(lf.path)]
-    if not remote or not _instants_cheaper(timeline, [(lf.path, lf.size) for _, lf in remote]):
+    if not remote or not _instants_cheaper(timeline, [(part, lf.path) for part, lf in remote],
+                                           [(lf.path, lf.size) for _, lf in remote]):
         return {}
     return covering_stats(timeline, remote, aliases)
 
 
-def _instants_cheaper(timeline: Timeline, logs: list[tuple[str, int]]) -> bool:
-    """Whether reading the completed instants' metadata (those this process does not hold yet) costs fewer
-    requests than scanning `logs` ((path, size))."""
-    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
+def _instants_cheaper(timeline: Timeline, named: list[tuple[str, str]], logs: list[tuple[str, int]]) -> bool:
+    """Whether reading the metadata of the completed instants that can describe the logs `named` ((partition,
+    path); those at or after the oldest instant they name, before carry-over chains lower it: what
+    `describing_instants` reads at least) that this process does not hold yet costs fewer requests than
+    scanning `logs` ((path, size))."""
+    completed = _completed_writes(timeline, _floor(n for _, n in _log_names(named)))
     cost = storage.immutable_reads_needed([timeline.instant_path(i) for i in completed])
     return not cost or cost < logformat.reads_needed(logs)
 
@@ -212,8 +291,7 @@ def _copied_from(copies: Mapping[tuple[str, str], str], partition: str, name: st
 def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
                    aliases: Mapping[tuple[str, str], str]) -> dict[str, LogEventTime]:
     """`_from_covering_stats` for every log of `logs` (partition, log), wherever it lives."""
-    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
-    timeline.read_ahead(completed)
+    completed = describing_instants(timeline, [(part, lf.path) for part, lf in logs], aliases)
     appends: dict[tuple[str, str], list[_Append]] = {}
     shared: set[tuple[str, str]] = set()
     for inst in completed:
@@ -228,7 +306,7 @@ def covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
             if extent is not None:
                 appends.setdefault((stat.partition_path, stat.file_name), []).append(
                     _Append(extent[0], extent[1], stat.min_event_time, stat.max_event_time, stat.num_deletes))
-    copies = {**carried_aliases(timeline), **aliases}
+    copies = {**carried_aliases(timeline, completed), **aliases}
     out = {}
     for part, lf in logs:
         found = _tiled(appends, shared, copies, part, lf.name, lf.size)
@@ -266,16 +344,17 @@ def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, i
     requests than scanning the logs."""
     logs = [(part, path, size) for part, path, size in logs
             if storage.is_remote(path) and storage.listed_etag(path, size)]
-    if not logs or not _instants_cheaper(timeline, [(path, size) for _, path, size in logs]):
+    if not logs or not _instants_cheaper(timeline, [(part, path) for part, path, _ in logs],
+                                         [(path, size) for _, path, size in logs]):
         return set()
-    completed = [i for i in timeline.completed() if i.action in (DELTACOMMIT, COMMIT)]
-    timeline.read_ahead(completed)   # commits too: carried_aliases reads them
+    # the instants that can have written these logs, or carried them over (`describing_instants`)
+    completed = describing_instants(timeline, [(part, path) for part, path, _ in logs])
     md5s: dict[tuple[str, str], str] = {}
     for inst in (i for i in completed if i.action == DELTACOMMIT):
         for rel, md5 in _log_md5s(timeline.commit_metadata(inst).extra).items():
             folder, _, name = rel.rpartition("/")
             md5s[(folder, name)] = md5
-    copies = carried_aliases(timeline)
+    copies = carried_aliases(timeline, completed)
     out = set()
     for part, path, size in logs:
         written = _copied_from(copies, part, os.path.basename(path), md5s.__contains__)

@@ -32,8 +32,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
@@ -74,6 +72,7 @@ from engine.timeline.metadata import (
 )
 from engine.worker_gc import task_finished
 from engine.write import in_process, inputs, log_writer
+from engine.write.background import consume_in_background
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob
 
 if TYPE_CHECKING:   # pyspark loads only when a write runs on Spark (a cold import costs ~0.3–1 s)
@@ -708,46 +707,9 @@ def _route_batches(rt: routing.Routing, batches: Iterator[pa.RecordBatch], excha
         if pending:
             flush()
 
-    _in_background(route_all, batches)
+    consume_in_background(route_all, batches)
     yield pa.RecordBatch.from_arrays([pa.array([json.dumps(p) for p in pieces], pa.string())], names=["stat"])
     task_finished()
-
-
-def _in_background(consume: Callable[[Iterable[T]], None], items: Iterator[T], depth: int = 32) -> None:
-    """`consume(items)` on a second thread while this one keeps pulling `items` (a task's Arrow batches, which
-    the JVM converts and sends meanwhile): routing and exchanging then overlap receiving. At most `depth`
-    items wait; the consumer's error is raised here, after which the items left are not pulled."""
-    done = object()
-    waiting: queue.Queue[Any] = queue.Queue(depth)
-    failed: list[BaseException] = []
-
-    ended = threading.Event()
-
-    def drain() -> Iterator[T]:
-        while (item := waiting.get()) is not done:
-            yield item
-        ended.set()
-
-    def run() -> None:
-        try:
-            consume(drain())
-        except BaseException as exc:   # noqa: BLE001 - re-raised on the calling thread
-            failed.append(exc)
-            while not ended.is_set() and waiting.get() is not done:   # unblock the producer
-                pass
-
-    worker = threading.Thread(target=run, name="tidemark-route", daemon=True)
-    worker.start()
-    try:
-        for item in items:
-            if failed:
-                break
-            waiting.put(item)
-    finally:
-        waiting.put(done)
-        worker.join()
-    if failed:
-        raise failed[0]
 
 
 def _piece(value: list[Any]) -> Piece:

@@ -10,15 +10,19 @@ workers, so the web side sends work by task name (`webapp.dispatch`) without imp
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from celery import Celery
 
-from webapp import queues
+from webapp import broker, queues
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("tidemark")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 queues.declare(app)  # runs and samples on separate queues (webapp.queues)
+if app.conf.broker_url.startswith("filesystem://"):   # before anything binds (webapp.broker)
+    broker.seed_exchanges(Path(app.conf.broker_transport_options["control_folder"]),
+                          [*queues.names(), *broker.CONTROL_EXCHANGES])
 
 __all__ = ["app"]

@@ -23,8 +23,13 @@ def sampling_queue() -> str:
     return env.text("TIDEMARK_SAMPLING_QUEUE", f"{default_queue()}-sampling")
 
 
+def names() -> tuple[str, str]:
+    """Both queues' names; each has a direct exchange of its own name."""
+    return default_queue(), sampling_queue()
+
+
 def declare(app: Celery) -> None:
     """Both queues are the app's queues, so a worker without `-Q` consumes from both."""
     # As Celery declares its default queue: a direct exchange of the queue's name, routed by that name.
     app.conf.task_queues = tuple(Queue(name, Exchange(name, type="direct"), routing_key=name)
-                                 for name in (default_queue(), sampling_queue()))
+                                 for name in names())

@@ -70,7 +70,8 @@ class Supervisor:
         return self.proc.wait(timeout=timeout_s)
 
     def kill_all(self) -> None:
-        for pid in {self.proc.pid, *self.pids("worker"), *self.pids("web"), *self.pids("beat")}:
+        children = re.findall(r"\w+ started \(pid (\d+)\)", self.text())   # every child ever started
+        for pid in {self.proc.pid, *map(int, children)}:
             try:
                 os.killpg(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):

@@ -25,7 +25,7 @@ from engine.slices.groups import FileSlice
 from engine.timeline.instants import COMMIT, COMMIT_ACTIONS, DELTACOMMIT, Instant, Timeline
 from engine.timeline.metadata import PENDING_LOG_TIMES, WriteStat
 
-# Above this many pending logs a deltacommit records no summary (~100 bytes a log: ~200 KB of commit metadata,
+# Above this many pending logs a deltacommit records no summary (~150 bytes a log: ~300 KB of commit metadata,
 # which every reader of the timeline and the archive holds); planning then reads the deltacommits' write stats.
 MAX_LOGS = 2_000
 

@@ -200,3 +200,23 @@ def test_hudi_reads_the_tables_as_without_the_summary(s3_env, tmp_path, monkeypa
         del doc["extraMetadata"][PENDING_LOG_TIMES]
         storage.write_bytes(timeline.instant_path(inst), json.dumps(doc).encode())
     assert reads == {q: rows_by_key(hudi_read(t.path, q, storage_options=opts)) for q in reads}
+
+
+def test_a_write_reads_no_commit_more_than_its_schema_needs(s3_env, tmp_path):  # noqa: F811
+    """As a process that holds nothing of the table: after a deltacommit the write reads that commit alone (for the
+    schema, as before the summary); right after a compaction, that commit and the deltacommit before it."""
+    t = _table(f"{s3_env['bucket_uri']}/t", 6)
+    for i in range(3):
+        t.write(_batch(tmp_path, i, i + 1))
+    server = s3_env["server"]
+    storage.clear_kept_immutable()
+    server.reset_counts()
+    t.write(_batch(tmp_path, 3, 4))
+    assert _commit_gets(server) == 1
+    t.run_compaction(t.schedule_compaction(threshold=_iso(2.5), carry_over="copy").instant, local=True)
+    storage.clear_kept_immutable()
+    server.reset_counts()
+    t.write(_batch(tmp_path, 4, 5))
+    assert _commit_gets(server) == 2
+    assert len(plt.latest(Timeline.load(t.path))) == len([lf for sl in FileSystemView(t.path).latest_slices()
+                                                          for lf in sl.log_files])

@@ -301,8 +301,16 @@ def main() -> None:
             hist.run_compaction(hist.schedule_compaction(threshold=first_threshold, carry_over="copy").instant,
                                 local=True)
             written = len(hist.timeline())
+            write_reqs = []
             for w in range(written, written + more):
-                hist.write(_batch(tmp, w, args.rows, args.partitions))
+                batch = _batch(tmp, w, args.rows, args.partitions)
+                s3.reset_counts()
+                hist.write(batch)
+                write_reqs.append(dict(_requests(s3.counts())))
+            # each write's requests (the first right after the compaction): what a summary of the pending logs'
+            # event times in the deltacommit (engine/compaction/pending_summary.py) costs the writer
+            out[f"{key}_write_requests"] = [sum(r.values()) for r in write_reqs]
+            out[f"{key}_write_request_kinds"] = write_reqs[0]
             pending = sum(len(g["slices"][-1]["log_files"]) for g in hist.describe().to_dict()["file_groups"])
             storage.clear_kept_immutable()
             scan.clear_validated_scans()

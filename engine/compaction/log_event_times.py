@@ -36,6 +36,7 @@ from engine.io import storage
 from engine.io.naming import parse_log_file_name
 from engine.logformat import EVENT_TIMES_ATTR, BlockType
 from engine.logformat.blocks import DATA_BLOCK_TYPES
+from engine.slices import pending_log_times
 from engine.slices.fsview import FileSystemView
 from engine.slices.groups import FileSlice, LogFile
 from engine.timeline.instants import COMMIT, DELTACOMMIT, Instant, Timeline
@@ -203,7 +204,8 @@ def resolve_log_event_times(view: FileSystemView, timeline: Timeline, slices: It
     out: dict[str, LogEventTime] = {}
     slices = list(slices)
     todo = [(sl.partition_path, lf) for sl in slices for lf in sl.log_files if lf.path not in given]
-    given.update(_from_covering_stats(timeline, todo, aliases or {}))
+    given.update(_from_summary(timeline, todo))
+    given.update(_from_covering_stats(timeline, [(p, lf) for p, lf in todo if lf.path not in given], aliases or {}))
     # Every other log's header scan, fetched together (in parallel on an object store), then used in order.
     scans = logformat.scan_log_files((lf.path, lf.size) for _, lf in todo if lf.path not in given)
     for sl in slices:
@@ -264,6 +266,23 @@ def _from_covering_stats(timeline: Timeline, logs: list[tuple[str, LogFile]],
                                            [(lf.path, lf.size) for _, lf in remote]):
         return {}
     return covering_stats(timeline, remote, aliases)
+
+
+def _from_summary(timeline: Timeline, logs: list[tuple[str, LogFile]]) -> dict[str, LogEventTime]:
+    """log path -> event times from the latest deltacommit's summary of the pending logs
+    (`engine.slices.pending_log_times`), for the object-store logs it records at their listed size (and ETag).
+
+    The same answer `_from_covering_stats` gives (and, for a log with deletes, the header scan then the stats): the
+    entry is the stat of the one write that created the log whole, carried forward while the log stayed that size.
+    Local logs are left to their header scan, a pread each."""
+    remote = [(part, lf) for part, lf in logs if storage.is_remote(lf.path)]
+    summary = pending_log_times.latest(timeline) if remote else {}
+    out = {}
+    for part, lf in remote:
+        entry = summary.get((part, lf.name))
+        if entry is not None and entry.matches(lf.path, lf.size):
+            out[lf.path] = LogEventTime(entry.min_ms, entry.max_ms, "write_stats", deletes=entry.deletes)
+    return out
 
 
 def _instants_cheaper(timeline: Timeline, named: list[tuple[str, str]], logs: list[tuple[str, int]]) -> bool:
@@ -344,9 +363,14 @@ def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, i
     requests than scanning the logs."""
     logs = [(part, path, size) for part, path, size in logs
             if storage.is_remote(path) and storage.listed_etag(path, size)]
+    # The latest deltacommit's summary repeats each pending log's recorded MD5 (through carried copies).
+    summary = pending_log_times.latest(timeline) if logs else {}
+    found = {path for part, path, size in logs if (entry := summary.get((part, os.path.basename(path)))) is not None
+             and entry.md5 is not None and entry.matches(path, size)}
+    logs = [log for log in logs if log[1] not in found]
     if not logs or not _instants_cheaper(timeline, [(part, path) for part, path, _ in logs],
                                          [(path, size) for _, path, size in logs]):
-        return set()
+        return found
     # the instants that can have written these logs, or carried them over (`describing_instants`)
     completed = describing_instants(timeline, [(part, path) for part, path, _ in logs])
     md5s: dict[tuple[str, str], str] = {}
@@ -355,7 +379,7 @@ def unchanged_since_written(timeline: Timeline, logs: Iterable[tuple[str, str, i
             folder, _, name = rel.rpartition("/")
             md5s[(folder, name)] = md5
     copies = carried_aliases(timeline, completed)
-    out = set()
+    out = set(found)
     for part, path, size in logs:
         written = _copied_from(copies, part, os.path.basename(path), md5s.__contains__)
         etag = (storage.listed_etag(path, size) or "").strip('"')

@@ -208,6 +208,14 @@ def _timeline_keys(hoodie: str) -> dict[str, str] | None:
     return keys
 
 
+def _held_timeline_keys(hoodie: str) -> dict[str, str] | None:
+    """`_timeline_keys` when this operation holds them already (read, or remembered), else None: nothing read."""
+    memo = _LAYOUT_MEMO.get()
+    if memo is not None and hoodie in memo:
+        return memo[hoodie]
+    return _timeline_keys(hoodie) if storage.has_shared_read(storage.join(hoodie, "hoodie.properties")) else None
+
+
 def _read_layout_version(props: dict[str, str]) -> int | None:
     try:
         return int(props["hoodie.timeline.layout.version"])
@@ -237,6 +245,11 @@ class Timeline:
     def load(cls, base_path: str) -> Timeline:
         hoodie = storage.join(base_path, HOODIE_DIR)
         props = storage.join(hoodie, "hoodie.properties")
+        held = _held_timeline_keys(hoodie)
+        if held is not None and _read_layout_version(held) == layout_v8.LAYOUT_VERSION:
+            # The operation's read of the properties proves the table exists, and a layout-2 timeline lives in a
+            # folder of its own: listing .hoodie/ would tell nothing more (one LIST less on a store).
+            return cls._load_layout_2(base_path, hoodie, held)
         # One listing of .hoodie/ tells both whether the table exists and its instants (one LIST on S3).
         names = storage.list_names_validated(hoodie)
         if "hoodie.properties" not in names and not (storage.is_remote(hoodie)
@@ -245,11 +258,7 @@ class Timeline:
         keys = _timeline_keys(hoodie) or {}
         layout = _read_layout_version(keys)
         if layout == layout_v8.LAYOUT_VERSION:
-            folder = layout_v8.timeline_dir(hoodie, keys)
-            found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_validated(folder))
-                     if inst is not None]
-            return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys),
-                       instant_files=len(found))
+            return cls._load_layout_2(base_path, hoodie, keys)
         if layout is not None and layout != 1:
             raise UnsupportedTableError(
                 f"{props}: hoodie.timeline.layout.version={layout}; only layouts 1 (table version 6) and 2 "
@@ -257,6 +266,15 @@ class Timeline:
             )
         found = [inst for inst in map(parse_instant_file_name, names) if inst is not None]
         return cls(base_path, _merge_latest(found), instant_files=len(found))
+
+    @classmethod
+    def _load_layout_2(cls, base_path: str, hoodie: str, keys: dict[str, str]) -> Timeline:
+        folder = layout_v8.timeline_dir(hoodie, keys)
+        layout = layout_v8.LAYOUT_VERSION
+        found = [inst for inst in (parse_instant_file_name(n, layout) for n in storage.list_names_validated(folder))
+                 if inst is not None]
+        return cls(base_path, _merge_latest(found), layout, folder, layout_v8.history_dir(folder, keys),
+                   instant_files=len(found))
 
     # -- queries -------------------------------------------------------------------------------
 
@@ -569,7 +587,9 @@ def ask_ahead(base_path: str, instant: tuple[str, str, Sequence[State]] | None =
     heads = [] if instant is None or listing or storage.listed_names(folder.path) is not None else [
         folder.named(instant[0], instant[1], state) for state in instant[2]
         if not (state is State.COMPLETED and folder.layout == layout_v8.LAYOUT_VERSION)]
-    children = list(dict.fromkeys([storage.join(base_path, HOODIE_DIR), folder.path])) if listing else []
+    # a layout-2 table's .hoodie/ is not listed: the properties `_folder` read prove the table (`Timeline.load`)
+    children = ([folder.path] if folder.layout == layout_v8.LAYOUT_VERSION
+                else [storage.join(base_path, HOODIE_DIR)]) if listing else []
     storage.ask_ahead(children=children, heads=heads, keep=keep)
 
 

@@ -49,6 +49,10 @@ CLUSTER_OPERATION = "cluster"   # WriteOperationType.CLUSTER.value() in the requ
 LOG_MD5 = "tidemark.logMd5"
 # The same, on one write stat while it travels from a write task to the driver (never published).
 STAT_MD5 = "_tidemarkMd5"
+# A deltacommit's extraMetadata on an object store: compact JSON {"<partition>": {"<log name>": [min event time ms,
+# max event time ms, 1 if it holds deletes else 0, size in bytes, MD5 hex (when recorded)]}} for the logs of the
+# table's latest file slices as of that commit whose event times Tidemark knows (engine/slices/pending_log_times.py).
+PENDING_LOG_TIMES = "tidemark.pendingLogEventTimes"
 # operationType of the commits table services make (WriteOperationType values): everything else is a write.
 SERVICE_OPERATIONS = frozenset({"compact", "log_compact", "cluster"})
 CARRIED_NEEDED = "tidemark.carriedLogsNeeded"

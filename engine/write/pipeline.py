@@ -51,6 +51,7 @@ from engine.lock import TableLock, ensure_held, holding, lost_lock, table_lock_o
 from engine.progress import Progress, counted, tracked
 from engine.results import WriteResult, utc
 from engine.services import recovery, rollback
+from engine.slices import pending_log_times
 from engine.slices.fsview import FileSystemView
 from engine.timeline import heartbeat
 from engine.timeline.instants import (
@@ -66,6 +67,7 @@ from engine.timeline.metadata import (
     INSERT_OVERWRITE,
     INSERT_OVERWRITE_TABLE,
     LOG_MD5,
+    PENDING_LOG_TIMES,
     STAT_MD5,
     RequestedReplaceMetadata,
     inflight_commit_json,
@@ -326,7 +328,9 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
     transition_to_inflight(base_path, instant, action, inflight_commit_json(OPERATIONS[operation]) if overwrite
                            else b"")
     fault_point("write", "inflight")
-    job = _make_job(cfg, timeline, instant, operation, schema_json, settings)
+    # One listing for the targets and the summary of the pending logs' event times (none for an overwrite).
+    view = None if overwrite else FileSystemView(base_path, timeline)
+    job = _make_job(cfg, timeline, instant, operation, schema_json, settings, view)
     try:
         stats = run(job)
         fault_point("write", "tasks")
@@ -347,6 +351,8 @@ def _run_instant(cfg: TableConfig, timeline: Timeline, instant: str, operation: 
     replaced = replaced_by_overwrite(FileSystemView(base_path, timeline), operation, set(by_partition)) \
         if overwrite else None
     extra = {LOG_MD5: json.dumps(md5s, sort_keys=True)} if md5s else {}
+    if view is not None:
+        extra.update(_pending_log_times(timeline, view, stats, md5s))
     if hook is not None:
         extra.update(hook.extra_metadata(timeline, stats))
     body = commit_metadata_json(by_partition, schema=schema_json, operation_type=OPERATIONS[operation],
@@ -420,8 +426,22 @@ def _table_schema(cfg: TableConfig, timeline: Timeline, incoming: pa.Schema, ope
     return json.dumps(evolve_schema(json.loads(current) if current else None, new))
 
 
+def _pending_log_times(timeline: Timeline, view: FileSystemView, stats: list[dict[str, Any]],
+                       md5s: Mapping[str, str]) -> dict[str, str]:
+    """extraMetadata with the event times of the table's pending logs after this write, so a planner reads this
+    deltacommit instead of every one that wrote a pending log (engine.slices.pending_log_times). Only on an object
+    store, where each of those reads is a request; the previous summary comes from the commit `latest_schema`
+    read already (one more read only for the first write after a compaction)."""
+    if not storage.is_remote(view.base_path):
+        return {}
+    summary = pending_log_times.next_summary(pending_log_times.latest(timeline), view.latest_slices(),
+                                             pending_log_times.written(stats, md5s))
+    encoded = pending_log_times.encode(summary)
+    return {PENDING_LOG_TIMES: encoded} if encoded is not None else {}
+
+
 def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str, schema_json: str,
-              settings: Mapping[str, str]) -> WriteJob:
+              settings: Mapping[str, str], view: FileSystemView | None = None) -> WriteJob:
     schema = json.loads(schema_json)
     return WriteJob(
         base_path=cfg.base_path, instant=instant, operation=operation,
@@ -433,19 +453,20 @@ def _make_job(cfg: TableConfig, timeline: Timeline, instant: str, operation: str
         max_block_size=cfg.int_setting("hoodie.logfile.data.block.max.size", settings),
         logs_named_by_instant=timeline.uses_completion_time,
         # An overwrite never appends: every (partition, bucket) it writes is a new file group.
-        targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline),
+        targets={} if operation in OVERWRITE_OPERATIONS else plan_targets(cfg, timeline, view),
         compression=cfg.str_setting("hoodie.parquet.compression.codec", settings),
         row_group_rows=cfg.int_setting("hoodie.parquet.max.row.group.rows", settings),
     )
 
 
-def plan_targets(cfg: TableConfig, timeline: Timeline) -> dict[tuple[str, int], Target]:
+def plan_targets(cfg: TableConfig, timeline: Timeline,
+                 view: FileSystemView | None = None) -> dict[tuple[str, int], Target]:
     """(partition, bucket) -> the file group and log version this write appends to.
 
     A file group inside a pending compaction C writes into slice C, after the log names the plan
     reserved for its carried-over logs (RFC: "Append new log file"), so nothing is shadowed.
     """
-    view = FileSystemView(cfg.base_path, timeline)
+    view = view or FileSystemView(cfg.base_path, timeline)
     reserved = pending_log_reservations(timeline)
     targets: dict[tuple[str, int], Target] = {}
     for group in view.file_groups():

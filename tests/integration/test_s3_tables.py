@@ -274,6 +274,7 @@ def test_symlink_carry_over_on_s3_is_refused(s3_env, tmp_path, monkeypatch):  # 
     # Logs the stats do not account for (Java's, logs holding deletes) are scanned: log headers only, sized from
     # the one listing (no HEAD), a small log in one GET of all of it, a larger one in at most 2 ranged GETs (its
     # header window, its last block's trailer)
+    monkeypatch.setattr(log_event_times, "_from_summary", lambda *args: {})   # nor the latest deltacommit's summary
     monkeypatch.setattr(log_event_times, "_from_covering_stats", lambda *args: {})
     for whole_scan_bytes, most in ((scan.REMOTE_WHOLE_SCAN_BYTES, 1), (0, 2)):
         monkeypatch.setattr(scan, "REMOTE_WHOLE_SCAN_BYTES", whole_scan_bytes)

@@ -192,18 +192,21 @@ def test_on_s3_a_second_plan_reads_only_what_its_logs_need(s3_env, tmp_path, mon
     server = s3_env["server"]
     plans = []
     counts = []
-    for old in (False, True):
+    for rule in ("summary", "describing", "old"):
         storage.clear_kept_immutable()
         from engine.logformat.scan import clear_validated_scans
 
         clear_validated_scans()
         with monkeypatch.context() as m:
-            if old:
+            if rule != "summary":   # the latest deltacommit's summary of the pending logs ignored
+                m.setattr(let.pending_log_times, "latest", lambda timeline: {})
+            if rule == "old":
                 m.setattr(let, "describing_instants", _old_rule)
             server.reset_counts()
             plans.append([dataclasses.replace(op, logs_carried=[c.target for c in op.logs_carried])
                           for op in t.plan_compaction(threshold=_iso(7.5)).operations])
             counts.append(sum(1 for r in server.counts() if r["method"] == "GET" and "/.hoodie/" in r["path"]
                               and "commit" in r["path"].rsplit("/", 1)[-1]))
-    assert plans[0] == plans[1] and plans[0]
-    assert counts[0] == 2 and counts[1] >= 9, counts   # the two deltacommits since the compaction, not all
+    assert plans[0] == plans[1] == plans[2] and plans[0]
+    # the summary: the latest deltacommit; without it, the two deltacommits since the compaction; before, all
+    assert counts[0] == 1 and counts[1] == 2 and counts[2] >= 9, counts

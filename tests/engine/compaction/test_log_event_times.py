@@ -52,9 +52,13 @@ def _batch(tmp, i: int, keys: range, day: int) -> str:
     return path
 
 
-def _times(table: Table, stats: bool, monkeypatch) -> dict[str, LogEventTime]:
+def _times(table: Table, stats: bool, monkeypatch, summary: bool = False) -> dict[str, LogEventTime]:
+    """Each log's times from the latest deltacommit's summary (`summary`), the stats that tile it (`stats`), else
+    its header."""
     clear_validated_scans()   # each way reads what it needs
     with monkeypatch.context() as m, storage.operation_reads():
+        if not summary:
+            m.setattr(let, "_from_summary", lambda *a: {})
         if not stats:
             m.setattr(let, "_from_covering_stats", lambda *a: {})
         view = FileSystemView(table.path)
@@ -75,16 +79,21 @@ def test_on_s3_the_stats_answer_as_the_headers_do_with_fewer_requests(s3_env, tm
     server = s3_env["server"]
 
     server.reset_counts()
+    by_summary = _times(t, True, monkeypatch, summary=True)
+    summary_reads = server.counts()
+    server.reset_counts()
     by_stats = _times(t, True, monkeypatch)
     stats_reads = server.counts()
     server.reset_counts()
     by_headers = _times(t, False, monkeypatch)
     header_reads = server.counts()
 
-    assert by_stats.keys() == by_headers.keys() and len(by_stats) >= 6
-    for path, found in by_stats.items():
+    assert by_stats.keys() == by_headers.keys() == by_summary.keys() and len(by_stats) >= 6
+    for path, found in [*by_stats.items(), *by_summary.items()]:
         expected = by_headers[path]
         assert (found.min_ms, found.max_ms, found.deletes) == (expected.min_ms, expected.max_ms, expected.deletes), path
+    assert all(found.source == "write_stats" for found in by_summary.values())
+    assert not [r for r in summary_reads if r["range"]], "the summary: no log read, not even those with deletes"
     sources = {path: found.source for path, found in by_stats.items()}
     carried = [p for p in sources if "_" + t.compactions()[-1].instant + ".log." in p]
     assert carried and all(sources[p] == "write_stats" for p in carried), "carried copies: the original's stats"

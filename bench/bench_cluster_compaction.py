@@ -26,7 +26,12 @@ plus a share of the rest of its executor's CPU over the run (JVM; Python outside
 the driver's serial part is the run's wall time minus the span from the first task's launch to the last one's
 finish (planning, task serialisation, scheduling, commit); the critical path on k cores is the serial part plus
 the makespan of the tasks on k slots, in Spark's launch order (greedy; longest-first shown too). The ratio is
-critical path(min k) / critical path(k), medians over each driver's runs after its first.
+critical path(min k) / critical path(k), medians over each driver's runs after its first. The serial part is also
+split at the run's Spark job (event log: submission, completion): the driver before it, Spark to the first launch,
+Spark after the last finish, the driver after it (`serial_phases_s`).
+
+    --versus DIR   (either mode) another source tree's drivers alternate with this tree's on the same cluster and
+                   table, summarised apart: before/after pairs, e.g. `git archive HEAD~1 | tar -x -C DIR`.
 """
 from __future__ import annotations
 

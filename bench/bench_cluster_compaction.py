@@ -21,12 +21,17 @@ measured by CPU. One standalone cluster of max(cores) workers x 1 core; a driver
 (`spark.cores.max`, so Spark's default parallelism — and the engine's bundling of file groups into tasks — is
 k), writes Spark's event log, and reads /proc for every executor's CPU (its JVM, and its Python daemon and
 workers) before and after each run. Per run: the stage's tasks (event log: executor, launch, finish, JVM CPU)
-each cost the CPU its Python worker measured over the task's work (engine.compaction.execute.last_spark_tasks)
+each cost the CPU its Python worker measured over the task's work (CompactionResult.spark_tasks)
 plus a share of the rest of its executor's CPU over the run (JVM; Python outside the work), in proportion;
 the driver's serial part is the run's wall time minus the span from the first task's launch to the last one's
 finish (planning, task serialisation, scheduling, commit); the critical path on k cores is the serial part plus
 the makespan of the tasks on k slots, in Spark's launch order (greedy; longest-first shown too). The ratio is
-critical path(min k) / critical path(k), medians over each driver's runs after its first.
+critical path(min k) / critical path(k), medians over each driver's runs after its first. The serial part is also
+split at the run's Spark job (event log: submission, completion): the driver before it, Spark to the first launch,
+Spark after the last finish, the driver after it (`serial_phases_s`).
+
+    --versus DIR   (either mode) another source tree's drivers alternate with this tree's on the same cluster and
+                   table, summarised apart: before/after pairs, e.g. `git archive HEAD~1 | tar -x -C DIR`.
 """
 from __future__ import annotations
 
@@ -52,7 +57,6 @@ def worker(pristine: str, scratch: str, repeat: int, trace: str | None = None) -
     `trace` (the event log's folder): also each run's tasks and executors' CPU (`--critical-path`)."""
     from bench.common import cpu_split
     from engine import Table
-    from engine.compaction import execute
     from engine.spark import get_spark
 
     start_s, spark = timed(get_spark)
@@ -79,7 +83,7 @@ def worker(pristine: str, scratch: str, repeat: int, trace: str | None = None) -
             cpus.append({e: {k: round(after[e][k] - before.get(e, {}).get(k, 0.0), 3) for k in after[e]}
                          for e in after})
             drivers.append({k: round(driver_after[k] - driver[k], 3) for k in ("self", "jvm")})
-            figures.append(list(execute.last_spark_tasks))
+            figures.append([f.to_dict() for f in result.spark_tasks or ()])
         runs.append(round(seconds, 3))
         written.append(result.records_written)
         shutil.rmtree(path, ignore_errors=True)
@@ -133,13 +137,21 @@ def executor_cpu(app_id: str) -> dict[str, dict[str, float]]:
 
 
 def tasks_in_windows(trace: str, app_id: str, windows: list[tuple[float, float]]) -> list[list[dict]]:
-    """The tasks Spark's event log (in `trace`) shows launched within each (start, end) wall-clock window."""
+    """The tasks Spark's event log (in `trace`) shows launched within each (start, end) wall-clock window; each
+    window's Spark jobs (submission and completion, ms) as a last entry {"jobs": [...]}."""
     files = [f for f in os.listdir(trace) if f.startswith(app_id)]
     if not files:
         raise RuntimeError(f"no event log for {app_id} in {trace}")
     out: list[list[dict]] = [[] for _ in windows]
+    jobs: dict[int, dict] = {}
     with open(os.path.join(trace, files[0]), encoding="utf-8") as fh:
         for line in fh:
+            if '"SparkListenerJobStart"' in line or '"SparkListenerJobEnd"' in line:
+                ev = json.loads(line)
+                job = jobs.setdefault(ev["Job ID"], {})
+                job.update({"submitted_ms": ev["Submission Time"]} if "Submission Time" in ev
+                           else {"completed_ms": ev["Completion Time"]})
+                continue
             if '"SparkListenerTaskEnd"' not in line:
                 continue
             ev = json.loads(line)
@@ -154,6 +166,8 @@ def tasks_in_windows(trace: str, app_id: str, windows: list[tuple[float, float]]
             for w, (t0, t1) in enumerate(windows):
                 if t0 * 1000 <= task["launch_ms"] <= t1 * 1000:
                     out[w].append(task)
+    for w, (t0, t1) in enumerate(windows):
+        out[w].append({"jobs": [j for j in jobs.values() if t0 * 1000 <= j.get("submitted_ms", 0) <= t1 * 1000]})
     return out
 
 
@@ -171,10 +185,11 @@ def analyse_run(t0: float, t1: float, tasks: list[dict], cpu: dict[str, dict[str
                 figures: list[dict]) -> dict:
     """One run: tasks' costs, the driver's serial part, the critical path on as many slots as the run had
     executors. A task's cost is the CPU its Python worker measured over the task's work (`figures`, by partition:
-    engine.compaction.execute.last_spark_tasks) plus a share of the rest of its executor's CPU over the run (the
+    CompactionResult.spark_tasks) plus a share of the rest of its executor's CPU over the run (the
     JVM; the Python worker outside the work: receiving the task, pickling results), shared by that CPU."""
     measured = {f["partition"]: f for f in figures}
-    tasks = sorted((t for t in tasks if t["index"] in measured and not t["failed"]),
+    jobs = [j for t in tasks if "jobs" in t for j in t["jobs"]]
+    tasks = sorted((t for t in tasks if "jobs" not in t and t["index"] in measured and not t["failed"]),
                    key=lambda t: (t["launch_ms"], t["index"]))
     by_executor: dict[str, float] = {}
     for t in tasks:
@@ -189,6 +204,7 @@ def analyse_run(t0: float, t1: float, tasks: list[dict], cpu: dict[str, dict[str
     span = (max(t["finish_ms"] for t in tasks) - min(t["launch_ms"] for t in tasks)) / 1000 if tasks else 0.0
     serial = wall - span
     slots = len(cpu)
+    phases = serial_phases(t0, t1, tasks, jobs)
     costs = [t["cost_s"] for t in tasks]
     return {"wall_s": round(wall, 3), "task_span_s": round(span, 3), "serial_s": round(serial, 3),
             "tasks": len(tasks), "stages": len({t["stage"] for t in tasks}), "executors": slots,
@@ -204,44 +220,78 @@ def analyse_run(t0: float, t1: float, tasks: list[dict], cpu: dict[str, dict[str
             "makespan_s": round(makespan(costs, slots), 3) if costs else 0.0,
             "makespan_lpt_s": round(makespan(costs, slots, True), 3) if costs else 0.0,
             "critical_path_s": round(serial + (makespan(costs, slots) if costs else 0.0), 3),
-            "failed_tasks": sum(t["failed"] for t in tasks)}
+            "failed_tasks": sum(t["failed"] for t in tasks), "spark_jobs": len(jobs), "serial_phases_s": phases}
 
 
-def critical_path(pristine: str, work: str, cores: list[int], repeat: int, rounds: int) -> dict:
-    """Drivers on `k` of one cluster's max(cores) single-core workers, for each k (alternating order per round)."""
+def serial_phases(t0: float, t1: float, tasks: list[dict], jobs: list[dict]) -> dict[str, float]:
+    """The serial part split at the run's Spark jobs (event log): the driver before the first job's submission,
+    Spark from it to the first task's launch, from the last task's finish to the last job's completion, and the
+    driver after that (results, commit, clean)."""
+    if not tasks or not jobs:
+        return {}
+    submitted = min(j.get("submitted_ms", t0 * 1000) for j in jobs) / 1000
+    completed = max(j.get("completed_ms", t1 * 1000) for j in jobs) / 1000
+    first, last = min(t["launch_ms"] for t in tasks) / 1000, max(t["finish_ms"] for t in tasks) / 1000
+    return {"driver_before_s": round(submitted - t0, 3), "submit_to_launch_s": round(first - submitted, 3),
+            "finish_to_job_end_s": round(completed - last, 3), "driver_after_s": round(t1 - completed, 3)}
+
+
+def critical_path(pristine: str, work: str, cores: list[int], repeat: int, rounds: int,
+                  versus: str | None = None) -> dict:
+    """Drivers on `k` of one cluster's max(cores) single-core workers, for each k (alternating order per round).
+    `versus`: another source tree (e.g. `git archive` of the previous commit) whose drivers alternate with this
+    tree's on the same cluster and table, summarised apart ("versus")."""
     from tests.support.spark_cluster import bare_executor_python, standalone_cluster
 
     python = bare_executor_python(Path(work))
     trace = Path(work) / "eventlog"
     trace.mkdir(exist_ok=True)
-    out: dict[int, list[dict]] = {k: [] for k in cores}
+    trees = [ROOT] + ([Path(versus).resolve()] if versus else [])
+    out: dict[Path, dict[int, list[dict]]] = {t: {k: [] for k in cores} for t in trees}
     started = time.perf_counter()
     with standalone_cluster(Path(work) / "cluster", workers=max(cores), cores=1) as cluster:
         cluster_up_s = time.perf_counter() - started
         for i in range(rounds):
             for k in (cores if i % 2 == 0 else cores[::-1]):
-                env = cluster.env(python)
-                env.update(TIDEMARK_DRIVER_MEMORY="2g", BENCH_EXECUTORS=str(k), PYSPARK_SUBMIT_ARGS=" ".join(
-                    f"--conf {c}" for c in (f"spark.cores.max={k}", "spark.eventLog.enabled=true",
-                                            f"spark.eventLog.dir=file://{trace}", "spark.eventLog.compress=false",
-                                            "spark.eventLog.rolling.enabled=false")) + " pyspark-shell")
-                res = run_worker(env, pristine, work, repeat, str(trace))
-                log(f"  round {i + 1}, {k} cores: runs {res['runs_s']} s, critical paths "
-                    f"{[r['critical_path_s'] for r in res['runs']]} s, serial {[r['serial_s'] for r in res['runs']]}"
-                    f" s, tasks' CPU {[r['task_cost_s'] for r in res['runs']]}")
-                out[k].append(res)
+                for tree in (trees if i % 2 == 0 else trees[::-1]):
+                    env = cluster.env(python)
+                    env.update(TIDEMARK_DRIVER_MEMORY="2g", BENCH_EXECUTORS=str(k), PYSPARK_SUBMIT_ARGS=" ".join(
+                        f"--conf {c}" for c in (f"spark.cores.max={k}", "spark.eventLog.enabled=true",
+                                                f"spark.eventLog.dir=file://{trace}", "spark.eventLog.compress=false",
+                                                "spark.eventLog.rolling.enabled=false")) + " pyspark-shell")
+                    res = run_worker(env, pristine, work, repeat, str(trace), tree)
+                    log(f"  round {i + 1}, {k} cores{'' if tree == ROOT else ', ' + str(tree)}: runs "
+                        f"{res['runs_s']} s, critical paths {[r['critical_path_s'] for r in res['runs']]} s, serial "
+                        f"{[r['serial_s'] for r in res['runs']]} s, tasks' CPU {[r['task_cost_s'] for r in res['runs']]}"
+                        f", load {os.getloadavg()[0]:.1f}")
+                    out[tree][k].append(res)
+    result = {"cluster_start_s": round(cluster_up_s, 1), **summarise(out[ROOT], cores),
+              "rows_match": len({res["records_written"] for t in trees for k in cores for res in out[t][k]}) == 1,
+              "rounds": {str(k): out[ROOT][k] for k in cores}}
+    if versus:
+        result["versus"] = {"tree": str(trees[1]), **summarise(out[trees[1]], cores),
+                            "rounds": {str(k): out[trees[1]][k] for k in cores}}
+    return result
 
+
+def summarise(out: dict[int, list[dict]], cores: list[int]) -> dict:
+    """Per core count the medians of the drivers' runs after their first, and the speedups from the fewest cores."""
     def med(values: list[float]) -> float:
-        return round(statistics.median(values), 3)
+        return round(statistics.median(values), 3) if values else 0.0
 
     # A driver's first run meets executors whose JVM has not compiled the task path yet and Python workers that
     # import pyarrow's compute kernels on first use (2-3x the CPU of later runs): a long-lived cluster's state is
     # the later runs', so the summary is theirs (each first run is in "rounds").
     runs = {k: [r for res in out[k] for r in (res["runs"][1:] if len(res["runs"]) > 1 else res["runs"])]
             for k in cores}
+    phases = ("driver_before_s", "submit_to_launch_s", "finish_to_job_end_s", "driver_after_s")
     summary = {k: {"default_parallelism": sorted({res["default_parallelism"] for res in out[k]}),
                    "wall_s": med([r["wall_s"] for r in runs[k]]),
                    "serial_s": med([r["serial_s"] for r in runs[k]]),
+                   "serial_phases_s": {p: med([r["serial_phases_s"][p] for r in runs[k] if r.get("serial_phases_s")])
+                                       for p in phases},
+                   "executor_jvm_cpu_s": med([sum(e["jvm"] for e in r["executor_cpu"].values()) for r in runs[k]]),
+                   "task_work_cpu_sum_s": med([sum(r["task_work_cpu_s"]) for r in runs[k]]),
                    "driver_cpu_s": med([r["driver_cpu_s"]["self"] + r["driver_cpu_s"]["jvm"] for r in runs[k]]),
                    "tasks": sorted({r["tasks"] for r in runs[k]}),
                    "task_cost_sum_s": med([r["task_cost_sum_s"] for r in runs[k]]),
@@ -249,20 +299,20 @@ def critical_path(pristine: str, work: str, cores: list[int], repeat: int, round
                    "makespan_lpt_s": med([r["makespan_lpt_s"] for r in runs[k]]),
                    "critical_path_s": med([r["critical_path_s"] for r in runs[k]])} for k in cores}
     lo = min(cores)
-    return {"cluster_start_s": round(cluster_up_s, 1), "per_cores": summary,
+    return {"per_cores": summary,
             "speedup_by_critical_path": {f"{lo}->{k}": round(summary[lo]["critical_path_s"]
                                                                / summary[k]["critical_path_s"], 3)
                                          for k in cores if k != lo},
             "speedup_tasks_only": {f"{lo}->{k}": round(summary[lo]["makespan_s"] / summary[k]["makespan_s"], 3)
-                                   for k in cores if k != lo},
-            "rows_match": len({res["records_written"] for k in cores for res in out[k]}) == 1,
-            "rounds": {str(k): out[k] for k in cores}}
+                                   for k in cores if k != lo}}
 
 
-def run_worker(env: dict[str, str], pristine: str, scratch: str, repeat: int, trace: str | None = None) -> dict:
+def run_worker(env: dict[str, str], pristine: str, scratch: str, repeat: int, trace: str | None = None,
+               tree: Path = ROOT) -> dict:
+    """A driver process from source tree `tree` (its engine shipped to the executors)."""
     cmd = [sys.executable, "-m", "bench.bench_cluster_compaction", "--worker", pristine, "--scratch", scratch,
            "--repeat", str(repeat)] + (["--trace", trace] if trace else [])
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise RuntimeError(f"worker on {env.get('SPARK_MASTER')} failed (exit {proc.returncode}):\n"
@@ -270,27 +320,38 @@ def run_worker(env: dict[str, str], pristine: str, scratch: str, repeat: int, tr
     return json.loads(lines[-1])
 
 
-def measure(pristine: str, work: str, repeat: int, rounds: int) -> dict:
+def measure(pristine: str, work: str, repeat: int, rounds: int, versus: str | None = None) -> dict:
+    """`local[2]` vs the cluster, alternating; `versus`: another source tree's drivers alternate with this tree's
+    (the same cluster and table), summarised apart."""
     from tests.support.spark_cluster import bare_executor_python, standalone_cluster
 
     python = bare_executor_python(Path(work))
+    trees = [ROOT] + ([Path(versus).resolve()] if versus else [])
     started = time.perf_counter()
     with standalone_cluster(Path(work) / "cluster", workers=2, cores=1) as cluster:
         cluster_up_s = time.perf_counter() - started
         envs = {"local": dict(os.environ, SPARK_MASTER="local[2]", TIDEMARK_DRIVER_MEMORY="2g"),
                 "cluster": cluster.env(python)}
         envs["cluster"]["TIDEMARK_DRIVER_MEMORY"] = "2g"
-        out: dict[str, list[dict]] = {m: [] for m in MODES}
+        out: dict[Path, dict[str, list[dict]]] = {t: {m: [] for m in MODES} for t in trees}
         for i in range(rounds):
-            for mode in (MODES if i % 2 == 0 else MODES[::-1]):
-                res = run_worker(envs[mode], pristine, work, repeat)
-                log(f"  round {i + 1} {mode}: {res}")
-                out[mode].append(res)
+            for tree in (trees if i % 2 == 0 else trees[::-1]):
+                for mode in (MODES if i % 2 == 0 else MODES[::-1]):
+                    res = run_worker(envs[mode], pristine, work, repeat, tree=tree)
+                    log(f"  round {i + 1} {mode}{'' if tree == ROOT else ' ' + str(tree)}: {res}")
+                    out[tree][mode].append(res)
+    result = {"cluster_start_s": round(cluster_up_s, 1), "rounds": out[ROOT], **ratio(out[ROOT]),
+              "rows_match": len({r["records_written"] for t in trees for m in MODES for r in out[t][m]}) == 1}
+    if versus:
+        result["versus"] = {"tree": str(trees[1]), "rounds": out[trees[1]], **ratio(out[trees[1]])}
+    return result
+
+
+def ratio(out: dict[str, list[dict]]) -> dict:
+    """Median run per mode and cluster / local[2]."""
     runs = {m: sorted(s for r in out[m] for s in r["runs_s"]) for m in MODES}
     median = {m: runs[m][len(runs[m]) // 2] for m in MODES}
-    return {"cluster_start_s": round(cluster_up_s, 1), "rounds": out,
-            "median_s": median, "ratio_cluster_vs_local2": round(median["cluster"] / median["local"], 3),
-            "rows_match": len({r["records_written"] for m in MODES for r in out[m]}) == 1}
+    return {"median_s": median, "ratio_cluster_vs_local2": round(median["cluster"] / median["local"], 3)}
 
 
 def main() -> None:
@@ -305,6 +366,8 @@ def main() -> None:
                     help="measure scaling with executor cores by each task's CPU (see the module doc)")
     ap.add_argument("--cores", default="2,4", help="--critical-path: executor core counts, comma-separated")
     ap.add_argument("--file-groups", type=int, default=8, choices=(8, 16, 32), help="the table's file groups")
+    ap.add_argument("--versus", help="another source tree whose drivers alternate with this tree's (e.g. "
+                                     "`git archive HEAD~1 | tar -x -C DIR`), summarised apart")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--scratch", help=argparse.SUPPRESS)
     ap.add_argument("--trace", help=argparse.SUPPRESS)
@@ -328,9 +391,9 @@ def main() -> None:
                   "table": layout, "build_s": round(build_s, 1)}
         if args.critical_path:
             result.update(critical_path(path, work, [int(k) for k in args.cores.split(",")], args.repeat,
-                                        args.rounds))
+                                        args.rounds, args.versus))
         else:
-            result.update(measure(path, work, args.repeat, args.rounds))
+            result.update(measure(path, work, args.repeat, args.rounds, args.versus))
         emit("bench_cluster_compaction", result)
     finally:
         if not args.keep:

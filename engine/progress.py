@@ -68,16 +68,19 @@ class Stopped(Exception):
 
 def counted(sc: Any, action: Callable[[Any], T], on_progress: Progress | None, total: int, unit: str,
             should_stop: Callable[[], bool] | None = None) -> T:
-    """Run `action(accumulator)`; its tasks add 1 to the accumulator per `unit` finished.
+    """Run `action(accumulator)`; its tasks add 1 to the accumulator per `unit` finished. With neither progress
+    nor `should_stop` nobody reads it: the action gets None and its tasks add nothing (Spark hands every task's
+    non-zero Python accumulator to the driver's Python over a socket, waiting for its answer, before the task
+    counts as ended: the last task's is on the job's path).
 
     `should_stop`, polled while the job runs: once it says True no further task starts (the job group is
     cancelled without interrupting running tasks, so each unit is either written whole or not started),
     and Stopped is raised once the running ones have ended.
     """
+    if on_progress is None and should_stop is None:
+        return action(None)
     reporter = Reporter(on_progress, total, unit)
     acc = sc.accumulator(0)
-    if on_progress is None and should_stop is None:
-        return action(acc)
     if should_stop is not None and should_stop():   # asked before the first unit started
         raise Stopped(0)
     group = f"tidemark-{uuid.uuid4().hex}"

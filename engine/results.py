@@ -52,7 +52,7 @@ def _jsonable(value: Any) -> Any:
 
 
 # Fields present in JSON only when set: a table without catalog sync keeps its results' shape.
-_OMIT_NONE = ("catalog_sync", "services")
+_OMIT_NONE = ("catalog_sync", "services", "spark_tasks")
 
 
 class Result:
@@ -175,6 +175,18 @@ class CompactionResult(Result):
     ro_freshness_time: dt.datetime | None
     catalog_sync: list[CatalogSyncResult] | None = None
     services: TableServicesResult | None = None   # the clean/archival that followed
+    spark_tasks: list[SparkTaskFigures] | None = None   # a run on Spark: what each of its tasks measured
+
+
+@dataclass
+class SparkTaskFigures(Result):
+    """What one Spark task of a compaction run measured in its Python worker over its work: where a run's time went
+    task by task (bench_cluster_compaction's critical path; a cluster's slow executor)."""
+
+    partition: int | None   # the task's index in its stage (None when not known)
+    groups: int             # file groups it compacted
+    python_cpu_s: float     # the worker process's CPU seconds over the work, every thread's
+    python_wall_s: float
 
 
 @dataclass

@@ -55,7 +55,7 @@ from engine.io import base_format, storage
 from engine.io.arrow_pool import use_streaming_pool
 from engine.io.faults import fault_point
 from engine.io.locking import LOCK_FILE
-from engine.io.naming import CARRY_FORWARD_VERSION, parse_log_file_name
+from engine.io.naming import CARRY_FORWARD_VERSION, LogFileName, parse_log_file_name
 from engine.lock import (
     FileLock,
     TableLock,
@@ -67,7 +67,7 @@ from engine.lock import (
 )
 from engine.logformat import integrity
 from engine.progress import Progress, Stopped, counted
-from engine.results import CompactionResult, from_ms
+from engine.results import CompactionResult, SparkTaskFigures, from_ms
 from engine.services.rollback import rollback_locked
 from engine.slices.fsview import FileSystemView, ask_listing_ahead
 from engine.slices.groups import FileSlice, LogFile
@@ -148,12 +148,13 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
         from engine.spark import get_spark
 
         spark = get_spark()
+    figures: list[SparkTaskFigures] | None = None
     try:
         if spark is None:
             outs = in_process.run_here(tasks, balanced_order(tasks), execute_operation, on_progress, should_stop,
                                        "file groups", REMOTE_GROUPS_PER_CPU if storage.is_remote(base_path) else 1)
         else:
-            outs = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
+            outs, figures = _execute_all(spark.sparkContext, tasks, on_progress, should_stop)
     except Stopped as stopped:
         _roll_back_cancelled(base_path, c, lock)
         raise Cancelled(c, f"compaction {c} cancelled after {stopped.done} of {len(tasks)} file groups; its plan "
@@ -171,7 +172,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
     fault_point("execute", "tasks")
     if cfg.merge_mode != EVENT_TIME_ORDERING:
         ask_timeline_ahead(base_path, (c, COMPACTION, (State.INFLIGHT,)))
-        return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs)
+        return _commit(cfg, Timeline.load(base_path), c, plan, tasks, outs, figures=figures)
     still = (f"it is still inflight: run it again, or roll it back (tidemark rollback --instant {c}, or "
              "Table.rollback)")
     try:
@@ -193,7 +194,7 @@ def _run_locked(base_path: str, instant: str | None, spark: SparkSession | None,
                                       f"failed ({exc}); {still}") from exc
             if again:
                 view = FileSystemView(base_path, timeline)   # groups ran again: their new files
-            return _commit(cfg, timeline, c, plan, tasks, outs, view)
+            return _commit(cfg, timeline, c, plan, tasks, outs, view, figures)
     except Refused as refused:
         if refused.reason != LOCK_UNAVAILABLE:
             raise
@@ -222,11 +223,11 @@ def _redo_after_late_writes(view: FileSystemView, timeline: Timeline, tasks: lis
     (on a store the view's one listing of the table, which the commit goes on with) and the headers of the
     groups' slice-C logs; nothing is read where no write came. Whether a group ran again."""
     completed = frozenset(i.timestamp for i in timeline.completed())
-    listed: dict[str, list[storage.Entry]] = {}
+    listed: dict[str, dict[str, list[tuple[storage.Entry, LogFileName]]]] = {}
     again = False
     for i, task in enumerate(tasks):
         pdir = view.partition_dir(task.partition_path)
-        names = _written_logs(task, [e.name for e in _partition_entries(view, task.partition_path, listed)])
+        names = _written_logs(task, [e.name for e, _ in _group_logs(view, task.partition_path, listed, task.file_id)])
         if not names:
             continue
         read_as_committed = task.completed | frozenset(outs[i]["committed"])
@@ -300,16 +301,18 @@ def _table_lock_again(base_path: str, lock: TableLock | None, purpose: str) -> c
 
 
 def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | None,
-                 should_stop: Callable[[], bool] | None = None) -> list[dict[str, Any]]:
+                 should_stop: Callable[[], bool] | None = None
+                 ) -> tuple[list[dict[str, Any]], list[SparkTaskFigures]]:
     """The file groups as Spark tasks (`spark_bundles`: small ones share a task, on threads of its Python worker);
-    each finished group counts towards the progress. Outputs come back in the plan's order."""
+    each finished group counts towards the progress. Outputs come back in the plan's order, with what each task
+    measured (in partition order)."""
     if not tasks:
-        return []
+        return [], []
     bundles = spark_bundles(tasks, sc.defaultParallelism)
     slots = {i: slot for slot, i in enumerate(balanced_order(tasks))}
     threads = shared_task_threads(tasks[0].base_path)
 
-    def run(acc: Accumulator[int]) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
+    def run(acc: Accumulator[int] | None) -> list[tuple[list[dict[str, Any]], dict[str, Any]]]:
         def bundle(groups: list[tuple[int, OpTask]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             cpu, wall = time.process_time(), time.perf_counter()
             use_streaming_pool()   # a Spark worker's pool (an in-process run keeps its caller's)
@@ -319,7 +322,8 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
                 task_finished()
             # Spark reports a task's accumulator updates when it ends (and drops a failed task's): the task's groups
             # count then, added once (Accumulator.add is not safe from several threads)
-            acc.add(len(outs))
+            if acc is not None:
+                acc.add(len(outs))
             from pyspark import TaskContext
 
             ctx = TaskContext.get()
@@ -331,18 +335,11 @@ def _execute_all(sc: SparkContext, tasks: list[OpTask], on_progress: Progress | 
         return outs
 
     per_bundle = counted(sc, run, on_progress, len(tasks), "file groups", should_stop)
-    last_spark_tasks[:] = [figures for _, figures in per_bundle]
     in_plan_order: list[dict[str, Any]] = [{}] * len(tasks)
     for b, (outs, _) in zip(bundles, per_bundle):
         for i, out in zip(b, outs):
             in_plan_order[i] = out
-    return in_plan_order
-
-
-# What each Spark task of this process's last compaction run measured in its Python worker, in partition order: its
-# partition, file groups, and the worker process's CPU seconds (every thread's) and wall seconds over the task's
-# work. For diagnostics (bench_cluster_compaction --critical-path); nothing in the engine reads it.
-last_spark_tasks: list[dict[str, Any]] = []
+    return in_plan_order, [SparkTaskFigures(**figures) for _, figures in per_bundle]
 
 
 # A Spark task costs some 40-60 ms besides its work (scheduling, the Python worker's round trips with the JVM): more
@@ -469,7 +466,8 @@ def _delete_event_bounds(timeline: Timeline) -> dict[tuple[str, str], list[tuple
 
 
 def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRecord, tasks: list[OpTask],
-            outs: list[dict[str, Any]], view: FileSystemView | None = None) -> CompactionResult:
+            outs: list[dict[str, Any]], view: FileSystemView | None = None,
+            figures: list[SparkTaskFigures] | None = None) -> CompactionResult:
     threshold = plan.settings.threshold_ms
     by_partition: dict[str, list[dict[str, Any]]] = {}
     stats: list[dict[str, Any]] = []
@@ -512,7 +510,7 @@ def _commit(cfg: TableConfig, timeline: Timeline, c: str, plan: CompactionPlanRe
     return CompactionResult(instant=c, threshold=from_ms(threshold), base_files=[s["path"] for s in stats],
                             records_written=sum(s["numWrites"] for s in stats), logs_carried_over=len(carry_over),
                             spill_logs=spill_logs, ro_completion_time=from_ms(completion),
-                            ro_freshness_time=from_ms(freshness))
+                            ro_freshness_time=from_ms(freshness), spark_tasks=figures)
 
 
 def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: list[OpTask],
@@ -523,7 +521,7 @@ def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: lis
     compacted = {(t.partition_path, t.file_id) for t in tasks}
     slices = [s for s in view.latest_slices() if (s.partition_path, s.file_id) not in compacted and s.log_files]
     aliases = {}
-    listings: dict[str, list[storage.Entry]] = {}   # one listing per partition, not one per file group
+    listings: dict[str, dict[str, list[tuple[storage.Entry, LogFileName]]]] = {}   # one per partition, not per group
     planned = {(op.partition_path, link): lo_hi for op in plan.operations
                for link, lo_hi in op.carried_event_times.items()}
     given = {}
@@ -542,30 +540,38 @@ def _remaining_log_mins(cfg: TableConfig, timeline: Timeline, c: str, tasks: lis
 
 
 def _slice_c_logs(view: FileSystemView, partition: str, file_id: str, c: str,
-                  listings: dict[str, list[storage.Entry]]) -> FileSlice:
+                  listings: dict[str, dict[str, list[tuple[storage.Entry, LogFileName]]]]) -> FileSlice:
     """Slice C of one file group after the commit, without its carry-forward log: carried and new logs."""
     logs = []
-    for entry in _partition_entries(view, partition, listings):
-        parsed = parse_log_file_name(entry.name)
-        if parsed and parsed.file_id == file_id and parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
+    for entry, parsed in _group_logs(view, partition, listings, file_id):
+        if parsed.base_instant == c and parsed.version != CARRY_FORWARD_VERSION:
             size = entry.size if not entry.is_link else storage.size(entry.path)   # a link weighs its target
             logs.append(LogFile(entry.name, entry.path, file_id, c, parsed.version, parsed.write_token, size))
     logs.sort(key=lambda lf: lf.sort_key)
     return FileSlice(partition, file_id, c, None, logs)
 
 
-def _partition_entries(view: FileSystemView, partition: str,
-                       listings: dict[str, list[storage.Entry]]) -> list[storage.Entry]:
-    """The files of `partition` now, listed once per partition into `listings`: on a store from the view's one
-    listing of the table (made when first asked, no LIST of its own), locally a directory read."""
+def _group_logs(view: FileSystemView, partition: str,
+                listings: dict[str, dict[str, list[tuple[storage.Entry, LogFileName]]]],
+                file_id: str) -> list[tuple[storage.Entry, LogFileName]]:
+    """The data logs of group `file_id` in `partition` now, with their parsed names. The partition is listed once
+    into `listings` (on a store from the view's one listing of the table, made when first asked, no LIST of its
+    own; locally a directory read) and its names parsed once, by file group: every group of a partition asking
+    the whole listing made the commit's work grow with groups x files (7,700 names parsed for 32 groups)."""
     pdir = view.partition_dir(partition)
     if pdir not in listings:
         if storage.is_remote(pdir):
             view.partitions()
-            listings[pdir] = view.remote_entries(partition) or []
+            entries = view.remote_entries(partition) or []
         else:
-            listings[pdir] = storage.list_entries(pdir)
-    return listings[pdir]
+            entries = storage.list_entries(pdir)
+        by_group: dict[str, list[tuple[storage.Entry, LogFileName]]] = {}
+        for entry in entries:
+            parsed = parse_log_file_name(entry.name)
+            if parsed is not None:
+                by_group.setdefault(parsed.file_id, []).append((entry, parsed))
+        listings[pdir] = by_group
+    return listings[pdir].get(file_id, [])
 
 
 def _remove_staging(folder: str) -> None:

@@ -219,7 +219,7 @@ def _write_exchanged(sc: SparkContext, job: WriteJob, pieces: list[Piece],
     groups = _pieces_by_group(pieces)
     n = max(1, min(len(groups), sc.defaultParallelism * 2))
 
-    def write(acc: Accumulator[int]) -> list[dict[str, Any]]:
+    def write(acc: Accumulator[int] | None) -> list[dict[str, Any]]:
         stats: list[dict[str, Any]] = (sc.parallelize(groups, n)
                                        .mapPartitions(lambda g: _write_pieces(job, _counting(g, acc))).collect())
         return stats
@@ -745,11 +745,13 @@ def _pieces_by_group(pieces: list[Piece]) -> list[tuple[str, int, list[tuple[str
     return [(p, b, [(path, no) for _, path, no in sorted(items)]) for (p, b), items in sorted(groups.items())]
 
 
-def _counting(groups: Iterable[T], acc: Accumulator[int]) -> Iterator[T]:
-    """Count each file group once its logs are written (the consumer asked for the next one)."""
+def _counting(groups: Iterable[T], acc: Accumulator[int] | None) -> Iterator[T]:
+    """Count each file group once its logs are written (the consumer asked for the next one); nothing when nobody
+    counts (`progress.counted`)."""
     for group in groups:
         yield group
-        acc.add(1)
+        if acc is not None:
+            acc.add(1)
 
 
 def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str, int]]]]) -> Iterator[dict[str, Any]]:

@@ -20,7 +20,8 @@ def test_java_table_compacts_in_place_with_hudis_snapshot_unchanged(tmp_path):
     path = str(unzip_fixture("table_duplicate_keys", tmp_path / "t"))
     snapshot = hudi_read(path)
     assert schedule_compaction(path, strategy="event_time", threshold_ms=MAX_MS - 999).written
-    run_compaction(path, local=True)
+    done = run_compaction(path, local=True)
+    assert done.spark_tasks is None and "spark_tasks" not in done.to_dict()   # no Spark task: the result's shape
     for ours in (hudi_read(path), read_arrow(path), hudi_read(path, "read_optimized"),
                  read_arrow(path, "read_optimized")):
         assert rows(ours, REWRITTEN) == rows(snapshot, REWRITTEN)

@@ -97,6 +97,11 @@ def test_partial_compaction_keeps_snapshot_and_fills_ro(spark, table, mode, part
     assert remaining, "the history leaves logs after T, so something must be carried over"
     result = run_compaction(str(path), spark=spark)
     assert isinstance(result, CompactionResult) and result.instant == plan.instant
+    # what each Spark task measured comes back with the run: every file group in exactly one task
+    assert result.spark_tasks and sum(t.groups for t in result.spark_tasks) == len(result.base_files)
+    assert sorted(t.partition for t in result.spark_tasks) == list(range(len(result.spark_tasks)))
+    assert all(t.python_cpu_s >= 0 and t.python_wall_s > 0 for t in result.spark_tasks)
+    assert result.to_dict()["spark_tasks"][0].keys() == {"partition", "groups", "python_cpu_s", "python_wall_s"}
 
     assert snapshots(path) == before                           # ours and hudi 0.5.0, unchanged
     assert before[0] == before[1]

@@ -45,6 +45,7 @@ from engine.errors import LOCK_LOST, Refused, TidemarkError, WriteRefused
 from engine.index import keys, routing
 from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
 from engine.io import storage
+from engine.io.arrow_pool import in_process_pool
 from engine.io.faults import fault_point
 from engine.io.naming import CARRY_FORWARD_VERSION, bucket_of_file_id, instant_to_millis, new_instant_time, parse_log_file_name, write_token
 from engine.lock import TableLock, ensure_held, holding, lost_lock, table_lock_of
@@ -131,8 +132,9 @@ def _write_checked_dataframe(cfg: TableConfig, df: DataFrame, incoming: pa.Schem
     """The DataFrame path once the table is open and the input checked (each done once per write)."""
     if placement.write_dataframe_in_process(_estimated_bytes(df), local):
         def run_here(job: WriteJob) -> list[dict[str, Any]]:
-            return in_process.write_groups(job, in_process.group_rows(_routed_here(cfg, df, incoming)),
-                                           on_progress)
+            with in_process_pool():
+                return in_process.write_groups(job, in_process.group_rows(_routed_here(cfg, df, incoming)),
+                                               on_progress)
 
         return _commit_protocol(cfg, operation, incoming, settings, run_here, lock)
     n_tasks = max(1, df.sparkSession.sparkContext.defaultParallelism)
@@ -187,7 +189,8 @@ def write_parquet(base_path: str, paths: list[str], operation: str = "upsert",
     chunks, total_rows = _row_group_chunks(paths)   # one footer read per file decides the path and the tasks
     if _in_process(routable, total_rows, True if hook is not None else _asked(local, spark)):
         def run_here(job: WriteJob) -> list[dict[str, Any]]:
-            return in_process.write_groups(job, in_process.route_all(rt, _read_chunks(chunks)), on_progress)
+            with in_process_pool():   # jemalloc: see engine.io.arrow_pool
+                return in_process.write_groups(job, in_process.route_all(rt, _read_chunks(chunks)), on_progress)
 
         return _commit_protocol(cfg, operation, incoming, settings, run_here, lock, hook)
     from engine.spark import get_spark
@@ -266,7 +269,8 @@ def write_file(base_path: str, path: str, operation: str = "upsert",
     routable = as_spark is not None and routing.supports(rt, as_spark.schema)
     if as_spark is not None and _in_process(routable, rows.num_rows, _asked(local, spark)):
         def run_here(job: WriteJob) -> list[dict[str, Any]]:
-            return in_process.write_groups(job, in_process.route_all(rt, [as_spark]), on_progress)
+            with in_process_pool():
+                return in_process.write_groups(job, in_process.route_all(rt, [as_spark]), on_progress)
 
         return _commit_protocol(cfg, operation, as_spark.schema, checked, run_here, lock)
     from engine.spark import get_spark

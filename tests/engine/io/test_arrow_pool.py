@@ -1,4 +1,5 @@
-"""Executor tasks allocate from jemalloc keeping freed pages, whatever a task before them in the same worker chose."""
+"""Executor tasks allocate from jemalloc keeping freed pages, whatever a task before them in the same worker chose;
+in-process writes allocate from jemalloc while they run."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -69,3 +70,36 @@ def test_the_executor_setting_keeps_freed_pages_in_the_process(conf: str | None,
     returned_mb = int(subprocess.run([sys.executable, "-c", _FREE_AND_MEASURE], env=env, check=True,
                                      capture_output=True, text=True).stdout)
     assert (returned_mb < 16) if kept else (returned_mb > 96), returned_mb
+
+
+def test_in_process_work_allocates_from_jemalloc_and_gives_the_pool_back() -> None:
+    from engine.io.arrow_pool import in_process_pool
+
+    pa.set_memory_pool(pa.mimalloc_memory_pool())
+    with in_process_pool():
+        assert pa.default_memory_pool().backend_name == "jemalloc"
+        kept = pa.array(range(1000))   # a buffer that outlives the block is freed to its own pool later
+    assert pa.default_memory_pool().backend_name == "mimalloc"
+    assert kept.sum().as_py() == 499500
+
+
+def test_overlapping_blocks_restore_the_pool_only_when_the_last_ends() -> None:
+    from engine.io.arrow_pool import in_process_pool
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    first, second = in_process_pool(), in_process_pool()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)   # the earlier write ends first: the later one still runs on jemalloc
+    assert pa.default_memory_pool().backend_name == "jemalloc"
+    second.__exit__(None, None, None)
+    assert pa.default_memory_pool().backend_name == "system"
+
+
+def test_a_failing_block_still_gives_the_pool_back() -> None:
+    from engine.io.arrow_pool import in_process_pool
+
+    pa.set_memory_pool(pa.system_memory_pool())
+    with pytest.raises(RuntimeError), in_process_pool():
+        raise RuntimeError("a write's task failed")
+    assert pa.default_memory_pool().backend_name == "system"

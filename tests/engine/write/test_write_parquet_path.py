@@ -82,3 +82,31 @@ def test_parquet_inputs_must_agree(spark, tmp_path):
     pq.write_table(rows(range(3), 1).drop_columns(["v"]), b)
     with pytest.raises(InputError, match="disagree on their schema"):
         write_parquet(path, [str(a), str(b)])
+
+
+def test_an_in_process_write_allocates_from_jemalloc_and_gives_the_pool_back(tmp_path, monkeypatch):
+    """engine.io.arrow_pool.in_process_pool: the write's reading, routing and log writing run on jemalloc."""
+    from engine.write import in_process
+
+    path = str(tmp_path / "t")
+    create_table(path, name="t", record_keys=["id"], partition_fields=["region"], ordering_field="seq",
+                 event_time_field="ts", hive_style=True, settings={"hoodie.bucket.index.num.buckets": "2"})
+    source = tmp_path / "in.parquet"
+    pq.write_table(rows(range(300), 1), source)
+    seen = []
+    real = in_process.write_groups
+
+    def write_groups(job, groups, on_progress=None):
+        seen.append(pa.default_memory_pool().backend_name)
+        return real(job, groups, on_progress)
+
+    monkeypatch.setattr(in_process, "write_groups", write_groups)
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        assert write_parquet(path, [str(source)], local=True).records_written == 300
+        assert pa.default_memory_pool().backend_name == "system"
+    finally:
+        pa.set_memory_pool(before)
+    assert seen == ["jemalloc"]
+    assert rows_by_key(read_arrow(path)) == rows_by_key(hudi_read(path))

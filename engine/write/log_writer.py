@@ -27,6 +27,9 @@ from engine.timeline.metadata import STAT_MD5, WriteStat
 from engine.write import base_writer
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob, group_file_id, precombine, with_meta
 
+# (partition, bucket) codes below this are grouped by counting and a 16-bit radix sort (`group_indices`).
+_SMALL_CODES = 1 << 16
+
 
 def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write every (partition, bucket) group of routed rows; returns their write stats."""
@@ -74,13 +77,26 @@ def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray
     parts = pc.dictionary_encode(table.column(PART_COL)).combine_chunks()
     buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
     codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
-    uniques = np.unique(codes)
-    if len(uniques) == 1:
-        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
-        return
-    order = np.argsort(codes, kind="stable")
-    starts = np.searchsorted(codes[order], uniques)
-    ends = list(starts[1:]) + [len(order)]
+    top = int(codes.max())
+    if top < _SMALL_CODES:
+        # Few (partition, bucket) codes, the usual case: counted, and sorted as 16-bit keys, which numpy's stable
+        # sort orders by radix in one pass (~3x the int64 merge sort; np.unique's sort is not needed at all).
+        counts = np.bincount(codes)
+        uniques = np.flatnonzero(counts)
+        if len(uniques) == 1:
+            yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
+            return
+        order = np.argsort(codes.astype(np.uint16), kind="stable")
+        ends = np.cumsum(counts[uniques])
+        starts = ends - counts[uniques]
+    else:
+        uniques = np.unique(codes)
+        if len(uniques) == 1:
+            yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
+            return
+        order = np.argsort(codes, kind="stable")
+        starts = np.searchsorted(codes[order], uniques)
+        ends = np.append(starts[1:], len(order))
     for a, b in zip(starts, ends):
         row = int(order[a])
         key = (str(parts.dictionary[int(parts.indices[row].as_py())]), int(buckets[row]))

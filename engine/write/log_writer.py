@@ -74,7 +74,9 @@ def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray
     stable numpy sort — far cheaper than a multi-key sort on strings; taking the rows is left to the caller,
     so the copies can be made where the group is written (in parallel).
     """
-    parts = pc.dictionary_encode(table.column(PART_COL)).combine_chunks()
+    column = table.column(PART_COL)   # dictionary-encoded by `routing.route`, strings from Spark's routing columns
+    parts = (column.unify_dictionaries() if pa.types.is_dictionary(column.type)
+             else pc.dictionary_encode(column)).combine_chunks()
     buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
     codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
     top = int(codes.max())

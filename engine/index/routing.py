@@ -59,14 +59,50 @@ def record_keys(routing: Routing, table: pa.Table) -> pa.Array:
 
 
 def partition_paths(routing: Routing, table: pa.Table) -> pa.Array:
+    """Each row's partition path, dictionary-encoded: each distinct path is built once, not once per row (a batch
+    holds few partitions), and grouping the rows by partition (`log_writer.group_indices`) needs no hashing of
+    strings. Equal to `partition_path_strings` value by value."""
     if not routing.partition_fields:
         return pa.repeat(pa.scalar(""), table.num_rows)
-    parts = []
-    for name in routing.partition_fields:
-        raw = _as_string(table.column(name))
-        # Java writes null and empty partition values as the default partition.
-        value = pc.if_else(pc.fill_null(pc.equal(raw, ""), True), DEFAULT_PARTITION, raw)
-        parts.append(pc.binary_join_element_wise(f"{name}=", value, "") if routing.hive_style else value)
+    fields = [pc.dictionary_encode(_as_string(table.column(name)), null_encoding="encode")
+              for name in routing.partition_fields]
+    if len(fields) == 1:
+        paths = _path_part(routing, routing.partition_fields[0], fields[0].dictionary)
+        if len(pc.unique(paths)) == len(paths):   # no two values give one path: the rows keep their indices
+            return pa.DictionaryArray.from_arrays(fields[0].indices, paths)
+    sizes = [len(f.dictionary) for f in fields]
+    if int(np.prod(np.array(sizes, dtype=np.float64))) >= 2**62:   # combinations beyond an int64 code
+        return partition_path_strings(routing, table)
+    # Each row's combination of field values as one int64 code; the distinct codes are the distinct paths.
+    codes = fields[0].indices.to_numpy().astype(np.int64)
+    for f, size in zip(fields[1:], sizes[1:]):
+        codes = codes * size + f.indices.to_numpy()
+    if len(fields) == 1:
+        combos, rows = np.arange(sizes[0], dtype=np.int64), codes   # dictionary_encode lists only values present
+    else:
+        combos, rows = np.unique(codes, return_inverse=True)
+    digits, parts = combos, list[pa.Array]()
+    for name, f, size in reversed(list(zip(routing.partition_fields, fields, sizes))):
+        digits, digit = np.divmod(digits, size)
+        parts.insert(0, _path_part(routing, name, f.dictionary.take(pa.array(digit))))
+    paths = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
+    # Values that differ can give one path (null and "" are both the default partition): one entry each.
+    distinct = pc.dictionary_encode(paths)
+    indices = distinct.indices.to_numpy()[rows].astype(np.int32)
+    return pa.DictionaryArray.from_arrays(pa.array(indices, pa.int32()), distinct.dictionary)
+
+
+def _path_part(routing: Routing, name: str, raw: pa.Array) -> pa.Array:
+    # Java writes null and empty partition values as the default partition.
+    value = pc.if_else(pc.fill_null(pc.equal(raw, ""), True), DEFAULT_PARTITION, raw)
+    return pc.binary_join_element_wise(f"{name}=", value, "") if routing.hive_style else value
+
+
+def partition_path_strings(routing: Routing, table: pa.Table) -> pa.Array:
+    """Each row's partition path as a string, built row by row."""
+    if not routing.partition_fields:
+        return pa.repeat(pa.scalar(""), table.num_rows)
+    parts = [_path_part(routing, name, _as_string(table.column(name))) for name in routing.partition_fields]
     return parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, "/")
 
 

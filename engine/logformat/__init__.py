@@ -21,7 +21,13 @@ from engine.logformat.blocks import (
     LogFileScan,
 )
 from engine.logformat.content_check import content_faults
-from engine.logformat.encode import append_blocks, encode_data_block, encode_delete_block, encode_rollback_block
+from engine.logformat.encode import (
+    append_blocks,
+    encode_data_block,
+    encode_data_block_pieces,
+    encode_delete_block,
+    encode_rollback_block,
+)
 from engine.logformat.read import read_log_file
 from engine.logformat.scan import reads_needed, scan_log_bytes, scan_log_file, scan_log_files, scan_memo
 
@@ -42,6 +48,7 @@ __all__ = [
     "append_blocks",
     "content_faults",
     "encode_data_block",
+    "encode_data_block_pieces",
     "encode_delete_block",
     "encode_rollback_block",
     "read_log_file",

@@ -45,23 +45,28 @@ def frame_block(block_type: BlockType, headers: Mapping[int, str],
                 content: bytes | Sequence[bytes | memoryview]) -> bytes:
     """Wrap content (bytes, or its consecutive pieces) in MAGIC, blockLength, version, type, headers, content,
     empty footer and the size trailer."""
+    return b"".join(frame_block_pieces(block_type, headers, content))
+
+
+def frame_block_pieces(block_type: BlockType, headers: Mapping[int, str],
+                       content: bytes | Sequence[bytes | memoryview]) -> list[bytes | memoryview]:
+    """`frame_block`'s bytes as consecutive pieces, the content's left as they are (not copied): the framing
+    before it is one piece and the footer and trailer another, both sized from the content's pieces."""
     parts = [content] if isinstance(content, (bytes, bytearray, memoryview)) else list(content)
     content_length = sum(len(p) for p in parts)
     header_bytes = encode_metadata_map(headers)
     footer_bytes = encode_metadata_map({})  # FooterMetadataType is empty: any entry would break Java readers
     block_length = 4 + 4 + len(header_bytes) + 8 + content_length + len(footer_bytes) + 8
-    return b"".join(
-        (
-            MAGIC,
-            _LONG.pack(block_length),
-            struct.pack(">ii", LOG_FORMAT_VERSION, int(block_type)),
-            header_bytes,
-            _LONG.pack(content_length),
-            *parts,
-            footer_bytes,
-            _LONG.pack(block_length + len(MAGIC)),  # reverse pointer: total size up to (not incl.) this field
-        )
-    )
+    head = b"".join((
+        MAGIC,
+        _LONG.pack(block_length),
+        struct.pack(">ii", LOG_FORMAT_VERSION, int(block_type)),
+        header_bytes,
+        _LONG.pack(content_length),
+    ))
+    # reverse pointer: total size up to (not incl.) this field
+    tail = footer_bytes + _LONG.pack(block_length + len(MAGIC))
+    return [head, *parts, tail]
 
 
 def schema_header(avro_schema: dict[str, Any], min_event_time: int | None = None, max_event_time: int | None = None) -> str:
@@ -95,6 +100,22 @@ def encode_data_block(
 
     `partial`: a Hudi 1.x partial-update block (IS_PARTIAL "true"): `avro_schema` lists only the columns the rows
     carry, and readers keep the older values of the others."""
+    return b"".join(encode_data_block_pieces(table, avro_schema, instant_time, fmt, min_event_time, max_event_time,
+                                             partial=partial))
+
+
+def encode_data_block_pieces(
+    table: pa.Table,
+    avro_schema: dict[str, Any],
+    instant_time: str,
+    fmt: str = "avro",
+    min_event_time: int | None = None,
+    max_event_time: int | None = None,
+    *,
+    partial: bool = False,
+) -> list[bytes | memoryview]:
+    """`encode_data_block`'s bytes as consecutive pieces, not joined: a log writer writes them to the file where
+    they lie (an Avro block's records are one piece of ~150 bytes a record, which a join would copy whole)."""
     headers: dict[int, str] = {
         HeaderKey.INSTANT_TIME: instant_time,
         HeaderKey.SCHEMA: schema_header(avro_schema, min_event_time, max_event_time),
@@ -102,9 +123,9 @@ def encode_data_block(
     if partial:
         headers[HeaderKey.IS_PARTIAL] = "true"
     if fmt == "avro":
-        return frame_block(BlockType.AVRO_DATA, headers, encode_data_block_parts(table, avro_schema))
+        return frame_block_pieces(BlockType.AVRO_DATA, headers, encode_data_block_parts(table, avro_schema))
     if fmt == "parquet":
-        return frame_block(BlockType.PARQUET_DATA, headers, _parquet_bytes(table))
+        return frame_block_pieces(BlockType.PARQUET_DATA, headers, _parquet_bytes(table))
     raise TidemarkError(f"unknown data block format {fmt!r}: expected 'avro' or 'parquet'")
 
 

@@ -27,6 +27,9 @@ from engine.timeline.metadata import STAT_MD5, WriteStat
 from engine.write import base_writer
 from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob, group_file_id, precombine, with_meta
 
+# (partition, bucket) codes below this are grouped by counting and a 16-bit radix sort (`group_indices`).
+_SMALL_CODES = 1 << 16
+
 
 def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict[str, Any]]:
     """Write every (partition, bucket) group of routed rows; returns their write stats."""
@@ -71,16 +74,31 @@ def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray
     stable numpy sort — far cheaper than a multi-key sort on strings; taking the rows is left to the caller,
     so the copies can be made where the group is written (in parallel).
     """
-    parts = pc.dictionary_encode(table.column(PART_COL)).combine_chunks()
+    column = table.column(PART_COL)   # dictionary-encoded by `routing.route`, strings from Spark's routing columns
+    parts = (column.unify_dictionaries() if pa.types.is_dictionary(column.type)
+             else pc.dictionary_encode(column)).combine_chunks()
     buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
     codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
-    uniques = np.unique(codes)
-    if len(uniques) == 1:
-        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
-        return
-    order = np.argsort(codes, kind="stable")
-    starts = np.searchsorted(codes[order], uniques)
-    ends = list(starts[1:]) + [len(order)]
+    top = int(codes.max())
+    if top < _SMALL_CODES:
+        # Few (partition, bucket) codes, the usual case: counted, and sorted as 16-bit keys, which numpy's stable
+        # sort orders by radix in one pass (~3x the int64 merge sort; np.unique's sort is not needed at all).
+        counts = np.bincount(codes)
+        uniques = np.flatnonzero(counts)
+        if len(uniques) == 1:
+            yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
+            return
+        order = np.argsort(codes.astype(np.uint16), kind="stable")
+        ends = np.cumsum(counts[uniques])
+        starts = ends - counts[uniques]
+    else:
+        uniques = np.unique(codes)
+        if len(uniques) == 1:
+            yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
+            return
+        order = np.argsort(codes, kind="stable")
+        starts = np.searchsorted(codes[order], uniques)
+        ends = np.append(starts[1:], len(order))
     for a, b in zip(starts, ends):
         row = int(order[a])
         key = (str(parts.dictionary[int(parts.indices[row].as_py())]), int(buckets[row]))
@@ -123,10 +141,14 @@ def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, 
 
 @dataclass
 class _Block:
-    data: bytes
+    pieces: list[bytes | memoryview]   # the block's bytes, consecutive pieces as its encoder left them
     records: int
     min_event_time: int | None
     max_event_time: int | None
+
+    @property
+    def size(self) -> int:
+        return sum(len(p) for p in self.pieces)
 
 
 def _data_blocks(job: WriteJob, records: pa.Table) -> list[_Block]:
@@ -137,8 +159,8 @@ def _data_blocks(job: WriteJob, records: pa.Table) -> list[_Block]:
     for start in range(0, records.num_rows, rows_per_block):
         chunk = records.slice(start, rows_per_block)
         lo, hi = eventtime.bounds(chunk.column(job.event_time_field)) if job.event_time_field else (None, None)
-        data = logformat.encode_data_block(chunk, job.avro_schema, job.instant, job.block_format, lo, hi)
-        out.append(_Block(data, chunk.num_rows, lo, hi))
+        pieces = logformat.encode_data_block_pieces(chunk, job.avro_schema, job.instant, job.block_format, lo, hi)
+        out.append(_Block(pieces, chunk.num_rows, lo, hi))
     return out
 
 
@@ -156,7 +178,7 @@ def _delete_block(job: WriteJob, partition: str, rows: pa.Table) -> _Block:
     data = logformat.encode_delete_block(rows.column(KEY_COL).to_pylist(), [partition] * rows.num_rows,
                                          job.instant, ordering, avro_schema=job.avro_schema,
                                          event_times=times)
-    return _Block(data, rows.num_rows, lo, hi)
+    return _Block([data], rows.num_rows, lo, hi)
 
 
 def _delete_ordering(job: WriteJob, col: pa.ChunkedArray) -> pa.Array:
@@ -183,11 +205,11 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
     files: list[list[_Block]] = [[]]
     size = 0
     for block in blocks:
-        if files[-1] and size + len(block.data) > job.max_log_size:
+        if files[-1] and size + block.size > job.max_log_size:
             files.append([])
             size = 0
         files[-1].append(block)
-        size += len(block.data)
+        size += block.size
     stats = []
     for i, file_blocks in enumerate(files):
         name = (LogFileName(target.file_id, job.instant, 1 + i, token).name if job.logs_named_by_instant
@@ -195,17 +217,22 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
         final_rel = f"{partition}/{name}" if partition else name
         final = storage.join(job.base_path, final_rel)
         stat = _stat(job, partition, target, final_rel, name, file_blocks, counts)
-        data = b"".join(b.data for b in file_blocks)
-        storage.publish_new(final, data, temp_dir)
+        # The blocks' pieces go to the file as they are: an Avro block's records (~150 bytes each) are not
+        # copied again into one buffer for the block and another for the file.
+        pieces = [p for b in file_blocks for p in b.pieces]
+        storage.publish_new(final, pieces, temp_dir)
         if storage.on_s3(final):   # where a listing gives it back as the ETag
-            stat[STAT_MD5] = hashlib.md5(data, usedforsecurity=False).hexdigest()   # the driver publishes it
+            digest = hashlib.md5(usedforsecurity=False)
+            for piece in pieces:
+                digest.update(piece)
+            stat[STAT_MD5] = digest.hexdigest()   # the driver publishes it
         stats.append(stat)
     return stats
 
 
 def _stat(job: WriteJob, partition: str, target: Target, rel: str, name: str, blocks: list[_Block],
           counts: dict[str, int]) -> dict[str, Any]:
-    size = sum(len(b.data) for b in blocks)
+    size = sum(b.size for b in blocks)
     n = sum(b.records for b in blocks)
     mins = [b.min_event_time for b in blocks if b.min_event_time is not None]
     maxs = [b.max_event_time for b in blocks if b.max_event_time is not None]

@@ -321,13 +321,21 @@ def create_exclusive(path: str, data: bytes, staging_dir: str | None = None, kee
     return etag
 
 
-def publish_new(dest: str, data: bytes, staging_dir: str) -> None:
+def publish_new(dest: str, data: bytes | Sequence[bytes | memoryview], staging_dir: str) -> None:
     """Create the table file `dest` holding `data`, refusing to replace one (a committed file is never overwritten,
     whoever else wrote it): locally written in `staging_dir` (`.hoodie/.temp/<instant>`), fsynced and hard-linked
-    into place; on S3 one conditional PUT. Readers never see half of it."""
+    into place; on S3 one conditional PUT. Readers never see half of it.
+
+    `data` may be the file's consecutive pieces (a log's blocks as their encoders left them): a local file is
+    written from them where they lie, with no joined copy of the whole file in memory; other stores get them
+    joined."""
     make_dirs(staging_dir)
+    store = store_for(dest)
     try:
-        create_exclusive(dest, data, staging_dir)
+        if not isinstance(data, bytes) and store.posix:
+            store.create_exclusive_pieces(dest, data, staging_dir)   # local: no round trips to account for
+        else:
+            create_exclusive(dest, data if isinstance(data, bytes) else b"".join(data), staging_dir)
     except PublishConflict:
         raise _taken(dest) from None
 

@@ -160,6 +160,11 @@ class Store(abc.ABC):
     def create_exclusive(self, path: str, data: bytes, staging_dir: str | None = None) -> str | None:
         """Create `path` holding `data` only if no file is there (PublishConflict otherwise); the ETag on S3."""
 
+    def create_exclusive_pieces(self, path: str, pieces: Sequence[bytes | memoryview],
+                                staging_dir: str | None = None) -> str | None:
+        """`create_exclusive` of the bytes `pieces` make one after the other."""
+        return self.create_exclusive(path, b"".join(pieces), staging_dir)
+
     @abc.abstractmethod
     def rename(self, src: str, dst: str) -> None: ...
 

@@ -6,7 +6,7 @@ import contextlib
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import IO
 
 from engine.io.storage.interface import Entry, Positional, PublishConflict, Store
@@ -107,9 +107,15 @@ class LocalStore(Store):
     def create_exclusive(self, path: str, data: bytes, staging_dir: str | None = None) -> str | None:
         """Write `staging_dir`/<uuid> (default: a dot-temp beside `path`), fsync, hard-link it into place (the link
         refuses an existing name), unlink the temp."""
+        return self.create_exclusive_pieces(path, (data,), staging_dir)
+
+    def create_exclusive_pieces(self, path: str, pieces: Sequence[bytes | memoryview],
+                                staging_dir: str | None = None) -> str | None:
+        """`create_exclusive` written from the pieces where they lie: the file object's buffer gathers the small
+        ones and a big one goes to the file without a copy, so the whole file is never joined in memory."""
         tmp = os.path.join(staging_dir or os.path.dirname(path), f".temp-{uuid.uuid4().hex}")
         with open(tmp, "wb") as fh:
-            fh.write(data)
+            fh.writelines(pieces)
             fh.flush()
             os.fsync(fh.fileno())
         try:

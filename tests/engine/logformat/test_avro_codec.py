@@ -119,6 +119,55 @@ def test_encode_byte_identical_with_flipped_unions_and_plain_fields() -> None:
     assert encode_data_block_content(no_null, plain) == fastavro_content(no_null, plain)
 
 
+def fixed_width_table(n: int, seed: int) -> pa.Table:
+    """Columns whose values all have one width (copied as fixed-width bytes, not joined row by row) beside
+    columns whose widths vary: wide and narrow, constant and not, empty, and a varying long between them."""
+    rng = np.random.default_rng(seed)
+    keys = [f"{k:036d}" for k in rng.integers(0, 10**12, n)]           # UUID-wide, all 36 bytes
+    return pa.table({
+        "commit": pa.array(["20250101000000000"] * n),                   # constant, like the meta fields
+        "key": pa.array(keys),
+        "seqno": pa.array([f"20250101000000000_0_{i}" for i in range(n)]),   # widths vary with i
+        "small": pa.array(rng.integers(-300, 300, n), pa.int64()),          # varints of 1-2 bytes
+        "region": pa.array([("eu", "us")[i % 2] for i in range(n)]),      # 2 bytes, not constant
+        "empty": pa.array([""] * n),
+        "wide_bytes": pa.array([bytes([i % 256]) * 20 for i in range(n)], pa.binary()),
+        "maybe": pa.array(["abcd"] * n, pa.string(), mask=_mask(rng, n, 0.3)),       # one width, but nulls
+        "d": pa.array(rng.normal(0, 1, n)),
+        "tail": pa.array([("x", "yy")[i % 3 == 0] for i in range(n)]),
+    })
+
+
+@pytest.mark.parametrize("n", [1, 2, 257])
+@pytest.mark.parametrize("flip", [False, True])
+def test_encode_fixed_width_columns_byte_identical(n: int, flip: bool) -> None:
+    table = fixed_width_table(n, seed=n)
+    avro = arrow_to_avro_schema(table.schema, "rec", "ns")
+    avro = flip_unions(avro) if flip else avro
+    assert encode_data_block_content(table, avro) == fastavro_content(table, avro)
+    # slices (arrays with an offset, as a log's second block is) and each column alone or in pairs
+    for part in (table.slice(n // 3, n - n // 3), table.slice(n - 1)):
+        assert encode_data_block_content(part, avro) == fastavro_content(part, avro)
+    for names in (["commit"], ["key", "small"], ["small", "key"], ["empty"], ["commit", "region", "d"]):
+        picked = table.select(names)
+        plain = {"type": "record", "name": "p", "fields": [f for f in avro["fields"] if f["name"] in names]}
+        plain["fields"].sort(key=lambda f: names.index(f["name"]))
+        assert encode_data_block_content(picked, plain) == fastavro_content(picked, plain), names
+    decoded = decode_data_block_content(encode_data_block_content(table, avro), avro)
+    _assert_same(decoded, table.cast(avro_to_arrow_schema(avro)))
+
+
+def test_encode_records_of_one_width_only() -> None:
+    """Every field fixed-width: the records are one copied matrix, the length prefix the same on every row."""
+    avro = {"type": "record", "name": "r", "fields": [
+        {"name": "k", "type": "string"}, {"name": "d", "type": "double"}, {"name": "c", "type": ["null", "string"]}]}
+    table = pa.table({"k": pa.array([f"k{i:05d}" for i in range(300)]), "d": pa.array(np.arange(300) / 7),
+                      "c": pa.array(["same"] * 300)})
+    content = encode_data_block_content(table, avro)
+    assert content == fastavro_content(table, avro)
+    _assert_same(decode_data_block_content(content, avro), table.cast(avro_to_arrow_schema(avro)))
+
+
 def _assert_same(decoded: pa.Table, expected: pa.Table) -> None:
     """Equality that treats NaN == NaN (pa.Table.equals does not)."""
     assert decoded.schema == expected.schema

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from engine.index.routing import BUCKET_COL, PART_COL
 from engine.write import job, log_writer
@@ -29,6 +30,22 @@ def test_group_indices_keep_input_order():
     assert groups == {("p", 0): [0, 3, 7], ("p", 1): [2, 5], ("q", 0): [1, 4, 6]}
     whole = list(log_writer.group_indices(table.slice(0, 1)))
     assert whole == [(("p", 0), None)]
+
+
+def test_group_indices_by_counting_and_by_sorting_agree():
+    """Few (partition, bucket) codes are grouped by counting and a 16-bit radix sort, many by np.unique and a
+    64-bit sort: the same groups, in code order, rows in input order."""
+    rng = np.random.default_rng(5)
+    for partitions, buckets, n in ((3, 4, 5_000), (300, 256, 20_000)):   # codes below / above 2**16
+        table = pa.table({PART_COL: [f"p={i:04d}" for i in rng.integers(0, partitions, n)],
+                          BUCKET_COL: pa.array(rng.integers(0, buckets, n), pa.int32())})
+        expected: dict[tuple[str, int], list[int]] = {}
+        for i, (p, b) in enumerate(zip(table.column(PART_COL).to_pylist(), table.column(BUCKET_COL).to_pylist())):
+            expected.setdefault((p, b), []).append(i)
+        got = [(key, rows.tolist()) for key, rows in log_writer.group_indices(table)]
+        assert dict(got) == expected
+        dictionary = pc.dictionary_encode(table.column(PART_COL)).combine_chunks().dictionary.to_pylist()
+        assert [key for key, _ in got] == sorted(expected, key=lambda k: (dictionary.index(k[0]), k[1]))
 
 
 def test_grouped_is_one_take_with_groups_as_slices():

@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from engine import Table
@@ -19,32 +17,12 @@ from engine.slices.fsview import FileSystemView
 from engine.slices.pending_log_times import PendingLogTime
 from engine.timeline.instants import DELTACOMMIT, Timeline
 from engine.timeline.metadata import PENDING_LOG_TIMES
+from tests.support.day_batches import DAY
+from tests.support.day_batches import day_batch as _batch
+from tests.support.day_batches import day_table as _table
+from tests.support.day_batches import iso_day as _iso
 from tests.support.oracle import hudi_read, rows_by_key
 from tests.support.s3_server import s3_env, s3_server  # noqa: F401  (fixtures)
-
-DAY = 86_400_000
-T0 = 1_767_225_600_000   # 2026-01-01
-
-
-def _batch(tmp, i: int, day: int, keys: range = range(0, 40)) -> str:
-    t = pa.table({"id": [f"k{k:03d}" for k in keys], "p": ["a" if k % 2 else "b" for k in keys],
-                  "seq": pa.array([i] * len(keys), pa.int64()),
-                  "ts": pa.array([T0 + day * DAY + k for k in keys], pa.int64()).cast(pa.timestamp("ms", tz="UTC"))})
-    path = str(tmp / f"b{i}.parquet")
-    pq.write_table(t, path)
-    return path
-
-
-def _iso(day: float) -> str:
-    import datetime as dt
-
-    return dt.datetime.fromtimestamp((T0 + day * DAY) / 1000, dt.UTC).isoformat()
-
-
-def _table(location: str, version: int) -> Table:
-    return Table.create(location, name="t", record_keys=["id"], partition_fields=["p"], ordering_field="seq",
-                        event_time_field="ts", table_version=version,
-                        settings={"hoodie.bucket.index.num.buckets": "2"})
 
 
 def test_entries_round_trip_and_junk_is_ignored():

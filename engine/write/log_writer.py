@@ -79,23 +79,19 @@ def group_indices(table: pa.Table) -> Iterator[tuple[tuple[str, int], np.ndarray
              else pc.dictionary_encode(column)).combine_chunks()
     buckets = table.column(BUCKET_COL).to_numpy().astype(np.int64)
     codes = parts.indices.to_numpy().astype(np.int64) * (int(buckets.max()) + 1) + buckets
-    top = int(codes.max())
-    if top < _SMALL_CODES:
-        # Few (partition, bucket) codes, the usual case: counted, and sorted as 16-bit keys, which numpy's stable
-        # sort orders by radix in one pass (~3x the int64 merge sort; np.unique's sort is not needed at all).
-        counts = np.bincount(codes)
-        uniques = np.flatnonzero(counts)
-        if len(uniques) == 1:
-            yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
-            return
+    # Few (partition, bucket) codes, the usual case: counted, and sorted as 16-bit keys, which numpy's stable sort
+    # orders by radix in one pass (~3x the int64 merge sort; np.unique's sort is not needed at all).
+    small = int(codes.max()) < _SMALL_CODES
+    counts = np.bincount(codes) if small else None
+    uniques = np.flatnonzero(counts) if counts is not None else np.unique(codes)
+    if len(uniques) == 1:
+        yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
+        return
+    if counts is not None:
         order = np.argsort(codes.astype(np.uint16), kind="stable")
         ends = np.cumsum(counts[uniques])
         starts = ends - counts[uniques]
     else:
-        uniques = np.unique(codes)
-        if len(uniques) == 1:
-            yield (str(parts.dictionary[int(parts.indices[0].as_py())]), int(buckets[0])), None
-            return
         order = np.argsort(codes, kind="stable")
         starts = np.searchsorted(codes[order], uniques)
         ends = np.append(starts[1:], len(order))

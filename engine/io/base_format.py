@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from engine.errors import TidemarkError, UnsupportedTableError
 from engine.io import storage
+from engine.io.parquet_encoding import dictionary_columns
 
 PARQUET = ".parquet"
 LANCE = ".lance"
@@ -236,19 +237,29 @@ class BaseWriter(Protocol):
 
 
 class _ParquetWriter:
+    """Opened at the first rows: they decide which columns get a dictionary (`parquet_encoding`)."""
+
     def __init__(self, sink: str | IO[bytes] | pa.NativeFile, schema: pa.Schema, opts: WriteOptions) -> None:
-        codec = "NONE" if opts.compression == "none" else opts.compression
-        self._writer = pq.ParquetWriter(sink, schema, compression=codec)
+        self._sink, self._schema = sink, schema
+        self._codec = "NONE" if opts.compression == "none" else opts.compression
         self._rows = opts.row_group_rows
+        self._writer: pq.ParquetWriter | None = None
+
+    def _opened(self, first: pa.Table | None = None) -> pq.ParquetWriter:
+        if self._writer is None:
+            dictionary = dictionary_columns(first) if first is not None else True
+            self._writer = pq.ParquetWriter(self._sink, self._schema, compression=self._codec,
+                                            use_dictionary=dictionary)
+        return self._writer
 
     def write(self, t: pa.Table) -> None:
-        self._writer.write_table(t, row_group_size=self._rows)
+        self._opened(t if t.num_rows else None).write_table(t, row_group_size=self._rows)
 
     def add_footer(self, meta: Mapping[str, str]) -> None:
-        self._writer.add_key_value_metadata(dict(meta))
+        self._opened().add_key_value_metadata(dict(meta))
 
     def close(self) -> None:
-        self._writer.close()
+        self._opened().close()
 
 
 class _LanceWriter:

@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from engine.errors import TidemarkError
+from engine.io.parquet_encoding import dictionary_columns
 from engine.logformat.avro_codec import encode_data_block_parts
 from engine.logformat.blocks import (
     EVENT_TIMES_ATTR,
@@ -129,36 +129,11 @@ def encode_data_block_pieces(
     raise TidemarkError(f"unknown data block format {fmt!r}: expected 'avro' or 'parquet'")
 
 
-_DICTIONARY_SAMPLE = 2048   # rows sampled per column to decide its dictionary encoding
-
-
 def _parquet_bytes(table: pa.Table) -> bytes:
     """A complete parquet file (PAR1...PAR1, no version prefix), as HoodieParquetDataBlock stores it."""
     sink = io.BytesIO()
     pq.write_table(table, sink, compression="snappy", use_dictionary=dictionary_columns(table))
     return sink.getvalue()
-
-
-def dictionary_columns(table: pa.Table) -> list[str] | bool:
-    """The columns worth a dictionary: those with at most half as many distinct values as rows in an evenly
-    spread sample of the block's rows. pyarrow would otherwise build a dictionary for every column and only
-    give it up once it outgrows its page limit — for a block's unique columns (`_hoodie_commit_seqno`, the
-    record key, most data) hashing every value for nothing: half a Parquet block's encoding time, and a bigger
-    file. Parquet-mr (Spark's and Java Hudi's writer) drops such dictionaries after the first page likewise.
-    A table with nested columns keeps pyarrow's default (True: every column) — its leaves have paths of their own."""
-    if any(pa.types.is_nested(f.type) for f in table.schema):
-        return True
-    n = table.num_rows
-    sample = table if n <= _DICTIONARY_SAMPLE else table.take(pa.array(range(0, n, n // _DICTIONARY_SAMPLE), pa.int64()))
-    return [name for name, column in zip(sample.column_names, sample.columns)
-            if _few_distinct(column, max(1, sample.num_rows))]
-
-
-def _few_distinct(column: pa.ChunkedArray, rows: int) -> bool:
-    try:
-        return 2 * int(pc.count_distinct(column, mode="all").as_py()) <= rows
-    except pa.ArrowNotImplementedError:   # a type without the kernel (null): pyarrow's default, a dictionary
-        return True
 
 
 def encode_delete_block(

@@ -20,6 +20,7 @@ from engine.config import eventtime
 from engine.config.schema import arrow_schema
 from engine.io import storage
 from engine.io.naming import BaseFileName
+from engine.io.parquet_encoding import dictionary_columns
 from engine.timeline.metadata import WriteStat
 from engine.write.job import WriteJob, group_file_id, precombine, with_meta
 
@@ -46,8 +47,9 @@ def _write_parquet(job: WriteJob, records: pa.Table, path: str | pa.NativeFile) 
     codec = "NONE" if job.compression == "none" else job.compression
     schema = arrow_schema(job.avro_schema)
     keys = pc.min_max(records.column("_hoodie_record_key"))
-    with pq.ParquetWriter(path, schema, compression=codec) as writer:
-        writer.write_table(records.cast(schema), row_group_size=job.row_group_rows)
+    records = records.cast(schema)
+    with pq.ParquetWriter(path, schema, compression=codec, use_dictionary=dictionary_columns(records)) as writer:
+        writer.write_table(records, row_group_size=job.row_group_rows)
         if records.num_rows:
             # Java's footer keys (HoodieAvroWriteSupport); readers that prune by key range use them.
             writer.add_key_value_metadata({"hoodie_min_record_key": keys["min"].as_py(),

@@ -25,7 +25,8 @@ Timed, medians of `--repeat`, on a fresh copy of the pristine table each time (c
   subprocess per core count (get_spark(cores=N); session start and a warm-up job excluded);
 - floor, in this process, no Spark: per file group pq.read_table(base) (1 thread), read_log_file of the
   logs (engine.logformat.avro_codec vectorized decode), pyarrow/numpy merge (latest seq per key wins, base rows of
-  updated keys dropped), pq.write_table (snappy). `floor_1p`: file groups one after another; `floor_2p`:
+  updated keys dropped), pq.write_table (snappy; dictionaries where values repeat, as ours: `parquet_encoding`).
+  `floor_1p`: file groups one after another; `floor_2p`:
   two worker processes (variant 8 only).
 - ours in-process: the same runs with `run_compaction(local=True)` in this process (threads, one per CPU; what
   `tidemark compaction run` does below TIDEMARK_LOCAL_MAX_COMPACTION_MB), after one untimed warm-up.
@@ -62,6 +63,7 @@ from bench.common import (
     timed,
     upsert_keys,
 )
+from engine.io.parquet_encoding import dictionary_columns
 
 TARGET_RATIO = 1.5
 UPSERT_WRITES = 4
@@ -125,7 +127,8 @@ def floor_slice(base_path: str, log_paths: tuple[str, ...], out: str) -> int:
     updated = pc.is_in(base.column("_hoodie_record_key"), value_set=winners.column("_hoodie_record_key"))
     merged = pa.concat_tables([base.filter(pc.invert(updated)), winners.cast(base.schema)])
     t3 = time.perf_counter()
-    pq.write_table(merged, out, compression="snappy", row_group_size=1_000_000)
+    pq.write_table(merged, out, compression="snappy", row_group_size=1_000_000,
+                   use_dictionary=dictionary_columns(merged))   # the encoding our base files get
     t4 = time.perf_counter()
     for k, v in (("read_base", t1 - t0), ("decode_logs", t2 - t1), ("merge", t3 - t2), ("write", t4 - t3)):
         PHASES[k] = PHASES.get(k, 0.0) + v

@@ -12,7 +12,8 @@ pyarrow, anything else collected with `toArrow`), the same DataFrame filtered by
 row; not a bare scan, so collected by `toArrow`), and the DataFrame with `local=False` (each input partition's rows
 cross to Python as Arrow once, are routed there and exchanged as Arrow IPC files; a second stage writes the file
 groups), each through block encoding, log files and commit.
-The floor is `pq.write_table` of the same records with the 5 meta columns on one thread. Rates are records/s per
+The floor is `pq.write_table` of the same records with the 5 meta columns on one thread, dictionaries only for the
+columns that repeat (as our Parquet blocks and base files: `engine.io.parquet_encoding`). Rates are records/s per
 core; ratio = ours / floor. SparkSession start is excluded from the write timings and reported separately, in
 fresh processes, with and without the JVM class-data archive (TIDEMARK_NO_CDS=1). Every variant also reports
 the CPU seconds of this process and every process below it (the Spark JVM and its Python workers): records
@@ -33,6 +34,7 @@ import sys
 import pyarrow.parquet as pq
 
 from bench.common import emit, log, median_time, rate, records, scratch_dir, stage_parquet, timed, tree_cpu_s, with_meta_columns
+from engine.io.parquet_encoding import dictionary_columns
 
 TARGET_PER_CORE = 500_000
 DATAFRAME_TARGET_PER_CORE = 300_000   # a Spark DataFrame input (Tidemark issue 18)
@@ -100,7 +102,8 @@ def engine_write(spark, input_path: str, table_path: str, block_format: str, n: 
 
 def pyarrow_floor(n_table, path: str, repeats: int) -> dict:
     table = with_meta_columns(n_table)
-    t = median_time(lambda: pq.write_table(table, path, compression="snappy"), repeats)
+    dictionary = dictionary_columns(table)   # what our Parquet blocks choose (a floor with the same encoding)
+    t = median_time(lambda: pq.write_table(table, path, compression="snappy", use_dictionary=dictionary), repeats)
     return {**t, "records_per_s_per_core": round(rate(table.num_rows, t["median_s"], 1)),
             "file_bytes": os.path.getsize(path)}
 

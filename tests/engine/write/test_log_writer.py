@@ -58,3 +58,11 @@ def test_grouped_is_one_take_with_groups_as_slices():
     assert [key for key, _, _ in spans] == [("p", 0), ("p", 1), ("q", 0)]
     one, whole = log_writer.grouped(table.slice(0, 1))
     assert whole == [(("p", 0), 0, 1)] and one.column("v").to_pylist() == [0]
+
+
+def test_commit_seqnos_are_the_joined_strings_at_every_digit_count():
+    for n in (0, 1, 9, 10, 11, 999, 1000, 10_001, 125_000):
+        built = job.commit_seqnos("20261129075212345_3", n)
+        built.validate(full=True)
+        joined = pc.binary_join_element_wise("20261129075212345_3", pc.cast(pa.array(np.arange(n)), pa.string()), "_")
+        assert built.equals(joined), n

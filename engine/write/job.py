@@ -117,23 +117,26 @@ def commit_seqnos(prefix: str, n: int) -> pa.Array:
     return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.concatenate(blocks)))
 
 
-def precombine(job: WriteJob, records: pa.Table) -> pa.Table:
-    """Pre-combine a batch: one record per key, chosen by the table's merge mode."""
-    if keys_distinct(records.column("_hoodie_record_key")):
+def precombine(job: WriteJob, records: pa.Table, hashes: np.ndarray | None = None) -> pa.Table:
+    """Pre-combine a batch: one record per key, chosen by the table's merge mode. `hashes`: the keys' 32-bit
+    hashes row by row, when routing computed them (`routing.HASH_COL`)."""
+    if keys_distinct(records.column("_hoodie_record_key"), hashes):
         return records  # the common case: nothing to combine
     winners = merge_log_items([DataItem(records)], job.merge_mode, job.ordering_field, records.schema)
     return winners.rows if winners.size != records.num_rows else records
 
 
-def keys_distinct(keys: pa.ChunkedArray | pa.Array) -> bool:
-    """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide.
+def keys_distinct(keys: pa.ChunkedArray | pa.Array, hashes: np.ndarray | None = None) -> bool:
+    """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide
+    (`hashes`, row by row with `keys`, when the caller has them: routing hashed every key for its bucket).
 
     Hashing the keys with numpy and sorting the hashes costs a fraction of pyarrow's exact count_distinct on
     strings; with ~10^5 keys a few hash collisions are expected, and only those rows get the exact test. The
     hashes are sorted by value alone (numpy's vectorised sort, ~30x a stable argsort): the rows sharing a hash
     are then found by value.
     """
-    hashes = spark_hash_strings(keys, seed=0)
+    if hashes is None:
+        hashes = spark_hash_strings(keys, seed=0)
     ranked = np.sort(hashes)
     same = ranked[1:] == ranked[:-1]
     if not same.any():

@@ -20,7 +20,7 @@ from engine.config.layout import write_partition_metadata
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.config.schema import arrow_schema, conform_column
 from engine.index.keys import check_partition_path
-from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
+from engine.index.routing import BUCKET_COL, HASH_COL, KEY_COL, PART_COL
 from engine.io import storage
 from engine.io.naming import LogFileName
 from engine.timeline.metadata import STAT_MD5, WriteStat
@@ -140,7 +140,8 @@ def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, 
     else:
         records = with_meta(job, partition, target.file_id, rows, token)
         if job.operation == "upsert":
-            records = precombine(job, records)
+            hashes = rows.column(HASH_COL).to_numpy() if HASH_COL in rows.column_names else None
+            records = precombine(job, records, hashes)
         blocks = _data_blocks(job, records)
         counts = {"writes": records.num_rows}
     return _write_logs(job, partition, target, blocks, token, counts, publish)

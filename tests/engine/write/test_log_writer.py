@@ -5,6 +5,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.index import routing
+from engine.index.bucket_hash import bucket_ids, spark_hash_strings
 from engine.index.routing import BUCKET_COL, PART_COL
 from engine.write import job, log_writer
 
@@ -21,6 +23,18 @@ def test_keys_distinct_settles_hash_collisions_exactly(monkeypatch):
     monkeypatch.setattr(job, "spark_hash_strings", lambda keys, seed=0: np.zeros(len(keys), np.int32))
     assert job.keys_distinct(pa.array(["a", "b", "c"]))
     assert not job.keys_distinct(pa.array(["a", "b", "a"]))
+
+
+def test_keys_distinct_takes_routings_hashes_and_settles_their_collisions():
+    same = np.zeros(3, np.int32)   # hashes the caller carried, all alike: every key compared exactly
+    assert job.keys_distinct(pa.array(["a", "b", "c"]), same)
+    assert not job.keys_distinct(pa.array(["a", "b", "a"]), same)
+    keys = pa.array([f"key-{i}" for i in range(1000)])
+    routed = routing.route(routing.Routing(("id",), (), False, 4), pa.table({"id": keys}))
+    hashes = routed.column(routing.HASH_COL).to_numpy()
+    assert np.array_equal(hashes, spark_hash_strings(keys))   # the hash the buckets came from
+    assert np.array_equal(routed.column(routing.BUCKET_COL).to_numpy(), bucket_ids(keys, 4))
+    assert job.keys_distinct(keys, hashes)
 
 
 def test_group_indices_keep_input_order():

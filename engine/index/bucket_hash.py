@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["spark_hash_strings", "bucket_ids"]
+__all__ = ["spark_hash_strings", "bucket_ids", "buckets_of"]
 
 _C1 = np.uint32(0xCC9E2D51)
 _C2 = np.uint32(0x1B873593)
@@ -207,6 +207,12 @@ def bucket_ids(keys: pa.Array | pa.ChunkedArray, num_buckets: int) -> np.ndarray
     """``pmod(hash(key), num_buckets)`` exactly as Spark computes it, as int32 in [0, num_buckets)."""
     if num_buckets < 1:
         raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
-    h = spark_hash_strings(keys)
+    return buckets_of(spark_hash_strings(keys), num_buckets)
+
+
+def buckets_of(hashes: np.ndarray, num_buckets: int) -> np.ndarray:
+    """``pmod(hash, num_buckets)`` of hashes `spark_hash_strings` gave (seed 42), as int32."""
+    if num_buckets < 1:
+        raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
     # numpy's % is floored for a positive divisor, which is Spark's pmod (non-negative remainder).
-    return (h.astype(np.int64) % num_buckets).astype(np.int32)
+    return (hashes.astype(np.int64) % num_buckets).astype(np.int32)

@@ -13,12 +13,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from engine.config.properties import TableConfig
-from engine.index.bucket_hash import bucket_ids
+from engine.index.bucket_hash import buckets_of, spark_hash_strings
 from engine.index.keys import DEFAULT_PARTITION, EMPTY_KEY, NULL_KEY
 
 # The routing columns `route` appends to input rows (record key, partition path, bucket): the writers group by
 # them (engine.write.log_writer) and never store them.
 KEY_COL, PART_COL, BUCKET_COL = "__tm_key", "__tm_part", "__tm_bucket"
+# Also appended by `route` (not by Spark's routing columns): the key's murmur3 hash the bucket came from, which
+# pre-combining reuses to find repeated keys (`job.keys_distinct`) instead of hashing every key again.
+HASH_COL = "__tm_hash"
 
 
 @dataclass(frozen=True)
@@ -107,11 +110,12 @@ def partition_path_strings(routing: Routing, table: pa.Table) -> pa.Array:
 
 
 def route(routing: Routing, table: pa.Table) -> pa.Table:
-    """Append the routing columns the log writer groups by."""
+    """Append the routing columns the log writer groups by, and the keys' hashes (HASH_COL)."""
     keys = record_keys(routing, table)
     if keys.null_count:
         raise ValueError(f"record key field(s) {', '.join(routing.record_keys)} contain nulls")
-    buckets = bucket_ids(keys, routing.num_buckets).astype(np.int32)
+    hashes = spark_hash_strings(keys)
     return (table.append_column(KEY_COL, keys)
             .append_column(PART_COL, partition_paths(routing, table))
-            .append_column(BUCKET_COL, pa.array(buckets, pa.int32())))
+            .append_column(BUCKET_COL, pa.array(buckets_of(hashes, routing.num_buckets), pa.int32()))
+            .append_column(HASH_COL, pa.array(hashes, pa.int32())))

@@ -11,7 +11,7 @@ One rule keeps a bounded pool from deadlocking: work running on a pool never wai
 same pool. Hence one pool per kind of work: `requests` runs a few store requests each, made directly (a GET, a
 log's header scan, a CopyObject), which wait for no pool; `uploads` runs a multipart upload's parts, apart so a
 base file's upload never queues behind a task's copies; `decode` runs log decodes, which may wait for a
-`requests` GET.
+`requests` GET; `publish` writes, fsyncs and links new log files (`storage.Publisher`), waiting for no pool.
 """
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ REQUEST_THREADS = 32
 UPLOAD_THREADS = 4
 # Each slice decodes two logs at a time, and an in-process read decodes one slice per core at once.
 DECODE_THREADS = 2 * (os.cpu_count() or 1)
+# A writing task keeps up to `storage.Publisher.DEPTH` (2) files publishing, and an in-process write runs one task
+# per core.
+PUBLISH_THREADS = 2 * (os.cpu_count() or 1)
 
 _POOLS: dict[str, ThreadPoolExecutor] = {}
 _LOCK = threading.Lock()
@@ -53,6 +56,11 @@ def uploads_pool() -> ThreadPoolExecutor:
 def decode_pool() -> ThreadPoolExecutor:
     """For log decodes, which may wait for a `requests_pool` GET."""
     return _pool("decode", DECODE_THREADS)
+
+
+def publish_pool() -> ThreadPoolExecutor:
+    """For publishing new files (write, fsync, link), which waits for no pool."""
+    return _pool("publish", PUBLISH_THREADS)
 
 
 def on_requests_pool() -> bool:

@@ -70,11 +70,9 @@ def with_meta(job: WriteJob, partition: str, file_name: str, rows: pa.Table, tok
     the full base file name in a base file, as Java writes them)."""
     n = rows.num_rows
     task = token.split("-")[0]
-    seqno = pc.binary_join_element_wise(pa.scalar(f"{job.instant}_{task}"),
-                                        pc.cast(pa.array(np.arange(n)), pa.string()), "_")
     meta = {
         "_hoodie_commit_time": pa.repeat(pa.scalar(job.instant), n),
-        "_hoodie_commit_seqno": seqno,
+        "_hoodie_commit_seqno": commit_seqnos(f"{job.instant}_{task}", n),
         "_hoodie_record_key": rows.column(KEY_COL).cast(pa.string()),
         "_hoodie_partition_path": pa.repeat(pa.scalar(partition), n),
         "_hoodie_file_name": pa.repeat(pa.scalar(file_name), n),
@@ -91,23 +89,54 @@ def with_meta(job: WriteJob, partition: str, file_name: str, rows: pa.Table, tok
     return pa.Table.from_arrays(cols, schema=schema)
 
 
-def precombine(job: WriteJob, records: pa.Table) -> pa.Table:
-    """Pre-combine a batch: one record per key, chosen by the table's merge mode."""
-    if keys_distinct(records.column("_hoodie_record_key")):
+def commit_seqnos(prefix: str, n: int) -> pa.Array:
+    """`<prefix>_0` … `<prefix>_<n-1>` (Java's `_hoodie_commit_seqno`: instant, task, then the row's number).
+
+    Built in the string array's buffers with numpy, not by casting n numbers to strings and joining each to the
+    prefix (5.5 vs 2.8 ms per 125 k rows): rows of numbers with equally many digits are one 2-D block of bytes,
+    the prefix broadcast into its first columns and the digits written a column at a time."""
+    head = np.frombuffer(f"{prefix}_".encode(), np.uint8)
+    if n * (len(head) + len(str(n))) >= 2**31:   # beyond 32-bit offsets: pyarrow's kernels say what they can do
+        return pc.binary_join_element_wise(pa.scalar(prefix), pc.cast(pa.array(np.arange(n)), pa.string()), "_")
+    widths = np.empty(n, np.int32)
+    blocks = [np.empty(0, np.uint8)]
+    start, digits = 0, 1
+    while start < n:   # the rows whose numbers have `digits` digits: [10**(digits-1), 10**digits)
+        end = min(n, 10**digits)
+        block = np.empty((end - start, len(head) + digits), np.uint8)
+        block[:, :len(head)] = head
+        rest = np.arange(start, end, dtype=np.int32)
+        for column in range(block.shape[1] - 1, len(head) - 1, -1):
+            rest, digit = np.divmod(rest, np.int32(10))
+            block[:, column] = digit + np.int32(ord("0"))
+        blocks.append(block.reshape(-1))
+        widths[start:end] = block.shape[1]
+        start, digits = end, digits + 1
+    offsets = np.zeros(n + 1, np.int32)
+    np.cumsum(widths, out=offsets[1:])
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.concatenate(blocks)))
+
+
+def precombine(job: WriteJob, records: pa.Table, hashes: np.ndarray | None = None) -> pa.Table:
+    """Pre-combine a batch: one record per key, chosen by the table's merge mode. `hashes`: the keys' 32-bit
+    hashes row by row, when routing computed them (`routing.HASH_COL`)."""
+    if keys_distinct(records.column("_hoodie_record_key"), hashes):
         return records  # the common case: nothing to combine
     winners = merge_log_items([DataItem(records)], job.merge_mode, job.ordering_field, records.schema)
     return winners.rows if winners.size != records.num_rows else records
 
 
-def keys_distinct(keys: pa.ChunkedArray | pa.Array) -> bool:
-    """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide.
+def keys_distinct(keys: pa.ChunkedArray | pa.Array, hashes: np.ndarray | None = None) -> bool:
+    """Whether no record key repeats: compared exactly only among keys whose 32-bit murmur3 hashes collide
+    (`hashes`, row by row with `keys`, when the caller has them: routing hashed every key for its bucket).
 
     Hashing the keys with numpy and sorting the hashes costs a fraction of pyarrow's exact count_distinct on
     strings; with ~10^5 keys a few hash collisions are expected, and only those rows get the exact test. The
     hashes are sorted by value alone (numpy's vectorised sort, ~30x a stable argsort): the rows sharing a hash
     are then found by value.
     """
-    hashes = spark_hash_strings(keys, seed=0)
+    if hashes is None:
+        hashes = spark_hash_strings(keys, seed=0)
     ranked = np.sort(hashes)
     same = ranked[1:] == ranked[:-1]
     if not same.any():

@@ -6,7 +6,7 @@ Arrow tables carrying the routing columns, outputs are HoodieWriteStat dicts, on
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +20,7 @@ from engine.config.layout import write_partition_metadata
 from engine.config.properties import EVENT_TIME_ORDERING
 from engine.config.schema import arrow_schema, conform_column
 from engine.index.keys import check_partition_path
-from engine.index.routing import BUCKET_COL, KEY_COL, PART_COL
+from engine.index.routing import BUCKET_COL, HASH_COL, KEY_COL, PART_COL
 from engine.io import storage
 from engine.io.naming import LogFileName
 from engine.timeline.metadata import STAT_MD5, WriteStat
@@ -30,13 +30,20 @@ from engine.write.job import OVERWRITE_OPERATIONS, Target, WriteJob, group_file_
 # (partition, bucket) codes below this are grouped by counting and a 16-bit radix sort (`group_indices`).
 _SMALL_CODES = 1 << 16
 
+# How a log file's pieces become the table file (dest, pieces, staging folder): `storage.publish_new` there and
+# then, or a `storage.Publisher`'s `publish`, done in the background while the next group encodes (the caller
+# then waits for it before reporting the stats).
+Publish = Callable[[str, Sequence[bytes | memoryview], str], None]
+
 
 def write_routed(job: WriteJob, table: pa.Table, token: str) -> list[dict[str, Any]]:
-    """Write every (partition, bucket) group of routed rows; returns their write stats."""
+    """Write every (partition, bucket) group of routed rows; returns their write stats once every log is durable
+    and in place."""
     check_routed_keys(table)
     stats: list[dict[str, Any]] = []
-    for (partition, bucket), rows in groups(table):
-        stats += write_group(job, partition, bucket, rows, token)
+    with storage.Publisher() as publisher:
+        for (partition, bucket), rows in groups(table):
+            stats += write_group(job, partition, bucket, rows, token, publisher.publish)
     return stats
 
 
@@ -51,14 +58,17 @@ def check_routed_keys(table: pa.Table) -> None:
                          "record keys")
 
 
-def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str) -> list[dict[str, Any]]:
+def write_group(job: WriteJob, partition: str, bucket: int, rows: pa.Table, token: str,
+                publish: Publish = storage.publish_new) -> list[dict[str, Any]]:
+    """Write one file group's rows; its write stats. The logs are durable and in place on return unless `publish`
+    is a `storage.Publisher`'s, whose `wait` the caller owes before the stats count."""
     check_partition_path(partition)
     write_partition_metadata(job.base_path, partition, job.instant)
     if job.operation in OVERWRITE_OPERATIONS:
         return base_writer.write_new_group(job, partition, bucket, rows, token)
     target = job.targets.get((partition, bucket)) or Target(group_file_id(job.instant, partition, bucket),
                                                             job.instant, 1)
-    return _write_group(job, partition, target, rows, token)
+    return _write_group(job, partition, target, rows, token, publish)
 
 
 def groups(table: pa.Table) -> Iterator[tuple[tuple[str, int], pa.Table]]:
@@ -122,17 +132,19 @@ def grouped(table: pa.Table) -> tuple[pa.Table, list[tuple[tuple[str, int], int,
     return kept.take(pa.array(order)), spans
 
 
-def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str) -> list[dict[str, Any]]:
+def _write_group(job: WriteJob, partition: str, target: Target, rows: pa.Table, token: str,
+                 publish: Publish) -> list[dict[str, Any]]:
     if job.operation == "delete":
         blocks = [_delete_block(job, partition, rows)]
         counts = {"deletes": rows.num_rows}
     else:
         records = with_meta(job, partition, target.file_id, rows, token)
         if job.operation == "upsert":
-            records = precombine(job, records)
+            hashes = rows.column(HASH_COL).to_numpy() if HASH_COL in rows.column_names else None
+            records = precombine(job, records, hashes)
         blocks = _data_blocks(job, records)
         counts = {"writes": records.num_rows}
-    return _write_logs(job, partition, target, blocks, token, counts)
+    return _write_logs(job, partition, target, blocks, token, counts, publish)
 
 
 @dataclass
@@ -194,7 +206,7 @@ def _delete_ordering(job: WriteJob, col: pa.ChunkedArray) -> pa.Array:
 
 
 def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Block], token: str,
-                counts: dict[str, int]) -> list[dict[str, Any]]:
+                counts: dict[str, int], publish: Publish) -> list[dict[str, Any]]:
     """Write blocks into new log versions (rolling over at max size); one write stat per log file."""
     temp_dir = storage.join(job.base_path, ".hoodie", ".temp", job.instant)
     storage.make_dirs(temp_dir)
@@ -216,7 +228,7 @@ def _write_logs(job: WriteJob, partition: str, target: Target, blocks: list[_Blo
         # The blocks' pieces go to the file as they are: an Avro block's records (~150 bytes each) are not
         # copied again into one buffer for the block and another for the file.
         pieces = [p for b in file_blocks for p in b.pieces]
-        storage.publish_new(final, pieces, temp_dir)
+        publish(final, pieces, temp_dir)
         if storage.on_s3(final):   # where a listing gives it back as the ETag
             digest = hashlib.md5(usedforsecurity=False)
             for piece in pieces:

@@ -781,18 +781,24 @@ def _write_pieces(job: WriteJob, groups: Iterator[tuple[str, int, list[tuple[str
             readers[path] = pa.ipc.open_file(source)
         return readers[path]
 
+    stats: list[dict[str, Any]] = []
     try:
-        for partition, bucket, refs in groups:
-            # Each batch is read (a local file: from its offset, the footer read once) into memory freed once
-            # its group is written, so a task holds one group's rows however many groups it writes. Memory-mapped
-            # files made views instead, but every page read stayed in the task's resident memory until the
-            # end: its whole share of the exchange (715 MB per Python worker at 16 M rows, 439 MB at 4 M).
-            rows = pa.Table.from_batches([reader(path).get_batch(no) for path, no in refs])
-            yield from log_writer.write_group(job, partition, bucket, rows, token)
-            del rows
+        # Each group's logs are written, fsynced and linked in the background while the next group encodes; the
+        # stats are reported once every log is in place (a failed publish fails the task first).
+        with storage.Publisher() as publisher:
+            for partition, bucket, refs in groups:
+                # Each batch is read (a local file: from its offset, the footer read once) into memory freed once
+                # its group is written, so a task holds one group's rows however many groups it writes.
+                # Memory-mapped files made views instead, but every page read stayed in the task's resident memory
+                # until the end: its whole share of the exchange (715 MB per Python worker at 16 M rows, 439 MB
+                # at 4 M).
+                rows = pa.Table.from_batches([reader(path).get_batch(no) for path, no in refs])
+                stats += log_writer.write_group(job, partition, bucket, rows, token, publisher.publish)
+                del rows
     finally:
         for source in sources:
             source.close()
+    yield from stats
     task_finished()
 
 

@@ -17,14 +17,18 @@ AWS_SESSION_TOKEN, AWS_REGION / AWS_DEFAULT_REGION, AWS_PROFILE, AWS_ENDPOINT_UR
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import contextvars
 import os
 import uuid
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 from typing import IO, Any
 
 import pyarrow as pa
 
+from engine.io import threads
 from engine.io.storage import operation as _op
 from engine.io.storage.arrowfs import GCS_RETRY_S, filesystem
 from engine.io.storage.aws_env import endpoint_url, region
@@ -74,7 +78,7 @@ from engine.io.storage.s3_upload import UPLOAD_PART_BYTES, S3Upload
 from engine.io.storage.stores import store_for
 
 __all__ = [
-    "Entry", "GCS_RETRY_S", "Positional", "PublishConflict", "RangeReader", "S3Upload", "Store",
+    "Entry", "GCS_RETRY_S", "Positional", "PublishConflict", "Publisher", "RangeReader", "S3Upload", "Store",
     "UPLOAD_PART_BYTES", "absolute_location", "ask_ahead", "buffer_reader", "clear_kept_immutable",
     "conditional_put", "conditional_replace", "copy", "copy_new", "create_exclusive", "drop_asked", "endpoint_url", "exists",
     "file_exists", "filesystem", "has_shared_read", "immutable_reads_needed", "is_dir", "is_file", "is_link", "is_remote",
@@ -338,6 +342,51 @@ def publish_new(dest: str, data: bytes | Sequence[bytes | memoryview], staging_d
             create_exclusive(dest, data if isinstance(data, bytes) else b"".join(data), staging_dir)
     except PublishConflict:
         raise _taken(dest) from None
+
+
+class Publisher:
+    """`publish_new` on a background thread: a writing task hands over each new file and encodes the next one
+    while this one is written, fsynced and linked (fsync releases the GIL and mostly waits for the disk), then
+    `wait`s for all before it reports them. Used as a context manager, leaving the block waits; an error of any
+    publish (a PublishConflict, a failed write) is raised by the next `publish` or by `wait`, never lost, and a
+    block that fails itself leaves nothing publishing behind it.
+
+    At most DEPTH files wait or publish at once: a task's memory holds at most that many encoded files besides
+    the one it encodes. Each runs in the caller's context, so the operation's shared reads stay true of it."""
+
+    DEPTH = 2
+
+    def __init__(self) -> None:
+        self._pending: collections.deque[Future[None]] = collections.deque()
+
+    def publish(self, dest: str, data: bytes | Sequence[bytes | memoryview], staging_dir: str) -> None:
+        """Start publishing `dest` (see `publish_new`); the pieces of `data` must not change until `wait`."""
+        while self._pending and (self._pending[0].done() or len(self._pending) >= self.DEPTH):
+            self._pending.popleft().result()   # raises an earlier publish's error now
+        context = contextvars.copy_context()
+        self._pending.append(threads.publish_pool().submit(context.run, publish_new, dest, data, staging_dir))
+
+    def wait(self) -> None:
+        """Return once every file handed over is durable and in place; the first error of any, if one failed."""
+        try:
+            while self._pending:
+                self._pending[0].result()
+                self._pending.popleft()
+        finally:
+            self._settle()
+
+    def _settle(self) -> None:
+        threads.settle(self._pending)   # after a failure: cancel what has not started, wait for what has
+        self._pending.clear()
+
+    def __enter__(self) -> Publisher:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.wait()
+        else:
+            self._settle()   # the block's own error is the one raised
 
 
 @contextlib.contextmanager

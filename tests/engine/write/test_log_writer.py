@@ -5,6 +5,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from engine.index import routing
+from engine.index.bucket_hash import bucket_ids, spark_hash_strings
 from engine.index.routing import BUCKET_COL, PART_COL
 from engine.write import job, log_writer
 
@@ -21,6 +23,18 @@ def test_keys_distinct_settles_hash_collisions_exactly(monkeypatch):
     monkeypatch.setattr(job, "spark_hash_strings", lambda keys, seed=0: np.zeros(len(keys), np.int32))
     assert job.keys_distinct(pa.array(["a", "b", "c"]))
     assert not job.keys_distinct(pa.array(["a", "b", "a"]))
+
+
+def test_keys_distinct_takes_routings_hashes_and_settles_their_collisions():
+    same = np.zeros(3, np.int32)   # hashes the caller carried, all alike: every key compared exactly
+    assert job.keys_distinct(pa.array(["a", "b", "c"]), same)
+    assert not job.keys_distinct(pa.array(["a", "b", "a"]), same)
+    keys = pa.array([f"key-{i}" for i in range(1000)])
+    routed = routing.route(routing.Routing(("id",), (), False, 4), pa.table({"id": keys}))
+    hashes = routed.column(routing.HASH_COL).to_numpy()
+    assert np.array_equal(hashes, spark_hash_strings(keys))   # the hash the buckets came from
+    assert np.array_equal(routed.column(routing.BUCKET_COL).to_numpy(), bucket_ids(keys, 4))
+    assert job.keys_distinct(keys, hashes)
 
 
 def test_group_indices_keep_input_order():
@@ -58,3 +72,11 @@ def test_grouped_is_one_take_with_groups_as_slices():
     assert [key for key, _, _ in spans] == [("p", 0), ("p", 1), ("q", 0)]
     one, whole = log_writer.grouped(table.slice(0, 1))
     assert whole == [(("p", 0), 0, 1)] and one.column("v").to_pylist() == [0]
+
+
+def test_commit_seqnos_are_the_joined_strings_at_every_digit_count():
+    for n in (0, 1, 9, 10, 11, 999, 1000, 10_001, 125_000):
+        built = job.commit_seqnos("20261129075212345_3", n)
+        built.validate(full=True)
+        joined = pc.binary_join_element_wise("20261129075212345_3", pc.cast(pa.array(np.arange(n)), pa.string()), "_")
+        assert built.equals(joined), n

@@ -66,8 +66,7 @@ def test_a_publishers_conflict_is_raised_by_its_wait_and_stops_later_publishes(t
     assert storage.read_bytes(os.path.join(root, "taken.log")) == b"committed"
     publisher = storage.Publisher()
     publisher.publish(os.path.join(root, "taken.log"), [b"other writer"], staging)
-    while not publisher._pending[0].done():
-        pass
+    publisher._pending[0].exception(timeout=30)   # waits for the failed publish to end, raises nothing
     with pytest.raises(TidemarkError, match="already exists"):   # the next publish reports it, before starting
         publisher.publish(os.path.join(root, "after.log"), [b"next"], staging)
     assert not os.path.exists(os.path.join(root, "after.log"))

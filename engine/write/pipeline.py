@@ -742,7 +742,9 @@ def _route_batches(rt: routing.Routing, batches: Iterator[pa.RecordBatch], excha
         if pending:
             flush()
 
-    consume_in_background(route_all, batches)
+    # 8 batches waiting (320 k rows at the session's 40,000 a batch, `engine.spark.ARROW_BATCH_ROWS`) keep the JVM
+    # converting ahead of the router without holding more than a chunk's rows besides it.
+    consume_in_background(route_all, batches, depth=8)
     yield pa.RecordBatch.from_arrays([pa.array([json.dumps(p) for p in pieces], pa.string())], names=[STAT_COLUMN])
     task_finished()
 

@@ -205,8 +205,6 @@ def spark_hash_strings(values: pa.Array | pa.ChunkedArray, seed: int = 42) -> np
 
 def bucket_ids(keys: pa.Array | pa.ChunkedArray, num_buckets: int) -> np.ndarray:
     """``pmod(hash(key), num_buckets)`` exactly as Spark computes it, as int32 in [0, num_buckets)."""
-    if num_buckets < 1:
-        raise ValueError(f"num_buckets must be >= 1, got {num_buckets}")
     return buckets_of(spark_hash_strings(keys), num_buckets)
 
 
